@@ -1,0 +1,25 @@
+package catalog
+
+import "errors"
+
+// Sentinel errors of the split transition and of catalog validation. Errors
+// returned by this package wrap one of them with the route id, key length or
+// boundary that was wrong; test with errors.Is.
+var (
+	// ErrRouteNotFound: no live route has the given id.
+	ErrRouteNotFound = errors.New("route not found")
+	// ErrRouteNotActive: the route is not ACTIVE and may not be split.
+	ErrRouteNotActive = errors.New("route not active")
+	// ErrSplitKeyAtBoundary: the split key equals the route's start (or end).
+	ErrSplitKeyAtBoundary = errors.New("split key at route boundary")
+	// ErrSplitKeyOutsideRoute: the split key lies outside [start, end).
+	ErrSplitKeyOutsideRoute = errors.New("split key outside route")
+	// ErrKeyTooLarge: a key or boundary exceeds MaxBoundaryLen.
+	ErrKeyTooLarge = errors.New("key too large")
+	// ErrVersionMismatch: a compare-and-set split saw another version.
+	ErrVersionMismatch = errors.New("catalog version mismatch")
+	// ErrInvariant: a catalog (typically a decoded one) breaks an invariant.
+	ErrInvariant = errors.New("catalog invariant violated")
+	// ErrInvalidSplits: initial split keys are empty, unsorted or too long.
+	ErrInvalidSplits = errors.New("invalid initial split keys")
+)

@@ -1,0 +1,108 @@
+package catalog
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// Key size limits (SPEC §3, §12). A route boundary may be one byte longer
+// than a data key so that any key H can be isolated as [H, H·0x00).
+const (
+	MaxKeyLen      = 4096
+	MaxBoundaryLen = MaxKeyLen + 1
+)
+
+// RouteState mirrors api.RouteState; the values are equal.
+type RouteState uint8
+
+const (
+	StateActive          = RouteState(api.RouteState_ROUTE_STATE_ACTIVE)
+	StateWriteFenced     = RouteState(api.RouteState_ROUTE_STATE_WRITE_FENCED)
+	StateMigratingSource = RouteState(api.RouteState_ROUTE_STATE_MIGRATING_SOURCE)
+	StateMigratingTarget = RouteState(api.RouteState_ROUTE_STATE_MIGRATING_TARGET)
+)
+
+// Valid reports whether s is one of the defined states.
+func (s RouteState) Valid() bool { return s >= StateActive && s <= StateMigratingTarget }
+
+func (s RouteState) String() string {
+	if name, ok := api.RouteState_name[int32(s)]; ok {
+		return name
+	}
+	return "RouteState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// RouteDescriptor is one route: the key range [Start, End) served by one
+// shard group. An empty End means +inf. Values reachable from a Catalog are
+// shared between catalog versions and must not be modified.
+type RouteDescriptor struct {
+	ID         uint64
+	Start      []byte
+	End        []byte
+	GroupID    uint64
+	State      RouteState
+	ParentID   uint64
+	SplitAtHLC uint64
+}
+
+// Unbounded reports whether the route extends to +inf.
+func (r *RouteDescriptor) Unbounded() bool { return len(r.End) == 0 }
+
+// Contains reports whether key lies in [Start, End).
+func (r *RouteDescriptor) Contains(key []byte) bool {
+	return bytes.Compare(key, r.Start) >= 0 && (r.Unbounded() || bytes.Compare(key, r.End) < 0)
+}
+
+func (r *RouteDescriptor) String() string {
+	end := "+inf"
+	if !r.Unbounded() {
+		end = FormatKey(r.End)
+	}
+	return fmt.Sprintf("r%d[%s, %s) %s", r.ID, FormatKey(r.Start), end, r.State)
+}
+
+// ToProto converts r to its API form.
+func (r *RouteDescriptor) ToProto() *api.RouteDescriptor {
+	return &api.RouteDescriptor{
+		RouteId:       r.ID,
+		Start:         r.Start,
+		End:           r.End,
+		GroupId:       r.GroupID,
+		State:         api.RouteState(r.State),
+		ParentRouteId: r.ParentID,
+		SplitAtHlc:    r.SplitAtHLC,
+	}
+}
+
+// RouteFromProto converts p, copying its keys so the descriptor owns them.
+func RouteFromProto(p *api.RouteDescriptor) *RouteDescriptor {
+	return &RouteDescriptor{
+		ID:         p.GetRouteId(),
+		Start:      bytes.Clone(p.GetStart()),
+		End:        cloneNonEmpty(p.GetEnd()),
+		GroupID:    p.GetGroupId(),
+		State:      RouteState(p.GetState()),
+		ParentID:   p.GetParentRouteId(),
+		SplitAtHLC: p.GetSplitAtHlc(),
+	}
+}
+
+func cloneNonEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return bytes.Clone(b)
+}
+
+// FormatKey renders a key for errors, logs and tables: printable ASCII as
+// is, other bytes escaped, long keys shortened with their length.
+func FormatKey(k []byte) string {
+	const show = 64
+	if len(k) <= show {
+		return strconv.Quote(string(k))
+	}
+	return strconv.Quote(string(k[:show])) + "…(" + strconv.Itoa(len(k)) + " bytes)"
+}

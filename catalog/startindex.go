@@ -1,0 +1,419 @@
+package catalog
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"unsafe"
+)
+
+// Node sizes of the start index. Memory latency, not comparisons, decides
+// lookup cost at a million routes: each entry keeps its 8-byte key prefix
+// next to its pointer, a node's lines are scanned with independent loads
+// (fetched in parallel, not one binary-search step at a time), and 64-entry
+// leaves (1 KiB) keep the level above them small enough for the core's L2.
+const (
+	leafFanout  = 32
+	innerFanout = 32
+	// Bulk-built nodes are 7/8 full, leaving room for splits.
+	leafBulk  = leafFanout * 7 / 8
+	innerBulk = innerFanout * 7 / 8
+)
+
+// keyPrefix is the first 8 bytes of k, zero-padded, as an integer: it orders
+// keys like bytes.Compare except that it cannot tell k from k·0x00….
+func keyPrefix(k []byte) uint64 {
+	if len(k) >= 8 {
+		return binary.BigEndian.Uint64(k)
+	}
+	var buf [8]byte
+	copy(buf[:], k)
+	return binary.BigEndian.Uint64(buf[:])
+}
+
+// le is 1 if p <= kp, else 0, without a branch.
+func le(p, kp uint64) int {
+	_, borrow := bits.Sub64(kp, p, 0)
+	return int(1 - borrow)
+}
+
+type leafEntry struct {
+	prefix uint64
+	r      *RouteDescriptor
+}
+
+// leafNode holds up to leafFanout routes in start order.
+type leafNode struct {
+	n int
+	e [leafFanout]leafEntry
+}
+
+// innerEntry is one subtree: its first key's prefix and one pointer to the
+// child, a *leafNode at height 1 and an *innerNode above. Sixteen bytes
+// rather than a pointer per child kind keep the level above the leaves
+// small enough to stay in cache; the height says which kind it is, and only
+// the accessors below convert.
+type innerEntry struct {
+	prefix uint64
+	kid    unsafe.Pointer
+}
+
+func (e innerEntry) leaf() *leafNode   { return (*leafNode)(e.kid) }
+func (e innerEntry) inner() *innerNode { return (*innerNode)(e.kid) }
+
+// innerNode holds up to innerFanout subtrees; first[i] is the first route of
+// subtree i, read only to break prefix ties.
+type innerNode struct {
+	n     int
+	e     [innerFanout]innerEntry
+	first [innerFanout]*RouteDescriptor
+}
+
+// floor returns the index of the last entry whose start is <= key, or -1.
+// Entries are ordered by (prefix, start), so every entry with a smaller
+// prefix is <= key: counting prefixes <= kp settles almost every search and
+// only a prefix tie reads key bytes.
+func (lf *leafNode) floor(kp uint64, key []byte) int {
+	// Count in a strided order, one entry of each 64-byte line (4 entries)
+	// first: a leaf spans 16 lines and a plain scan is longer than the
+	// reorder window, which would fetch them in two serial waves.
+	es := lf.e[:lf.n]
+	count := 0
+	for s := range 4 {
+		for j := s; j < len(es); j += 4 {
+			count += le(es[j].prefix, kp)
+		}
+	}
+	i := count - 1
+	for i >= 0 && lf.e[i].prefix == kp && bytes.Compare(lf.e[i].r.Start, key) > 0 {
+		i--
+	}
+	return i
+}
+
+func (in *innerNode) floor(kp uint64, key []byte) int {
+	// Inner nodes stay cached, so unlike leaves they are searched by
+	// halving; the step compiles to a conditional move.
+	es := in.e[:in.n]
+	if len(es) == 0 || es[0].prefix > kp {
+		return -1
+	}
+	i, width := 0, len(es)
+	for width > 1 {
+		half := width >> 1
+		if es[i+half].prefix <= kp {
+			i += half
+		}
+		width -= half
+	}
+	for i >= 0 && in.e[i].prefix == kp && bytes.Compare(in.first[i].Start, key) > 0 {
+		i--
+	}
+	return i
+}
+
+// startIndex is a persistent B+tree of routes keyed by start. Nodes are
+// never modified once published: set copies the path it changes.
+type startIndex struct {
+	height   int // 0: the root is rootLeaf
+	rootLeaf *leafNode
+	root     *innerNode
+	n        int
+}
+
+func (t *startIndex) floor(key []byte) *RouteDescriptor {
+	kp := keyPrefix(key)
+	lf := t.rootLeaf
+	if t.height > 0 {
+		in := t.root
+		for h := t.height; ; h-- {
+			e := in.e[max(in.floor(kp, key), 0)]
+			if h == 1 {
+				lf = e.leaf()
+				break
+			}
+			in = e.inner()
+		}
+	}
+	i := lf.floor(kp, key)
+	if i < 0 {
+		return nil
+	}
+	return lf.e[i].r
+}
+
+// set returns a new index with r stored at r.Start: replacing the route with
+// an equal start, or inserted in order.
+func (t *startIndex) set(r *RouteDescriptor) *startIndex {
+	kp := keyPrefix(r.Start)
+	out := &startIndex{height: t.height, n: t.n}
+	var left, right subtree
+	if t.height == 0 {
+		lf, sib, added := t.rootLeaf.set(r, kp)
+		out.n += added
+		if sib == nil {
+			out.rootLeaf = lf
+			return out
+		}
+		left, right = leafEntryOf(lf), leafEntryOf(sib)
+	} else {
+		in, sib, added := t.root.set(t.height, r, kp)
+		out.n += added
+		if sib == nil {
+			out.root = in
+			return out
+		}
+		left, right = innerEntryOf(in), innerEntryOf(sib)
+	}
+	out.height++
+	out.root = &innerNode{}
+	out.root.fill([]subtree{left, right})
+	return out
+}
+
+// subtree is a child being placed into an inner node.
+type subtree struct {
+	e     innerEntry
+	first *RouteDescriptor
+}
+
+func leafEntryOf(lf *leafNode) subtree {
+	return subtree{innerEntry{lf.e[0].prefix, unsafe.Pointer(lf)}, lf.e[0].r}
+}
+
+func innerEntryOf(in *innerNode) subtree {
+	return subtree{innerEntry{in.e[0].prefix, unsafe.Pointer(in)}, in.first[0]}
+}
+
+func (in *innerNode) subtrees() []subtree {
+	out := make([]subtree, in.n, in.n+1)
+	for i := range out {
+		out[i] = subtree{in.e[i], in.first[i]}
+	}
+	return out
+}
+
+// fill sets the node's children to subs.
+func (in *innerNode) fill(subs []subtree) {
+	in.n = len(subs)
+	for i, s := range subs {
+		in.e[i], in.first[i] = s.e, s.first
+	}
+}
+
+func (lf *leafNode) set(r *RouteDescriptor, kp uint64) (*leafNode, *leafNode, int) {
+	c := *lf
+	i := c.floor(kp, r.Start)
+	if i >= 0 && bytes.Equal(c.e[i].r.Start, r.Start) {
+		c.e[i].r = r
+		return &c, nil, 0
+	}
+	left, right := insertAt(c.e[:c.n], i+1, leafEntry{kp, r}, leafFanout)
+	out := &leafNode{n: len(left)}
+	copy(out.e[:], left)
+	if right == nil {
+		return out, nil, 1
+	}
+	sib := &leafNode{n: len(right)}
+	copy(sib.e[:], right)
+	return out, sib, 1
+}
+
+func (in *innerNode) set(h int, r *RouteDescriptor, kp uint64) (*innerNode, *innerNode, int) {
+	i := max(in.floor(kp, r.Start), 0)
+	var added int
+	var kid, sib subtree
+	if h == 1 {
+		lf, s, a := in.e[i].leaf().set(r, kp)
+		kid, added = leafEntryOf(lf), a
+		if s != nil {
+			sib = leafEntryOf(s)
+		}
+	} else {
+		k, s, a := in.e[i].inner().set(h-1, r, kp)
+		kid, added = innerEntryOf(k), a
+		if s != nil {
+			sib = innerEntryOf(s)
+		}
+	}
+	if sib.first == nil {
+		c := *in
+		c.e[i], c.first[i] = kid.e, kid.first
+		return &c, nil, added
+	}
+	subs := in.subtrees()
+	subs[i] = kid
+	left, right := insertAt(subs, i+1, sib, innerFanout)
+	out := &innerNode{}
+	out.fill(left)
+	if right == nil {
+		return out, nil, added
+	}
+	s := &innerNode{}
+	s.fill(right)
+	return out, s, added
+}
+
+// insertAt returns es with x inserted at pos, divided in two halves when
+// that exceeds capacity.
+func insertAt[E any](es []E, pos int, x E, capacity int) (left, right []E) {
+	all := make([]E, 0, len(es)+1)
+	all = append(append(append(all, es[:pos]...), x), es[pos:]...)
+	if len(all) <= capacity {
+		return all, nil
+	}
+	half := len(all) / 2
+	return all[:half], all[half:]
+}
+
+// buildStartIndex bulk-loads routes sorted by start.
+func buildStartIndex(routes []*RouteDescriptor) *startIndex {
+	t := &startIndex{n: len(routes)}
+	var level []subtree
+	for i := 0; i < len(routes); i += leafBulk {
+		lf := &leafNode{}
+		for _, r := range routes[i:min(i+leafBulk, len(routes))] {
+			lf.e[lf.n] = leafEntry{keyPrefix(r.Start), r}
+			lf.n++
+		}
+		level = append(level, leafEntryOf(lf))
+	}
+	switch len(level) {
+	case 0:
+		t.rootLeaf = &leafNode{}
+		return t
+	case 1:
+		t.rootLeaf = level[0].e.leaf()
+		return t
+	}
+	for len(level) > 1 {
+		var up []subtree
+		for i := 0; i < len(level); i += innerBulk {
+			in := &innerNode{}
+			in.fill(level[i:min(i+innerBulk, len(level))])
+			up = append(up, innerEntryOf(in))
+		}
+		level = up
+		t.height++
+	}
+	t.root = level[0].e.inner()
+	return t
+}
+
+// ascendFrom calls fn on routes with start >= key (every route when all is
+// set) in order, until fn returns false.
+func (t *startIndex) ascendFrom(key []byte, all bool, fn func(*RouteDescriptor) bool) {
+	kp := keyPrefix(key)
+	if t.height == 0 {
+		t.rootLeaf.ascend(kp, key, all, fn)
+		return
+	}
+	t.root.ascend(t.height, kp, key, all, fn)
+}
+
+func (lf *leafNode) ascend(kp uint64, key []byte, all bool, fn func(*RouteDescriptor) bool) bool {
+	j := 0
+	if !all {
+		// First entry with start >= key.
+		j = lf.floor(kp, key)
+		if j < 0 || !bytes.Equal(lf.e[j].r.Start, key) {
+			j++
+		}
+	}
+	for ; j < lf.n; j++ {
+		if !fn(lf.e[j].r) {
+			return false
+		}
+	}
+	return true
+}
+
+func (in *innerNode) ascend(h int, kp uint64, key []byte, all bool, fn func(*RouteDescriptor) bool) bool {
+	i := 0
+	if !all {
+		i = max(in.floor(kp, key), 0)
+	}
+	for j := i; j < in.n; j++ {
+		sub := all || j != i
+		var ok bool
+		if h == 1 {
+			ok = in.e[j].leaf().ascend(kp, key, sub, fn)
+		} else {
+			ok = in.e[j].inner().ascend(h-1, kp, key, sub, fn)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// check verifies the index structure: node sizes, order, cached prefixes,
+// first-route pointers, uniform leaf depth and the route count.
+func (t *startIndex) check() error {
+	if t.height == 0 {
+		if t.rootLeaf == nil {
+			return errors.New("start index has no root")
+		}
+		if t.rootLeaf.n != t.n {
+			return fmt.Errorf("start index counts %d routes, holds %d", t.n, t.rootLeaf.n)
+		}
+		return t.rootLeaf.check()
+	}
+	count, err := t.root.check(t.height)
+	if err == nil && count != t.n {
+		err = fmt.Errorf("start index counts %d routes, holds %d", t.n, count)
+	}
+	return err
+}
+
+func (lf *leafNode) check() error {
+	if lf.n < 1 || lf.n > leafFanout {
+		return fmt.Errorf("start index leaf has %d entries", lf.n)
+	}
+	for i := range lf.n {
+		r := lf.e[i].r
+		if r == nil || lf.e[i].prefix != keyPrefix(r.Start) {
+			return fmt.Errorf("start index leaf entry %d is stale", i)
+		}
+		if i > 0 && bytes.Compare(lf.e[i-1].r.Start, r.Start) >= 0 {
+			return fmt.Errorf("start index leaf out of order at %s", FormatKey(r.Start))
+		}
+	}
+	return nil
+}
+
+func (in *innerNode) check(h int) (int, error) {
+	if in.n < 1 || in.n > innerFanout {
+		return 0, fmt.Errorf("start index inner node has %d entries", in.n)
+	}
+	total := 0
+	for i := range in.n {
+		e := in.e[i]
+		if e.kid == nil {
+			return 0, fmt.Errorf("start index: subtree %d at height %d is missing", i, h)
+		}
+		var want subtree
+		if h == 1 {
+			if err := e.leaf().check(); err != nil {
+				return 0, err
+			}
+			want, total = leafEntryOf(e.leaf()), total+e.leaf().n
+		} else {
+			n, err := e.inner().check(h - 1)
+			if err != nil {
+				return 0, err
+			}
+			want, total = innerEntryOf(e.inner()), total+n
+		}
+		if e != want.e || in.first[i] != want.first {
+			return 0, fmt.Errorf("start index: stale entry for subtree %d", i)
+		}
+		if i > 0 && bytes.Compare(in.first[i-1].Start, in.first[i].Start) >= 0 {
+			return 0, fmt.Errorf("start index inner node out of order at %s", FormatKey(in.first[i].Start))
+		}
+	}
+	return total, nil
+}
