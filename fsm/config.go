@@ -1,0 +1,185 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/detector"
+	"google.golang.org/protobuf/proto"
+)
+
+// ErrInvalidConfig wraps every ValidateConfig failure; the message names
+// the field.
+var ErrInvalidConfig = errors.New("invalid config")
+
+// Config limits. Wide enough for tests in simulated time and for
+// production, narrow enough that the detector's integer math stays far from
+// overflow.
+const (
+	maxWeight           = 1000
+	maxCandidateWindows = 1000
+	maxDurationMs       = 7 * 24 * 3600 * 1000
+	minStepMs           = 10
+	maxStepMs           = 3600 * 1000
+	maxSplitsPerCycle   = 1024
+	maxSmoothingWindows = 64
+	maxBuckets          = 256
+	fullShareBP         = 10000
+)
+
+// DefaultConfig returns the SPEC §6/§8 defaults: Ww 4, Wr 1, threshold
+// 50000 weighted ops/min, 3 candidate windows, 10 min cooldown, 1 split per
+// cycle, 1024 auto routes, top-key share 80%, absolute floor threshold/2,
+// 16 buckets, a 60 s step, op TTL = cooldown, 5 smoothing windows and a
+// grace of half a step.
+func DefaultConfig() *api.Config {
+	return &api.Config{
+		Threshold:           50000,
+		WriteWeight:         4,
+		ReadWeight:          1,
+		CandidateWindows:    3,
+		CooldownMs:          10 * 60 * 1000,
+		MaxSplitsPerCycle:   1,
+		MaxAutoRoutes:       1024,
+		TopKeyShareBp:       8000,
+		TopKeyAbsoluteFloor: 25000,
+		Buckets:             16,
+		StepMs:              60 * 1000,
+		OpTtlMs:             10 * 60 * 1000,
+		SmoothingWindows:    5,
+		GraceMs:             30 * 1000,
+	}
+}
+
+// withDefaults returns a copy of c whose zero fields take the defaults.
+// Derived defaults follow the given values: the absolute floor is half the
+// (given) threshold, the op TTL the cooldown, the grace half the step.
+func withDefaults(c *api.Config) *api.Config {
+	d := DefaultConfig()
+	out := &api.Config{}
+	if c != nil {
+		out = proto.Clone(c).(*api.Config)
+	}
+	fill64 := func(v *uint64, def uint64) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	fill32 := func(v *uint32, def uint32) {
+		if *v == 0 {
+			*v = def
+		}
+	}
+	fill64(&out.Threshold, d.Threshold)
+	fill32(&out.WriteWeight, d.WriteWeight)
+	fill32(&out.ReadWeight, d.ReadWeight)
+	fill32(&out.CandidateWindows, d.CandidateWindows)
+	fill64(&out.CooldownMs, d.CooldownMs)
+	fill32(&out.MaxSplitsPerCycle, d.MaxSplitsPerCycle)
+	fill32(&out.MaxAutoRoutes, d.MaxAutoRoutes)
+	fill32(&out.TopKeyShareBp, d.TopKeyShareBp)
+	fill64(&out.TopKeyAbsoluteFloor, out.Threshold/2)
+	fill32(&out.Buckets, d.Buckets)
+	fill64(&out.StepMs, d.StepMs)
+	fill64(&out.OpTtlMs, out.CooldownMs)
+	fill32(&out.SmoothingWindows, d.SmoothingWindows)
+	fill64(&out.GraceMs, out.StepMs/2)
+	return out
+}
+
+// ValidateConfig checks every field of c; the error names the first field
+// out of range, e.g. "invalid config: threshold: must be >= 1".
+func ValidateConfig(c *api.Config) error {
+	if c == nil {
+		return fmt.Errorf("%w: config: required", ErrInvalidConfig)
+	}
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case c.Threshold < 1:
+		return bad("threshold", "must be >= 1")
+	case c.WriteWeight > maxWeight:
+		return bad("write_weight", "%d above %d", c.WriteWeight, maxWeight)
+	case c.ReadWeight > maxWeight:
+		return bad("read_weight", "%d above %d", c.ReadWeight, maxWeight)
+	case c.WriteWeight == 0 && c.ReadWeight == 0:
+		return bad("write_weight", "write_weight and read_weight must not both be 0")
+	case c.CandidateWindows < 1 || c.CandidateWindows > maxCandidateWindows:
+		return bad("candidate_windows", "%d not in [1, %d]", c.CandidateWindows, maxCandidateWindows)
+	case c.CooldownMs > maxDurationMs:
+		return bad("cooldown_ms", "%d above %d (7 days)", c.CooldownMs, maxDurationMs)
+	case c.MaxSplitsPerCycle < 1 || c.MaxSplitsPerCycle > maxSplitsPerCycle:
+		return bad("max_splits_per_cycle", "%d not in [1, %d]", c.MaxSplitsPerCycle, maxSplitsPerCycle)
+	case c.MaxAutoRoutes < 1:
+		return bad("max_auto_routes", "must be >= 1")
+	case c.TopKeyShareBp < 1 || c.TopKeyShareBp > fullShareBP:
+		return bad("top_key_share_bp", "%d not in [1, %d]", c.TopKeyShareBp, fullShareBP)
+	case c.Buckets < 1 || c.Buckets > maxBuckets:
+		return bad("buckets", "%d not in [1, %d]", c.Buckets, maxBuckets)
+	case c.StepMs < minStepMs || c.StepMs > maxStepMs:
+		return bad("step_ms", "%d not in [%d, %d]", c.StepMs, minStepMs, maxStepMs)
+	case c.OpTtlMs < 1 || c.OpTtlMs > maxDurationMs:
+		return bad("op_ttl_ms", "%d not in [1, %d]", c.OpTtlMs, maxDurationMs)
+	case c.SmoothingWindows < 1 || c.SmoothingWindows > maxSmoothingWindows:
+		return bad("smoothing_windows", "%d not in [1, %d]", c.SmoothingWindows, maxSmoothingWindows)
+	case c.GraceMs > c.StepMs:
+		return bad("grace_ms", "%d above step_ms %d", c.GraceMs, c.StepMs)
+	}
+	return nil
+}
+
+// ApplyPatch returns a new Config: c with the fields set in p replaced.
+// Neither argument is modified.
+func ApplyPatch(c *api.Config, p *api.ConfigPatch) *api.Config {
+	out := &api.Config{}
+	if c != nil {
+		out = proto.Clone(c).(*api.Config)
+	}
+	if p == nil {
+		return out
+	}
+	set64 := func(dst *uint64, v *uint64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set32 := func(dst *uint32, v *uint32) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set64(&out.Threshold, p.Threshold)
+	set32(&out.WriteWeight, p.WriteWeight)
+	set32(&out.ReadWeight, p.ReadWeight)
+	set32(&out.CandidateWindows, p.CandidateWindows)
+	set64(&out.CooldownMs, p.CooldownMs)
+	set32(&out.MaxSplitsPerCycle, p.MaxSplitsPerCycle)
+	set32(&out.MaxAutoRoutes, p.MaxAutoRoutes)
+	set32(&out.TopKeyShareBp, p.TopKeyShareBp)
+	set64(&out.TopKeyAbsoluteFloor, p.TopKeyAbsoluteFloor)
+	set32(&out.Buckets, p.Buckets)
+	set64(&out.StepMs, p.StepMs)
+	set64(&out.OpTtlMs, p.OpTtlMs)
+	set32(&out.SmoothingWindows, p.SmoothingWindows)
+	set64(&out.GraceMs, p.GraceMs)
+	return out
+}
+
+// detectorConfig maps the replicated Config to the detector's view.
+func detectorConfig(c *api.Config) detector.Config {
+	return detector.Config{
+		Threshold:           c.GetThreshold(),
+		WriteWeight:         c.GetWriteWeight(),
+		ReadWeight:          c.GetReadWeight(),
+		CandidateWindows:    c.GetCandidateWindows(),
+		CooldownMs:          c.GetCooldownMs(),
+		MaxSplitsPerCycle:   c.GetMaxSplitsPerCycle(),
+		MaxAutoRoutes:       c.GetMaxAutoRoutes(),
+		TopKeyShareBP:       c.GetTopKeyShareBp(),
+		TopKeyAbsoluteFloor: c.GetTopKeyAbsoluteFloor(),
+		Buckets:             c.GetBuckets(),
+		SmoothingWindows:    c.GetSmoothingWindows(),
+	}
+}
