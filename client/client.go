@@ -1,0 +1,319 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultDialTimeout    = 2 * time.Second
+	DefaultRequestTimeout = 5 * time.Second
+	DefaultMaxRetries     = 5
+	DefaultBackoff        = 50 * time.Millisecond
+	// MaxBackoff caps the delay between two attempts, whatever Backoff is.
+	MaxBackoff = 2 * time.Second
+)
+
+const (
+	// maxHintConns bounds the connections opened to leader-hint addresses
+	// outside Config.Endpoints; a cluster has a handful of members, so more
+	// distinct hints than this mean something is wrong and are not followed.
+	maxHintConns = 8
+	// maxRecvMsgSize admits pages larger than gRPC's 4 MiB default: a
+	// ListRoutes or snapshot page of 1000 routes whose keys are near the
+	// 4 KiB limit is about 8 MiB.
+	maxRecvMsgSize = 64 << 20
+)
+
+// Config configures a Client. Only Endpoints is required.
+type Config struct {
+	// Endpoints are the gRPC addresses (host:port) of cluster members. Any
+	// member will do: followers forward mutations to the leader.
+	Endpoints []string
+	// DialTimeout bounds one connection attempt to one endpoint
+	// (default DefaultDialTimeout).
+	DialTimeout time.Duration
+	// RequestTimeout bounds one call including all its retries, unless the
+	// caller's context ends sooner (default DefaultRequestTimeout). It does
+	// not apply to Watch, which runs until its context ends.
+	RequestTimeout time.Duration
+	// MaxRetries is how many times a call is retried after its first
+	// attempt when retrying is safe (0 = DefaultMaxRetries, negative = never).
+	MaxRetries int
+	// Backoff is the base delay between retries; it doubles per retry, is
+	// capped at MaxBackoff and jittered (default DefaultBackoff).
+	Backoff time.Duration
+	// Logger receives retry and reconnect events at Debug level
+	// (default: discarded).
+	Logger *slog.Logger
+	// Actor is put on mutations whose request leaves actor empty. It is
+	// self-declared (no authentication yet).
+	Actor string
+}
+
+// Client is a connection to a hotsplit cluster. It is safe for concurrent
+// use by many goroutines. Connections are opened lazily, one per address, and
+// kept until Close.
+type Client struct {
+	endpoints      []string
+	dialTimeout    time.Duration
+	requestTimeout time.Duration
+	maxRetries     int
+	backoff        time.Duration
+	log            *slog.Logger
+	actor          string
+
+	mu     sync.Mutex
+	conns  map[string]*endpointConn // by address; endpoints and hints
+	hinted map[string]bool          // hint addresses outside endpoints
+	leader string                   // last hinted leader address, "" if unknown
+	cursor int                      // next endpoint to try when no leader is known
+	closed bool
+}
+
+// New validates cfg and returns a Client. No connection is made until the
+// first call. It fails with ErrNoEndpoints when cfg.Endpoints is empty and
+// with ErrBadEndpoint (naming the entry) when an endpoint is not host:port.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, ErrNoEndpoints
+	}
+	eps := make([]string, 0, len(cfg.Endpoints))
+	seen := make(map[string]bool, len(cfg.Endpoints))
+	for i, ep := range cfg.Endpoints {
+		if err := validateEndpoint(ep); err != nil {
+			return nil, fmt.Errorf("%w: Config.Endpoints[%d] %q: %v", ErrBadEndpoint, i, ep, err)
+		}
+		if !seen[ep] {
+			seen[ep] = true
+			eps = append(eps, ep)
+		}
+	}
+	switch {
+	case cfg.DialTimeout < 0:
+		return nil, fmt.Errorf("client: Config.DialTimeout is negative (%v)", cfg.DialTimeout)
+	case cfg.RequestTimeout < 0:
+		return nil, fmt.Errorf("client: Config.RequestTimeout is negative (%v)", cfg.RequestTimeout)
+	case cfg.Backoff < 0:
+		return nil, fmt.Errorf("client: Config.Backoff is negative (%v)", cfg.Backoff)
+	}
+	c := &Client{
+		endpoints:      eps,
+		dialTimeout:    orDefault(cfg.DialTimeout, DefaultDialTimeout),
+		requestTimeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
+		maxRetries:     cfg.MaxRetries,
+		backoff:        min(orDefault(cfg.Backoff, DefaultBackoff), MaxBackoff),
+		log:            cfg.Logger,
+		actor:          cfg.Actor,
+		conns:          make(map[string]*endpointConn),
+		hinted:         make(map[string]bool),
+	}
+	switch {
+	case c.maxRetries == 0:
+		c.maxRetries = DefaultMaxRetries
+	case c.maxRetries < 0:
+		c.maxRetries = 0
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// validateEndpoint accepts host:port with a non-empty host free of spaces and
+// slashes (so that "dns:///x:1" or "http://x:1" are refused rather than
+// misread) and a numeric port in 1..65535.
+func validateEndpoint(ep string) error {
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		return fmt.Errorf("want host:port: %v", err)
+	}
+	if host == "" {
+		return fmt.Errorf("want host:port: empty host")
+	}
+	if strings.ContainsAny(host, " \t/") {
+		return fmt.Errorf("want host:port: host %q contains a space or slash", host)
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || p == 0 {
+		return fmt.Errorf("want host:port: port %q is not a number in 1..65535", port)
+	}
+	return nil
+}
+
+// Endpoints returns the configured endpoints, duplicates removed.
+func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+
+// LeaderAddr returns the leader address last learned from a LeaderHint, or ""
+// when none is known. It is only a hint: leadership may have moved since.
+func (c *Client) LeaderAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leader
+}
+
+// Close closes every connection. Calls in flight fail; later calls return
+// ErrClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	conns := c.conns
+	c.conns = nil
+	c.closed = true
+	c.mu.Unlock()
+	var first error
+	for _, ec := range conns {
+		if err := ec.cc.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// endpointConn is the connection to one address, plus the last dial error
+// so that "unreachable" can say why (connection refused, no route, ...).
+type endpointConn struct {
+	cc *grpc.ClientConn
+
+	mu      sync.Mutex
+	dialErr error // last failed dial, nil after a successful one
+}
+
+func (e *endpointConn) dial(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	e.mu.Lock()
+	e.dialErr = err
+	e.mu.Unlock()
+	return conn, err
+}
+
+func (e *endpointConn) lastDialErr() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.dialErr
+}
+
+// conn returns the connection to addr, creating it (without dialing) on
+// first use.
+func (c *Client) conn(addr string) (*endpointConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if ec, ok := c.conns[addr]; ok {
+		return ec, nil
+	}
+	ec := &endpointConn{}
+	cc, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(ec.dial),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: c.backoff, Multiplier: 2, Jitter: 0.2, MaxDelay: MaxBackoff},
+			MinConnectTimeout: c.dialTimeout,
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("client: connection to %s: %w", addr, err)
+	}
+	ec.cc = cc
+	c.conns[addr] = ec
+	return ec, nil
+}
+
+// firstAddr is where a call starts: the hinted leader if known, else the
+// endpoint after the one the previous call started with, so that load and
+// failures spread over the list.
+func (c *Client) firstAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader != "" {
+		return c.leader
+	}
+	addr := c.endpoints[c.cursor%len(c.endpoints)]
+	c.cursor++
+	return addr
+}
+
+// nextAddr is where a call goes after failing at addr without a usable hint:
+// the endpoint following addr in the list (the first one if addr is a hint
+// address outside the list).
+func (c *Client) nextAddr(addr string) string {
+	for i, ep := range c.endpoints {
+		if ep == addr {
+			return c.endpoints[(i+1)%len(c.endpoints)]
+		}
+	}
+	return c.endpoints[0]
+}
+
+// forgetLeader drops the leader hint if it still names addr, after addr
+// failed to serve a call.
+func (c *Client) forgetLeader(addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader == addr {
+		c.leader = ""
+	}
+}
+
+// learnLeader records hint as the leader. It returns the address to follow,
+// or "" when the hint is unusable (empty, malformed, the node that just
+// answered, or one address too many outside the endpoint list).
+func (c *Client) learnLeader(hint *api.LeaderHint, from string) string {
+	addr := hint.GetLeaderGrpcAddr()
+	if addr == "" || addr == from {
+		return ""
+	}
+	if err := validateEndpoint(addr); err != nil {
+		c.log.Debug("ignoring malformed leader hint", "endpoint", from, "hint", addr, "err", err)
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.hinted[addr] && !c.isEndpoint(addr) {
+		if len(c.hinted) >= maxHintConns {
+			c.log.Debug("not following leader hint: too many hinted addresses", "endpoint", from, "hint", addr)
+			return ""
+		}
+		c.hinted[addr] = true
+	}
+	c.leader = addr
+	return addr
+}
+
+func (c *Client) isEndpoint(addr string) bool {
+	for _, ep := range c.endpoints {
+		if ep == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// withTimeout bounds a call by RequestTimeout.
+func (c *Client) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.requestTimeout)
+}

@@ -1,0 +1,50 @@
+package client
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// Join adds a node to the cluster (a mutation). JoinRequest has no
+// request_id field: the generated id travels only in the RequestIDHeader
+// metadata and in a returned error, for logs.
+func (c *Client) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
+	return invoke(ctx, c, call{name: "Join", mutation: true, requestID: NewRequestID()},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.JoinResponse, error) {
+			return api.NewClusterClient(cc).Join(ctx, req)
+		})
+}
+
+// Remove removes a node from the cluster (a mutation; request id as for Join).
+func (c *Client) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
+	return invoke(ctx, c, call{name: "Remove", mutation: true, requestID: NewRequestID()},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.RemoveResponse, error) {
+			return api.NewClusterClient(cc).Remove(ctx, req)
+		})
+}
+
+// Members lists the cluster members (a read).
+func (c *Client) Members(ctx context.Context, req *api.MembersRequest) (*api.MembersResponse, error) {
+	return invoke(ctx, c, call{name: "Members"}, func(ctx context.Context, cc grpc.ClientConnInterface) (*api.MembersResponse, error) {
+		return api.NewClusterClient(cc).Members(ctx, req)
+	})
+}
+
+// Leader asks a node who it believes the leader is (a read).
+func (c *Client) Leader(ctx context.Context, req *api.LeaderRequest) (*api.LeaderResponse, error) {
+	return invoke(ctx, c, call{name: "Leader"}, func(ctx context.Context, cc grpc.ClientConnInterface) (*api.LeaderResponse, error) {
+		return api.NewClusterClient(cc).Leader(ctx, req)
+	})
+}
+
+// TransferLeadership moves leadership to another voter (a mutation; request
+// id as for Join).
+func (c *Client) TransferLeadership(ctx context.Context, req *api.TransferLeadershipRequest) (*api.TransferLeadershipResponse, error) {
+	return invoke(ctx, c, call{name: "TransferLeadership", mutation: true, requestID: NewRequestID()},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.TransferLeadershipResponse, error) {
+			return api.NewClusterClient(cc).TransferLeadership(ctx, req)
+		})
+}

@@ -1,0 +1,21 @@
+// Package client is the thin gRPC client of hotsplit's four services
+// (Catalog, Load, AutoSplit, Cluster), used by hotsplitctl, keyviz reporters,
+// the simulator and the jepsen tests.
+//
+// It knows the endpoint list, follows leader hints, puts a request id on every
+// mutation and retries only where that is safe: reads, and mutations that
+// definitely were not applied (the error contract of docs/design.md: status
+// Unavailable with ErrorOutcome{OUTCOME_NOT_APPLIED}, Aborted, or a
+// connection that never became ready, so nothing was sent). A mutation whose
+// outcome is unknown is never retried automatically; its error wraps
+// ErrUnknownOutcome and carries the request id, so the caller can resolve it
+// by re-sending the same request with the same id.
+//
+// It holds no business rules and imports nothing of hotsplit's but the
+// generated API: it never interprets routes, configs or reasons, and it never
+// decides on its own that a write "probably" failed.
+//
+// Transport security: connections use insecure (plaintext) credentials until
+// TLS lands (SPEC §12). hotsplit services must only listen on trusted
+// networks; the actor a client sends is self-declared.
+package client

@@ -1,0 +1,47 @@
+package client
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestImports keeps the package thin (SPEC §2): besides the standard library
+// it may import only the generated API, gRPC and protobuf, so that data
+// nodes embedding keyviz pull in no server code.
+func TestImports(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := []string{
+		"github.com/hotsplit/hotsplit/api/hotsplitv1",
+		"google.golang.org/grpc",
+		"google.golang.org/protobuf",
+	}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.Contains(strings.SplitN(path, "/", 2)[0], ".") {
+				continue // standard library
+			}
+			ok := false
+			for _, a := range allowed {
+				ok = ok || path == a || strings.HasPrefix(path, a+"/")
+			}
+			if !ok {
+				t.Errorf("%s imports %s; client may import only the API, gRPC, protobuf and the standard library", name, path)
+			}
+		}
+	}
+}
