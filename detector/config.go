@@ -1,0 +1,87 @@
+package detector
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// ErrInvalidConfig is wrapped by every error Config.Validate returns.
+var ErrInvalidConfig = errors.New("invalid detector config")
+
+// ConfigError names the Config field that is out of range. Its message is
+// "field: problem" with the field spelled as in the replicated api.Config.
+type ConfigError struct {
+	Field   string
+	Problem string
+}
+
+func (e *ConfigError) Error() string { return e.Field + ": " + e.Problem }
+
+// Unwrap makes errors.Is(err, ErrInvalidConfig) hold.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// Config limits, the same as the fsm's: wide enough for tests in simulated
+// time and for production, narrow enough that nothing overflows.
+const (
+	maxWeight           = 1000
+	maxCandidateWindows = 1000
+	maxCooldownMs       = 7 * 24 * 3600 * 1000
+	maxSplitsPerCycle   = 1024
+	maxSmoothingWindows = 64
+)
+
+// DefaultConfig returns the SPEC §6 defaults: Ww 4, Wr 1, threshold 50000
+// weighted ops/min, 3 candidate windows, 10 min cooldown, 1 split per
+// column, 1024 auto routes, top-key share 8000 bp, absolute floor
+// threshold/2, 16 buckets, 5 smoothing windows.
+func DefaultConfig() Config {
+	const threshold = 50_000
+	return Config{
+		Threshold:           threshold,
+		WriteWeight:         4,
+		ReadWeight:          1,
+		CandidateWindows:    3,
+		CooldownMs:          10 * 60 * 1000,
+		MaxSplitsPerCycle:   1,
+		MaxAutoRoutes:       1024,
+		TopKeyShareBP:       8000,
+		TopKeyAbsoluteFloor: threshold / 2,
+		Buckets:             16,
+		SmoothingWindows:    5,
+	}
+}
+
+// Validate checks every field's range and returns a *ConfigError for the
+// first one out of range, in field order.
+func (c Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Threshold < 1:
+		return bad("threshold", "must be >= 1")
+	case c.WriteWeight > maxWeight:
+		return bad("write_weight", "%d above %d", c.WriteWeight, maxWeight)
+	case c.ReadWeight > maxWeight:
+		return bad("read_weight", "%d above %d", c.ReadWeight, maxWeight)
+	case c.WriteWeight == 0 && c.ReadWeight == 0:
+		return bad("write_weight", "write_weight and read_weight must not both be 0")
+	case c.CandidateWindows < 1 || c.CandidateWindows > maxCandidateWindows:
+		return bad("candidate_windows", "%d not in [1, %d]", c.CandidateWindows, maxCandidateWindows)
+	case c.CooldownMs > maxCooldownMs:
+		return bad("cooldown_ms", "%d above %d (7 days)", c.CooldownMs, maxCooldownMs)
+	case c.MaxSplitsPerCycle < 1 || c.MaxSplitsPerCycle > maxSplitsPerCycle:
+		return bad("max_splits_per_cycle", "%d not in [1, %d]", c.MaxSplitsPerCycle, maxSplitsPerCycle)
+	case c.MaxAutoRoutes < 1:
+		return bad("max_auto_routes", "must be >= 1")
+	case c.TopKeyShareBP < 1 || c.TopKeyShareBP > fullShareBP:
+		return bad("top_key_share_bp", "%d not in [1, %d]", c.TopKeyShareBP, fullShareBP)
+	case c.Buckets < 1 || c.Buckets > catalog.MaxBuckets:
+		return bad("buckets", "%d not in [1, %d]", c.Buckets, catalog.MaxBuckets)
+	case c.SmoothingWindows < 1 || c.SmoothingWindows > maxSmoothingWindows:
+		return bad("smoothing_windows", "%d not in [1, %d]", c.SmoothingWindows, maxSmoothingWindows)
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+// Package detector decides when a route is hot and where to split it
+// (SPEC §6). It runs inside the FSM's Apply of ObserveColumn on every
+// replica, so it is pure: no I/O, no goroutines, no clock, no randomness, no
+// map iteration order in outputs, integer arithmetic only. "Now" and every
+// other input are passed in explicitly.
+//
+// State is an immutable value: Observe and the On* transitions return a new
+// State and never modify the one they were given, so the FSM can hand the
+// old one to a snapshot in O(1).
+package detector
+
+import (
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// Reason mirrors api.Reason; the numeric values are equal (the fsm package
+// tests this), so the detector stays free of the generated code.
+type Reason int32
+
+// Origin mirrors api.SplitOrigin; the numeric values are equal.
+type Origin int32
+
+// Reasons (see api.Reason for their meaning).
+const (
+	ReasonUnspecified       Reason = 0
+	ReasonPlanned           Reason = 1
+	ReasonCounting          Reason = 2
+	ReasonCooldown          Reason = 3
+	ReasonNoSplitKey        Reason = 4
+	ReasonRouteCap          Reason = 5
+	ReasonBudgetExhausted   Reason = 6
+	ReasonNonActive         Reason = 7
+	ReasonInLiveOp          Reason = 8
+	ReasonSuppressedDisable Reason = 9
+	ReasonAbsoluteFloor     Reason = 10
+	ReasonTopKDegraded      Reason = 11
+	ReasonTopKErrorBound    Reason = 12
+	ReasonAlreadyIsolated   Reason = 13
+	ReasonKeyTooLong        Reason = 14
+	ReasonTopKShare         Reason = 15
+	ReasonNoTopK            Reason = 16
+)
+
+// Origins (see api.SplitOrigin).
+const (
+	OriginUnspecified              Origin = 0
+	OriginManual                   Origin = 1
+	OriginIsolationCompound        Origin = 2
+	OriginIsolationSingleLowerEdge Origin = 3
+	OriginIsolationSingleUpperEdge Origin = 4
+	OriginSubBucketMedian          Origin = 5
+)
+
+// Config mirrors the detector fields of the replicated api.Config. Scores
+// and floors are weighted operations per minute; shares are basis points.
+type Config struct {
+	Threshold           uint64
+	WriteWeight         uint32
+	ReadWeight          uint32
+	CandidateWindows    uint32
+	CooldownMs          uint64
+	MaxSplitsPerCycle   uint32
+	MaxAutoRoutes       uint32
+	TopKeyShareBP       uint32
+	TopKeyAbsoluteFloor uint64
+	Buckets             uint32
+	SmoothingWindows    uint32
+}
+
+// Explanation is the detector's last word on one route, with the numbers
+// behind it. Field meanings follow api.Explanation. AtMs and FirstAtMs are
+// column ends (Column.AtMs); Repeats counts the further consecutive columns
+// that gave the same Reason (0 the first time). Scores and per-minute
+// figures are weighted operations per minute of that column.
+type Explanation struct {
+	Reason            Reason
+	Origin            Origin
+	IsolationReason   Reason
+	AtMs              uint64
+	FirstAtMs         uint64
+	Repeats           uint32
+	Score             uint64
+	ConsecutiveOver   uint32
+	CooldownLeftMs    uint64
+	SplitKeys         [][]byte
+	HotKey            []byte
+	HotKeyLowerPerMin uint64
+	HotKeyUpperPerMin uint64
+	HotKeyShareBP     uint32
+	MedianBucket      uint32
+	OpID              uint64
+	ProjectedRoutes   uint64
+}
+
+// Tracked is the sparse per-route state (SPEC §5): kept only while the route
+// has a non-zero counter, a cooldown not yet over, or a recent explanation.
+type Tracked struct {
+	RouteID         uint64
+	ConsecutiveOver uint32
+	LastScore       uint64
+	CooldownUntilMs uint64
+	// Most recent last; at most Config.SmoothingWindows. Display only.
+	RecentScores []uint64
+	Explanation  Explanation
+}
+
+// KeyEstimate bounds one key's weighted operations in a column, already
+// scaled by the reporters' sample rates: the true count lies in
+// [Lower, Upper]. Isolation decides on Lower; Upper only explains a miss
+// (topk_error_bound).
+type KeyEstimate struct {
+	Key          []byte
+	Lower, Upper uint64
+}
+
+// Row is one route's load in a column.
+type Row struct {
+	RouteID               uint64
+	Reads, Writes         uint64
+	ReadBytes, WriteBytes uint64
+	// Weighted operations per bucket of catalog.NewLayout(route, len(Buckets)).
+	// A count that is not that layout's effective K is no bucket evidence.
+	Buckets      []uint64
+	TopKeys      []KeyEstimate
+	TopKDegraded bool
+}
+
+// Column is one cluster-wide load window [WindowStartMs, AtMs).
+type Column struct {
+	WindowStartMs uint64
+	AtMs          uint64
+	Rows          []Row
+}
+
+// LiveOp is the footprint of an op that is not yet DONE or ABORTED: the
+// routes it will still split (never re-promoted while it lives) and how many
+// routes it will still add.
+type LiveOp struct {
+	OpID           uint64
+	RouteIDs       []uint64
+	RemainingDelta int
+}
+
+// Input is everything Observe reads besides the state and the column.
+type Input struct {
+	Config  Config
+	Catalog *catalog.Catalog
+	LiveOps []LiveOp
+	// NowMs is the apply time (physical ms of the entry's HLC); a route is
+	// in cooldown while NowMs < CooldownUntilMs.
+	NowMs uint64
+	// Enabled is the switch: when false, eligible routes are explained as
+	// suppressed_disabled and nothing is planned.
+	Enabled bool
+	// Planned ops get ids NextOpID, NextOpID+1, … in plan order.
+	NextOpID uint64
+}
+
+// Plan is an op the detector decided on: one split key (one step) or two
+// (a compound isolation [H, H·0x00): two steps). Keys are in step order:
+// step 1 splits RouteID at Keys[0]; step 2 of a compound splits step 1's
+// right child [H, end) at Keys[1], so that child is the one OnSplit must
+// treat as consumed. RouteDelta is the routes the op adds (1 or 2).
+type Plan struct {
+	OpID        uint64
+	RouteID     uint64
+	Origin      Origin
+	Keys        [][]byte
+	RouteDelta  int
+	Score       uint64
+	Explanation Explanation
+}

@@ -1,0 +1,50 @@
+package detector
+
+import "strconv"
+
+var reasonNames = [...]string{
+	ReasonUnspecified:       "unspecified",
+	ReasonPlanned:           "planned",
+	ReasonCounting:          "counting",
+	ReasonCooldown:          "cooldown",
+	ReasonNoSplitKey:        "no_split_key",
+	ReasonRouteCap:          "route_cap",
+	ReasonBudgetExhausted:   "budget_exhausted",
+	ReasonNonActive:         "non_active",
+	ReasonInLiveOp:          "in_live_op",
+	ReasonSuppressedDisable: "suppressed_disabled",
+	ReasonAbsoluteFloor:     "absolute_floor",
+	ReasonTopKDegraded:      "topk_degraded",
+	ReasonTopKErrorBound:    "topk_error_bound",
+	ReasonAlreadyIsolated:   "already_isolated",
+	ReasonKeyTooLong:        "key_too_long",
+	ReasonTopKShare:         "topk_share",
+	ReasonNoTopK:            "no_topk",
+}
+
+// String is the reason's fixed metric label and log value, e.g.
+// "no_split_key".
+func (r Reason) String() string {
+	if r >= 0 && int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "reason(" + strconv.Itoa(int(r)) + ")"
+}
+
+var originNames = [...]string{
+	OriginUnspecified:              "unspecified",
+	OriginManual:                   "manual",
+	OriginIsolationCompound:        "isolation_compound",
+	OriginIsolationSingleLowerEdge: "isolation_single_lower_edge",
+	OriginIsolationSingleUpperEdge: "isolation_single_upper_edge",
+	OriginSubBucketMedian:          "sub_bucket_median",
+}
+
+// String is the origin's fixed metric label and log value (split_origin),
+// e.g. "isolation_compound".
+func (o Origin) String() string {
+	if o >= 0 && int(o) < len(originNames) {
+		return originNames[o]
+	}
+	return "origin(" + strconv.Itoa(int(o)) + ")"
+}

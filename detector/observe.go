@@ -1,0 +1,297 @@
+package detector
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// Observe applies one committed column to s and returns the new state and
+// the ops to plan (SPEC §6). It is pure: s, in and col (including the rows'
+// slices) are not modified, and the outcome depends on the inputs only, not
+// on the order of col.Rows or in.LiveOps.
+//
+// The work is proportional to the column's rows and the tracked entries,
+// never to the catalog: a live route that is neither tracked nor in the
+// column stays untouched, which is exactly what scoring it 0 would do.
+//
+// A column that Column.Validate rejects, or that does not end after the last
+// observed one, changes nothing: Observe returns s and no plans.
+//
+// Plans come in plan order (highest score first, ties by route id), with
+// ids in.NextOpID, in.NextOpID+1, …. Plan.Keys are in step order; for a
+// compound isolation, step 1 splits at H and step 2 splits its right child
+// [H, end) at H·0x00. Plan keys and explanations share their byte slices
+// with the returned State: neither may be modified.
+func Observe(in Input, s *State, col Column) (*State, []Plan) {
+	if s == nil {
+		s = &State{}
+	}
+	order, err := col.rowOrder()
+	if err != nil || col.AtMs <= s.lastColumnAtMs {
+		return s, nil
+	}
+	o := newObservation(in, s, col)
+	o.walk(order)
+	plans := o.decide()
+	return &State{tracked: o.prune(), lastColumnAtMs: col.AtMs}, plans
+}
+
+// observation is the working set of one Observe call.
+type observation struct {
+	in     Input
+	cfg    Config
+	col    Column
+	prevAt uint64 // the previous column's AtMs (0: none)
+	durMs  uint64
+	// gap: this column does not start where the last one ended, so no
+	// counter can prove consecutive hot columns across it.
+	gap       bool
+	smoothing int
+	liveOpIDs []uint64 // sorted routes of live ops
+	remaining uint64   // route delta live ops will still add
+
+	old   []Tracked
+	out   []Tracked // new entries, route-id order, before pruning
+	pool  []uint64  // backing store of every new RecentScores
+	cands []candidate
+}
+
+// candidate is an eligible route waiting for its split key and guardrails.
+type candidate struct {
+	pos   int // index in out
+	score uint64
+	route *catalog.RouteDescriptor
+	row   *Row
+}
+
+func newObservation(in Input, s *State, col Column) *observation {
+	o := &observation{
+		in:     in,
+		cfg:    in.Config,
+		col:    col,
+		prevAt: s.lastColumnAtMs,
+		durMs:  col.AtMs - col.WindowStartMs,
+		gap:    s.lastColumnAtMs != 0 && col.WindowStartMs != s.lastColumnAtMs,
+		// Clamped so that an unvalidated config cannot blow up the state.
+		smoothing: int(min(in.Config.SmoothingWindows, maxSmoothingWindows)),
+		old:       s.tracked,
+	}
+	n := len(s.tracked) + len(col.Rows)
+	o.out = make([]Tracked, 0, n)
+	o.pool = make([]uint64, 0, n*o.smoothing)
+	for _, op := range in.LiveOps {
+		o.liveOpIDs = append(o.liveOpIDs, op.RouteIDs...)
+		if op.RemainingDelta > 0 {
+			o.remaining += uint64(op.RemainingDelta)
+		}
+	}
+	slices.Sort(o.liveOpIDs)
+	return o
+}
+
+// walk merges the tracked entries with the column's rows (both in route-id
+// order) and counts every route that either holds.
+func (o *observation) walk(order []int) {
+	rows := o.col.Rows
+	i, j := 0, 0
+	for i < len(o.old) || j < len(order) {
+		switch {
+		case j == len(order) || (i < len(o.old) && o.old[i].RouteID < rows[order[j]].RouteID):
+			o.visit(o.old[i].RouteID, &o.old[i], nil)
+			i++
+		case i == len(o.old) || rows[order[j]].RouteID < o.old[i].RouteID:
+			o.visit(rows[order[j]].RouteID, nil, &rows[order[j]])
+			j++
+		default:
+			o.visit(o.old[i].RouteID, &o.old[i], &rows[order[j]])
+			i++
+			j++
+		}
+	}
+}
+
+// visit applies the column to one route: its score (0 when absent), its
+// counter (SPEC §6.2–6.3) and, when it is hot, the explanation of why it is
+// or is not a candidate.
+func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
+	var score uint64
+	if row != nil {
+		score = perMinute(weighted(row.Reads, row.Writes, o.cfg), o.durMs)
+	}
+	hot := score >= o.cfg.Threshold
+	if prev == nil && !hot {
+		return // cold and untracked: nothing to remember
+	}
+	route := o.route(id)
+	if route == nil {
+		return // split or never existed: its entry and row are moot
+	}
+	e := Tracked{RouteID: id}
+	if prev != nil {
+		e = *prev
+	}
+	counter := e.ConsecutiveOver
+	recent := e.RecentScores
+	if o.gap {
+		counter, recent = 0, nil
+	}
+	e.LastScore = score
+	e.RecentScores = o.recentScores(recent, score)
+	active := route.State == catalog.StateActive
+	if active && hot {
+		e.ConsecutiveOver = addSat32(counter)
+	} else {
+		e.ConsecutiveOver = 0
+	}
+	var cooldownLeft uint64
+	if e.CooldownUntilMs > o.in.NowMs {
+		cooldownLeft = e.CooldownUntilMs - o.in.NowMs
+	}
+	pos := len(o.out)
+	o.out = append(o.out, e)
+	if !hot {
+		return
+	}
+	x := Explanation{AtMs: o.col.AtMs, Score: score, ConsecutiveOver: e.ConsecutiveOver, CooldownLeftMs: cooldownLeft}
+	switch {
+	case !active:
+		o.explain(pos, x, ReasonNonActive)
+	case e.ConsecutiveOver < o.cfg.CandidateWindows:
+		o.explain(pos, x, ReasonCounting)
+	case o.inLiveOp(id):
+		o.explain(pos, x, ReasonInLiveOp)
+	case cooldownLeft > 0:
+		o.explain(pos, x, ReasonCooldown)
+	default:
+		o.cands = append(o.cands, candidate{pos: pos, score: score, route: route, row: row})
+	}
+}
+
+func (o *observation) route(id uint64) *catalog.RouteDescriptor {
+	if o.in.Catalog == nil {
+		return nil
+	}
+	r, _ := o.in.Catalog.Route(id)
+	return r
+}
+
+func (o *observation) inLiveOp(id uint64) bool {
+	_, ok := slices.BinarySearch(o.liveOpIDs, id)
+	return ok
+}
+
+// recentScores returns the last smoothing scores of prev·score, carved
+// from the pool so that a column costs one allocation for all of them.
+func (o *observation) recentScores(prev []uint64, score uint64) []uint64 {
+	if o.smoothing == 0 {
+		return nil
+	}
+	if len(prev) > o.smoothing-1 {
+		prev = prev[len(prev)-(o.smoothing-1):]
+	}
+	start := len(o.pool)
+	o.pool = append(o.pool, prev...)
+	o.pool = append(o.pool, score)
+	return o.pool[start:len(o.pool):len(o.pool)]
+}
+
+// explain records x with reason as out[pos]'s explanation. The same reason
+// as in the directly preceding column continues that explanation (FirstAtMs
+// stays, Repeats grows) instead of starting a new one: no flood of
+// identical decisions.
+func (o *observation) explain(pos int, x Explanation, reason Reason) {
+	last := &o.out[pos].Explanation
+	x.Reason = reason
+	x.FirstAtMs = x.AtMs
+	if !o.gap && o.prevAt != 0 && last.Reason == reason && last.AtMs == o.prevAt {
+		x.FirstAtMs = last.FirstAtMs
+		x.Repeats = addSat32(last.Repeats)
+	}
+	*last = x
+}
+
+// decide takes the candidates highest score first (ties by route id),
+// chooses their split keys and applies the switch, the budget and the
+// route cap (SPEC §6.4–6.6). A decline costs neither budget nor routes.
+func (o *observation) decide() []Plan {
+	slices.SortFunc(o.cands, func(a, b candidate) int {
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(o.out[a.pos].RouteID, o.out[b.pos].RouteID)
+	})
+	var live uint64
+	if o.in.Catalog != nil {
+		live = uint64(o.in.Catalog.Len())
+	}
+	var plans []Plan
+	var reserved uint64
+	for _, cd := range o.cands {
+		ch := chooseSplit(o.cfg, cd.route, cd.row, o.durMs)
+		e := &o.out[cd.pos]
+		x := Explanation{
+			AtMs:              o.col.AtMs,
+			Score:             cd.score,
+			ConsecutiveOver:   e.ConsecutiveOver,
+			Origin:            ch.origin,
+			IsolationReason:   ch.isolation,
+			SplitKeys:         ch.keys,
+			HotKey:            ch.hotKey,
+			HotKeyLowerPerMin: ch.hotLowerPerMin,
+			HotKeyUpperPerMin: ch.hotUpperPerMin,
+			HotKeyShareBP:     ch.hotShareBP,
+			MedianBucket:      ch.medianBucket,
+		}
+		var reason Reason
+		switch {
+		case !o.in.Enabled:
+			reason = ReasonSuppressedDisable
+		case ch.decline != ReasonUnspecified:
+			reason = ch.decline
+		case uint64(len(plans)) >= uint64(o.cfg.MaxSplitsPerCycle):
+			reason = ReasonBudgetExhausted
+		default:
+			x.ProjectedRoutes = live + o.remaining + reserved + uint64(ch.delta)
+			if x.ProjectedRoutes > uint64(o.cfg.MaxAutoRoutes) {
+				reason = ReasonRouteCap
+				break
+			}
+			reason = ReasonPlanned
+			reserved += uint64(ch.delta)
+			x.OpID = o.in.NextOpID + uint64(len(plans))
+		}
+		o.explain(cd.pos, x, reason)
+		if reason == ReasonPlanned {
+			plans = append(plans, Plan{
+				OpID:        x.OpID,
+				RouteID:     e.RouteID,
+				Origin:      ch.origin,
+				Keys:        ch.keys,
+				RouteDelta:  ch.delta,
+				Score:       cd.score,
+				Explanation: e.Explanation,
+			})
+		}
+	}
+	return plans
+}
+
+// prune drops the entries that no longer carry anything: no counter, no
+// cooldown still running, no recent explanation (see State).
+func (o *observation) prune() []Tracked {
+	retention := max(o.cfg.CooldownMs, mulSat64(recentColumns, o.durMs))
+	kept := o.out[:0]
+	for _, e := range o.out {
+		x := &e.Explanation
+		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs ||
+			(x.Reason != ReasonUnspecified && addSat64(x.AtMs, retention) > o.col.AtMs) {
+			kept = append(kept, e)
+		}
+	}
+	return kept
+}
+
+// recentColumns is how many columns an explanation stays recent at least.
+const recentColumns = 10

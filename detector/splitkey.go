@@ -1,0 +1,162 @@
+package detector
+
+import (
+	"bytes"
+
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// splitChoice is where (and whether) one eligible route would be split,
+// with the evidence behind it (SPEC §6.5).
+type splitChoice struct {
+	// decline is set when no split is possible: no_split_key,
+	// already_isolated or key_too_long.
+	decline Reason
+	origin  Origin
+	keys    [][]byte // step order
+	delta   int
+	// isolation is why single-key isolation was not used (0 when it was;
+	// the decline reason when it declined the route itself).
+	isolation Reason
+
+	hotKey            []byte
+	hotLowerPerMin    uint64
+	hotUpperPerMin    uint64
+	hotShareBP        uint32
+	medianBucket      uint32
+	isolationDecision bool // isolation chose or declined; the median was not tried
+}
+
+// chooseSplit picks the split key of an eligible route from its row of
+// the column (durMs long): (a) single-key isolation from the top-K, else
+// (b) the sub-bucket median, else (c) decline. Never a blind midpoint.
+func chooseSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64) splitChoice {
+	var c splitChoice
+	c.isolation = isolate(cfg, r, row, durMs, &c)
+	if c.isolationDecision {
+		return c
+	}
+	median(r, row, &c)
+	return c
+}
+
+// isolate tries (a). It returns why isolation does not apply, so the caller
+// falls through to the median; or, with c.isolationDecision set, 0 for a
+// plan of one or two boundaries and the reason of a decline.
+func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *splitChoice) Reason {
+	if row.TopKDegraded {
+		return ReasonTopKDegraded
+	}
+	// H: the entry inside the route with the largest lower bound; ties go
+	// to the smaller key so that the choice does not depend on entry order.
+	h := -1
+	for i := range row.TopKeys {
+		e := &row.TopKeys[i]
+		if !r.Contains(e.Key) {
+			continue // evidence for some other route: not ours to act on
+		}
+		if h < 0 || e.Lower > row.TopKeys[h].Lower ||
+			(e.Lower == row.TopKeys[h].Lower && bytes.Compare(e.Key, row.TopKeys[h].Key) < 0) {
+			h = i
+		}
+	}
+	if h < 0 {
+		return ReasonNoTopK
+	}
+	hot := &row.TopKeys[h]
+	upper := max(hot.Upper, hot.Lower) // an upper below the lower bound is no bound
+	total := weighted(row.Reads, row.Writes, cfg)
+	c.hotKey = bytes.Clone(hot.Key)
+	c.hotLowerPerMin = perMinute(u128{0, hot.Lower}, durMs)
+	c.hotUpperPerMin = perMinute(u128{0, upper}, durMs)
+	c.hotShareBP = shareBP(hot.Lower, total)
+
+	shareOK := c.hotShareBP >= cfg.TopKeyShareBP
+	floorOK := c.hotLowerPerMin >= cfg.TopKeyAbsoluteFloor
+	if !shareOK || !floorOK {
+		switch {
+		case shareBP(upper, total) >= cfg.TopKeyShareBP && c.hotUpperPerMin >= cfg.TopKeyAbsoluteFloor:
+			return ReasonTopKErrorBound
+		case !shareOK:
+			return ReasonTopKShare
+		default:
+			return ReasonAbsoluteFloor
+		}
+	}
+
+	c.isolationDecision = true
+	key := hot.Key
+	// H·0x00 is the immediate successor of H: [H, H·0x00) holds H alone.
+	succ := make([]byte, len(key)+1)
+	copy(succ, key)
+	atStart := bytes.Equal(key, r.Start)
+	// H < end, so H·0x00 >= end only when end is exactly H·0x00.
+	atEnd := !r.Unbounded() && bytes.Compare(succ, r.End) >= 0
+	switch {
+	case atStart && atEnd:
+		c.decline = ReasonAlreadyIsolated
+		return c.decline
+	case atStart:
+		c.origin, c.keys, c.delta = OriginIsolationSingleLowerEdge, [][]byte{succ}, 1
+	case atEnd:
+		c.origin, c.keys, c.delta = OriginIsolationSingleUpperEdge, [][]byte{c.hotKey}, 1
+	default:
+		c.origin, c.keys, c.delta = OriginIsolationCompound, [][]byte{c.hotKey, succ}, 2
+	}
+	for _, k := range c.keys {
+		if len(k) > catalog.MaxBoundaryLen {
+			c.decline = ReasonKeyTooLong
+			c.origin, c.keys, c.delta = OriginUnspecified, nil, 0
+			return c.decline
+		}
+	}
+	return 0
+}
+
+// median tries (b): on the layout the reporters used, the bucket where the
+// cumulative load reaches half of the total; its upper boundary, or its
+// lower one when the upper is the route's end. A row whose bucket count is
+// not the layout's effective k was built on another layout: no evidence.
+func median(r *catalog.RouteDescriptor, row *Row, c *splitChoice) {
+	n := len(row.Buckets)
+	if n < 2 {
+		c.decline = ReasonNoSplitKey // no buckets, or one: nothing inside to choose
+		return
+	}
+	l := catalog.NewLayout(r.Start, r.End, n)
+	if l.K() != n {
+		c.decline = ReasonNoSplitKey
+		return
+	}
+	var total u128
+	for _, b := range row.Buckets {
+		total = total.add(u128{0, b})
+	}
+	if total.isZero() {
+		c.decline = ReasonNoSplitKey
+		return
+	}
+	var cum u128
+	i := 0
+	for ; i < n; i++ {
+		cum = cum.add(u128{0, row.Buckets[i]})
+		if cum.mulSmall(2).cmp(total) >= 0 {
+			break
+		}
+	}
+	// i < n: the running sum reaches the total at the last bucket at the
+	// latest. Lower(i) for 0 < i < K lies strictly inside the route.
+	c.medianBucket = uint32(i)
+	var key []byte
+	if i+1 < n {
+		key = l.Lower(i + 1)
+	} else {
+		key = l.Lower(i)
+	}
+	if len(key) > catalog.MaxBoundaryLen {
+		// A long common prefix of start and end plus the 8-byte window.
+		c.decline = ReasonKeyTooLong
+		return
+	}
+	c.origin, c.keys, c.delta = OriginSubBucketMedian, [][]byte{key}, 1
+}
