@@ -95,7 +95,7 @@ func New(cfg Config) (*Client, error) {
 	eps := make([]string, 0, len(cfg.Endpoints))
 	seen := make(map[string]bool, len(cfg.Endpoints))
 	for i, ep := range cfg.Endpoints {
-		if err := validateEndpoint(ep); err != nil {
+		if err := ValidateEndpoint(ep); err != nil {
 			return nil, fmt.Errorf("%w: Config.Endpoints[%d] %q: %v", ErrBadEndpoint, i, ep, err)
 		}
 		if !seen[ep] {
@@ -141,10 +141,11 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// validateEndpoint accepts host:port with a non-empty host free of spaces and
-// slashes (so that "dns:///x:1" or "http://x:1" are refused rather than
-// misread) and a numeric port in 1..65535.
-func validateEndpoint(ep string) error {
+// ValidateEndpoint reports whether ep is a usable endpoint: host:port with a
+// non-empty host free of spaces and slashes (so that "dns:///x:1" or
+// "http://x:1" are refused rather than misread) and a numeric port in
+// 1..65535. The error says what is wrong.
+func ValidateEndpoint(ep string) error {
 	host, port, err := net.SplitHostPort(ep)
 	if err != nil {
 		return fmt.Errorf("want host:port: %v", err)
@@ -287,7 +288,7 @@ func (c *Client) learnLeader(hint *api.LeaderHint, from string) string {
 	if addr == "" || addr == from {
 		return ""
 	}
-	if err := validateEndpoint(addr); err != nil {
+	if err := ValidateEndpoint(addr); err != nil {
 		c.log.Debug("ignoring malformed leader hint", "endpoint", from, "hint", addr, "err", err)
 		return ""
 	}
