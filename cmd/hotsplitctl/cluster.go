@@ -1,0 +1,200 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
+)
+
+func (a *app) clusterCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Show and change cluster membership and leadership",
+		Example: `  hotsplitctl cluster members
+  hotsplitctl cluster leader
+  hotsplitctl cluster transfer --to n2`,
+		Args: groupArgs,
+		RunE: groupRun,
+	}
+	cmd.AddCommand(a.membersCmd(), a.leaderCmd(), a.joinCmd(), a.removeCmd(), a.transferCmd())
+	return cmd
+}
+
+func (a *app) membersCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "members",
+		Short: "List the members with their addresses, raft suffrage and the leader",
+		Example: `  hotsplitctl cluster members
+  hotsplitctl cluster members --consistency stale -o json`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Members(cmd.Context(), &api.MembersRequest{Consistency: a.readConsistency()})
+			if err != nil {
+				return failed("cluster members", err)
+			}
+			if a.json() {
+				return writeJSON(a.out, resp)
+			}
+			t := newTable(a.out, "NODE", "GRPC ADDR", "RAFT ADDR", "SUFFRAGE", "LEADER", "VERSION")
+			for _, m := range resp.GetMembers() {
+				leader := ""
+				if m.GetLeader() {
+					leader = "*"
+				}
+				t.row(m.GetMember().GetNodeId(), orDash(m.GetMember().GetGrpcAddr()), orDash(m.GetMember().GetRaftAddr()),
+					orDash(m.GetSuffrage()), leader, strconv.FormatUint(uint64(m.GetMember().GetSupportedVersion()), 10))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.out, "cluster %s, cluster version %d (%s)\n", orDash(resp.GetClusterId()), resp.GetClusterVersion(), readInfo(resp.GetRead()))
+			return err
+		},
+	}
+}
+
+func (a *app) leaderCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "leader",
+		Short:   "Show which member the answering node believes is the leader",
+		Example: `  hotsplitctl cluster leader --endpoints 127.0.0.1:7002`,
+		Args:    exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Leader(cmd.Context(), &api.LeaderRequest{})
+			if err != nil {
+				return failed("cluster leader", err)
+			}
+			if a.json() {
+				return writeJSON(a.out, resp)
+			}
+			if resp.GetLeaderId() == "" {
+				_, err = fmt.Fprintf(a.out, "no leader known (term %d)\n", resp.GetTerm())
+				return err
+			}
+			_, err = fmt.Fprintf(a.out, "leader %s at %s (term %d)\n", resp.GetLeaderId(), orDash(resp.GetLeaderGrpcAddr()), resp.GetTerm())
+			return err
+		},
+	}
+}
+
+func (a *app) joinCmd() *cobra.Command {
+	var (
+		req     api.JoinRequest
+		version uint32
+	)
+	cmd := &cobra.Command{
+		Use:   "join --id NODE_ID --raft-addr HOST:PORT --grpc-addr HOST:PORT",
+		Short: "Add a node to the cluster (normally hotsplitd --join does this itself)",
+		Long: `Add a node to the cluster. It joins as a non-voter and is promoted to voter
+once it has caught up. A node id already in use is refused, and so is a node
+whose data dir belongs to another cluster (--cluster-id).`,
+		Example: `  hotsplitctl cluster join --id n4 --raft-addr 127.0.0.1:8004 --grpc-addr 127.0.0.1:7004`,
+		Args:    exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, f := range []struct{ flag, val string }{
+				{"--id", req.NodeId}, {"--raft-addr", req.RaftAddr}, {"--grpc-addr", req.GrpcAddr},
+			} {
+				if f.val == "" {
+					return usageErrorf(cmd, "%s is required", f.flag)
+				}
+			}
+			for _, f := range []struct{ flag, val string }{{"--raft-addr", req.RaftAddr}, {"--grpc-addr", req.GrpcAddr}} {
+				if err := client.ValidateEndpoint(f.val); err != nil {
+					return usageErrorf(cmd, "%s %q: %v", f.flag, f.val, err)
+				}
+			}
+			req.SupportedVersion = version
+			cl, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Join(cmd.Context(), &req)
+			if err != nil {
+				return failedMembership("cluster join "+req.NodeId, err)
+			}
+			if a.json() {
+				return writeJSON(a.out, resp)
+			}
+			if _, err := fmt.Fprintf(a.out, "%s joined cluster %s\n", req.NodeId, orDash(resp.GetClusterId())); err != nil {
+				return err
+			}
+			t := newTable(a.out, "NODE", "GRPC ADDR", "RAFT ADDR", "VERSION")
+			for _, m := range resp.GetMembers() {
+				t.row(m.GetNodeId(), orDash(m.GetGrpcAddr()), orDash(m.GetRaftAddr()), strconv.FormatUint(uint64(m.GetSupportedVersion()), 10))
+			}
+			return t.flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&req.NodeId, "id", "", "node id of the joining node (required)")
+	f.StringVar(&req.RaftAddr, "raft-addr", "", "raft address of the joining node (required)")
+	f.StringVar(&req.GrpcAddr, "grpc-addr", "", "gRPC address of the joining node (required)")
+	f.StringVar(&req.ClusterId, "cluster-id", "", "cluster id in the joining node's data dir (empty for a new node)")
+	f.Uint32Var(&version, "supported-version", 1, "highest cluster version the joining node's binary supports")
+	return cmd
+}
+
+func (a *app) removeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "remove NODE_ID",
+		Short:   "Remove a member from the cluster",
+		Example: `  hotsplitctl cluster remove n4`,
+		Args:    exactArgs("NODE_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Remove(cmd.Context(), &api.RemoveRequest{NodeId: args[0]})
+			if err != nil {
+				return failedMembership("cluster remove "+args[0], err)
+			}
+			if a.json() {
+				return writeJSON(a.out, resp)
+			}
+			_, err = fmt.Fprintf(a.out, "removed %s\n", args[0])
+			return err
+		},
+	}
+}
+
+func (a *app) transferCmd() *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "transfer [--to NODE_ID]",
+		Short: "Move leadership to another voter",
+		Long:  "Move leadership to the voter --to, or to the most up-to-date voter raft picks.",
+		Example: `  hotsplitctl cluster transfer
+  hotsplitctl cluster transfer --to n2`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := cl.TransferLeadership(cmd.Context(), &api.TransferLeadershipRequest{ToNodeId: to})
+			if err != nil {
+				return failedMembership("cluster transfer", err)
+			}
+			if a.json() {
+				return writeJSON(a.out, resp)
+			}
+			_, err = fmt.Fprintf(a.out, "leadership transferred to %s\n", orDash(resp.GetLeaderId()))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "node id of the new leader (default: raft picks)")
+	return cmd
+}

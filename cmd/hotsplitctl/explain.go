@@ -1,0 +1,216 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+func (a *app) explainCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain ROUTE_ID",
+		Short: "Say why a route was or was not split, with the numbers",
+		Long: `Say why automatic splitting did or did not split a route: the detector's last
+word on it (a reason such as counting, cooldown with the time left,
+no_split_key, route_cap, budget_exhausted, suppressed_disabled, or planned),
+the score against the threshold, the consecutive-over count, the hot-key
+evidence and why single-key isolation was or was not used, followed by the
+route's recent decisions and ops.
+
+The thresholds shown beside the numbers come from the current config; with
+-o json only the ExplainResponse is printed.`,
+		Example: `  hotsplitctl autosplit explain 7
+  hotsplitctl autosplit explain r7 -o json`,
+		Args: exactArgs("ROUTE_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			routeID, err := parseID(cmd, "ROUTE_ID", "r", args[0])
+			if err != nil {
+				return err
+			}
+			cl, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Explain(cmd.Context(), &api.ExplainRequest{RouteId: routeID, Consistency: a.readConsistency()})
+			if err != nil {
+				return failed("autosplit explain "+formatRouteID(routeID), err)
+			}
+			if a.json() {
+				return writeJSON(a.out, resp)
+			}
+			// The thresholds put the numbers in context; the explanation
+			// stands without them, so a failure here is only noted.
+			cfgResp, cfgErr := cl.GetConfig(cmd.Context(), &api.GetConfigRequest{Consistency: a.readConsistency()})
+			return writeExplain(a.out, routeID, resp, cfgResp.GetConfig(), cfgErr)
+		},
+	}
+}
+
+func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.Config, cfgErr error) error {
+	t := newTable(w)
+	if r.GetRoute() != nil {
+		t.row("route", routeSummary(r.GetRoute()))
+	} else {
+		t.row("route", formatRouteID(routeID)+" (no longer exists)")
+	}
+	t.row("verdict", verdict(r, cfg))
+	tr := r.GetTracked()
+	e := tr.GetExplanation()
+	if tr != nil {
+		if e.GetScore() != 0 || tr.GetLastScore() != 0 {
+			score := e.GetScore()
+			if score == 0 {
+				score = tr.GetLastScore()
+			}
+			s := fmt.Sprintf("%d weighted ops/min", score)
+			if cfg != nil {
+				s += fmt.Sprintf(" (threshold %d)", cfg.GetThreshold())
+			}
+			t.row("score", s)
+		}
+		if len(tr.GetRecentScores()) > 0 {
+			t.row("smoothed", smoothed(tr)+fmt.Sprintf(" over %d columns (display only)", len(tr.GetRecentScores())))
+		}
+		over := fmt.Sprintf("%d consecutive columns over threshold", tr.GetConsecutiveOver())
+		if cfg != nil {
+			over += fmt.Sprintf(" (needs %d)", cfg.GetCandidateWindows())
+		}
+		t.row("over", over)
+		if tr.GetCooldownUntilMs() != 0 {
+			t.row("cooldown", fmt.Sprintf("until %s (%s left)", formatWall(tr.GetCooldownUntilMs()), timeLeft(tr.GetCooldownUntilMs(), r.GetNowMs())))
+		}
+	}
+	if e != nil {
+		if e.GetIsolationReason() != api.Reason_REASON_UNSPECIFIED {
+			t.row("isolation", "not used: "+isolationWhy(e, cfg))
+		}
+		if len(e.GetHotKey()) > 0 {
+			s := fmt.Sprintf("%s: %d..%d weighted ops/min, share %s of the route",
+				formatKey(e.GetHotKey()), e.GetHotKeyLowerPerMin(), e.GetHotKeyUpperPerMin(), formatBP(uint64(e.GetHotKeyShareBp())))
+			if cfg != nil {
+				s += fmt.Sprintf(" (isolation needs %s and %d ops/min)", formatBP(uint64(cfg.GetTopKeyShareBp())), cfg.GetTopKeyAbsoluteFloor())
+			}
+			t.row("hot key", s)
+		}
+		if e.GetOrigin() == api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN {
+			t.row("median", "bucket "+strconv.FormatUint(uint64(e.GetMedianBucket()), 10))
+		}
+		if len(e.GetSplitKeys()) > 0 {
+			t.row("split keys", formatKeys(e.GetSplitKeys()))
+		}
+		if e.GetOpId() != 0 {
+			t.row("op", formatOpID(e.GetOpId()))
+		}
+		since := ""
+		if e.GetRepeats() > 0 {
+			since = fmt.Sprintf(" (same reason since %s, %d repeats)", formatWall(e.GetFirstAtMs()), e.GetRepeats())
+		}
+		t.row("explained", "at "+formatWall(e.GetAtMs())+since)
+	}
+	if cfgErr != nil {
+		t.row("note", "thresholds not shown: "+describeCause(cfgErr))
+	}
+	t.row("read", readInfo(r.GetRead()))
+	if err := t.flush(); err != nil {
+		return err
+	}
+	section(w, "decisions", len(r.GetDecisions()))
+	if err := decisionTable(w, r.GetDecisions()); err != nil {
+		return err
+	}
+	section(w, "ops", len(r.GetOps()))
+	return opTable(w, r.GetOps())
+}
+
+// verdict is the one-line answer to "why (not)?".
+func verdict(r *api.ExplainResponse, cfg *api.Config) string {
+	tr, now := r.GetTracked(), r.GetNowMs()
+	e := tr.GetExplanation()
+	switch {
+	case r.GetRoute() == nil && e == nil:
+		return "the route no longer exists and the detector holds no state for it (see decisions)"
+	case tr == nil:
+		return "not split: cold (the detector holds no state for this route: its score is below the threshold and it is not in cooldown)"
+	case e == nil && tr.GetCooldownUntilMs() > now:
+		return fmt.Sprintf("not split: cooldown (%s left)", timeLeft(tr.GetCooldownUntilMs(), now))
+	case e == nil:
+		return fmt.Sprintf("not split yet: counting (%s)", overOf(tr, cfg))
+	}
+	reason := enumName(e.GetReason())
+	switch e.GetReason() {
+	case api.Reason_REASON_PLANNED:
+		return fmt.Sprintf("split planned: %s, origin %s, at %s", formatOpID(e.GetOpId()), enumOrDash(e.GetOrigin()), formatKeys(e.GetSplitKeys()))
+	case api.Reason_REASON_COUNTING:
+		return fmt.Sprintf("not split yet: counting (%s)", overOf(tr, cfg))
+	case api.Reason_REASON_COOLDOWN:
+		left := timeLeft(tr.GetCooldownUntilMs(), now)
+		if tr.GetCooldownUntilMs() == 0 {
+			left = formatMs(e.GetCooldownLeftMs())
+		}
+		return fmt.Sprintf("not split: cooldown (%s left)", left)
+	case api.Reason_REASON_NO_SPLIT_KEY:
+		return "not split: no_split_key (no hot key to isolate and no usable sub-bucket median; hotsplit never splits at a blind midpoint)"
+	case api.Reason_REASON_ROUTE_CAP:
+		s := fmt.Sprintf("not split: route_cap (the plan would make %d routes", e.GetProjectedRoutes())
+		if cfg != nil {
+			s += fmt.Sprintf("; max_auto_routes is %d", cfg.GetMaxAutoRoutes())
+		}
+		return s + ")"
+	case api.Reason_REASON_BUDGET_EXHAUSTED:
+		s := "not split: budget_exhausted (higher-scoring routes used this column's split budget"
+		if cfg != nil {
+			s += fmt.Sprintf("; max_splits_per_cycle is %d", cfg.GetMaxSplitsPerCycle())
+		}
+		return s + ")"
+	case api.Reason_REASON_NON_ACTIVE:
+		return fmt.Sprintf("not split: non_active (the route is %s)", enumName(r.GetRoute().GetState()))
+	case api.Reason_REASON_IN_LIVE_OP:
+		return fmt.Sprintf("not split: in_live_op (the route belongs to %s)", formatOpID(e.GetOpId()))
+	case api.Reason_REASON_SUPPRESSED_DISABLED:
+		return fmt.Sprintf("not split: suppressed_disabled (automatic splitting is off; it would have split with origin %s at %s)",
+			enumOrDash(e.GetOrigin()), formatKeys(e.GetSplitKeys()))
+	}
+	return "not split: " + reason
+}
+
+func overOf(tr *api.TrackedRoute, cfg *api.Config) string {
+	if cfg == nil {
+		return fmt.Sprintf("%d consecutive columns over threshold", tr.GetConsecutiveOver())
+	}
+	return fmt.Sprintf("%d of %d consecutive columns over threshold", tr.GetConsecutiveOver(), cfg.GetCandidateWindows())
+}
+
+// isolationWhy says why single-key isolation was not used, with numbers.
+func isolationWhy(e *api.Explanation, cfg *api.Config) string {
+	r := e.GetIsolationReason()
+	name := enumName(r)
+	switch r {
+	case api.Reason_REASON_TOPK_SHARE:
+		s := fmt.Sprintf("%s (the hot key carries %s of the route's load", name, formatBP(uint64(e.GetHotKeyShareBp())))
+		if cfg != nil {
+			s += fmt.Sprintf(", isolation needs %s", formatBP(uint64(cfg.GetTopKeyShareBp())))
+		}
+		return s + ")"
+	case api.Reason_REASON_ABSOLUTE_FLOOR:
+		s := fmt.Sprintf("%s (the hot key's lower bound is %d ops/min", name, e.GetHotKeyLowerPerMin())
+		if cfg != nil {
+			s += fmt.Sprintf(", isolation needs %d", cfg.GetTopKeyAbsoluteFloor())
+		}
+		return s + ")"
+	case api.Reason_REASON_TOPK_ERROR_BOUND:
+		return fmt.Sprintf("%s (the upper estimate %d ops/min passes, the lower bound %d does not)", name, e.GetHotKeyUpperPerMin(), e.GetHotKeyLowerPerMin())
+	case api.Reason_REASON_TOPK_DEGRADED:
+		return name + " (a reporter's top-K sketch was degraded, so the evidence is not trusted)"
+	case api.Reason_REASON_ALREADY_ISOLATED:
+		return name + " (the route already holds only the hot key)"
+	case api.Reason_REASON_KEY_TOO_LONG:
+		return name + " (the hot key is too long to isolate as [H, H\\x00))"
+	case api.Reason_REASON_NO_TOPK:
+		return name + " (no top-K evidence reached the detector)"
+	}
+	return name
+}

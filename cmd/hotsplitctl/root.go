@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
+)
+
+const defaultEndpoint = "127.0.0.1:7001"
+
+// env is what the CLI reads from its surroundings; tests supply their own.
+type env struct {
+	getenv   func(string) string
+	hostname func() (string, error)
+}
+
+func osEnv() env { return env{getenv: os.Getenv, hostname: os.Hostname} }
+
+// app holds the global flags and the lazily built client of one run.
+type app struct {
+	env    env
+	out    io.Writer
+	errOut io.Writer
+
+	endpoints   string
+	consistency string
+	output      string
+	actor       string
+	timeout     time.Duration
+	verbose     bool
+
+	cl *client.Client
+}
+
+// run executes one command line and returns the process exit code. Errors
+// are printed to stderr as one line.
+func run(ctx context.Context, args []string, e env, stdout, stderr io.Writer) int {
+	a := &app{env: e, out: stdout, errOut: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if a.cl != nil {
+		a.cl.Close()
+	}
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "hotsplitctl: "+describe(err))
+	return exitCode(err)
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "hotsplitctl",
+		Short: "Operate a hotsplit cluster: routes, splits, automatic splitting, membership",
+		Long: `hotsplitctl talks to a hotsplit cluster over gRPC. Any member will do:
+followers forward mutations to the leader, and the client follows leader
+hints. Reads are linearizable unless --consistency stale.
+
+Exit codes: 0 success; 1 the cluster refused the request (validation or a
+failed precondition; nothing was applied); 2 usage error (nothing was sent);
+3 the cluster was unavailable, or a mutation's outcome is unknown (it may have
+been applied: the error prints its request id; re-run with --request-id ID to
+learn the result).
+
+Connections are plaintext: run hotsplit only on trusted networks.`,
+		Example: `  hotsplitctl --endpoints 127.0.0.1:7001,127.0.0.1:7002 routes list
+  HOTSPLIT_ENDPOINTS=127.0.0.1:7001 hotsplitctl autosplit status -o json`,
+		Args:              groupArgs,
+		RunE:              groupRun,
+		PersistentPreRunE: a.checkGlobalFlags,
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(c, err) })
+	root.CompletionOptions.DisableDefaultCmd = true
+
+	endpoints := a.env.getenv("HOTSPLIT_ENDPOINTS")
+	if endpoints == "" {
+		endpoints = defaultEndpoint
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.endpoints, "endpoints", endpoints, "cluster members to talk to, comma-separated host:port ($HOTSPLIT_ENDPOINTS sets the default)")
+	pf.StringVar(&a.consistency, "consistency", "linearizable", "read consistency: linearizable (leader, after a read-index round) or stale (the answering node's state)")
+	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit of each request, retries included")
+	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (the protobuf JSON mapping of the response)")
+	pf.StringVar(&a.actor, "actor", a.defaultActor(), "who you are, recorded with mutations (self-declared)")
+	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log connection attempts and retries to stderr")
+
+	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd())
+	return root
+}
+
+func (a *app) defaultActor() string {
+	user := a.env.getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	if h, err := a.env.hostname(); err == nil && h != "" {
+		return user + "@" + h
+	}
+	return user
+}
+
+func (a *app) checkGlobalFlags(cmd *cobra.Command, _ []string) error {
+	switch a.output {
+	case "table", "json":
+	default:
+		return usageErrorf(cmd, "-o %q: want table or json", a.output)
+	}
+	switch a.consistency {
+	case "linearizable", "stale":
+	default:
+		return usageErrorf(cmd, "--consistency %q: want linearizable or stale", a.consistency)
+	}
+	if a.timeout <= 0 {
+		return usageErrorf(cmd, "--timeout %v: want a positive duration such as 5s", a.timeout)
+	}
+	if strings.TrimSpace(a.actor) == "" {
+		return usageErrorf(cmd, "--actor is empty: say who you are (default $USER@hostname)")
+	}
+	return nil
+}
+
+// client returns the run's client, built on first use from the global flags.
+func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
+	if a.cl != nil {
+		return a.cl, nil
+	}
+	var eps []string
+	for i, ep := range strings.Split(a.endpoints, ",") {
+		ep = strings.TrimSpace(ep)
+		if ep == "" {
+			if strings.TrimSpace(a.endpoints) == "" {
+				return nil, usageErrorf(cmd, "--endpoints is empty: give host:port[,host:port...] or set $HOTSPLIT_ENDPOINTS")
+			}
+			return nil, usageErrorf(cmd, "--endpoints %q: entry %d is empty", a.endpoints, i+1)
+		}
+		if err := client.ValidateEndpoint(ep); err != nil {
+			return nil, usageErrorf(cmd, "--endpoints entry %d %q: %v", i+1, ep, err)
+		}
+		eps = append(eps, ep)
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if a.verbose {
+		logger = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cl, err := client.New(client.Config{
+		Endpoints:      eps,
+		DialTimeout:    min(a.timeout, client.DefaultDialTimeout),
+		RequestTimeout: a.timeout,
+		Logger:         logger,
+		Actor:          a.actor,
+	})
+	if err != nil {
+		return nil, usageErr(cmd, err)
+	}
+	a.cl = cl
+	return cl, nil
+}
+
+func (a *app) json() bool { return a.output == "json" }
+
+func (a *app) readConsistency() api.Consistency {
+	if a.consistency == "stale" {
+		return api.Consistency_CONSISTENCY_STALE
+	}
+	return api.Consistency_CONSISTENCY_LINEARIZABLE
+}
+
+// groupArgs rejects an unknown subcommand of a command that only groups
+// others.
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return usageErrorf(cmd, "%s", msg)
+}
+
+// groupRun shows the help of a group command run without a subcommand.
+func groupRun(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+
+// exactArgs checks the positional arguments against their names.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
+		}
+		want := "no arguments"
+		if len(names) > 0 {
+			want = strings.Join(names, " ")
+		}
+		return usageErrorf(cmd, "expects %s, got %d argument(s)", want, len(args))
+	}
+}
+
+// rangeArgs accepts the first min names and up to len(names) in all.
+func rangeArgs(minArgs int, names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) >= minArgs && len(args) <= len(names) {
+			return nil
+		}
+		return usageErrorf(cmd, "expects %s, got %d argument(s)", strings.Join(names, " "), len(args))
+	}
+}
+
+// parseID reads a positive id, with an optional prefix (r7, op3) as the
+// tables print them.
+func parseID(cmd *cobra.Command, what, prefix, s string) (uint64, error) {
+	v, err := strconv.ParseUint(strings.TrimPrefix(s, prefix), 10, 64)
+	if err != nil || v == 0 {
+		return 0, usageErrorf(cmd, "%s %q: want a positive integer (e.g. 7 or %s7)", what, s, prefix)
+	}
+	return v, nil
+}
+
+// checkRequestID validates a --request-id given to re-send a mutation.
+func checkRequestID(cmd *cobra.Command, id string) error {
+	if id == "" {
+		return nil
+	}
+	if len(id) > 128 {
+		return usageErrorf(cmd, "--request-id is %d characters; at most 128", len(id))
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] <= ' ' || id[i] >= 0x7f {
+			return usageErrorf(cmd, "--request-id %q: byte %d is not printable ASCII", id, i)
+		}
+	}
+	return nil
+}
+
+const requestIDHelp = "re-send a mutation under this request id (printed by an earlier unknown-outcome error) to learn its result instead of applying it twice"
