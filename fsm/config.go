@@ -13,19 +13,12 @@ import (
 // the field.
 var ErrInvalidConfig = errors.New("invalid config")
 
-// Config limits. Wide enough for tests in simulated time and for
-// production, narrow enough that the detector's integer math stays far from
-// overflow.
+// Limits of the load fields (the detector bounds its own): a step from
+// 10 ms (tests in simulated time) to an hour, an op TTL up to 7 days.
 const (
-	maxWeight           = 1000
-	maxCandidateWindows = 1000
-	maxDurationMs       = 7 * 24 * 3600 * 1000
-	minStepMs           = 10
-	maxStepMs           = 3600 * 1000
-	maxSplitsPerCycle   = 1024
-	maxSmoothingWindows = 64
-	maxBuckets          = 256
-	fullShareBP         = 10000
+	minStepMs     = 10
+	maxStepMs     = 3600 * 1000
+	maxDurationMs = 7 * 24 * 3600 * 1000
 )
 
 // DefaultConfig returns the SPEC §6/§8 defaults: Ww 4, Wr 1, threshold
@@ -89,41 +82,24 @@ func withDefaults(c *api.Config) *api.Config {
 }
 
 // ValidateConfig checks every field of c; the error names the first field
-// out of range, e.g. "invalid config: threshold: must be >= 1".
+// out of range, e.g. "invalid config: threshold: must be >= 1". The
+// detector's fields are checked by detector.Config.Validate (one rule set
+// for both), the load fields here.
 func ValidateConfig(c *api.Config) error {
 	if c == nil {
 		return fmt.Errorf("%w: config: required", ErrInvalidConfig)
+	}
+	if err := detectorConfig(c).Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
 	}
 	switch {
-	case c.Threshold < 1:
-		return bad("threshold", "must be >= 1")
-	case c.WriteWeight > maxWeight:
-		return bad("write_weight", "%d above %d", c.WriteWeight, maxWeight)
-	case c.ReadWeight > maxWeight:
-		return bad("read_weight", "%d above %d", c.ReadWeight, maxWeight)
-	case c.WriteWeight == 0 && c.ReadWeight == 0:
-		return bad("write_weight", "write_weight and read_weight must not both be 0")
-	case c.CandidateWindows < 1 || c.CandidateWindows > maxCandidateWindows:
-		return bad("candidate_windows", "%d not in [1, %d]", c.CandidateWindows, maxCandidateWindows)
-	case c.CooldownMs > maxDurationMs:
-		return bad("cooldown_ms", "%d above %d (7 days)", c.CooldownMs, maxDurationMs)
-	case c.MaxSplitsPerCycle < 1 || c.MaxSplitsPerCycle > maxSplitsPerCycle:
-		return bad("max_splits_per_cycle", "%d not in [1, %d]", c.MaxSplitsPerCycle, maxSplitsPerCycle)
-	case c.MaxAutoRoutes < 1:
-		return bad("max_auto_routes", "must be >= 1")
-	case c.TopKeyShareBp < 1 || c.TopKeyShareBp > fullShareBP:
-		return bad("top_key_share_bp", "%d not in [1, %d]", c.TopKeyShareBp, fullShareBP)
-	case c.Buckets < 1 || c.Buckets > maxBuckets:
-		return bad("buckets", "%d not in [1, %d]", c.Buckets, maxBuckets)
 	case c.StepMs < minStepMs || c.StepMs > maxStepMs:
 		return bad("step_ms", "%d not in [%d, %d]", c.StepMs, minStepMs, maxStepMs)
 	case c.OpTtlMs < 1 || c.OpTtlMs > maxDurationMs:
 		return bad("op_ttl_ms", "%d not in [1, %d]", c.OpTtlMs, maxDurationMs)
-	case c.SmoothingWindows < 1 || c.SmoothingWindows > maxSmoothingWindows:
-		return bad("smoothing_windows", "%d not in [1, %d]", c.SmoothingWindows, maxSmoothingWindows)
 	case c.GraceMs > c.StepMs:
 		return bad("grace_ms", "%d above step_ms %d", c.GraceMs, c.StepMs)
 	}

@@ -131,15 +131,17 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	s.hist = catalog.NewHistory(f.historySize, s.catalogVersion())
+	if s.cat != nil {
+		s.hist = catalog.NewHistory(f.historySize, s.cat.Version())
+	}
 	f.publish(s)
-	f.log.Info("fsm: restored snapshot", "index", s.index, "catalog_version", s.catalogVersion())
+	f.log.Info("fsm: restored snapshot", "index", s.index, "bootstrapped", s.bootstrapped, "routes", s.routeCount())
 	return nil
 }
 
-func (s *State) catalogVersion() uint64 {
+func (s *State) routeCount() int {
 	if s.cat == nil {
 		return 0
 	}
-	return s.cat.Version()
+	return s.cat.Len()
 }

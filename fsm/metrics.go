@@ -4,14 +4,110 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// Metrics are the FSM's apply-side metrics. Apply runs on every replica, so
-// they are per node. A nil *Metrics is valid and records nothing.
-type Metrics struct{}
+// Metrics are the FSM's apply-side metrics (SPEC §10). Apply runs on every
+// replica, so they are per node: a split counts once on each node. Labels
+// come from fixed enums only (origin, reason, command kind), never a route
+// id or key. A nil *Metrics is valid and records nothing.
+//
+// The apply latency histogram is the one place this package reads a clock:
+// the monotonic clock, for the metric only; nothing read from it reaches
+// the replicated state.
+type Metrics struct {
+	splits       *prometheus.CounterVec // origin
+	opsPlanned   prometheus.Counter
+	opsDone      prometheus.Counter
+	opsPaused    prometheus.Counter
+	opsAborted   *prometheus.CounterVec // reason
+	skips        *prometheus.CounterVec // reason
+	columns      prometheus.Counter
+	droppedRows  *prometheus.CounterVec // stage: leader, apply
+	fence        prometheus.Counter
+	applySeconds *prometheus.HistogramVec // command
+	liveRoutes   prometheus.Gauge
+	tracked      prometheus.Gauge
+	liveOps      prometheus.Gauge
+	switchOn     prometheus.Gauge
+}
 
-// NewMetrics registers the FSM metrics with reg (nil: not registered).
-func NewMetrics(reg prometheus.Registerer) *Metrics { return &Metrics{} }
+// NewMetrics creates the FSM metrics and registers them with reg (nil: not
+// registered, e.g. in tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		splits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_splits_total",
+			Help: "Splits applied, by split origin (manual or the detector's key choice)."}, []string{"origin"}),
+		opsPlanned: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_planned_total",
+			Help: "Split ops planned by the detector."}),
+		opsDone: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_done_total",
+			Help: "Split ops whose final step applied."}),
+		opsPaused: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_paused_total",
+			Help: "Split ops paused by the auto-split switch."}),
+		opsAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_ops_aborted_total",
+			Help: "Split ops aborted, by reason."}, []string{"reason"}),
+		skips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_skips_total",
+			Help: "Eligible routes not split in a column (declined or suppressed), by reason."}, []string{"reason"}),
+		columns: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_columns_committed_total",
+			Help: "Load columns applied."}),
+		droppedRows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_column_dropped_rows_total",
+			Help: "Column rows dropped: by the leader while assembling (stage=leader) or in apply because the route no longer exists (stage=apply)."},
+			[]string{"stage"}),
+		fence: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_fence_violations_total",
+			Help: "SplitRange entries refused because their commit HLC did not move forward."}),
+		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hotsplit_fsm_apply_seconds",
+			Help:    "Time to apply one log entry, by command.",
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12)}, []string{"command"}),
+		liveRoutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_routes", Help: "Routes in the catalog."}),
+		tracked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_tracked_routes",
+			Help: "Routes with detector state (counter, cooldown or recent explanation)."}),
+		liveOps:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_ops", Help: "Split ops PENDING, RUNNING or PAUSED."}),
+		switchOn: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_autosplit_enabled", Help: "1 when the auto-split switch is on."}),
+	}
+	// Pre-create every label value so each series exists from the start.
+	for _, v := range api.SplitOrigin_value {
+		if o := api.SplitOrigin(v); o != api.SplitOrigin_SPLIT_ORIGIN_UNSPECIFIED {
+			m.splits.WithLabelValues(originLabel(o))
+		}
+	}
+	for _, v := range api.OpAbortReason_value {
+		if r := api.OpAbortReason(v); r != api.OpAbortReason_OP_ABORT_REASON_UNSPECIFIED {
+			m.opsAborted.WithLabelValues(abortLabel(r))
+		}
+	}
+	m.droppedRows.WithLabelValues("leader")
+	m.droppedRows.WithLabelValues("apply")
+	for _, k := range commandKinds {
+		m.applySeconds.WithLabelValues(k)
+	}
+	if reg != nil {
+		reg.MustRegister(m.splits, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
+			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn)
+	}
+	return m
+}
+
+// Label values are the enum names without their prefix, lower case:
+// "isolation_compound", "route_gone", "no_split_key".
+func originLabel(o api.SplitOrigin) string { return enumLabel(o.String(), "SPLIT_ORIGIN_") }
+func abortLabel(r api.OpAbortReason) string {
+	return enumLabel(r.String(), "OP_ABORT_REASON_")
+}
+func reasonLabel(r api.Reason) string { return enumLabel(r.String(), "REASON_") }
+
+func enumLabel(name, prefix string) string {
+	if len(name) > len(prefix) && name[:len(prefix)] == prefix {
+		name = name[len(prefix):]
+	}
+	b := []byte(name)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
 
 func (m *Metrics) start() time.Time {
 	if m == nil {
@@ -20,6 +116,85 @@ func (m *Metrics) start() time.Time {
 	return time.Now()
 }
 
-func (m *Metrics) applied(kind string, t0 time.Time) {}
+func (m *Metrics) applied(kind string, t0 time.Time) {
+	if m == nil {
+		return
+	}
+	m.applySeconds.WithLabelValues(kind).Observe(time.Since(t0).Seconds())
+}
 
-func (m *Metrics) observeState(s *State) {}
+// observeState sets the gauges from a newly published state.
+func (m *Metrics) observeState(s *State) {
+	if m == nil {
+		return
+	}
+	if s.cat != nil {
+		m.liveRoutes.Set(float64(s.cat.Len()))
+	}
+	if s.det != nil {
+		m.tracked.Set(float64(s.det.Len()))
+	}
+	live := 0
+	for _, op := range s.ops {
+		if isLive(op) {
+			live++
+		}
+	}
+	m.liveOps.Set(float64(live))
+	on := 0.0
+	if s.sw.GetEnabled() {
+		on = 1
+	}
+	m.switchOn.Set(on)
+}
+
+func (m *Metrics) split(o api.SplitOrigin) {
+	if m != nil {
+		m.splits.WithLabelValues(originLabel(o)).Inc()
+	}
+}
+
+func (m *Metrics) opPlanned() {
+	if m != nil {
+		m.opsPlanned.Inc()
+	}
+}
+
+func (m *Metrics) opDone() {
+	if m != nil {
+		m.opsDone.Inc()
+	}
+}
+
+func (m *Metrics) opPaused() {
+	if m != nil {
+		m.opsPaused.Inc()
+	}
+}
+
+func (m *Metrics) opAborted(r api.OpAbortReason) {
+	if m != nil {
+		m.opsAborted.WithLabelValues(abortLabel(r)).Inc()
+	}
+}
+
+func (m *Metrics) skip(r api.Reason) {
+	if m != nil {
+		m.skips.WithLabelValues(reasonLabel(r)).Inc()
+	}
+}
+
+func (m *Metrics) column(leaderDropped, applyDropped uint64) {
+	if m == nil {
+		return
+	}
+	m.columns.Inc()
+	m.droppedRows.WithLabelValues("leader").Add(float64(leaderDropped))
+	m.droppedRows.WithLabelValues("apply").Add(float64(applyDropped))
+}
+
+func (m *Metrics) fenceViolation() {
+	if m != nil {
+		m.fence.Inc()
+	}
+}

@@ -155,6 +155,21 @@ func (s *State) RequestResult(requestID string) (*api.CommandResult, bool) {
 // the catalog History (local). The returned message shares its parts with
 // the State: do not modify it.
 func (s *State) Proto() *api.StateSnapshot {
+	p := s.coreProto()
+	if s.cat != nil {
+		p.Catalog = s.cat.ToProto()
+	}
+	if s.det != nil {
+		p.Tracked = trackedToProto(s.det.Tracked())
+	}
+	p.Requests = s.requests.records()
+	return p
+}
+
+// coreProto is Proto without the three lists that can grow large: catalog
+// routes, tracked routes and request records (the catalog keeps its version
+// and next id). Snapshots write it first and those lists in pages.
+func (s *State) coreProto() *api.StateSnapshot {
 	p := &api.StateSnapshot{
 		FormatVersion:       snapshotFormatVersion,
 		ClusterId:           s.clusterID,
@@ -170,15 +185,11 @@ func (s *State) Proto() *api.StateSnapshot {
 		NextOpId:            s.nextOpID,
 		Decisions:           s.decisions,
 		NextDecisionSeq:     s.nextDecisionSeq,
-		Requests:            s.requests.records(),
 		NextRequestSeq:      s.nextRequestSeq,
 		FenceViolations:     s.fenceViolations,
 	}
 	if s.cat != nil {
-		p.Catalog = s.cat.ToProto()
-	}
-	if s.det != nil {
-		p.Tracked = trackedToProto(s.det)
+		p.Catalog = &api.CatalogSnapshot{Version: s.cat.Version(), NextRouteId: s.cat.NextRouteID()}
 	}
 	return p
 }

@@ -1,0 +1,118 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
+)
+
+// applySetAutoSplit flips the kill switch (SPEC §7). A bootstrap flag never
+// overrides an operator's choice. Disabling pauses every PENDING/RUNNING op;
+// enabling resumes every PAUSED op, or aborts it as stale when it has been
+// paused longer than op_ttl_ms.
+func (a *applier) applySetAutoSplit(c *api.SetAutoSplit) *api.CommandResult {
+	src := c.GetSource()
+	if src != api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG && src != api.SwitchSource_SWITCH_SOURCE_OPERATOR {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "source: %s, want BOOTSTRAP_FLAG or OPERATOR", src)
+	}
+	if src == api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG && a.s.sw.GetSource() == api.SwitchSource_SWITCH_SOURCE_OPERATOR {
+		return &api.CommandResult{Switch: a.s.sw, Message: "switch was set by an operator; the bootstrap flag does not change it"}
+	}
+	sw := &api.AutoSplitSwitch{Enabled: c.GetEnabled(), Actor: c.GetActor(), Reason: c.GetReason(), Source: src, ChangedAtHlc: a.nowHLC}
+	a.s.sw = sw
+	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: c.GetActor(), Detail: switchDetail(sw)})
+	for _, op := range a.s.LiveOps() {
+		switch {
+		case !sw.Enabled && op.GetState() != api.OpState_OP_STATE_PAUSED:
+			a.pauseOp(op)
+		case sw.Enabled && op.GetState() == api.OpState_OP_STATE_PAUSED:
+			a.resumeOp(op)
+		}
+	}
+	a.f.log.Info("fsm: auto-split switch set", "enabled", sw.Enabled, "actor", sw.Actor, "reason", sw.Reason,
+		"source", sw.Source.String(), "commit_hlc", a.nowHLC)
+	return &api.CommandResult{Switch: sw}
+}
+
+func switchDetail(sw *api.AutoSplitSwitch) string {
+	state := "disabled"
+	if sw.GetEnabled() {
+		state = "enabled"
+	}
+	if sw.GetReason() == "" {
+		return state
+	}
+	return state + ": " + sw.GetReason()
+}
+
+// resumeOp continues a PAUSED op where it stopped, unless it was paused for
+// longer than op_ttl_ms: then it is ABORTED(STALE).
+func (a *applier) resumeOp(op *api.Op) {
+	paused := a.now - min(a.now, hlc.Physical(op.GetPausedAtHlc()))
+	if ttl := a.s.cfg.GetOpTtlMs(); paused > ttl {
+		a.abortOp(op, api.OpAbortReason_OP_ABORT_REASON_STALE, fmt.Sprintf("paused for %d ms, op_ttl_ms %d", paused, ttl))
+		return
+	}
+	n := cloneOp(op)
+	n.State = api.OpState_OP_STATE_PENDING
+	if n.GetNextStep() > 1 {
+		n.State = api.OpState_OP_STATE_RUNNING
+	}
+	n.PausedAtHlc = 0
+	n.UpdatedHlc = a.nowHLC
+	a.putOp(n)
+	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_OP_RESUMED, RouteId: n.GetTargetRouteId(), OpId: n.GetOpId(), Origin: n.GetOrigin()})
+	a.f.log.Info("fsm: op resumed", "op_id", n.GetOpId(), "route_id", n.GetTargetRouteId(), "next_step", n.GetNextStep())
+}
+
+// applySetConfig patches, validates and stores the config; every
+// hysteresis counter restarts (its evidence was scored under other rules).
+func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
+	if c.GetPatch() == nil {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "patch: required")
+	}
+	cfg := ApplyPatch(a.s.cfg, c.GetPatch())
+	if err := ValidateConfig(cfg); err != nil {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
+	}
+	a.s.cfg = cfg
+	a.s.detCfg = detectorConfig(cfg)
+	a.s.det = a.s.det.ResetHysteresis()
+	changed := patchSummary(c.GetPatch())
+	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: c.GetActor(), Detail: changed})
+	a.f.log.Info("fsm: config set", "actor", c.GetActor(), "changed", changed, "commit_hlc", a.nowHLC)
+	return &api.CommandResult{Config: cfg}
+}
+
+// patchSummary lists the set fields of p as name=value in field order.
+func patchSummary(p *api.ConfigPatch) string {
+	m := p.ProtoReflect()
+	fields := m.Descriptor().Fields()
+	var parts []string
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		if m.Has(fd) {
+			parts = append(parts, fmt.Sprintf("%s=%v", fd.Name(), m.Get(fd).Interface()))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// applyAbortOp cancels a live op on an operator's request; steps already
+// applied stand and a middle child gets its cooldown.
+func (a *applier) applyAbortOp(c *api.AbortOp) *api.CommandResult {
+	i, found := findOp(a.s.ops, c.GetOpId())
+	if !found {
+		return fail(api.ResultCode_RESULT_CODE_OP_NOT_FOUND, "op %d not found", c.GetOpId())
+	}
+	op := a.s.ops[i]
+	if !isLive(op) {
+		return fail(api.ResultCode_RESULT_CODE_OP_FINISHED, "op %d already %s", op.GetOpId(), op.GetState())
+	}
+	n := cloneOp(op)
+	n.Actor = c.GetActor()
+	n = a.abortOp(n, api.OpAbortReason_OP_ABORT_REASON_OPERATOR, c.GetReason())
+	return &api.CommandResult{OpId: n.GetOpId(), Op: n}
+}

@@ -1,0 +1,129 @@
+package fsm
+
+import (
+	"strings"
+	"testing"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/detector"
+)
+
+func TestSetAutoSplit(t *testing.T) {
+	h := bootstrapped(t, nil, nil) // switch on, source BOOTSTRAP_FLAG
+	// A flag may change the switch while no operator has set it.
+	wantCode(t, h.run(setSwitch(false, api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG)), api.ResultCode_RESULT_CODE_OK)
+	if sw := h.state().Switch(); sw.Enabled || sw.Source != api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG {
+		t.Fatalf("switch %v", sw)
+	}
+	r := h.run(operatorSwitch(true))
+	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
+	sw := h.state().Switch()
+	if !sw.Enabled || sw.Actor != "alice" || sw.Reason != "test" || sw.Source != api.SwitchSource_SWITCH_SOURCE_OPERATOR ||
+		sw.ChangedAtHlc != h.state().LastHLC() || r.Switch != sw {
+		t.Fatalf("switch %v result %v", sw, r.Switch)
+	}
+	// Once an operator set it, a flag changes nothing and gets the switch
+	// back to log the mismatch.
+	before := h.state()
+	r = h.run(setSwitch(false, api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG))
+	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
+	if r.Switch != before.Switch() || !strings.Contains(r.Message, "operator") {
+		t.Fatalf("result %v", r.CommandResult)
+	}
+	assertUnchanged(t, before, h.state())
+	// An operator may set it again.
+	wantCode(t, h.run(operatorSwitch(false)), api.ResultCode_RESULT_CODE_OK)
+	if h.state().Switch().Enabled {
+		t.Fatal("operator disable ignored")
+	}
+	want := []api.DecisionKind{api.DecisionKind_DECISION_KIND_SWITCH, api.DecisionKind_DECISION_KIND_SWITCH, api.DecisionKind_DECISION_KIND_SWITCH}
+	if got := decisionKinds(h.state()); !equalKinds(got, want) {
+		t.Fatalf("decisions %v", got)
+	}
+}
+
+func TestSetAutoSplitBadSource(t *testing.T) {
+	h := bootstrapped(t, nil, nil)
+	before := h.state()
+	r := h.run(setSwitch(false, api.SwitchSource_SWITCH_SOURCE_UNSPECIFIED))
+	wantCode(t, r, api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
+	if !strings.Contains(r.Message, "source") {
+		t.Fatalf("message %q", r.Message)
+	}
+	assertUnchanged(t, before, h.state())
+}
+
+func TestSetConfig(t *testing.T) {
+	h := bootstrapped(t, nil, nil)
+	h.editState(func(p *api.StateSnapshot) {
+		p.Tracked = []*api.TrackedRoute{{RouteId: 1, ConsecutiveOver: 2, LastScore: 9, CooldownUntilMs: 123, Explanation: &api.Explanation{}}}
+	})
+	r := h.run(setConfig(&api.ConfigPatch{Threshold: new(uint64(1234)), StepMs: new(uint64(1000)), GraceMs: new(uint64(500))}))
+	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
+	s := h.state()
+	c := s.Config()
+	if c.Threshold != 1234 || c.StepMs != 1000 || c.GraceMs != 500 || c.WriteWeight != 4 || r.Config != c {
+		t.Fatalf("config %v result %v", c, r.Config)
+	}
+	if s.DetectorConfig().Threshold != 1234 {
+		t.Fatal("detector config not updated")
+	}
+	tr, _ := s.Detector().Get(1)
+	if tr.ConsecutiveOver != 0 || tr.CooldownUntilMs != 123 {
+		t.Fatalf("hysteresis not reset or cooldown lost: %+v", tr)
+	}
+	d := s.Decisions()
+	if d[len(d)-1].Kind != api.DecisionKind_DECISION_KIND_CONFIG || d[len(d)-1].Detail != "threshold=1234 step_ms=1000 grace_ms=500" {
+		t.Fatalf("decision %v", d[len(d)-1])
+	}
+}
+
+func TestSetConfigRejections(t *testing.T) {
+	tests := []struct {
+		name  string
+		patch *api.ConfigPatch
+		field string
+	}{
+		{"no patch", nil, "patch"},
+		{"threshold 0", &api.ConfigPatch{Threshold: new(uint64(0))}, "threshold"},
+		{"buckets 257", &api.ConfigPatch{Buckets: new(uint32(257))}, "buckets"},
+		{"share above 100%", &api.ConfigPatch{TopKeyShareBp: new(uint32(10001))}, "top_key_share_bp"},
+		{"grace above step", &api.ConfigPatch{GraceMs: new(uint64(60001))}, "grace_ms"},
+		{"no weights", &api.ConfigPatch{WriteWeight: new(uint32(0)), ReadWeight: new(uint32(0))}, "write_weight"},
+		{"op ttl 0", &api.ConfigPatch{OpTtlMs: new(uint64(0))}, "op_ttl_ms"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := bootstrapped(t, nil, nil)
+			before := h.state()
+			r := h.run(setConfig(tc.patch))
+			wantCode(t, r, api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
+			if !strings.Contains(r.Message, tc.field) {
+				t.Fatalf("message %q does not name %q", r.Message, tc.field)
+			}
+			assertUnchanged(t, before, h.state())
+		})
+	}
+}
+
+func TestValidateConfig(t *testing.T) {
+	if err := ValidateConfig(DefaultConfig()); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	if err := ValidateConfig(nil); err == nil {
+		t.Fatal("nil config accepted")
+	}
+	// The defaults agree with the detector's own.
+	if got, want := detectorConfig(DefaultConfig()), detector.DefaultConfig(); got != want {
+		t.Fatalf("detector config of defaults %+v, detector defaults %+v", got, want)
+	}
+}
+
+func TestApplyPatchDoesNotModifyInputs(t *testing.T) {
+	c := DefaultConfig()
+	p := &api.ConfigPatch{Threshold: new(uint64(7))}
+	out := ApplyPatch(c, p)
+	if c.Threshold != 50000 || out.Threshold != 7 || out.Buckets != c.Buckets {
+		t.Fatalf("in %v out %v", c, out)
+	}
+}

@@ -1,0 +1,133 @@
+package fsm
+
+import (
+	"fmt"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/detector"
+)
+
+// applyBootstrap writes the cluster id, the initial catalog, the config
+// (zero fields take the defaults), the switch seeded from --autoSplit and
+// the cluster version. It applies once.
+func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
+	if a.s.bootstrapped {
+		return fail(api.ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED, "cluster %q already bootstrapped", a.s.clusterID)
+	}
+	if b.GetClusterVersion() > SupportedVersion {
+		// Another build could accept this entry; refusing it would diverge.
+		a.haltErr = fmt.Errorf("%w: bootstrap at cluster version %d, this build supports %d", ErrVersion, b.GetClusterVersion(), SupportedVersion)
+		return nil
+	}
+	if b.GetClusterId() == "" {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "cluster_id: required")
+	}
+	cat, err := catalog.New(b.GetInitialSplits(), b.GetGroupId())
+	if err != nil {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "initial_splits: %v", err)
+	}
+	cfg := withDefaults(b.GetConfig())
+	if err := ValidateConfig(cfg); err != nil {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "config: %v", err)
+	}
+	det, err := detector.NewState(nil, 0)
+	if err != nil {
+		a.haltErr = fmt.Errorf("empty detector state: %w", err)
+		return nil
+	}
+	s := a.s
+	s.bootstrapped = true
+	s.clusterID = b.GetClusterId()
+	s.clusterVersion = max(1, b.GetClusterVersion())
+	s.cat = cat
+	s.hist = catalog.NewHistory(a.f.historySize, cat.Version())
+	s.cfg = cfg
+	s.detCfg = detectorConfig(cfg)
+	s.det = det
+	s.sw = &api.AutoSplitSwitch{
+		Enabled:      b.GetAutoSplit(),
+		Actor:        "bootstrap",
+		Source:       api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG,
+		ChangedAtHlc: a.nowHLC,
+	}
+	a.f.log.Info("fsm: bootstrapped", "cluster_id", s.clusterID, "routes", cat.Len(),
+		"catalog_version", cat.Version(), "auto_split", s.sw.Enabled)
+	return &api.CommandResult{CatalogVersion: cat.Version(), Config: cfg, Switch: s.sw}
+}
+
+// applyAdvanceCeiling raises the timestamp fence; a lower value changes
+// nothing (renewals may arrive late).
+func (a *applier) applyAdvanceCeiling(c *api.AdvanceCeiling) *api.CommandResult {
+	a.s.ceilingMs = max(a.s.ceilingMs, c.GetCeilingMs())
+	return ok()
+}
+
+// applySetMember upserts a member and raises the cluster version to the
+// lowest version every member supports.
+func (a *applier) applySetMember(c *api.SetMember) *api.CommandResult {
+	m := c.GetMember()
+	switch {
+	case m == nil:
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member: required")
+	case m.GetNodeId() == "":
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member.node_id: required")
+	case m.GetSupportedVersion() < 1:
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member.supported_version: must be >= 1")
+	}
+	i, found := findMember(a.s.members, m.GetNodeId())
+	ms := make([]*api.Member, 0, len(a.s.members)+1)
+	ms = append(ms, a.s.members[:i]...)
+	ms = append(ms, m)
+	if found {
+		i++
+	}
+	ms = append(ms, a.s.members[i:]...)
+	if !a.setMembers(ms) {
+		return nil
+	}
+	return ok()
+}
+
+// applyRemoveMember deletes a member; the cluster version may rise (the
+// member that held it back is gone) but never falls.
+func (a *applier) applyRemoveMember(c *api.RemoveMember) *api.CommandResult {
+	if c.GetNodeId() == "" {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "node_id: required")
+	}
+	i, found := findMember(a.s.members, c.GetNodeId())
+	if !found {
+		return fail(api.ResultCode_RESULT_CODE_MEMBER_NOT_FOUND, "member %q not found", c.GetNodeId())
+	}
+	ms := make([]*api.Member, 0, len(a.s.members)-1)
+	ms = append(ms, a.s.members[:i]...)
+	ms = append(ms, a.s.members[i+1:]...)
+	if !a.setMembers(ms) {
+		return nil
+	}
+	return ok()
+}
+
+// setMembers stores ms and raises the cluster version to their minimum
+// supported version. It halts (returns false) rather than run a cluster
+// version this build does not support.
+func (a *applier) setMembers(ms []*api.Member) bool {
+	v := a.s.clusterVersion
+	if len(ms) > 0 {
+		lowest := ms[0].GetSupportedVersion()
+		for _, m := range ms[1:] {
+			lowest = min(lowest, m.GetSupportedVersion())
+		}
+		v = max(v, lowest)
+	}
+	if v > SupportedVersion {
+		a.haltErr = fmt.Errorf("%w: every member supports cluster version %d, this build only %d", ErrVersion, v, SupportedVersion)
+		return false
+	}
+	if v != a.s.clusterVersion {
+		a.f.log.Info("fsm: cluster version raised", "from", a.s.clusterVersion, "to", v)
+	}
+	a.s.members = ms
+	a.s.clusterVersion = v
+	return true
+}

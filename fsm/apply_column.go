@@ -1,0 +1,219 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/detector"
+)
+
+// Column limits (SPEC §12). The leader validates reports before building a
+// column; the FSM checks again because a log entry is outside bytes too.
+const (
+	maxTopKeys = 256
+)
+
+// applyObserveColumn runs the detector on one committed column: tracked
+// state, explanations and last_column_at advance, and every plan becomes a
+// PENDING op with the next op id.
+func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
+	s := a.s
+	if c.GetWindowStartMs() < s.lastColumnAtMs {
+		return fail(api.ResultCode_RESULT_CODE_STALE_COLUMN, "window_start_ms %d is before the last committed column's end %d",
+			c.GetWindowStartMs(), s.lastColumnAtMs)
+	}
+	if r := checkColumn(c); r != nil {
+		return r
+	}
+	col := toColumn(c)
+	if err := col.Validate(); err != nil {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
+	}
+	dropped := a.dropDeadRows(&col)
+	det, plans := detector.Observe(detector.Input{
+		Config:   s.detCfg,
+		Catalog:  s.cat,
+		LiveOps:  liveFootprints(s.ops),
+		NowMs:    a.now,
+		Enabled:  s.sw.GetEnabled(),
+		NextOpID: s.nextOpID,
+	}, s.det, col)
+	s.det = det
+	s.lastColumnAtMs = c.GetAtMs()
+	s.reporters = c.GetReporters()
+
+	res := &api.CommandResult{}
+	for _, p := range plans {
+		id := s.nextOpID
+		s.nextOpID++ // consumed even by a skipped plan, so ids match the detector's
+		op, err := a.opFromPlan(p, id)
+		if err != nil {
+			// The detector plans only live routes with keys inside them;
+			// a plan that is not is a detector bug. Every replica skips it
+			// alike, so the states stay equal.
+			a.f.log.Error("fsm: detector plan skipped", "route_id", p.RouteID, "op_id", p.OpID, "err", err)
+			continue
+		}
+		a.putOp(op)
+		res.PlannedOpIds = append(res.PlannedOpIds, op.GetOpId())
+		a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: p.RouteID, OpId: op.GetOpId(),
+			Origin: op.GetOrigin(), Reason: api.Reason_REASON_PLANNED, Score: p.Score, SplitKeys: op.GetSplitKeys()})
+		a.f.m.opPlanned()
+		a.f.log.Info("fsm: op planned", "op_id", op.GetOpId(), "route_id", p.RouteID, "split_origin", op.GetOrigin().String(),
+			"score", p.Score, "consecutive_over", p.Explanation.ConsecutiveOver, "steps", len(p.Keys))
+	}
+	a.recordSkips(col, det)
+	a.f.m.column(c.GetDroppedRows(), dropped)
+	return res
+}
+
+// checkColumn rejects a malformed column before anything applies: the SPEC
+// §12 limits and sorted reporters here, the window and one row per route in
+// detector.Column.Validate.
+func checkColumn(c *api.ObserveColumn) *api.CommandResult {
+	invalid := func(format string, args ...any) *api.CommandResult {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, format, args...)
+	}
+	for i, r := range c.GetReporters() {
+		if r == "" || (i > 0 && r <= c.GetReporters()[i-1]) {
+			return invalid("reporters[%d]: %q empty, unsorted or repeated", i, r)
+		}
+	}
+	for i, row := range c.GetRows() {
+		if len(row.GetBuckets()) > catalog.MaxBuckets {
+			return invalid("rows[%d].buckets: %d above %d", i, len(row.GetBuckets()), catalog.MaxBuckets)
+		}
+		if len(row.GetTopKeys()) > maxTopKeys {
+			return invalid("rows[%d].top_keys: %d above %d", i, len(row.GetTopKeys()), maxTopKeys)
+		}
+		for j, k := range row.GetTopKeys() {
+			if len(k.GetKey()) > catalog.MaxKeyLen {
+				return invalid("rows[%d].top_keys[%d].key: %d bytes above %d", i, j, len(k.GetKey()), catalog.MaxKeyLen)
+			}
+			if k.GetLower() > k.GetUpper() {
+				return invalid("rows[%d].top_keys[%d]: lower %d above upper %d", i, j, k.GetLower(), k.GetUpper())
+			}
+		}
+	}
+	return nil
+}
+
+// toColumn converts the entry to the detector's Column. The row slices are
+// shared with the entry, which nothing else holds.
+func toColumn(c *api.ObserveColumn) detector.Column {
+	col := detector.Column{WindowStartMs: c.GetWindowStartMs(), AtMs: c.GetAtMs(), Rows: make([]detector.Row, len(c.GetRows()))}
+	for i, r := range c.GetRows() {
+		row := detector.Row{
+			RouteID: r.GetRouteId(), Reads: r.GetReads(), Writes: r.GetWrites(),
+			ReadBytes: r.GetReadBytes(), WriteBytes: r.GetWriteBytes(),
+			Buckets: r.GetBuckets(), TopKDegraded: r.GetTopKDegraded(),
+		}
+		if len(r.GetTopKeys()) > 0 {
+			row.TopKeys = make([]detector.KeyEstimate, len(r.GetTopKeys()))
+			for j, k := range r.GetTopKeys() {
+				row.TopKeys[j] = detector.KeyEstimate{Key: k.GetKey(), Lower: k.GetLower(), Upper: k.GetUpper()}
+			}
+		}
+		col.Rows[i] = row
+	}
+	return col
+}
+
+// dropDeadRows removes the rows of routes that no longer exist (they split
+// after the reporters closed the column) and returns how many it dropped.
+func (a *applier) dropDeadRows(col *detector.Column) uint64 {
+	live := col.Rows[:0]
+	for _, r := range col.Rows {
+		if _, ok := a.s.cat.Route(r.RouteID); ok {
+			live = append(live, r)
+		}
+	}
+	dropped := uint64(len(col.Rows) - len(live))
+	col.Rows = live
+	return dropped
+}
+
+// opFromPlan turns a detector plan into a PENDING op targeting the planned
+// route as it is now.
+func (a *applier) opFromPlan(p detector.Plan, id uint64) (*api.Op, error) {
+	if p.OpID != id {
+		return nil, fmt.Errorf("plan op id %d, expected %d", p.OpID, id)
+	}
+	route, live := a.s.cat.Route(p.RouteID)
+	if !live {
+		return nil, fmt.Errorf("route %d is not live", p.RouteID)
+	}
+	if len(p.Keys) == 0 {
+		return nil, fmt.Errorf("no split keys")
+	}
+	if _, err := a.s.cat.CheckSplit(p.RouteID, p.Keys[0]); err != nil {
+		return nil, fmt.Errorf("first key: %w", err)
+	}
+	return &api.Op{
+		OpId:          p.OpID,
+		ParentRouteId: p.RouteID,
+		SplitKeys:     p.Keys,
+		Origin:        api.SplitOrigin(p.Origin),
+		NextStep:      1,
+		State:         api.OpState_OP_STATE_PENDING,
+		CreatedHlc:    a.nowHLC,
+		UpdatedHlc:    a.nowHLC,
+		TargetRouteId: route.ID,
+		TargetStart:   route.Start,
+		TargetEnd:     route.End,
+		RouteDelta:    int32(p.RouteDelta),
+		Score:         p.Score,
+		Actor:         "detector",
+	}, nil
+}
+
+// recordSkips counts this column's declines and suppressions and writes a
+// decision only for an explanation that is new (Repeats == 0), so a route
+// declined for the same reason column after column does not flood the
+// ring. Rows are visited in route-id order; only a route in the column can
+// have become eligible in it.
+func (a *applier) recordSkips(col detector.Column, det *detector.State) {
+	ids := make([]uint64, len(col.Rows))
+	for i, r := range col.Rows {
+		ids[i] = r.RouteID
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		t, tracked := det.Get(id)
+		e := t.Explanation
+		if !tracked || e.AtMs != col.AtMs {
+			continue
+		}
+		kind := skipKind(e.Reason)
+		if kind == api.DecisionKind_DECISION_KIND_UNSPECIFIED {
+			continue
+		}
+		reason := api.Reason(e.Reason)
+		a.f.m.skip(reason)
+		if e.Repeats != 0 {
+			continue
+		}
+		d := &api.Decision{Kind: kind, RouteId: id, Reason: reason, Origin: api.SplitOrigin(e.Origin), Score: e.Score, SplitKeys: e.SplitKeys}
+		if e.IsolationReason != detector.ReasonUnspecified {
+			d.Detail = "isolation not used: " + api.Reason(e.IsolationReason).String()
+		}
+		a.decide(d)
+		a.f.log.Info("fsm: route not split", "route_id", id, "reason", reason.String(), "score", e.Score,
+			"consecutive_over", e.ConsecutiveOver, "decision", kind.String())
+	}
+}
+
+// skipKind classifies an explanation: SUPPRESSED when the switch held back
+// an eligible route, DECLINED for every other reason a route was not
+// planned, nothing for counting and planned routes.
+func skipKind(r detector.Reason) api.DecisionKind {
+	switch r {
+	case detector.ReasonUnspecified, detector.ReasonPlanned, detector.ReasonCounting:
+		return api.DecisionKind_DECISION_KIND_UNSPECIFIED
+	case detector.ReasonSuppressedDisable:
+		return api.DecisionKind_DECISION_KIND_SUPPRESSED
+	}
+	return api.DecisionKind_DECISION_KIND_DECLINED
+}
