@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -88,7 +89,9 @@ func writeStatus(w io.Writer, s *api.StatusResponse) error {
 			formatWall(s.GetLastColumnAtMs()), formatMs(s.GetLastColumnLagMs()), reporters))
 	}
 	t.row("now", formatWall(s.GetNowMs()))
-	t.row("read", readInfo(s.GetRead()))
+	if s.GetRead() != nil {
+		t.row("read", readInfo(s.GetRead()))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -105,7 +108,7 @@ func writeStatus(w io.Writer, s *api.StatusResponse) error {
 
 	section(w, "candidates", len(s.GetCandidates()))
 	if len(s.GetCandidates()) > 0 {
-		t = newTable(w, "ROUTE", "CONSECUTIVE", "SCORE", "SMOOTHED", "LAST WORD")
+		t = newTable(w, "ROUTE", "CONSECUTIVE", "SCORE", "SMOOTHED", "REASON")
 		for _, c := range s.GetCandidates() {
 			t.row(formatRouteID(c.GetRouteId()),
 				fmt.Sprintf("%d/%d", c.GetConsecutiveOver(), s.GetConfig().GetCandidateWindows()),
@@ -157,17 +160,19 @@ func switchLine(sw *api.AutoSplitSwitch) string {
 }
 
 // smoothed is the mean of the recent per-column scores: display only, it
-// never decides anything.
+// never decides anything. The sum is kept in 128 bits so it cannot overflow.
 func smoothed(t *api.TrackedRoute) string {
 	rs := t.GetRecentScores()
 	if len(rs) == 0 {
 		return "-"
 	}
-	var sum uint64
+	var hi, lo, carry uint64
 	for _, s := range rs {
-		sum += s / uint64(len(rs)) // divide first: no overflow
+		lo, carry = bits.Add64(lo, s, 0)
+		hi += carry
 	}
-	return strconv.FormatUint(sum, 10)
+	mean, _ := bits.Div64(hi, lo, uint64(len(rs))) // hi < len(rs): no panic
+	return strconv.FormatUint(mean, 10)
 }
 
 // timeLeft is until-now as a duration, or "over" once passed.

@@ -75,11 +75,11 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 		if len(tr.GetRecentScores()) > 0 {
 			t.row("smoothed", smoothed(tr)+fmt.Sprintf(" over %d columns (display only)", len(tr.GetRecentScores())))
 		}
-		over := fmt.Sprintf("%d consecutive columns over threshold", tr.GetConsecutiveOver())
+		over := fmt.Sprintf("%d columns over threshold", tr.GetConsecutiveOver())
 		if cfg != nil {
 			over += fmt.Sprintf(" (needs %d)", cfg.GetCandidateWindows())
 		}
-		t.row("over", over)
+		t.row("consecutive", over)
 		if tr.GetCooldownUntilMs() != 0 {
 			t.row("cooldown", fmt.Sprintf("until %s (%s left)", formatWall(tr.GetCooldownUntilMs()), timeLeft(tr.GetCooldownUntilMs(), r.GetNowMs())))
 		}
@@ -114,7 +114,9 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 	if cfgErr != nil {
 		t.row("note", "thresholds not shown: "+describeCause(cfgErr))
 	}
-	t.row("read", readInfo(r.GetRead()))
+	if r.GetRead() != nil {
+		t.row("read", readInfo(r.GetRead()))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strconv"
@@ -42,11 +43,16 @@ func writeJSONLine(w io.Writer, m proto.Message) error {
 }
 
 // table is an aligned table: cells separated by tabs, columns padded with
-// two spaces. Call flush once.
-type table struct{ tw *tabwriter.Writer }
+// two spaces, no trailing blanks. Call flush once.
+type table struct {
+	w   io.Writer
+	buf bytes.Buffer
+	tw  *tabwriter.Writer
+}
 
 func newTable(w io.Writer, header ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t := &table{w: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 0, 2, ' ', 0)
 	if len(header) > 0 {
 		t.row(header...)
 	}
@@ -57,7 +63,18 @@ func (t *table) row(cells ...string) {
 	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
 }
 
-func (t *table) flush() error { return t.tw.Flush() }
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for line := range strings.Lines(t.buf.String()) {
+		out.WriteString(strings.TrimRight(line, " \n"))
+		out.WriteByte('\n')
+	}
+	_, err := io.WriteString(t.w, out.String())
+	return err
+}
 
 // formatHLC renders an HLC as physical.logical plus its UTC wall time; 0
 // (never) as "-".

@@ -161,6 +161,9 @@ func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 		Endpoints:      eps,
 		DialTimeout:    min(a.timeout, client.DefaultDialTimeout),
 		RequestTimeout: a.timeout,
+		// Scaled to the time budget so that a short --timeout still leaves
+		// room for every retry.
+		Backoff: max(min(a.timeout/100, client.DefaultBackoff), time.Millisecond),
 		Logger:         logger,
 		Actor:          a.actor,
 	})
@@ -187,6 +190,9 @@ func groupArgs(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set lazily only on its path
+	}
 	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 		msg += "; did you mean " + strings.Join(s, " or ") + "?"
 	}

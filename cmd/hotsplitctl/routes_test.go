@@ -205,7 +205,7 @@ func TestReadErrors(t *testing.T) {
 		t.Fatalf("stderr %q, want %q", r.stderr, want)
 	}
 	f.fail("GetRoute", status.Error(codes.Unavailable, "no leader\nyet"))
-	r = ctlCtx(t, context.Background(), f, "routes", "get", "k")
+	r = ctl(t, f, "routes", "get", "k", "--timeout", "1s")
 	if r.code != exitUnavailable || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "Unavailable from "+f.addr+": no leader yet (6 attempts)") {
 		t.Fatalf("exit %d stderr %q, want %d and one line naming the attempts", r.code, r.stderr, exitUnavailable)
 	}

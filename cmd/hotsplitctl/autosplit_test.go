@@ -1,0 +1,205 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// nowMs is the server's clock in the fixtures: 2024-08-12 09:59:49.012 UTC.
+const nowMs = 1723456789012
+
+func configFixture() *api.Config {
+	return &api.Config{
+		Threshold: 50000, WriteWeight: 4, ReadWeight: 1, CandidateWindows: 3, CooldownMs: 600000,
+		MaxSplitsPerCycle: 1, MaxAutoRoutes: 1024, TopKeyShareBp: 8000, TopKeyAbsoluteFloor: 25000,
+		Buckets: 16, StepMs: 60000, OpTtlMs: 600000, SmoothingWindows: 5, GraceMs: 30000,
+	}
+}
+
+func statusFixture() *api.StatusResponse {
+	compound := api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND
+	return &api.StatusResponse{
+		Switch: &api.AutoSplitSwitch{Enabled: true, Actor: "alice@ops1", Reason: "hot shard incident",
+			Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR, ChangedAtHlc: splitHLC},
+		Config:          configFixture(),
+		LastColumnAtMs:  1723456780000,
+		LastColumnLagMs: 9012,
+		LiveOps: []*api.Op{{OpId: 12, ParentRouteId: 7, SplitKeys: [][]byte{[]byte("user:42"), []byte("user:42\x00")},
+			Origin: compound, NextStep: 2, State: api.OpState_OP_STATE_RUNNING, CreatedHlc: splitHLC, TargetRouteId: 14, Score: 182000}},
+		Candidates: []*api.TrackedRoute{
+			{RouteId: 7, ConsecutiveOver: 3, LastScore: 182000, RecentScores: []uint64{150000, 170000, 182000},
+				Explanation: &api.Explanation{Reason: api.Reason_REASON_PLANNED, Origin: compound, OpId: 12}},
+			{RouteId: 9, ConsecutiveOver: 4, LastScore: 61000, CooldownUntilMs: nowMs + 252000, RecentScores: []uint64{61000},
+				Explanation: &api.Explanation{Reason: api.Reason_REASON_COOLDOWN}},
+		},
+		Cooldowns: []*api.TrackedRoute{{RouteId: 9, CooldownUntilMs: nowMs + 252000}, {RouteId: 11, CooldownUntilMs: nowMs - 1}},
+		Recent: []*api.Decision{
+			{Seq: 41, AtHlc: splitHLC, Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: 7, OpId: 12, Origin: compound,
+				Reason: api.Reason_REASON_PLANNED, Score: 182000, SplitKeys: [][]byte{[]byte("user:42"), []byte("user:42\x00")}},
+			{Seq: 40, AtHlc: splitHLC - 5, Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: "alice@ops1", Detail: "enabled: hot shard incident"},
+		},
+		Warnings:            []string{"member n3 started with --autoSplit=false; the switch was set by an operator"},
+		LiveRoutes:          42,
+		NowMs:               nowMs,
+		Read:                &api.ReadInfo{AppliedIndex: 120, CatalogVersion: 9, ServedBy: "n1"},
+		LastColumnReporters: []string{"dn1", "dn2"},
+	}
+}
+
+func TestAutosplitStatusTable(t *testing.T) {
+	f := startCluster(t)
+	f.set("Status", statusFixture())
+	r := ctl(t, f, "autosplit", "status", "--limit", "5")
+	want := lines(
+		`switch       enabled, set by alice@ops1 (source operator) at 1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`reason       "hot shard incident"`,
+		`warnings     member n3 started with --autoSplit=false; the switch was set by an operator`,
+		`routes       42 live`,
+		`last column  2024-08-12 09:59:40.000Z, lag 9.012s, reporters dn1, dn2`,
+		`now          2024-08-12 09:59:49.012Z`,
+		`read         linearizable read by n1, applied index 120`,
+		``,
+		`config`,
+		`FIELD                   VALUE   MEANING`,
+		`threshold               50000   weighted ops/min`,
+		`write_weight            4`,
+		`read_weight             1`,
+		`candidate_windows       3`,
+		`cooldown_ms             600000  10m0s`,
+		`max_splits_per_cycle    1`,
+		`max_auto_routes         1024`,
+		`top_key_share_bp        8000    80.00%`,
+		`top_key_absolute_floor  25000   weighted ops/min`,
+		`buckets                 16`,
+		`step_ms                 60000   1m0s`,
+		`op_ttl_ms               600000  10m0s`,
+		`smoothing_windows       5`,
+		`grace_ms                30000   30s`,
+		``,
+		`live ops (1)`,
+		`OP    ROUTE  ORIGIN              STATE    NEXT STEP                       SCORE   CREATED`,
+		`op12  r7     isolation_compound  running  2/2 split r14 at "user:42\x00"  182000  1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		``,
+		`candidates (2)`,
+		`ROUTE  CONSECUTIVE  SCORE   SMOOTHED  REASON`,
+		`r7     3/3          182000  167333    planned op12 (isolation_compound)`,
+		`r9     4/3          61000   61000     cooldown (4m12s left)`,
+		``,
+		`cooldowns (2)`,
+		`ROUTE  UNTIL                     LEFT`,
+		`r9     2024-08-12 10:04:01.012Z  4m12s`,
+		`r11    2024-08-12 09:59:49.011Z  over`,
+		``,
+		`recent decisions (2)`,
+		`SEQ  AT                                              KIND     ROUTE  OP    ORIGIN              REASON   SCORE   DETAIL`,
+		`41   1723456789012.3 (2024-08-12 09:59:49.012Z)      planned  r7     op12  isolation_compound  planned  182000  keys "user:42" "user:42\x00"`,
+		`40   1723456789011.65534 (2024-08-12 09:59:49.011Z)  switch   -      -     -                   -        -       by alice@ops1; enabled: hot shard incident`,
+	)
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("autosplit status: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	if req := f.last("Status").(*api.StatusRequest); req.GetLimit() != 5 || req.GetConsistency() != api.Consistency_CONSISTENCY_LINEARIZABLE {
+		t.Fatalf("sent %v", req)
+	}
+}
+
+func TestAutosplitStatusEmptyAndJSON(t *testing.T) {
+	f := startCluster(t)
+	f.set("Status", &api.StatusResponse{Switch: &api.AutoSplitSwitch{}, Config: configFixture(), NowMs: nowMs})
+	r := ctl(t, f, "autosplit", "status")
+	for _, want := range []string{
+		"switch       disabled (never set)\n", "warnings     none\n", "last column  none committed yet\n",
+		"\nlive ops: none\n", "\ncandidates: none\n", "\ncooldowns: none\n", "\nrecent decisions: none\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("empty status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	f.set("Status", statusFixture())
+	r = ctl(t, f, "autosplit", "status", "-o", "json")
+	var got api.StatusResponse
+	if err := protojson.Unmarshal([]byte(r.stdout), &got); err != nil || !proto.Equal(&got, statusFixture()) {
+		t.Fatalf("json does not decode to the status: %v\n%s", err, r.stdout)
+	}
+	compact := compactJSON(t, r.stdout)
+	for _, s := range []string{`"switch":{"enabled":true,"actor":"alice@ops1","reason":"hot shard incident","source":"SWITCH_SOURCE_OPERATOR"`,
+		`"last_column_lag_ms":"9012"`, `"consecutive_over":3`, `"recent_scores":["150000","170000","182000"]`, `"cooldown_until_ms":"1723457041012"`} {
+		if !strings.Contains(compact, s) {
+			t.Errorf("json lacks %s", s)
+		}
+	}
+}
+
+func TestAutosplitEnableDisable(t *testing.T) {
+	f := startCluster(t)
+	for _, tc := range []struct {
+		verb    string
+		enabled bool
+		want    string
+	}{
+		{"disable", false, lines(
+			`automatic splitting disabled`,
+			`switch  disabled, set by alice@ops1 (source operator) at 1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+			`reason  "incident 4711: freeze"`,
+		)},
+		{"enable", true, lines(
+			`automatic splitting enabled`,
+			`switch  enabled, set by alice@ops1 (source operator) at 1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+			`reason  "incident 4711: freeze"`,
+		)},
+	} {
+		f.set("SetEnabled", &api.SetEnabledResponse{Switch: &api.AutoSplitSwitch{Enabled: tc.enabled, Actor: "alice@ops1",
+			Reason: "incident 4711: freeze", Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR, ChangedAtHlc: splitHLC}})
+		r := ctl(t, f, "autosplit", tc.verb, "--reason", "incident 4711: freeze")
+		if r.code != 0 || r.stdout != tc.want {
+			t.Fatalf("%s: exit %d stderr %q\n%s\nwant:\n%s", tc.verb, r.code, r.stderr, r.stdout, tc.want)
+		}
+		req := f.last("SetEnabled").(*api.SetEnabledRequest)
+		if req.GetEnabled() != tc.enabled || req.GetReason() != "incident 4711: freeze" || req.GetActor() != "alice@ops1" || len(req.GetRequestId()) != 32 {
+			t.Fatalf("%s sent %v", tc.verb, req)
+		}
+		r = ctl(t, f, "autosplit", tc.verb, "--reason", "x", "-o", "json")
+		var got api.SetEnabledResponse
+		if err := protojson.Unmarshal([]byte(r.stdout), &got); err != nil || got.GetSwitch().GetEnabled() != tc.enabled {
+			t.Fatalf("%s json %s: %v", tc.verb, r.stdout, err)
+		}
+		// The reason is required: nothing is sent without it.
+		before := f.calls("SetEnabled")
+		r = ctl(t, f, "autosplit", tc.verb)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "--reason is required") || f.calls("SetEnabled") != before {
+			t.Fatalf("%s without --reason: exit %d stderr %q, calls %d -> %d", tc.verb, r.code, r.stderr, before, f.calls("SetEnabled"))
+		}
+	}
+}
+
+func TestAutosplitAbort(t *testing.T) {
+	f := startCluster(t)
+	f.set("AbortOp", &api.AbortOpResponse{Op: &api.Op{OpId: 12, ParentRouteId: 7, SplitKeys: [][]byte{[]byte("user:42"), []byte("user:42\x00")},
+		Origin: api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND, NextStep: 2, State: api.OpState_OP_STATE_ABORTED,
+		AbortReason: api.OpAbortReason_OP_ABORT_REASON_OPERATOR, CreatedHlc: splitHLC, Score: 182000}})
+	r := ctl(t, f, "autosplit", "abort", "op12", "--reason", "scan-heavy range")
+	want := lines(
+		`op12 is aborted`,
+		`OP    ROUTE  ORIGIN              STATE               NEXT STEP  SCORE   CREATED`,
+		`op12  r7     isolation_compound  aborted (operator)  -          182000  1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+	)
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("abort: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	req := f.last("AbortOp").(*api.AbortOpRequest)
+	if req.GetOpId() != 12 || req.GetReason() != "scan-heavy range" || req.GetActor() != "alice@ops1" || req.GetRequestId() == "" {
+		t.Fatalf("sent %v", req)
+	}
+	f.fail("AbortOp", status.Error(codes.FailedPrecondition, "op 12 already finished"))
+	r = ctl(t, f, "autosplit", "abort", "12")
+	if want := "hotsplitctl: autosplit abort op12: FailedPrecondition from " + f.addr + ": op 12 already finished (not applied)\n"; r.code != exitRefused || r.stderr != want {
+		t.Fatalf("exit %d stderr %q, want %q", r.code, r.stderr, want)
+	}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+func membersFixture() *api.MembersResponse {
+	m := func(id string, n int, suffrage string, leader bool) *api.MemberStatus {
+		return &api.MemberStatus{Member: &api.Member{NodeId: id, GrpcAddr: "127.0.0.1:700" + string(rune('0'+n)),
+			RaftAddr: "127.0.0.1:800" + string(rune('0'+n)), SupportedVersion: 1}, Suffrage: suffrage, Leader: leader}
+	}
+	return &api.MembersResponse{
+		Members:        []*api.MemberStatus{m("n1", 1, "voter", true), m("n2", 2, "voter", false), m("n4", 4, "nonvoter", false), {Member: &api.Member{NodeId: "n5"}}},
+		ClusterId:      "c-7f3a",
+		ClusterVersion: 1,
+		Read:           &api.ReadInfo{AppliedIndex: 120, ServedBy: "n2", Consistency: api.Consistency_CONSISTENCY_STALE},
+	}
+}
+
+func TestClusterMembers(t *testing.T) {
+	f := startCluster(t)
+	f.set("Members", membersFixture())
+	r := ctl(t, f, "cluster", "members", "--consistency", "stale")
+	want := lines(
+		`NODE  GRPC ADDR       RAFT ADDR       SUFFRAGE  LEADER  VERSION`,
+		`n1    127.0.0.1:7001  127.0.0.1:8001  voter     *       1`,
+		`n2    127.0.0.1:7002  127.0.0.1:8002  voter             1`,
+		`n4    127.0.0.1:7004  127.0.0.1:8004  nonvoter          1`,
+		`n5    -               -               -                 0`,
+		`cluster c-7f3a, cluster version 1 (stale read by n2, applied index 120)`,
+	)
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("members: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	if c := f.last("Members").(*api.MembersRequest).GetConsistency(); c != api.Consistency_CONSISTENCY_STALE {
+		t.Errorf("consistency %v, want stale", c)
+	}
+	r = ctl(t, f, "cluster", "members", "-o", "json")
+	var got api.MembersResponse
+	if err := protojson.Unmarshal([]byte(r.stdout), &got); err != nil || len(got.GetMembers()) != 4 {
+		t.Fatalf("json %s: %v", r.stdout, err)
+	}
+}
+
+func TestClusterLeaderJoinRemoveTransfer(t *testing.T) {
+	f := startCluster(t)
+	f.set("Leader", &api.LeaderResponse{LeaderId: "n1", LeaderGrpcAddr: "127.0.0.1:7001", Term: 5})
+	if r := ctl(t, f, "cluster", "leader"); r.stdout != "leader n1 at 127.0.0.1:7001 (term 5)\n" {
+		t.Errorf("leader: %q", r.stdout)
+	}
+	f.set("Leader", &api.LeaderResponse{Term: 6})
+	if r := ctl(t, f, "cluster", "leader"); r.stdout != "no leader known (term 6)\n" {
+		t.Errorf("no leader: %q", r.stdout)
+	}
+
+	f.set("Join", &api.JoinResponse{ClusterId: "c-7f3a", Members: []*api.Member{
+		{NodeId: "n1", GrpcAddr: "127.0.0.1:7001", RaftAddr: "127.0.0.1:8001", SupportedVersion: 1},
+		{NodeId: "n4", GrpcAddr: "127.0.0.1:7004", RaftAddr: "127.0.0.1:8004", SupportedVersion: 1},
+	}})
+	r := ctl(t, f, "cluster", "join", "--id", "n4", "--raft-addr", "127.0.0.1:8004", "--grpc-addr", "127.0.0.1:7004")
+	want := lines(
+		`n4 joined cluster c-7f3a`,
+		`NODE  GRPC ADDR       RAFT ADDR       VERSION`,
+		`n1    127.0.0.1:7001  127.0.0.1:8001  1`,
+		`n4    127.0.0.1:7004  127.0.0.1:8004  1`,
+	)
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("join: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	jr := f.last("Join").(*api.JoinRequest)
+	if jr.GetNodeId() != "n4" || jr.GetRaftAddr() != "127.0.0.1:8004" || jr.GetGrpcAddr() != "127.0.0.1:7004" || jr.GetSupportedVersion() != 1 || jr.GetClusterId() != "" {
+		t.Fatalf("join sent %v", jr)
+	}
+	f.fail("Join", status.Error(codes.AlreadyExists, "node id n4 is already a member"))
+	r = ctl(t, f, "cluster", "join", "--id", "n4", "--raft-addr", "127.0.0.1:8004", "--grpc-addr", "127.0.0.1:7004")
+	if want := "hotsplitctl: cluster join n4: AlreadyExists from " + f.addr + ": node id n4 is already a member (not applied)\n"; r.code != exitRefused || r.stderr != want {
+		t.Fatalf("join conflict: exit %d stderr %q, want %q", r.code, r.stderr, want)
+	}
+
+	f.set("Remove", &api.RemoveResponse{})
+	if r := ctl(t, f, "cluster", "remove", "n4"); r.code != 0 || r.stdout != "removed n4\n" {
+		t.Errorf("remove: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if id := f.last("Remove").(*api.RemoveRequest).GetNodeId(); id != "n4" {
+		t.Errorf("remove sent %q", id)
+	}
+	f.fail("Remove", status.New(codes.Unknown, "forwarding broke after sending").Err())
+	r = ctl(t, f, "cluster", "remove", "n4")
+	if r.code != exitUnavailable || !strings.Contains(r.stderr, "outcome unknown, it may have been applied") ||
+		!strings.HasSuffix(r.stderr, "; check 'hotsplitctl cluster members' before retrying\n") {
+		t.Fatalf("remove unknown: exit %d stderr %q", r.code, r.stderr)
+	}
+
+	f.set("TransferLeadership", &api.TransferLeadershipResponse{LeaderId: "n2"})
+	if r := ctl(t, f, "cluster", "transfer", "--to", "n2"); r.stdout != "leadership transferred to n2\n" {
+		t.Errorf("transfer: %q %q", r.stdout, r.stderr)
+	}
+	if to := f.last("TransferLeadership").(*api.TransferLeadershipRequest).GetToNodeId(); to != "n2" {
+		t.Errorf("transfer sent %q", to)
+	}
+	r = ctl(t, f, "cluster", "transfer", "-o", "json")
+	if got := compactJSON(t, r.stdout); got != `{"leader_id":"n2"}` {
+		t.Errorf("transfer json %s", got)
+	}
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+func explainCooldown() *api.ExplainResponse {
+	return &api.ExplainResponse{
+		Route: &api.RouteDescriptor{RouteId: 9, Start: []byte("g"), End: []byte("m"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE},
+		Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 4, LastScore: 61000, CooldownUntilMs: nowMs + 252000,
+			RecentScores: []uint64{52000, 58000, 61000},
+			Explanation: &api.Explanation{Reason: api.Reason_REASON_COOLDOWN, IsolationReason: api.Reason_REASON_TOPK_SHARE,
+				AtMs: nowMs - 9012, FirstAtMs: nowMs - 189012, Repeats: 3, Score: 61000, ConsecutiveOver: 4, CooldownLeftMs: 261012,
+				HotKey: []byte("user:42"), HotKeyLowerPerMin: 30000, HotKeyUpperPerMin: 35000, HotKeyShareBp: 6250}},
+		Decisions: []*api.Decision{{Seq: 38, AtHlc: splitHLC, Kind: api.DecisionKind_DECISION_KIND_DECLINED, RouteId: 9,
+			Reason: api.Reason_REASON_COOLDOWN, Score: 61000}},
+		NowMs: nowMs,
+		Read:  &api.ReadInfo{AppliedIndex: 120, CatalogVersion: 9, ServedBy: "n1"},
+	}
+}
+
+func TestAutosplitExplainTable(t *testing.T) {
+	f := startCluster(t)
+	f.set("Explain", explainCooldown())
+	f.set("GetConfig", &api.GetConfigResponse{Config: configFixture()})
+	r := ctl(t, f, "autosplit", "explain", "r9")
+	want := lines(
+		`route        r9 ["g", "m") group 1 active`,
+		`verdict      not split: cooldown (4m12s left)`,
+		`score        61000 weighted ops/min (threshold 50000)`,
+		`smoothed     57000 over 3 columns (display only)`,
+		`consecutive  4 columns over threshold (needs 3)`,
+		`cooldown     until 2024-08-12 10:04:01.012Z (4m12s left)`,
+		`isolation    not used: topk_share (the hot key carries 62.50% of the route's load, isolation needs 80.00%)`,
+		`hot key      "user:42": 30000..35000 weighted ops/min, share 62.50% of the route (isolation needs 80.00% and 25000 ops/min)`,
+		`explained    at 2024-08-12 09:59:40.000Z (same reason since 2024-08-12 09:56:40.000Z, 3 repeats)`,
+		`read         linearizable read by n1, applied index 120`,
+		``,
+		`decisions (1)`,
+		`SEQ  AT                                          KIND      ROUTE  OP  ORIGIN  REASON    SCORE  DETAIL`,
+		`38   1723456789012.3 (2024-08-12 09:59:49.012Z)  declined  r9     -   -       cooldown  61000  -`,
+		``,
+		`ops: none`,
+	)
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("explain: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	if req := f.last("Explain").(*api.ExplainRequest); req.GetRouteId() != 9 {
+		t.Fatalf("sent %v", req)
+	}
+
+	r = ctl(t, f, "autosplit", "explain", "9", "-o", "json")
+	var got api.ExplainResponse
+	if err := protojson.Unmarshal([]byte(r.stdout), &got); err != nil || !proto.Equal(&got, explainCooldown()) {
+		t.Fatalf("json does not decode to the explanation: %v\n%s", err, r.stdout)
+	}
+	if !strings.Contains(compactJSON(t, r.stdout), `"reason":"REASON_COOLDOWN","origin":"SPLIT_ORIGIN_UNSPECIFIED","isolation_reason":"REASON_TOPK_SHARE"`) {
+		t.Errorf("json lacks the explanation's reasons:\n%s", r.stdout)
+	}
+}
+
+func TestAutosplitExplainVerdicts(t *testing.T) {
+	route := &api.RouteDescriptor{RouteId: 9, Start: []byte("g"), End: []byte("m"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE}
+	tracked := func(e *api.Explanation) *api.TrackedRoute {
+		return &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 3, LastScore: 70000, Explanation: e}
+	}
+	tests := []struct {
+		name string
+		resp *api.ExplainResponse
+		want []string // lines that must appear
+	}{
+		{
+			name: "no split key",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_NO_SPLIT_KEY, IsolationReason: api.Reason_REASON_NO_TOPK, Score: 70000})},
+			want: []string{
+				"verdict      not split: no_split_key (no hot key to isolate and no usable sub-bucket median; hotsplit never splits at a blind midpoint)",
+				"isolation    not used: no_topk (no top-K evidence reached the detector)",
+			},
+		},
+		{
+			name: "planned isolation",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN, OpId: 12,
+				SplitKeys: [][]byte{[]byte("j")}, MedianBucket: 7, IsolationReason: api.Reason_REASON_ABSOLUTE_FLOOR, HotKeyLowerPerMin: 9000})},
+			want: []string{
+				`verdict      split planned: op12, origin sub_bucket_median, at "j"`,
+				"isolation    not used: absolute_floor (the hot key's lower bound is 9000 ops/min, isolation needs 25000)",
+				"median       bucket 7", `split keys   "j"`, "op           op12",
+			},
+		},
+		{
+			name: "counting",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 2, LastScore: 70000,
+				Explanation: &api.Explanation{Reason: api.Reason_REASON_COUNTING, Score: 70000}}},
+			want: []string{"verdict      not split yet: counting (2 of 3 consecutive columns over threshold)"},
+		},
+		{
+			name: "route cap",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_ROUTE_CAP, ProjectedRoutes: 1026})},
+			want: []string{"verdict      not split: route_cap (the plan would make 1026 routes; max_auto_routes is 1024)"},
+		},
+		{
+			name: "suppressed by the switch",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_SUPPRESSED_DISABLED, Origin: api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE,
+				SplitKeys: [][]byte{[]byte("g\x00")}})},
+			want: []string{`verdict      not split: suppressed_disabled (automatic splitting is off; it would have split with origin isolation_single_lower_edge at "g\x00")`},
+		},
+		{
+			name: "cold",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs},
+			want: []string{"verdict      not split: cold (the detector holds no state for this route: its score is below the threshold and it is not in cooldown)"},
+		},
+		{
+			name: "gone",
+			resp: &api.ExplainResponse{NowMs: nowMs, Decisions: []*api.Decision{{Seq: 50, AtHlc: splitHLC, Kind: api.DecisionKind_DECISION_KIND_MANUAL_SPLIT,
+				RouteId: 9, SplitKeys: [][]byte{[]byte("h")}, Actor: "bob"}}},
+			want: []string{
+				"route        r9 (no longer exists)",
+				"verdict      the route no longer exists and the detector holds no state for it (see decisions)",
+				`50   1723456789012.3 (2024-08-12 09:59:49.012Z)  manual_split  r9     -   -       -       -      keys "h"; by bob`,
+			},
+		},
+		{
+			name: "unknown reason from a newer server",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{Reason: api.Reason(99)})},
+			want: []string{"verdict      not split: REASON(99)"},
+		},
+	}
+	f := startCluster(t)
+	f.set("GetConfig", &api.GetConfigResponse{Config: configFixture()})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f.set("Explain", tc.resp)
+			r := ctl(t, f, "autosplit", "explain", "9")
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			// Column widths depend on which rows are present; the
+			// table test checks alignment, this one the words.
+			for _, w := range tc.want {
+				if !strings.Contains(squash(r.stdout), squash(w)+"\n") {
+					t.Errorf("output lacks line %q:\n%s", w, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestAutosplitExplainWithoutConfig(t *testing.T) {
+	f := startCluster(t)
+	f.set("Explain", explainCooldown())
+	f.fail("GetConfig", status.Error(codes.PermissionDenied, "config hidden"))
+	r := ctl(t, f, "autosplit", "explain", "9")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, w := range []string{
+		"score        61000 weighted ops/min\n",
+		"consecutive  4 columns over threshold\n",
+		"note         thresholds not shown: PermissionDenied from " + f.addr + ": config hidden\n",
+	} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("output lacks %q:\n%s", w, r.stdout)
+		}
+	}
+}
+
+// squash collapses runs of spaces, line by line.
+func squash(s string) string {
+	var b strings.Builder
+	for line := range strings.Lines(s) {
+		b.WriteString(strings.Join(strings.Fields(line), " "))
+		if strings.HasSuffix(line, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
