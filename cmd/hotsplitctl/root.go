@@ -164,8 +164,8 @@ func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 		// Scaled to the time budget so that a short --timeout still leaves
 		// room for every retry.
 		Backoff: max(min(a.timeout/100, client.DefaultBackoff), time.Millisecond),
-		Logger:         logger,
-		Actor:          a.actor,
+		Logger:  logger,
+		Actor:   a.actor,
 	})
 	if err != nil {
 		return nil, usageErr(cmd, err)
