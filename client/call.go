@@ -78,7 +78,7 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 			continue
 		}
 		if follow != "" {
-			addr = follow
+			addr = follow // back to a tried node, e.g. a busy leader: after a pause
 		} else {
 			addr = c.nextAddr(addr)
 		}

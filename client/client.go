@@ -280,12 +280,13 @@ func (c *Client) forgetLeader(addr string) {
 	}
 }
 
-// learnLeader records hint as the leader. It returns the address to follow,
-// or "" when the hint is unusable (empty, malformed, the node that just
-// answered, or one address too many outside the endpoint list).
+// learnLeader records hint as the leader and returns the address to try
+// next: the hinted one, which may be from itself (a busy leader, e.g. an
+// enqueue timeout). It returns "" when the hint is unusable: empty,
+// malformed, or one address too many outside the endpoint list.
 func (c *Client) learnLeader(hint *api.LeaderHint, from string) string {
 	addr := hint.GetLeaderGrpcAddr()
-	if addr == "" || addr == from {
+	if addr == "" {
 		return ""
 	}
 	if err := ValidateEndpoint(addr); err != nil {

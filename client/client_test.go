@@ -128,6 +128,27 @@ func TestLeaderForgottenWhenUnreachable(t *testing.T) {
 	}
 }
 
+func TestBusyLeaderRetriedInPlace(t *testing.T) {
+	other := startFake(t, &fakeNode{split: okSplit})
+	leader := startFake(t, &fakeNode{})
+	leader.split = func(n int, req *api.SplitRangeRequest) (*api.SplitRangeResponse, error) {
+		if n == 1 {
+			return nil, notLeader(t, leader.addr) // enqueue timeout: the hint is the leader itself
+		}
+		return okSplit(n, req)
+	}
+	c := testClient(t, Config{Endpoints: []string{leader.addr, other.addr}})
+	if _, err := c.SplitRange(context.Background(), &api.SplitRangeRequest{RouteId: 1, SplitKey: []byte("m")}); err != nil {
+		t.Fatal(err)
+	}
+	if l, o := leader.called("SplitRange"), other.called("SplitRange"); l != 2 || o != 0 {
+		t.Fatalf("calls: leader %d other %d, want 2 and 0", l, o)
+	}
+	if got := c.LeaderAddr(); got != leader.addr {
+		t.Fatalf("LeaderAddr() = %q, want %q", got, leader.addr)
+	}
+}
+
 func TestMutationRetryPolicy(t *testing.T) {
 	tests := []struct {
 		name      string

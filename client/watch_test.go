@@ -264,3 +264,20 @@ func TestWatchStateProperty(t *testing.T) {
 		}
 	})
 }
+
+func TestWatchRoutesRawSkipsDeadEndpoint(t *testing.T) {
+	f := startFake(t, &fakeNode{watch: func(_ int, req *api.WatchRoutesRequest, s watchStream) error {
+		return send(s, delta(req.GetFromVersion()+1))
+	}})
+	c := testClient(t, Config{Endpoints: []string{deadAddr(t), f.addr}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := c.WatchRoutes(ctx, &api.WatchRoutesRequest{FromVersion: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := s.Recv()
+	if err != nil || label(ev) != "d5" {
+		t.Fatalf("Recv = %v, %v; want d5", ev, err)
+	}
+}
