@@ -55,7 +55,7 @@ func (a *app) membersCmd() *cobra.Command {
 			if err := t.flush(); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.out, "cluster %s, cluster version %d (%s)\n", orDash(resp.GetClusterId()), resp.GetClusterVersion(), readInfo(resp.GetRead()))
+			_, err = fmt.Fprintln(a.out, withReadInfo(fmt.Sprintf("cluster %s, cluster version %d", orDash(resp.GetClusterId()), resp.GetClusterVersion()), resp.GetRead()))
 			return err
 		},
 	}

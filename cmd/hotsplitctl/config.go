@@ -49,7 +49,9 @@ func (a *app) configGetCmd() *cobra.Command {
 			if err := configTable(a.out, resp.GetConfig(), nil); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.out, "(%s)\n", readInfo(resp.GetRead()))
+			if info := readInfo(resp.GetRead()); info != "" {
+				_, err = fmt.Fprintf(a.out, "(%s)\n", info)
+			}
 			return err
 		},
 	}

@@ -126,3 +126,22 @@ func TestConfigGetSet(t *testing.T) {
 		t.Fatalf("exit %d stderr %q calls %d -> %d", r.code, r.stderr, before, f.calls("SetConfig"))
 	}
 }
+
+// FuzzParsePatch: parsePatch never panics on operator input, and the
+// canonical assignments it reports parse back to the same patch.
+func FuzzParsePatch(f *testing.F) {
+	for _, s := range []string{"threshold=60000 cooldown=10m", "step=1s grace=500ms op_ttl=10m", "buckets=4294967296", "x=1", "cooldown=-1s", "=", "a=b=c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		args := strings.Fields(s)
+		patch, changed, err := parsePatch(args)
+		if err != nil {
+			return
+		}
+		again, changed2, err := parsePatch(changed)
+		if err != nil || !proto.Equal(patch, again) || strings.Join(changed, " ") != strings.Join(changed2, " ") {
+			t.Fatalf("parsePatch(%q) = %v, %q; its canonical form gives %v, %q, %v", args, patch, changed, again, changed2, err)
+		}
+	})
+}

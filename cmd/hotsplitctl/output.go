@@ -165,7 +165,8 @@ func upperSnake(s string) string {
 	return strings.ToUpper(b.String())
 }
 
-// readInfo is the footer of a read: where and at which point it was served.
+// readInfo says where and at which point of the log a read was served,
+// for the footer of a read's output ("" if the server did not say).
 func readInfo(r *api.ReadInfo) string {
 	if r == nil {
 		return ""
@@ -175,6 +176,14 @@ func readInfo(r *api.ReadInfo) string {
 		s += " by " + r.GetServedBy()
 	}
 	return s + ", applied index " + strconv.FormatUint(r.GetAppliedIndex(), 10)
+}
+
+// withReadInfo appends " (read info)" to a footer when there is any.
+func withReadInfo(s string, r *api.ReadInfo) string {
+	if info := readInfo(r); info != "" {
+		return s + " (" + info + ")"
+	}
+	return s
 }
 
 // routeTable prints routes with the columns every route listing shares.

@@ -54,8 +54,8 @@ base64, as the protobuf JSON mapping says).`,
 			if err := routeTable(a.out, resp.GetRoutes()); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.out, "catalog version %d, %d routes (%s)\n",
-				resp.GetRead().GetCatalogVersion(), len(resp.GetRoutes()), readInfo(resp.GetRead()))
+			_, err = fmt.Fprintln(a.out, withReadInfo(fmt.Sprintf("catalog version %d, %d routes",
+				resp.GetRead().GetCatalogVersion(), len(resp.GetRoutes())), resp.GetRead()))
 			return err
 		},
 	}
@@ -110,7 +110,7 @@ func (a *app) routesGetCmd() *cobra.Command {
 			if err := routeTable(a.out, []*api.RouteDescriptor{resp.GetRoute()}); err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.out, "catalog version %d (%s)\n", resp.GetRead().GetCatalogVersion(), readInfo(resp.GetRead()))
+			_, err = fmt.Fprintln(a.out, withReadInfo(fmt.Sprintf("catalog version %d", resp.GetRead().GetCatalogVersion()), resp.GetRead()))
 			return err
 		},
 	}
