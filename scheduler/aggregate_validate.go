@@ -1,0 +1,260 @@
+package scheduler
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// Load report limits (SPEC §12).
+const (
+	// MaxReportBytes bounds one ReportRequest (proto.Size).
+	MaxReportBytes = 4 << 20
+	// MaxReportTopKeys bounds the top-K entries of one report row.
+	MaxReportTopKeys = 256
+	// maxFutureSteps: a column whose window ends more than this many steps
+	// after the leader's wall clock is rejected (a reporter far ahead must
+	// not hold columns open).
+	maxFutureSteps = 2
+	// quadraticDupLimit: below this many entries a duplicate check compares
+	// pairs instead of allocating a set.
+	quadraticDupLimit = 32
+)
+
+// Rejection reasons, the fixed label values of the rejected-reports metric.
+const (
+	rejectTooLarge        = "too_large"
+	rejectReporterID      = "reporter_id"
+	rejectStep            = "step"
+	rejectAlignment       = "alignment"
+	rejectFuture          = "future"
+	rejectDuplicateColumn = "duplicate_column"
+	rejectDuplicateRoute  = "duplicate_route"
+	rejectSampleRate      = "sample_rate"
+	rejectBuckets         = "buckets"
+	rejectTopKeys         = "top_keys"
+	rejectKeySize         = "key_size"
+	rejectOverflow        = "overflow"
+	rejectBacklog         = "backlog"
+)
+
+var rejectReasons = []string{
+	rejectTooLarge, rejectReporterID, rejectStep, rejectAlignment, rejectFuture, rejectDuplicateColumn,
+	rejectDuplicateRoute, rejectSampleRate, rejectBuckets, rejectTopKeys, rejectKeySize, rejectOverflow, rejectBacklog,
+}
+
+// rejection is why a report was refused: reason is the metric label, msg
+// names the field ("columns[0].rows[3].buckets: …").
+type rejection struct {
+	reason string
+	msg    string
+}
+
+func reject(reason, format string, args ...any) *rejection {
+	return &rejection{reason: reason, msg: fmt.Sprintf(format, args...)}
+}
+
+// validateReport checks a whole report before anything of it is applied
+// (SPEC §8, §12) against the replicated catalog and config and the leader's
+// wall clock, and returns the first problem, or nil. cfg must be a valid
+// replicated config (step_ms > 0). It is pure and linear in the report's
+// size.
+//
+// Rows of routes that are not live are checked for everything that does not
+// need the route (they are dropped later, not rejected); rows of live routes
+// must also carry exactly the route's bucket count under the replicated
+// config.
+func validateReport(req *api.ReportRequest, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
+	if n := proto.Size(req); n > MaxReportBytes {
+		return reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", n, MaxReportBytes)
+	}
+	if req.GetReporterId() == "" {
+		return reject(rejectReporterID, "reporter_id: must be set")
+	}
+	cols := req.GetColumns()
+	for i, c := range cols {
+		if r := validateColumn(c, i, cat, cfg, nowMs); r != nil {
+			return r
+		}
+	}
+	if i, j, dup := duplicateWindow(cols); dup {
+		return reject(rejectDuplicateColumn, "columns[%d].window_start_ms: %d repeats columns[%d]", j, cols[j].GetWindowStartMs(), i)
+	}
+	return nil
+}
+
+// validateColumn checks columns[i].
+func validateColumn(c *api.ReportColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
+	path := fieldPath{col: i, row: -1}
+	step := cfg.GetStepMs()
+	if c.GetStepMs() != step {
+		return reject(rejectStep, "%s.step_ms: %d differs from the replicated step of %d", path, c.GetStepMs(), step)
+	}
+	w := c.GetWindowStartMs()
+	if w%step != 0 {
+		return reject(rejectAlignment, "%s.window_start_ms: %d is not a multiple of step_ms %d", path, w, step)
+	}
+	// The window ends more than maxFutureSteps steps after now, written
+	// without overflow: w + step > now + 2·step.
+	if w > nowMs && w-nowMs > (maxFutureSteps-1)*step {
+		return reject(rejectFuture, "%s.window_start_ms: window [%d, %d) ends more than %d steps after the leader's clock (%d)",
+			path, w, w+step, maxFutureSteps, nowMs)
+	}
+	rows := c.GetRows()
+	for j, row := range rows {
+		if r := validateRow(row, fieldPath{col: i, row: j}, cat, cfg, c); r != nil {
+			return r
+		}
+	}
+	if a, b, dup := duplicateRoute(rows); dup {
+		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, rows[b].GetRouteId(), a)
+	}
+	return nil
+}
+
+// fieldPath names a column (row < 0) or a row of a report. It is formatted
+// only for a rejection, so an accepted report costs no formatting.
+type fieldPath struct{ col, row int }
+
+func (p fieldPath) String() string {
+	if p.row < 0 {
+		return fmt.Sprintf("columns[%d]", p.col)
+	}
+	return fmt.Sprintf("columns[%d].rows[%d]", p.col, p.row)
+}
+
+// validateRow checks one row; path names it.
+func validateRow(row *api.ReportRow, path fieldPath, cat *catalog.Catalog, cfg *api.Config, c *api.ReportColumn) *rejection {
+	if row.GetSampleRate() == 0 {
+		return reject(rejectSampleRate, "%s.sample_rate: must be at least 1", path)
+	}
+	b := row.GetBuckets()
+	if len(b) > catalog.MaxBuckets {
+		return reject(rejectBuckets, "%s.buckets: %d buckets exceeds the limit of %d", path, len(b), catalog.MaxBuckets)
+	}
+	if route, live := cat.Route(row.GetRouteId()); live {
+		if k := catalog.NewLayout(route.Start, route.End, int(cfg.GetBuckets())).K(); len(b) != k {
+			return reject(rejectBuckets, "%s.buckets: %d buckets, but route %d has %d under the replicated config",
+				path, len(b), row.GetRouteId(), k)
+		}
+	}
+	var sum uint64
+	for _, v := range b {
+		var carry uint64
+		if sum, carry = bits.Add64(sum, v, 0); carry != 0 {
+			return reject(rejectOverflow, "%s.buckets: the bucket sum overflows uint64", path)
+		}
+	}
+	for _, w := range [][2]uint32{{c.GetWriteWeight(), c.GetReadWeight()}, {cfg.GetWriteWeight(), cfg.GetReadWeight()}} {
+		if !weightedFits(row.GetReads(), row.GetWrites(), w[0], w[1]) {
+			return reject(rejectOverflow, "%s: %d writes × %d + %d reads × %d overflows uint64",
+				path, row.GetWrites(), w[0], row.GetReads(), w[1])
+		}
+	}
+	top := row.GetTopKeys()
+	if len(top) > MaxReportTopKeys {
+		return reject(rejectTopKeys, "%s.top_keys: %d entries exceeds the limit of %d", path, len(top), MaxReportTopKeys)
+	}
+	rate := uint64(row.GetSampleRate())
+	for k, e := range top {
+		if n := len(e.GetKey()); n > catalog.MaxKeyLen {
+			return reject(rejectKeySize, "%s.top_keys[%d].key: %d bytes exceeds the limit of %d", path, k, n, catalog.MaxKeyLen)
+		}
+		if e.GetError() > e.GetCount() {
+			return reject(rejectTopKeys, "%s.top_keys[%d].error: %d exceeds count %d", path, k, e.GetError(), e.GetCount())
+		}
+		if hi, _ := bits.Mul64(e.GetCount(), rate); hi != 0 {
+			return reject(rejectOverflow, "%s.top_keys[%d].count: %d × sample_rate %d overflows uint64", path, k, e.GetCount(), rate)
+		}
+	}
+	if i, j, dup := duplicateKey(top); dup {
+		return reject(rejectTopKeys, "%s.top_keys[%d].key: repeats top_keys[%d]", path, j, i)
+	}
+	return nil
+}
+
+// weightedFits reports whether writes·ww + reads·wr fits in 64 bits.
+func weightedFits(reads, writes uint64, ww, wr uint32) bool {
+	wHi, wLo := bits.Mul64(writes, uint64(ww))
+	rHi, rLo := bits.Mul64(reads, uint64(wr))
+	_, carry := bits.Add64(wLo, rLo, 0)
+	return wHi == 0 && rHi == 0 && carry == 0
+}
+
+// duplicateWindow returns the first pair i < j of columns with the same
+// window.
+func duplicateWindow(cols []*api.ReportColumn) (int, int, bool) {
+	return firstDuplicate(len(cols), func(i int) uint64 { return cols[i].GetWindowStartMs() })
+}
+
+// duplicateRoute returns the first pair i < j of rows with the same route.
+// Reporters send rows sorted by route id, which is checked without
+// allocating.
+func duplicateRoute(rows []*api.ReportRow) (int, int, bool) {
+	return firstDuplicate(len(rows), func(i int) uint64 { return rows[i].GetRouteId() })
+}
+
+func firstDuplicate(n int, at func(int) uint64) (int, int, bool) {
+	increasing := true
+	for i := 1; i < n && increasing; i++ {
+		increasing = at(i-1) < at(i)
+	}
+	if increasing {
+		return 0, 0, false
+	}
+	if n <= quadraticDupLimit {
+		for j := 1; j < n; j++ {
+			for i := range j {
+				if at(i) == at(j) {
+					return i, j, true
+				}
+			}
+		}
+		return 0, 0, false
+	}
+	first := make(map[uint64]int, n)
+	for j := range n {
+		if i, ok := first[at(j)]; ok {
+			return i, j, true
+		}
+		first[at(j)] = j
+	}
+	return 0, 0, false
+}
+
+// duplicateKey returns the first pair i < j of top-K entries with the same
+// key (a Space-Saving summary never has one; merging it would count the
+// key twice).
+func duplicateKey(top []*api.TopKeyCount) (int, int, bool) {
+	if len(top) <= quadraticDupLimit {
+		for j := 1; j < len(top); j++ {
+			for i := range j {
+				if bytes.Equal(top[i].GetKey(), top[j].GetKey()) {
+					return i, j, true
+				}
+			}
+		}
+		return 0, 0, false
+	}
+	idx := make([]int, len(top))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return bytes.Compare(top[a].GetKey(), top[b].GetKey()) })
+	i, j, found := 0, math.MaxInt, false
+	for n := 1; n < len(idx); n++ {
+		if bytes.Equal(top[idx[n-1]].GetKey(), top[idx[n]].GetKey()) && idx[n] < j {
+			// Stable sort: idx[n-1] < idx[n]; report the earliest second
+			// occurrence, like the quadratic path.
+			i, j, found = idx[n-1], idx[n], true
+		}
+	}
+	return i, j, found
+}

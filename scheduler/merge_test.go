@@ -1,0 +1,361 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"pgregory.net/rapid"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/detector"
+)
+
+// mergeCatalog has three routes: 1 = ["", g) in group 1, 2 = [g, p) and
+// 3 = [p, +inf) in group 2.
+func mergeCatalog(t testing.TB) *catalog.Catalog {
+	t.Helper()
+	c, err := catalog.FromProto(&api.CatalogSnapshot{Version: 1, NextRouteId: 4, Routes: []*api.RouteDescriptor{
+		{RouteId: 1, Start: nil, End: []byte("g"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE},
+		{RouteId: 2, Start: []byte("g"), End: []byte("p"), GroupId: 2, State: api.RouteState_ROUTE_STATE_ACTIVE},
+		{RouteId: 3, Start: []byte("p"), End: nil, GroupId: 2, State: api.RouteState_ROUTE_STATE_ACTIVE},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+const testStep = 1000
+
+func reportCol(w uint64, rows ...*api.ReportRow) *api.ReportColumn {
+	return &api.ReportColumn{WindowStartMs: w, StepMs: testStep, Buckets: 16, WriteWeight: 4, ReadWeight: 1, Rows: rows}
+}
+
+func key(k string, count, errBound uint64) *api.TopKeyCount {
+	return &api.TopKeyCount{Key: []byte(k), Count: count, Error: errBound}
+}
+
+func buckets16(v ...uint64) []uint64 {
+	b := make([]uint64, 16)
+	copy(b, v)
+	return b
+}
+
+func estimates(r *api.ColumnRow) map[string][2]uint64 {
+	out := map[string][2]uint64{}
+	for _, k := range r.GetTopKeys() {
+		out[string(k.GetKey())] = [2]uint64{k.GetLower(), k.GetUpper()}
+	}
+	return out
+}
+
+func findRow(t *testing.T, c *api.ObserveColumn, id uint64) *api.ColumnRow {
+	t.Helper()
+	for _, r := range c.GetRows() {
+		if r.GetRouteId() == id {
+			return r
+		}
+	}
+	t.Fatalf("route %d not in column %v", id, c.GetRows())
+	return nil
+}
+
+func TestMergeCountsAndBuckets(t *testing.T) {
+	cat := mergeCatalog(t)
+	s := newColumnSum(5000, testStep)
+	s.add("a", reportCol(5000,
+		&api.ReportRow{RouteId: 2, Reads: 100, Writes: 200, ReadBytes: 1000, WriteBytes: 2000, Buckets: buckets16(1, 2, 3), SampleRate: 1},
+		&api.ReportRow{RouteId: 1, Reads: 1, SampleRate: 1, Buckets: buckets16(1)},
+	), cat)
+	s.add("b", reportCol(5000,
+		&api.ReportRow{RouteId: 2, Reads: 10, Writes: 20, ReadBytes: 100, WriteBytes: 200, Buckets: buckets16(10, 0, 30), SampleRate: 16},
+		&api.ReportRow{RouteId: 3, Writes: 5, WriteBytes: 50, SampleRate: 16, Buckets: buckets16(0, 20)},
+	), cat)
+	e, stats := s.entry(cat, detector.DefaultConfig(), 64)
+
+	if e.GetWindowStartMs() != 5000 || e.GetAtMs() != 6000 || e.GetStepMs() != testStep {
+		t.Fatalf("window fields: %v", e)
+	}
+	if !slices.Equal(e.GetReporters(), []string{"a", "b"}) {
+		t.Fatalf("reporters %v", e.GetReporters())
+	}
+	r := findRow(t, e, 2)
+	if r.GetReads() != 110 || r.GetWrites() != 220 || r.GetReadBytes() != 1100 || r.GetWriteBytes() != 2200 {
+		t.Fatalf("route 2 sums: %v", r)
+	}
+	// Score (220·4 + 110)·60000/1000 = 59400 >= 50000: hot, with evidence.
+	if !slices.Equal(r.GetBuckets(), buckets16(11, 2, 33)) {
+		t.Fatalf("route 2 buckets %v", r.GetBuckets())
+	}
+	// Route 1 and 3 are below the threshold: kept for display, no evidence.
+	if r1 := findRow(t, e, 1); r1.GetBuckets() != nil || r1.GetReads() != 1 {
+		t.Fatalf("route 1: %v", r1)
+	}
+	want := []*api.GroupLoad{
+		{GroupId: 1, Reads: 1},
+		{GroupId: 2, Reads: 110, Writes: 225, ReadBytes: 1100, WriteBytes: 2250},
+	}
+	if len(e.GetGroupTotals()) != 2 || !proto.Equal(e.GetGroupTotals()[0], want[0]) || !proto.Equal(e.GetGroupTotals()[1], want[1]) {
+		t.Fatalf("group totals %v, want %v", e.GetGroupTotals(), want)
+	}
+	if !slices.IsSortedFunc(e.GetRows(), func(a, b *api.ColumnRow) int { return int(a.GetRouteId()) - int(b.GetRouteId()) }) {
+		t.Fatalf("rows not in route order")
+	}
+	if stats.inputs != 4 || stats.deadRows != 0 || e.GetDroppedRows() != 0 {
+		t.Fatalf("stats %+v dropped %d", stats, e.GetDroppedRows())
+	}
+}
+
+// TestMergeTopK checks the SPEC §8 bounds with sample rates 1 and 16 and a
+// key missing from a full sketch.
+func TestMergeTopK(t *testing.T) {
+	cat := mergeCatalog(t)
+	hot := func(rate uint32, keys ...*api.TopKeyCount) *api.ReportRow {
+		return &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: rate, Buckets: buckets16(1), TopKeys: keys}
+	}
+	s := newColumnSum(0, testStep)
+	// a: rate 1, never replaced an entry (all errors 0): exact, not full.
+	s.add("a", reportCol(0, hot(1, key("x", 100, 0), key("y", 50, 0))), cat)
+	// b: rate 16, full (an entry with error > 0); smallest count 5.
+	s.add("b", reportCol(0, hot(16, key("x", 10, 2), key("z", 5, 5))), cat)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64)
+	got := estimates(findRow(t, e, 2))
+	want := map[string][2]uint64{
+		// x is in both: lower 100 + (10-2)·16, upper 100 + 10·16.
+		"x": {228, 260},
+		// y is missing from b's full sketch: + b's minimum 5·16 on upper.
+		"y": {50, 130},
+		// z is missing from a, which is not full: nothing added.
+		"z": {0, 80},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("estimates %v, want %v", got, want)
+	}
+	// Highest upper first.
+	keys := findRow(t, e, 2).GetTopKeys()
+	if string(keys[0].GetKey()) != "x" || string(keys[1].GetKey()) != "y" || string(keys[2].GetKey()) != "z" {
+		t.Fatalf("order %v", keys)
+	}
+	if findRow(t, e, 2).GetTopKDegraded() {
+		t.Fatalf("degraded without a degraded input")
+	}
+
+	// A third, degraded input with rate 1 holding only y: degraded, and
+	// its minimum (7) lands on x and z.
+	s2 := newColumnSum(0, testStep)
+	s2.add("a", reportCol(0, hot(1, key("x", 100, 0), key("y", 50, 0))), cat)
+	s2.add("b", reportCol(0, hot(16, key("x", 10, 2), key("z", 5, 5))), cat)
+	r := hot(1, key("y", 7, 3))
+	r.TopKDegraded = true
+	s2.add("c", reportCol(0, r), cat)
+	e2, _ := s2.entry(cat, detector.DefaultConfig(), 64)
+	got2 := estimates(findRow(t, e2, 2))
+	want2 := map[string][2]uint64{"x": {228, 267}, "y": {54, 137}, "z": {0, 87}}
+	if fmt.Sprint(got2) != fmt.Sprint(want2) || !findRow(t, e2, 2).GetTopKDegraded() {
+		t.Fatalf("estimates %v degraded %v, want %v degraded", got2, findRow(t, e2, 2).GetTopKDegraded(), want2)
+	}
+}
+
+func TestMergeTopKBounded(t *testing.T) {
+	cat := mergeCatalog(t)
+	var keys []*api.TopKeyCount
+	for i := range 40 {
+		keys = append(keys, key(fmt.Sprintf("k%02d", i), uint64(1000+i), 0))
+	}
+	s := newColumnSum(0, testStep)
+	s.add("a", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64)
+	got := findRow(t, e, 2).GetTopKeys()
+	if len(got) != mergedTopKeys {
+		t.Fatalf("%d keys, want %d", len(got), mergedTopKeys)
+	}
+	// The 32 highest: k08 … k39, highest first.
+	if string(got[0].GetKey()) != "k39" || string(got[31].GetKey()) != "k08" {
+		t.Fatalf("kept %s … %s", got[0].GetKey(), got[31].GetKey())
+	}
+}
+
+func TestMergeKeyCapDegrades(t *testing.T) {
+	cat := mergeCatalog(t)
+	s := newColumnSum(0, testStep)
+	for r := range maxMergeKeys/MaxReportTopKeys + 1 {
+		var keys []*api.TopKeyCount
+		for i := range MaxReportTopKeys {
+			keys = append(keys, key(fmt.Sprintf("r%d-%03d", r, i), 1, 0))
+		}
+		s.add(fmt.Sprint("rep", r), reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
+	}
+	if n := len(s.rows[2].keys); n != maxMergeKeys {
+		t.Fatalf("%d keys tracked, want the cap %d", n, maxMergeKeys)
+	}
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64)
+	if !findRow(t, e, 2).GetTopKDegraded() {
+		t.Fatalf("a row past the key cap must be degraded")
+	}
+}
+
+func TestMergeBucketCountsDisagree(t *testing.T) {
+	cat := mergeCatalog(t)
+	s := newColumnSum(0, testStep)
+	s.add("a", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
+	s.add("b", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: make([]uint64, 32)}), cat)
+	s.add("c", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64)
+	if r := findRow(t, e, 2); r.GetBuckets() != nil || r.GetWrites() != 30000 {
+		t.Fatalf("mixed layouts must give no bucket evidence but full counts: %v", r)
+	}
+}
+
+func TestMergeDeadRoutes(t *testing.T) {
+	cat := mergeCatalog(t)
+	s := newColumnSum(0, testStep)
+	if dead := s.add("a", reportCol(0,
+		&api.ReportRow{RouteId: 2, Writes: 10, SampleRate: 1, Buckets: buckets16(1)},
+		&api.ReportRow{RouteId: 99, Writes: 10, SampleRate: 1},
+	), cat); dead != 1 {
+		t.Fatalf("dead rows on admission: %d", dead)
+	}
+	s.add("b", reportCol(0, &api.ReportRow{RouteId: 3, Writes: 10, SampleRate: 1, Buckets: buckets16(1)}), cat)
+	// Route 3 splits before the column is assembled.
+	after, _, err := cat.Split(3, []byte("t"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, stats := s.entry(after, detector.DefaultConfig(), 64)
+	if e.GetDroppedRows() != 2 || stats.deadRows != 2 {
+		t.Fatalf("dropped %d (stats %d), want 2", e.GetDroppedRows(), stats.deadRows)
+	}
+	if len(e.GetRows()) != 1 || e.GetRows()[0].GetRouteId() != 2 {
+		t.Fatalf("rows %v", e.GetRows())
+	}
+	for _, g := range e.GetGroupTotals() {
+		if g.GetWrites() != 10 {
+			t.Fatalf("dead rows must not count in group totals: %v", g)
+		}
+	}
+}
+
+func TestMergeBelowThresholdRows(t *testing.T) {
+	// Many small routes: only the belowRows highest are kept, without
+	// evidence; group totals still count them all.
+	var routes []*api.RouteDescriptor
+	for i := range 10 {
+		start := []byte{byte('a' + i)}
+		if i == 0 {
+			start = nil
+		}
+		var end []byte
+		if i < 9 {
+			end = []byte{byte('a' + i + 1)}
+		}
+		routes = append(routes, &api.RouteDescriptor{RouteId: uint64(i + 1), Start: start, End: end, GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE})
+	}
+	cat, err := catalog.FromProto(&api.CatalogSnapshot{Version: 1, NextRouteId: 11, Routes: routes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newColumnSum(0, testStep)
+	var rows []*api.ReportRow
+	for i := range 10 {
+		id := uint64(i + 1)
+		k := catalog.NewLayout(routes[i].Start, routes[i].End, 16).K()
+		rows = append(rows, &api.ReportRow{RouteId: id, Reads: id * 10, SampleRate: 1, Buckets: make([]uint64, k), TopKeys: []*api.TopKeyCount{key("q", 1, 0)}})
+	}
+	rows[9].Writes = 1000 // route 10: (4000 + 100)·60 = 246000, hot
+	s.add("a", reportCol(0, rows...), cat)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 3)
+	var ids []uint64
+	for _, r := range e.GetRows() {
+		ids = append(ids, r.GetRouteId())
+		if r.GetRouteId() != 10 && (r.GetBuckets() != nil || r.GetTopKeys() != nil) {
+			t.Fatalf("below-threshold row %d kept evidence", r.GetRouteId())
+		}
+	}
+	if !slices.Equal(ids, []uint64{7, 8, 9, 10}) {
+		t.Fatalf("rows %v, want the hot route 10 and the 3 highest below it", ids)
+	}
+	if r := findRow(t, e, 10); len(r.GetTopKeys()) != 1 || r.GetBuckets() == nil {
+		t.Fatalf("hot row lost its evidence: %v", r)
+	}
+	if g := e.GetGroupTotals(); len(g) != 1 || g[0].GetReads() != 550 || g[0].GetWrites() != 1000 {
+		t.Fatalf("group totals %v", g)
+	}
+}
+
+// TestRowScoreMatchesDefinition checks rowScore against the SPEC §6.1
+// formula in arbitrary precision, saturation included.
+func TestRowScoreMatchesDefinition(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		reads := rapid.OneOf(rapid.Uint64(), rapid.Uint64Range(0, 1<<20)).Draw(t, "reads")
+		writes := rapid.OneOf(rapid.Uint64(), rapid.Uint64Range(0, 1<<20)).Draw(t, "writes")
+		ww := rapid.Uint32().Draw(t, "ww")
+		wr := rapid.Uint32().Draw(t, "wr")
+		dur := rapid.OneOf(rapid.Uint64Range(1, 1<<40), rapid.Uint64Range(1, math.MaxUint64)).Draw(t, "dur")
+		x := new(big.Int).Mul(new(big.Int).SetUint64(writes), big.NewInt(int64(ww)))
+		x.Add(x, new(big.Int).Mul(new(big.Int).SetUint64(reads), big.NewInt(int64(wr))))
+		x.Mul(x, big.NewInt(msPerMinute))
+		x.Quo(x, new(big.Int).SetUint64(dur))
+		want := uint64(math.MaxUint64)
+		if x.IsUint64() {
+			want = x.Uint64()
+		}
+		if got := rowScore(reads, writes, ww, wr, dur); got != want {
+			t.Fatalf("rowScore(%d, %d, %d, %d, %d) = %d, want %d", reads, writes, ww, wr, dur, got, want)
+		}
+	})
+}
+
+// TestMergeOrderIndependentProperty: the committed entry does not depend on
+// the order reports arrive in, and every estimate has lower <= upper.
+func TestMergeOrderIndependentProperty(t *testing.T) {
+	cat := mergeCatalog(t)
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 5).Draw(t, "reporters")
+		var cols []*api.ReportColumn
+		for i := range n {
+			var rows []*api.ReportRow
+			for _, id := range rapid.SliceOfDistinct(rapid.Uint64Range(1, 4), func(v uint64) uint64 { return v }).Draw(t, fmt.Sprint("routes", i)) {
+				var keys []*api.TopKeyCount
+				for _, k := range rapid.SliceOfDistinct(rapid.SampledFrom([]string{"h", "i", "j", "k", "l"}), func(s string) string { return s }).Draw(t, fmt.Sprint("keys", i, id)) {
+					c := rapid.Uint64Range(1, 1000).Draw(t, "count")
+					keys = append(keys, key(k, c, rapid.Uint64Range(0, c).Draw(t, "err")))
+				}
+				rows = append(rows, &api.ReportRow{
+					RouteId: id, Reads: rapid.Uint64Range(0, 1e6).Draw(t, "r"), Writes: rapid.Uint64Range(0, 1e6).Draw(t, "w"),
+					SampleRate: rapid.SampledFrom([]uint32{1, 16}).Draw(t, "rate"), Buckets: buckets16(rapid.Uint64Range(0, 100).Draw(t, "b")),
+					TopKeys: keys, TopKDegraded: rapid.Bool().Draw(t, "deg"),
+				})
+			}
+			cols = append(cols, reportCol(0, rows...))
+		}
+		idx := make([]int, n)
+		for i := range idx {
+			idx[i] = i
+		}
+		perm := rapid.Permutation(idx).Draw(t, "order")
+		a, b := newColumnSum(0, testStep), newColumnSum(0, testStep)
+		for i := range n {
+			a.add(fmt.Sprint("r", i), cols[i], cat)
+			b.add(fmt.Sprint("r", perm[i]), cols[perm[i]], cat)
+		}
+		dc := detector.DefaultConfig()
+		dc.Threshold = 1
+		ea, _ := a.entry(cat, dc, 64)
+		eb, _ := b.entry(cat, dc, 64)
+		if !proto.Equal(ea, eb) {
+			t.Fatalf("order changed the entry:\n%v\n%v", ea, eb)
+		}
+		for _, r := range ea.GetRows() {
+			for _, k := range r.GetTopKeys() {
+				if k.GetLower() > k.GetUpper() {
+					t.Fatalf("route %d key %q: lower %d > upper %d", r.GetRouteId(), k.GetKey(), k.GetLower(), k.GetUpper())
+				}
+			}
+		}
+	})
+}
