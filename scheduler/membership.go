@@ -1,0 +1,158 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// Membership errors returned by Join and Remove.
+var (
+	// ErrMemberExists: a join with a node id already in the cluster. A node
+	// whose data dir was wiped may not rejoin under its old id: remove it
+	// first, or give it a new id.
+	ErrMemberExists = errors.New("node id already in use")
+	// ErrForeignCluster: the joining node's data belongs to another cluster.
+	ErrForeignCluster = errors.New("node belongs to another cluster")
+	// ErrUnsupportedVersion: the joining node cannot apply this cluster's log.
+	ErrUnsupportedVersion = errors.New("node does not support the cluster version")
+	// ErrNoSuchMember: remove of an unknown node id.
+	ErrNoSuchMember = errors.New("no such member")
+)
+
+// maxPromotionLag is how far (in log entries) a non-voter may trail the
+// leader's commit index and still be promoted to voter.
+const maxPromotionLag = 64
+
+// Join adds a node as a non-voter and records it as a member; the leader
+// promotes it to voter once it has caught up (SPEC §9). Leader only.
+func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string) error {
+	if !s.IsReady() {
+		return ErrNotLeader
+	}
+	st := s.fsm.State()
+	if clusterID != "" && clusterID != st.ClusterID() {
+		return fmt.Errorf("%w: node %q has cluster id %q, this cluster is %q", ErrForeignCluster, m.NodeId, clusterID, st.ClusterID())
+	}
+	if m.SupportedVersion < st.ClusterVersion() {
+		return fmt.Errorf("%w: node %q supports version %d, cluster is at %d", ErrUnsupportedVersion, m.NodeId, m.SupportedVersion, st.ClusterVersion())
+	}
+	cfg, err := s.configuration(ctx)
+	if err != nil {
+		return err
+	}
+	existing, isMember := st.Member(m.NodeId)
+	if clusterID != "" && isMember && existing.RaftAddr == m.RaftAddr && inConfiguration(cfg, m.NodeId) {
+		return nil // an intact member restarting: nothing to do
+	}
+	for _, srv := range cfg.Servers {
+		if string(srv.ID) == m.NodeId || (string(srv.Address) == m.RaftAddr && isMember) {
+			return fmt.Errorf("%w: %q (raft %s) is already in the raft configuration", ErrMemberExists, m.NodeId, srv.Address)
+		}
+	}
+	if isMember {
+		return fmt.Errorf("%w: %q is a recorded member; remove it first", ErrMemberExists, m.NodeId)
+	}
+	if err := waitFuture(ctx, s.raft.AddNonvoter(raft.ServerID(m.NodeId), raft.ServerAddress(m.RaftAddr), 0, s.cfg.RaftTimeout)); err != nil {
+		return classify(err)
+	}
+	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: cloneMember(m)}}})
+	if err != nil {
+		return err
+	}
+	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		return fmt.Errorf("set member rejected: %s", res.GetMessage())
+	}
+	s.log.Info("node joined as non-voter", "node_id", m.NodeId, "raft_addr", m.RaftAddr, "grpc_addr", m.GrpcAddr)
+	return nil
+}
+
+// Remove takes a node out of the raft configuration and the member table.
+func (s *Scheduler) Remove(ctx context.Context, nodeID string) error {
+	if !s.IsReady() {
+		return ErrNotLeader
+	}
+	cfg, err := s.configuration(ctx)
+	if err != nil {
+		return err
+	}
+	_, isMember := s.fsm.State().Member(nodeID)
+	inRaft := false
+	for _, srv := range cfg.Servers {
+		inRaft = inRaft || string(srv.ID) == nodeID
+	}
+	if !inRaft && !isMember {
+		return fmt.Errorf("%w: %q", ErrNoSuchMember, nodeID)
+	}
+	if inRaft {
+		if err := waitFuture(ctx, s.raft.RemoveServer(raft.ServerID(nodeID), 0, s.cfg.RaftTimeout)); err != nil {
+			return classify(err)
+		}
+	}
+	if isMember {
+		res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_RemoveMember{RemoveMember: &api.RemoveMember{NodeId: nodeID}}})
+		if err != nil {
+			return err
+		}
+		if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+			return fmt.Errorf("remove member rejected: %s", res.GetMessage())
+		}
+	}
+	s.log.Info("node removed", "node_id", nodeID)
+	return nil
+}
+
+func inConfiguration(cfg raft.Configuration, id string) bool {
+	for _, srv := range cfg.Servers {
+		if string(srv.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Scheduler) configuration(ctx context.Context) (raft.Configuration, error) {
+	f := s.raft.GetConfiguration()
+	if err := waitFuture(ctx, f); err != nil {
+		return raft.Configuration{}, fmt.Errorf("read raft configuration: %w", err)
+	}
+	return f.Configuration(), nil
+}
+
+// promoteCaughtUp promotes every non-voter that is a recorded member and
+// whose applied index is within maxPromotionLag of the commit index.
+func (s *Scheduler) promoteCaughtUp(ctx context.Context) {
+	if s.cfg.PeerProgress == nil {
+		return
+	}
+	cfg, err := s.configuration(ctx)
+	if err != nil {
+		return
+	}
+	st := s.fsm.State()
+	for _, srv := range cfg.Servers {
+		if srv.Suffrage != raft.Nonvoter {
+			continue
+		}
+		m, ok := st.Member(string(srv.ID))
+		if !ok {
+			continue
+		}
+		applied, err := s.cfg.PeerProgress(ctx, m)
+		if err != nil {
+			continue
+		}
+		if commit := s.raft.CommitIndex(); applied+maxPromotionLag < commit {
+			continue
+		}
+		if err := waitFuture(ctx, s.raft.AddVoter(srv.ID, srv.Address, 0, s.cfg.RaftTimeout)); err != nil {
+			s.log.Warn("promotion to voter failed", "node_id", m.NodeId, "reason", err.Error())
+			continue
+		}
+		s.log.Info("node promoted to voter", "node_id", m.NodeId, "applied_index", applied)
+	}
+}

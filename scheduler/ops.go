@@ -1,0 +1,95 @@
+package scheduler
+
+import (
+	"context"
+	"time"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// stepOps is the op-stepping duty of SPEC §7: while the switch is on, take
+// the oldest live op and propose its next SplitRange step through the single
+// proposer, one step in flight at a time. The FSM decides what a step does
+// (apply, pause, abort, or answer a duplicate with the first result), so a
+// step re-proposed after an ambiguous failure is harmless, and a new leader
+// needs nothing but the replicated ops to continue at the exact next step.
+func (s *Scheduler) stepOps(ctx context.Context) {
+	backoff := s.cfg.OpRetryMin
+	for {
+		changed := s.fsm.Changed()
+		stepped, err := s.stepOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Warn("op step failed; retrying", "reason", err.Error(), "backoff", backoff.String())
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, s.cfg.OpRetryMax)
+			continue
+		case stepped:
+			backoff = s.cfg.OpRetryMin
+			continue // the next step of the same or another op may be due
+		}
+		backoff = s.cfg.OpRetryMin
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// stepOnce proposes the next step of the oldest runnable op. It reports
+// whether it proposed anything.
+func (s *Scheduler) stepOnce(ctx context.Context) (bool, error) {
+	st := s.fsm.State()
+	if !st.Bootstrapped() || !st.Switch().GetEnabled() {
+		return false, nil
+	}
+	var op *api.Op
+	for _, o := range st.LiveOps() {
+		if o.GetState() == api.OpState_OP_STATE_PENDING || o.GetState() == api.OpState_OP_STATE_RUNNING {
+			op = o
+			break
+		}
+	}
+	if op == nil {
+		return false, nil
+	}
+	step := op.GetNextStep()
+	keys := op.GetSplitKeys()
+	if step == 0 || int(step) > len(keys) {
+		return false, nil // nothing left to do; the FSM marks it done
+	}
+	cmd := &api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
+		RouteId: op.GetTargetRouteId(), SplitKey: keys[step-1], OpId: op.GetOpId(), Step: step, Actor: "scheduler",
+	}}}
+	pctx, cancel := context.WithTimeout(ctx, s.cfg.RaftTimeout)
+	defer cancel()
+	res, err := s.proposer.Propose(pctx, cmd)
+	if err != nil {
+		return false, err
+	}
+	log := s.log.With("op_id", op.GetOpId(), "step", step, "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
+	switch res.GetCode() {
+	case api.ResultCode_RESULT_CODE_OK:
+		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "split_origin", op.GetOrigin().String())
+	default:
+		// Paused, aborted, finished: the op's state says so; nothing to retry.
+		log.Info("op step not applied", "reason", res.GetCode().String(), "detail", res.GetMessage())
+	}
+	return true, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,402 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/hlc"
+)
+
+// Raft is the part of *raft.Raft the scheduler uses.
+type Raft interface {
+	Applier
+	Barrier(timeout time.Duration) raft.Future
+	VerifyLeader() raft.Future
+	CommitIndex() uint64
+	CurrentTerm() uint64
+	State() raft.RaftState
+	GetConfiguration() raft.ConfigurationFuture
+	AddNonvoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+	AddVoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+	RemoveServer(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+}
+
+// BootstrapParams are what a node started with --bootstrap proposes as the
+// Bootstrap command once it leads a cluster whose FSM is not bootstrapped.
+type BootstrapParams struct {
+	ClusterID     string
+	InitialSplits [][]byte
+	GroupID       uint64
+	Config        *api.Config
+	AutoSplit     bool
+}
+
+// Config configures a Scheduler. Zero durations take the defaults.
+type Config struct {
+	Self *api.Member
+	// CeilingWindow is the fence window (default 1 s): the leader may issue
+	// timestamps up to this far past its last renewal.
+	CeilingWindow time.Duration
+	// RaftTimeout bounds barrier, enqueue and membership calls (default 5 s).
+	RaftTimeout time.Duration
+	Bootstrap   *BootstrapParams
+	// PeerProgress reports a peer's applied index, for promoting caught-up
+	// non-voters; nil disables promotion.
+	PeerProgress func(ctx context.Context, m *api.Member) (uint64, error)
+	// OpRetryMin and OpRetryMax bound the backoff between attempts at an op
+	// step whose proposal failed (defaults 50 ms and 2 s).
+	OpRetryMin, OpRetryMax time.Duration
+	// Loads, when set, is the column aggregator: it runs for every term.
+	Loads   TermDuty
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// TermDuty is a leader duty that runs for the length of a term once the
+// fence is established, and stops when ctx ends.
+type TermDuty interface {
+	RunTerm(ctx context.Context)
+}
+
+// Scheduler runs the leader duties of one node. Start it with Run.
+type Scheduler struct {
+	cfg      Config
+	raft     Raft
+	fsm      *fsm.FSM
+	clock    *hlc.Clock
+	proposer *Proposer
+	log      *slog.Logger
+	notify   <-chan bool
+
+	mu    sync.Mutex // guards the fields below
+	term  *termState // nil while not leader
+	ready chan struct{}
+}
+
+// termState is one leadership term of this node.
+type termState struct {
+	raftTerm uint64
+	cancel   context.CancelFunc
+	ready    chan struct{} // closed once the fence of the term applied
+	done     chan struct{} // closed when the term's goroutines have stopped
+}
+
+// New returns a scheduler. notify must be the raft Config.NotifyCh of r
+// (buffered): it tells the scheduler when leadership changes.
+func New(cfg Config, r Raft, f *fsm.FSM, clock *hlc.Clock, notify <-chan bool) *Scheduler {
+	if cfg.CeilingWindow <= 0 {
+		cfg.CeilingWindow = time.Second
+	}
+	if cfg.RaftTimeout <= 0 {
+		cfg.RaftTimeout = 5 * time.Second
+	}
+	if cfg.OpRetryMin <= 0 {
+		cfg.OpRetryMin = 50 * time.Millisecond
+	}
+	if cfg.OpRetryMax <= 0 {
+		cfg.OpRetryMax = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Scheduler{cfg: cfg, raft: r, fsm: f, clock: clock, notify: notify, log: cfg.Logger}
+	s.proposer = NewProposer(r, clock, cfg.RaftTimeout, func() uint32 { return f.State().ClusterVersion() })
+	return s
+}
+
+// Proposer returns the node's single proposer.
+func (s *Scheduler) Proposer() *Proposer { return s.proposer }
+
+// Clock returns the node's HLC.
+func (s *Scheduler) Clock() *hlc.Clock { return s.clock }
+
+// Run follows leadership until ctx ends, starting the leader duties when
+// this node gains leadership and stopping them (and revoking the fence)
+// when it loses it.
+func (s *Scheduler) Run(ctx context.Context) {
+	defer s.stepDown()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.notify:
+		case <-poll.C:
+		}
+		// Notifications can be coalesced (a lose-and-regain may arrive as one
+		// "true"), so the raft state and term decide: every new term gets
+		// its own fence.
+		if s.raft.State() == raft.Leader {
+			s.stepUp(ctx, s.raft.CurrentTerm())
+		} else {
+			s.stepDown()
+		}
+	}
+}
+
+func (s *Scheduler) stepUp(parent context.Context, term uint64) {
+	s.mu.Lock()
+	cur := s.term
+	s.mu.Unlock()
+	if cur != nil {
+		select {
+		case <-cur.done: // the term's duties gave up (e.g. the barrier failed): retry
+		default:
+			if cur.raftTerm == term {
+				return
+			}
+		}
+		s.stepDown()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx, cancel := context.WithCancel(parent)
+	t := &termState{raftTerm: term, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
+	s.term = t
+	s.metricsLeader(true)
+	go func() {
+		defer close(t.done)
+		s.lead(ctx, t)
+	}()
+}
+
+func (s *Scheduler) stepDown() {
+	s.mu.Lock()
+	t := s.term
+	s.term = nil
+	s.mu.Unlock()
+	// Stop issuing at once: waiting for the ceiling to pass would let a
+	// deposed leader keep handing out timestamps.
+	s.clock.Revoke()
+	if t != nil {
+		t.cancel()
+		<-t.done
+		s.metricsLeader(false)
+	}
+}
+
+// Ready returns a channel closed once this node leads and the fence of its
+// term has applied, or nil if it does not lead.
+func (s *Scheduler) Ready() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == nil {
+		return nil
+	}
+	return s.term.ready
+}
+
+// IsReady reports whether linearizable work may proceed on this node now.
+func (s *Scheduler) IsReady() bool {
+	ch := s.Ready()
+	if ch == nil {
+		return false
+	}
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// ReadIndex implements the read path of SPEC §9 on the leader: after an
+// entry of this term has applied (the fence), take the commit index, confirm
+// leadership with a heartbeat round, and return the index the caller must
+// wait for (fsm.WaitIndex) before answering.
+func (s *Scheduler) ReadIndex(ctx context.Context) (uint64, error) {
+	if !s.IsReady() {
+		if s.raft.State() == raft.Leader {
+			return 0, ErrNotReady
+		}
+		return 0, ErrNotLeader
+	}
+	idx := s.raft.CommitIndex()
+	if err := s.verifyLeader(ctx); err != nil {
+		return 0, err
+	}
+	return idx, nil
+}
+
+// VerifyLeader confirms, with a round of heartbeats, that no other leader
+// has been elected; timestamps handed out before a successful verification
+// cannot be undercut by a newer leader's.
+func (s *Scheduler) verifyLeader(ctx context.Context) error {
+	f := s.raft.VerifyLeader()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("%w: verify leader: %w", ErrNotLeader, err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w: verify leader: %w", ErrNotLeader, ctx.Err())
+	}
+}
+
+// Timestamps reserves a batch of n fenced timestamps and confirms leadership
+// before returning them, so a deposed leader that has not noticed yet cannot
+// hand out values that a client could see before a newer leader's.
+func (s *Scheduler) Timestamps(ctx context.Context, n uint64) (uint64, error) {
+	if !s.IsReady() {
+		return 0, ErrNotLeader
+	}
+	first, err := s.clock.NextFencedBatch(n)
+	if err != nil {
+		if errors.Is(err, hlc.ErrBatchSize) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%w: %w", ErrNotReady, err)
+	}
+	if err := s.verifyLeader(ctx); err != nil {
+		return 0, err
+	}
+	return first, nil
+}
+
+// lead runs the duties of one term: establish the fence, then renew it and
+// run the periodic duties until ctx ends.
+func (s *Scheduler) lead(ctx context.Context, t *termState) {
+	log := s.log.With("term_start", time.Now().Format(time.RFC3339Nano))
+	if err := s.establishFence(ctx); err != nil {
+		if ctx.Err() == nil {
+			log.Warn("could not establish the fence of this term", "reason", err.Error())
+		}
+		return
+	}
+	close(t.ready)
+	log.Info("leader ready", "ceiling_ms", s.clock.Ceiling(), "commit_hlc", hlc.Format(s.clock.Last()))
+	s.ensureSelfMember(ctx)
+	var duties sync.WaitGroup
+	defer duties.Wait()
+	duties.Add(1)
+	go func() { defer duties.Done(); s.stepOps(ctx) }()
+	if s.cfg.Loads != nil {
+		duties.Add(1)
+		go func() { defer duties.Done(); s.cfg.Loads.RunTerm(ctx) }()
+	}
+
+	renew := time.NewTicker(s.cfg.CeilingWindow / 4)
+	defer renew.Stop()
+	members := time.NewTicker(time.Second)
+	defer members.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-renew.C:
+			if err := s.advanceCeiling(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("fence renewal failed", "reason", err.Error())
+				s.metricsRenewal(false)
+			} else if err == nil {
+				s.metricsRenewal(true)
+			}
+		case <-members.C:
+			s.promoteCaughtUp(ctx)
+		}
+	}
+}
+
+// establishFence is SPEC §4's order on gaining leadership: a Barrier (every
+// earlier entry has applied), Observe the last applied HLC and the old
+// ceiling, commit AdvanceCeiling, and only once it applied raise the local
+// ceiling.
+func (s *Scheduler) establishFence(ctx context.Context) error {
+	if err := waitFuture(ctx, s.raft.Barrier(s.cfg.RaftTimeout)); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	st := s.fsm.State()
+	s.clock.Observe(st.LastHLC())
+	// Every later timestamp is above anything the old leader could issue.
+	s.clock.Observe(hlc.Make(st.CeilingMs(), 0))
+	if !st.Bootstrapped() {
+		// The first entry of a new cluster; nothing was ever issued before
+		// it, so its stamp needs no fence.
+		if err := s.bootstrap(ctx); err != nil {
+			return err
+		}
+	}
+	return s.advanceCeiling(ctx)
+}
+
+func (s *Scheduler) advanceCeiling(ctx context.Context) error {
+	ceiling := hlc.Physical(s.clock.Now()) + uint64(s.cfg.CeilingWindow.Milliseconds())
+	res, err := s.proposer.proposeUnfenced(ctx, &api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{CeilingMs: ceiling}}})
+	if err != nil {
+		return err
+	}
+	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		return fmt.Errorf("advance ceiling rejected: %s: %s", res.GetCode(), res.GetMessage())
+	}
+	s.clock.SetCeiling(ceiling)
+	return nil
+}
+
+// ErrNotBootstrapped: this node leads a cluster whose Bootstrap entry has
+// not committed and it has no bootstrap parameters of its own.
+var ErrNotBootstrapped = errors.New("cluster not bootstrapped and this node was not started with --bootstrap")
+
+func (s *Scheduler) bootstrap(ctx context.Context) error {
+	b := s.cfg.Bootstrap
+	if b == nil {
+		return ErrNotBootstrapped
+	}
+	cmd := &api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
+		ClusterId: b.ClusterID, InitialSplits: b.InitialSplits, GroupId: b.GroupID,
+		Config: b.Config, AutoSplit: b.AutoSplit, ClusterVersion: fsm.SupportedVersion,
+	}}}
+	res, err := s.proposer.proposeUnfenced(ctx, cmd)
+	if err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	if res.GetCode() != api.ResultCode_RESULT_CODE_OK && res.GetCode() != api.ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED {
+		// A bad initial split key or config: nothing will fix it but the
+		// operator. Say so loudly and keep leading without a catalog.
+		s.log.Error("bootstrap rejected", "reason", res.GetMessage())
+		return fmt.Errorf("bootstrap rejected: %s", res.GetMessage())
+	}
+	s.log.Info("cluster bootstrapped", "cluster_id", s.fsm.State().ClusterID(), "catalog_version", s.fsm.State().Catalog().Version())
+	return nil
+}
+
+func (s *Scheduler) ensureSelfMember(ctx context.Context) {
+	st := s.fsm.State()
+	if !st.Bootstrapped() {
+		return
+	}
+	self := s.cfg.Self
+	if m, ok := st.Member(self.NodeId); ok && m.GrpcAddr == self.GrpcAddr && m.RaftAddr == self.RaftAddr && m.SupportedVersion == self.SupportedVersion {
+		return
+	}
+	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: cloneMember(self)}}})
+	if err != nil || res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		s.log.Warn("could not record this node as a member", "reason", fmt.Sprint(err, res.GetMessage()))
+	}
+}
+
+func cloneMember(m *api.Member) *api.Member {
+	return &api.Member{NodeId: m.NodeId, GrpcAddr: m.GrpcAddr, RaftAddr: m.RaftAddr, SupportedVersion: m.SupportedVersion}
+}
+
+// waitFuture waits for f, giving up (not cancelling raft) when ctx ends.
+func waitFuture(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
