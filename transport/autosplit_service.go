@@ -1,0 +1,241 @@
+package transport
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"google.golang.org/grpc"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/hlc"
+)
+
+type autoSplitServer struct {
+	api.UnimplementedAutoSplitServer
+	s *Server
+}
+
+const defaultStatusLimit = 20
+
+// forwardRead forwards a linearizable read when this node cannot serve it;
+// handled is false when the caller should serve it here.
+func forwardRead[Resp any](ctx context.Context, s *Server, c api.Consistency, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
+	if c != api.Consistency_CONSISTENCY_LINEARIZABLE {
+		return resp, false, nil
+	}
+	hint, err := s.route(ctx)
+	if err != nil {
+		return resp, true, err
+	}
+	if hint == nil {
+		return resp, false, nil
+	}
+	resp, err = forward(ctx, s, hint, false, "", call)
+	return resp, true, err
+}
+
+func (a *autoSplitServer) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	if resp, handled, err := forwardRead(ctx, a.s, req.GetConsistency(), func(ctx context.Context, cc *grpc.ClientConn) (*api.StatusResponse, error) {
+		return api.NewAutoSplitClient(cc).Status(ctx, req)
+	}); handled {
+		return resp, err
+	}
+	st, info, err := a.s.readState(ctx, req.GetConsistency())
+	if err != nil {
+		return nil, err
+	}
+	if !st.Bootstrapped() {
+		return nil, unavailable(nil, "cluster not bootstrapped yet")
+	}
+	limit := int(req.GetLimit())
+	if limit == 0 {
+		limit = defaultStatusLimit
+	}
+	now := a.s.nowMs()
+	resp := &api.StatusResponse{
+		Switch:              st.Switch(),
+		Config:              st.Config(),
+		LastColumnAtMs:      st.LastColumnAtMs(),
+		LiveOps:             st.LiveOps(),
+		LiveRoutes:          uint64(st.Catalog().Len()),
+		NowMs:               now,
+		Read:                info,
+		LastColumnReporters: st.LastColumnReporters(),
+		Warnings:            a.s.warnings(st),
+	}
+	if at := st.LastColumnAtMs(); at > 0 && now > at {
+		resp.LastColumnLagMs = now - at
+	}
+	tracked := st.Detector().Tracked()
+	var candidates, cooling []detector.Tracked
+	for _, t := range tracked {
+		if t.ConsecutiveOver > 0 {
+			candidates = append(candidates, t)
+		}
+		if t.CooldownUntilMs > now {
+			cooling = append(cooling, t)
+		}
+	}
+	slices.SortStableFunc(candidates, func(x, y detector.Tracked) int {
+		if c := cmp.Compare(y.LastScore, x.LastScore); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.RouteID, y.RouteID)
+	})
+	slices.SortStableFunc(cooling, func(x, y detector.Tracked) int { return cmp.Compare(x.CooldownUntilMs, y.CooldownUntilMs) })
+	for _, t := range candidates[:min(limit, len(candidates))] {
+		resp.Candidates = append(resp.Candidates, fsm.TrackedProto(t))
+	}
+	for _, t := range cooling[:min(limit, len(cooling))] {
+		resp.Cooldowns = append(resp.Cooldowns, fsm.TrackedProto(t))
+	}
+	decisions := st.Decisions()
+	resp.Recent = decisions[max(0, len(decisions)-limit):]
+	return resp, nil
+}
+
+// nowMs is this node's physical HLC reading: on the leader it includes
+// every timestamp it issued, elsewhere it is the local clock.
+func (s *Server) nowMs() uint64 { return hlc.Physical(s.cfg.Sched.Clock().Now()) }
+
+// warnings lists conditions an operator should look at.
+func (s *Server) warnings(st *fsm.State) []string {
+	var w []string
+	if n := st.FenceViolations(); n > 0 {
+		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange arrived with a commit HLC that did not move forward)", n))
+	}
+	return w
+}
+
+func (a *autoSplitServer) Explain(ctx context.Context, req *api.ExplainRequest) (*api.ExplainResponse, error) {
+	if req.GetRouteId() == 0 {
+		return nil, invalid("route_id: must be set")
+	}
+	if resp, handled, err := forwardRead(ctx, a.s, req.GetConsistency(), func(ctx context.Context, cc *grpc.ClientConn) (*api.ExplainResponse, error) {
+		return api.NewAutoSplitClient(cc).Explain(ctx, req)
+	}); handled {
+		return resp, err
+	}
+	st, info, err := a.s.readState(ctx, req.GetConsistency())
+	if err != nil {
+		return nil, err
+	}
+	if !st.Bootstrapped() {
+		return nil, unavailable(nil, "cluster not bootstrapped yet")
+	}
+	id := req.GetRouteId()
+	if id >= st.Catalog().NextRouteID() {
+		return nil, statusNotFound("route_id: route %d was never created (next route id %d)", id, st.Catalog().NextRouteID())
+	}
+	resp := &api.ExplainResponse{NowMs: a.s.nowMs(), Read: info}
+	if r, ok := st.Catalog().Route(id); ok {
+		resp.Route = r.ToProto()
+	}
+	if t, ok := st.Detector().Get(id); ok {
+		resp.Tracked = fsm.TrackedProto(t)
+	}
+	for _, d := range st.Decisions() {
+		if d.GetRouteId() == id {
+			resp.Decisions = append(resp.Decisions, d)
+		}
+	}
+	for _, op := range st.Ops() {
+		if op.GetParentRouteId() == id || op.GetTargetRouteId() == id {
+			resp.Ops = append(resp.Ops, op)
+		}
+	}
+	return resp, nil
+}
+
+func (a *autoSplitServer) GetConfig(ctx context.Context, req *api.GetConfigRequest) (*api.GetConfigResponse, error) {
+	if resp, handled, err := forwardRead(ctx, a.s, req.GetConsistency(), func(ctx context.Context, cc *grpc.ClientConn) (*api.GetConfigResponse, error) {
+		return api.NewAutoSplitClient(cc).GetConfig(ctx, req)
+	}); handled {
+		return resp, err
+	}
+	st, info, err := a.s.readState(ctx, req.GetConsistency())
+	if err != nil {
+		return nil, err
+	}
+	return &api.GetConfigResponse{Config: st.Config(), Read: info}, nil
+}
+
+func (a *autoSplitServer) SetEnabled(ctx context.Context, req *api.SetEnabledRequest) (*api.SetEnabledResponse, error) {
+	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
+		return nil, err
+	}
+	if err := checkText("reason", req.GetReason(), maxReasonLen); err != nil {
+		return nil, err
+	}
+	if !req.GetEnabled() && req.GetReason() == "" {
+		return nil, invalid("reason: required when disabling automatic splits")
+	}
+	if hint, err := a.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, a.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SetEnabledResponse, error) {
+			return api.NewAutoSplitClient(cc).SetEnabled(ctx, req)
+		})
+	}
+	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
+		Enabled: req.GetEnabled(), Actor: req.GetActor(), Reason: req.GetReason(), Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	return &api.SetEnabledResponse{Switch: res.GetSwitch()}, nil
+}
+
+func (a *autoSplitServer) SetConfig(ctx context.Context, req *api.SetConfigRequest) (*api.SetConfigResponse, error) {
+	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
+		return nil, err
+	}
+	if req.GetPatch() == nil {
+		return nil, invalid("patch: must be set")
+	}
+	if hint, err := a.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, a.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SetConfigResponse, error) {
+			return api.NewAutoSplitClient(cc).SetConfig(ctx, req)
+		})
+	}
+	// Validate against the current config first so a bad value never reaches
+	// the log; the FSM validates again against the config at apply time.
+	if err := fsm.ValidateConfig(fsm.ApplyPatch(a.s.cfg.FSM.State().Config(), req.GetPatch())); err != nil {
+		return nil, invalid("%v", err)
+	}
+	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Patch: req.GetPatch(), Actor: req.GetActor()}}})
+	if err != nil {
+		return nil, err
+	}
+	return &api.SetConfigResponse{Config: res.GetConfig()}, nil
+}
+
+func (a *autoSplitServer) AbortOp(ctx context.Context, req *api.AbortOpRequest) (*api.AbortOpResponse, error) {
+	if req.GetOpId() == 0 {
+		return nil, invalid("op_id: must be set")
+	}
+	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
+		return nil, err
+	}
+	if err := checkText("reason", req.GetReason(), maxReasonLen); err != nil {
+		return nil, err
+	}
+	if hint, err := a.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, a.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.AbortOpResponse, error) {
+			return api.NewAutoSplitClient(cc).AbortOp(ctx, req)
+		})
+	}
+	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_AbortOp{AbortOp: &api.AbortOp{OpId: req.GetOpId(), Actor: req.GetActor(), Reason: req.GetReason()}}})
+	if err != nil {
+		return nil, err
+	}
+	return &api.AbortOpResponse{Op: res.GetOp()}, nil
+}

@@ -1,0 +1,208 @@
+package transport
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+type catalogServer struct {
+	api.UnimplementedCatalogServer
+	s *Server
+}
+
+// pageTokenVersion prefixes page tokens so their format can change.
+const pageTokenVersion = 0x01
+
+func (c *catalogServer) ListRoutes(ctx context.Context, req *api.ListRoutesRequest) (*api.ListRoutesResponse, error) {
+	size := int(req.GetPageSize())
+	switch {
+	case size == 0:
+		size = defaultPageSize
+	case size > maxPageSize:
+		return nil, invalid("page_size: %d exceeds the limit of %d", size, maxPageSize)
+	}
+	var from []byte
+	if tok := req.GetPageToken(); len(tok) > 0 {
+		if tok[0] != pageTokenVersion || len(tok) > 1+catalog.MaxBoundaryLen {
+			return nil, invalid("page_token: not a token this server issued")
+		}
+		from = tok[1:]
+	}
+	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE {
+		if hint, err := c.s.route(ctx); err != nil {
+			return nil, err
+		} else if hint != nil {
+			return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.ListRoutesResponse, error) {
+				return api.NewCatalogClient(cc).ListRoutes(ctx, req)
+			})
+		}
+	}
+	st, info, err := c.s.readState(ctx, req.GetConsistency())
+	if err != nil {
+		return nil, err
+	}
+	if !st.Bootstrapped() {
+		return nil, unavailable(nil, "cluster not bootstrapped yet")
+	}
+	cat := st.Catalog()
+	resp := &api.ListRoutesResponse{Read: info, RouteCount: uint64(cat.Len())}
+	cat.AscendFrom(from, func(r *catalog.RouteDescriptor) bool {
+		if len(resp.Routes) == size {
+			resp.NextPageToken = append([]byte{pageTokenVersion}, r.Start...)
+			return false
+		}
+		resp.Routes = append(resp.Routes, r.ToProto())
+		return true
+	})
+	return resp, nil
+}
+
+func (c *catalogServer) GetRoute(ctx context.Context, req *api.GetRouteRequest) (*api.GetRouteResponse, error) {
+	hasKey := len(req.GetKey()) > 0
+	if hasKey == (req.GetRouteId() != 0) {
+		return nil, invalid("exactly one of key and route_id must be set")
+	}
+	if err := checkDataKey("key", req.GetKey()); err != nil {
+		return nil, err
+	}
+	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE {
+		if hint, err := c.s.route(ctx); err != nil {
+			return nil, err
+		} else if hint != nil {
+			return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.GetRouteResponse, error) {
+				return api.NewCatalogClient(cc).GetRoute(ctx, req)
+			})
+		}
+	}
+	st, info, err := c.s.readState(ctx, req.GetConsistency())
+	if err != nil {
+		return nil, err
+	}
+	if !st.Bootstrapped() {
+		return nil, unavailable(nil, "cluster not bootstrapped yet")
+	}
+	var r *catalog.RouteDescriptor
+	if hasKey {
+		r = st.Catalog().Lookup(req.GetKey())
+	} else if found, ok := st.Catalog().Route(req.GetRouteId()); ok {
+		r = found
+	} else {
+		return nil, statusNotFound("route_id: route %d does not exist at catalog version %d", req.GetRouteId(), st.Catalog().Version())
+	}
+	return &api.GetRouteResponse{Route: r.ToProto(), Read: info}, nil
+}
+
+func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeRequest) (*api.SplitRangeResponse, error) {
+	if req.GetRouteId() == 0 {
+		return nil, invalid("route_id: must be set (route ids start at 1)")
+	}
+	if err := checkSplitKey("split_key", req.GetSplitKey()); err != nil {
+		return nil, err
+	}
+	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
+		return nil, err
+	}
+	if hint, err := c.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, c.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SplitRangeResponse, error) {
+			return api.NewCatalogClient(cc).SplitRange(ctx, req)
+		})
+	}
+	res, err := c.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
+		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: req.GetActor(),
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	resp := &api.SplitRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
+	if ch := res.GetChildren(); len(ch) == 2 {
+		resp.Left, resp.Right = ch[0], ch[1]
+	}
+	return resp, nil
+}
+
+// watchPage is how many routes go into one SnapshotPage.
+const watchPage = 1000
+
+// WatchRoutes streams every catalog change after from_version, from this
+// node's own FSM. A watcher older than this node's history first gets the
+// whole catalog in pages. A node that lags behind from_version sends
+// nothing until it has caught up, so a client that reconnects to a lagging
+// node never sees a version go backwards.
+func (c *catalogServer) WatchRoutes(req *api.WatchRoutesRequest, stream grpc.ServerStreamingServer[api.WatchRoutesResponse]) error {
+	ctx := stream.Context()
+	from := req.GetFromVersion()
+	for {
+		changed := c.s.cfg.FSM.Changed() // before State, so no publish is missed
+		st := c.s.cfg.FSM.State()
+		if st.Bootstrapped() {
+			cat := st.Catalog()
+			if cur := cat.Version(); from < cur {
+				deltas, ok := st.History().Since(from)
+				if from == 0 || !ok {
+					if err := sendSnapshot(stream, cat); err != nil {
+						return err
+					}
+					from = cur
+				} else {
+					for _, d := range deltas {
+						if err := stream.Send(&api.WatchRoutesResponse{Event: &api.WatchRoutesResponse_Delta{Delta: d.ToProto()}}); err != nil {
+							return err
+						}
+						from = d.Version
+					}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+func sendSnapshot(stream grpc.ServerStreamingServer[api.WatchRoutesResponse], cat *catalog.Catalog) error {
+	page := &api.SnapshotPage{Version: cat.Version(), NextRouteId: cat.NextRouteID()}
+	var err error
+	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
+		page.Routes = append(page.Routes, r.ToProto())
+		if len(page.Routes) == watchPage {
+			err = stream.Send(&api.WatchRoutesResponse{Event: &api.WatchRoutesResponse_SnapshotPage{SnapshotPage: page}})
+			page = &api.SnapshotPage{Version: cat.Version(), NextRouteId: cat.NextRouteID()}
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	page.Last = true
+	return stream.Send(&api.WatchRoutesResponse{Event: &api.WatchRoutesResponse_SnapshotPage{SnapshotPage: page}})
+}
+
+func (c *catalogServer) GetTimestamp(ctx context.Context, req *api.GetTimestampRequest) (*api.GetTimestampResponse, error) {
+	n := req.GetCount()
+	switch {
+	case n == 0:
+		n = 1
+	case n > maxTimestamps:
+		return nil, invalid("count: %d exceeds the limit of %d", n, maxTimestamps)
+	}
+	if hint, err := c.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.GetTimestampResponse, error) {
+			return api.NewCatalogClient(cc).GetTimestamp(ctx, req)
+		})
+	}
+	first, err := c.s.cfg.Sched.Timestamps(ctx, uint64(n))
+	if err != nil {
+		return nil, unavailable(c.s.leaderHint(), "timestamps: %v", err)
+	}
+	return &api.GetTimestampResponse{First: first, Count: n}, nil
+}

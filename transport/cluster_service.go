@@ -1,0 +1,202 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+)
+
+type clusterServer struct {
+	api.UnimplementedClusterServer
+	s *Server
+}
+
+func checkAddr(field, addr string) error {
+	if addr == "" {
+		return invalid("%s: must be set (host:port)", field)
+	}
+	if len(addr) > maxAddrLen {
+		return invalid("%s: %d bytes exceeds the limit of %d", field, len(addr), maxAddrLen)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" {
+		return invalid("%s: %q is not host:port", field, addr)
+	}
+	return nil
+}
+
+func checkNodeID(id string) error {
+	if id == "" {
+		return invalid("node_id: must be set")
+	}
+	if strings.ContainsAny(id, " \t\n/") {
+		return invalid("node_id: %q must not contain whitespace or '/'", id)
+	}
+	return checkText("node_id", id, maxNodeIDLen)
+}
+
+func (c *clusterServer) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
+	if err := checkNodeID(req.GetNodeId()); err != nil {
+		return nil, err
+	}
+	if err := checkAddr("raft_addr", req.GetRaftAddr()); err != nil {
+		return nil, err
+	}
+	if err := checkAddr("grpc_addr", req.GetGrpcAddr()); err != nil {
+		return nil, err
+	}
+	if req.GetSupportedVersion() == 0 {
+		return nil, invalid("supported_version: must be set")
+	}
+	if hint, err := c.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.JoinResponse, error) {
+			return api.NewClusterClient(cc).Join(ctx, req)
+		})
+	}
+	m := &api.Member{NodeId: req.GetNodeId(), RaftAddr: req.GetRaftAddr(), GrpcAddr: req.GetGrpcAddr(), SupportedVersion: req.GetSupportedVersion()}
+	if err := c.s.cfg.Sched.Join(ctx, m, req.GetClusterId()); err != nil {
+		return nil, membershipError(err, c.s.leaderHint())
+	}
+	st := c.s.cfg.FSM.State()
+	return &api.JoinResponse{ClusterId: st.ClusterID(), Members: st.Members()}, nil
+}
+
+func (c *clusterServer) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
+	if err := checkNodeID(req.GetNodeId()); err != nil {
+		return nil, err
+	}
+	if hint, err := c.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
+			return api.NewClusterClient(cc).Remove(ctx, req)
+		})
+	}
+	if err := c.s.cfg.Sched.Remove(ctx, req.GetNodeId()); err != nil {
+		return nil, membershipError(err, c.s.leaderHint())
+	}
+	return &api.RemoveResponse{}, nil
+}
+
+func (c *clusterServer) Members(ctx context.Context, req *api.MembersRequest) (*api.MembersResponse, error) {
+	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE {
+		if hint, err := c.s.route(ctx); err != nil {
+			return nil, err
+		} else if hint != nil {
+			return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.MembersResponse, error) {
+				return api.NewClusterClient(cc).Members(ctx, req)
+			})
+		}
+	}
+	st, info, err := c.s.readState(ctx, req.GetConsistency())
+	if err != nil {
+		return nil, err
+	}
+	return &api.MembersResponse{Members: c.s.memberStatuses(ctx, st), ClusterId: st.ClusterID(), ClusterVersion: st.ClusterVersion(), Read: info}, nil
+}
+
+// memberStatuses joins the replicated member table with this node's view of
+// the raft configuration, sorted by node id.
+func (s *Server) memberStatuses(ctx context.Context, st *fsm.State) []*api.MemberStatus {
+	suffrage := map[string]string{}
+	if f := s.cfg.Raft.GetConfiguration(); f.Error() == nil {
+		for _, srv := range f.Configuration().Servers {
+			switch srv.Suffrage {
+			case raft.Voter:
+				suffrage[string(srv.ID)] = "voter"
+			case raft.Nonvoter, raft.Staging:
+				suffrage[string(srv.ID)] = "nonvoter"
+			}
+		}
+	}
+	_, leader := s.cfg.Raft.LeaderWithID()
+	var out []*api.MemberStatus
+	seen := map[string]bool{}
+	for _, m := range st.Members() {
+		seen[m.NodeId] = true
+		out = append(out, &api.MemberStatus{Member: m, Suffrage: suffrage[m.NodeId], Leader: string(leader) == m.NodeId})
+	}
+	// Raft servers not (yet) in the member table, e.g. mid-join.
+	for id, suf := range suffrage {
+		if !seen[id] {
+			out = append(out, &api.MemberStatus{Member: &api.Member{NodeId: id}, Suffrage: suf, Leader: string(leader) == id})
+		}
+	}
+	slices.SortFunc(out, func(a, b *api.MemberStatus) int { return strings.Compare(a.Member.NodeId, b.Member.NodeId) })
+	return out
+}
+
+func (c *clusterServer) Leader(ctx context.Context, _ *api.LeaderRequest) (*api.LeaderResponse, error) {
+	resp := &api.LeaderResponse{Term: c.s.cfg.Raft.CurrentTerm()}
+	if hint := c.s.leaderHint(); hint != nil {
+		resp.LeaderId, resp.LeaderGrpcAddr = hint.LeaderId, hint.LeaderGrpcAddr
+	}
+	return resp, nil
+}
+
+func (c *clusterServer) TransferLeadership(ctx context.Context, req *api.TransferLeadershipRequest) (*api.TransferLeadershipResponse, error) {
+	if to := req.GetToNodeId(); to != "" {
+		if err := checkNodeID(to); err != nil {
+			return nil, err
+		}
+	}
+	if hint, err := c.s.route(ctx); err != nil {
+		return nil, err
+	} else if hint != nil {
+		return forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.TransferLeadershipResponse, error) {
+			return api.NewClusterClient(cc).TransferLeadership(ctx, req)
+		})
+	}
+	var f raft.Future
+	if to := req.GetToNodeId(); to != "" {
+		cf := c.s.cfg.Raft.GetConfiguration()
+		if err := cf.Error(); err != nil {
+			return nil, unavailable(nil, "read raft configuration: %v", err)
+		}
+		var target *raft.Server
+		for _, srv := range cf.Configuration().Servers {
+			if string(srv.ID) == to {
+				target = &srv
+			}
+		}
+		switch {
+		case target == nil:
+			return nil, statusNotFound("to_node_id: %q is not in the raft configuration", to)
+		case target.Suffrage != raft.Voter:
+			return nil, invalid("to_node_id: %q is not a voter", to)
+		case to == c.s.cfg.NodeID:
+			return &api.TransferLeadershipResponse{LeaderId: to}, nil
+		}
+		f = c.s.cfg.Raft.LeadershipTransferToServer(target.ID, target.Address)
+	} else {
+		f = c.s.cfg.Raft.LeadershipTransfer()
+	}
+	if err := waitRaft(ctx, f); err != nil {
+		return nil, unavailable(c.s.leaderHint(), "leadership transfer: %v", err)
+	}
+	resp := &api.TransferLeadershipResponse{}
+	if hint := c.s.leaderHint(); hint != nil {
+		resp.LeaderId = hint.LeaderId
+	}
+	return resp, nil
+}
+
+func waitRaft(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,159 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/scheduler"
+)
+
+// RaftView is the part of *raft.Raft the servers read or steer directly.
+type RaftView interface {
+	LeaderWithID() (raft.ServerAddress, raft.ServerID)
+	State() raft.RaftState
+	CurrentTerm() uint64
+	GetConfiguration() raft.ConfigurationFuture
+	LeadershipTransfer() raft.Future
+	LeadershipTransferToServer(id raft.ServerID, address raft.ServerAddress) raft.Future
+}
+
+// Config configures the servers of one node.
+type Config struct {
+	NodeID string
+	FSM    *fsm.FSM
+	Sched  *scheduler.Scheduler
+	Raft   RaftView
+	// DialOptions connect to other nodes for forwarding (the node's dialer,
+	// credentials).
+	DialOptions []grpc.DialOption
+	// ForwardTimeout bounds a forwarded call when the caller set no
+	// deadline (default 10 s).
+	ForwardTimeout time.Duration
+	// Loads receives Load.Report calls on the leader; nil answers
+	// Unimplemented.
+	Loads   LoadSink
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// LoadSink takes load reports on the leader (the column aggregator).
+type LoadSink interface {
+	Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error)
+}
+
+// Server implements the four hotsplit.v1 services for one node.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	fwd *forwarder
+}
+
+// New returns the servers of one node; register them with Register.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ForwardTimeout <= 0 {
+		cfg.ForwardTimeout = 10 * time.Second
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, fwd: newForwarder(cfg.DialOptions)}
+}
+
+// Register adds the services to g.
+func (s *Server) Register(g *grpc.Server) {
+	api.RegisterCatalogServer(g, &catalogServer{s: s})
+	api.RegisterLoadServer(g, &loadServer{s: s})
+	api.RegisterAutoSplitServer(g, &autoSplitServer{s: s})
+	api.RegisterClusterServer(g, &clusterServer{s: s})
+}
+
+// Close releases forwarding connections.
+func (s *Server) Close() error { return s.fwd.close() }
+
+// forwardedKey marks a request that already made its one hop.
+const forwardedKey = "hotsplit-forwarded"
+
+func isForwarded(ctx context.Context) bool {
+	md, ok := metadata.FromIncomingContext(ctx)
+	return ok && len(md.Get(forwardedKey)) > 0
+}
+
+// leaderHint names the leader as this node sees it; empty when unknown or
+// when the leader's gRPC address is not in the member table yet.
+func (s *Server) leaderHint() *api.LeaderHint {
+	_, id := s.cfg.Raft.LeaderWithID()
+	if id == "" {
+		return nil
+	}
+	hint := &api.LeaderHint{LeaderId: string(id)}
+	if m, ok := s.cfg.FSM.State().Member(string(id)); ok {
+		hint.LeaderGrpcAddr = m.GrpcAddr
+	}
+	return hint
+}
+
+// route decides where a leader-only request is served: here (nil hint, nil
+// error), or forwarded to the returned leader. It refuses a second hop.
+func (s *Server) route(ctx context.Context) (*api.LeaderHint, error) {
+	if s.cfg.Sched.IsReady() {
+		return nil, nil
+	}
+	hint := s.leaderHint()
+	if s.cfg.Raft.State() == raft.Leader {
+		return nil, unavailable(hint, "leader %s is establishing its fence; retry shortly", s.cfg.NodeID)
+	}
+	if hint == nil || hint.LeaderGrpcAddr == "" || hint.LeaderId == s.cfg.NodeID {
+		return nil, unavailable(hint, "no known leader at node %s", s.cfg.NodeID)
+	}
+	if isForwarded(ctx) {
+		return nil, unavailable(hint, "node %s is not the leader; already forwarded once", s.cfg.NodeID)
+	}
+	return hint, nil
+}
+
+// readState answers the read path of SPEC §9: stale reads from the local
+// FSM; linearizable reads (on the leader, which route has established) wait
+// for the read index.
+func (s *Server) readState(ctx context.Context, c api.Consistency) (*fsm.State, *api.ReadInfo, error) {
+	if c == api.Consistency_CONSISTENCY_STALE {
+		st := s.cfg.FSM.State()
+		return st, s.readInfo(st, c), nil
+	}
+	idx, err := s.cfg.Sched.ReadIndex(ctx)
+	if err != nil {
+		return nil, nil, unavailable(s.leaderHint(), "linearizable read: %v", err)
+	}
+	st, err := s.cfg.FSM.WaitIndex(ctx, idx)
+	if err != nil {
+		return nil, nil, unavailable(s.leaderHint(), "linearizable read: waiting for index %d: %v", idx, err)
+	}
+	return st, s.readInfo(st, c), nil
+}
+
+func (s *Server) readInfo(st *fsm.State, c api.Consistency) *api.ReadInfo {
+	info := &api.ReadInfo{AppliedIndex: st.Index(), ServedBy: s.cfg.NodeID, Consistency: c}
+	if st.Bootstrapped() {
+		info.CatalogVersion = st.Catalog().Version()
+	}
+	return info
+}
+
+// propose runs a command through the single proposer and maps failures.
+func (s *Server) propose(ctx context.Context, cmd *api.Command) (*api.CommandResult, error) {
+	requestID := cmd.RequestId
+	res, err := s.cfg.Sched.Proposer().Propose(ctx, cmd)
+	if err != nil {
+		return nil, proposalError(err, requestID, s.leaderHint())
+	}
+	if err := resultError(res.CommandResult, requestID); err != nil {
+		return nil, err
+	}
+	return res.CommandResult, nil
+}
