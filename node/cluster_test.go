@@ -1,0 +1,328 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// testCluster is an in-process cluster on 127.0.0.1 with fast raft timing.
+type testCluster struct {
+	t     testing.TB
+	dir   string
+	mu    sync.Mutex
+	nodes map[string]*Node
+	cfgs  map[string]Config
+	conns map[string]*grpc.ClientConn
+}
+
+func quietLogger() *slog.Logger {
+	if testing.Verbose() && os.Getenv("HOTSPLIT_TEST_LOGS") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func fastTiming(c *Config) {
+	c.HeartbeatTimeout = 150 * time.Millisecond
+	c.ElectionTimeout = 150 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.CommitTimeout = 5 * time.Millisecond
+	c.CeilingWindow = 500 * time.Millisecond
+}
+
+func listen(t testing.TB) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
+
+// newTestCluster starts n nodes: n1 bootstraps, the others join it.
+func newTestCluster(t testing.TB, n int, tweak func(*Config)) *testCluster {
+	return newTestClusterIn(t, t.TempDir(), n, tweak)
+}
+
+// newTestClusterIn is newTestCluster with data dirs under dir.
+func newTestClusterIn(t testing.TB, dir string, n int, tweak func(*Config)) *testCluster {
+	t.Helper()
+	c := &testCluster{t: t, dir: dir, nodes: map[string]*Node{}, cfgs: map[string]Config{}, conns: map[string]*grpc.ClientConn{}}
+	t.Cleanup(c.stopAll)
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("n%d", i)
+		cfg := Config{ID: id, DataDir: filepath.Join(c.dir, id), Logger: quietLogger()}
+		fastTiming(&cfg)
+		if i == 1 {
+			cfg.Bootstrap = true
+		} else {
+			cfg.Join = []string{c.node("n1").GRPCAddr()}
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		c.start(cfg)
+		if i == 1 {
+			c.waitLeaderReady(10 * time.Second)
+		}
+	}
+	c.waitVoters(n, 20*time.Second)
+	return c
+}
+
+// start runs a node with cfg on fresh loopback listeners; the advertised
+// addresses are fixed on first start so a restarted node keeps them.
+func (c *testCluster) start(cfg Config) *Node {
+	c.t.Helper()
+	if prev, ok := c.cfgs[cfg.ID]; ok {
+		cfg.RaftAddr, cfg.GRPCAddr = prev.RaftAddr, prev.GRPCAddr
+	} else {
+		r, g := listen(c.t), listen(c.t)
+		cfg.RaftAddr, cfg.GRPCAddr = r.Addr().String(), g.Addr().String()
+		r.Close()
+		g.Close()
+	}
+	n, err := Start(cfg)
+	if err != nil {
+		c.t.Fatalf("start %s: %v", cfg.ID, err)
+	}
+	c.mu.Lock()
+	c.nodes[cfg.ID], c.cfgs[cfg.ID] = n, cfg
+	c.mu.Unlock()
+	return n
+}
+
+func (c *testCluster) node(id string) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
+}
+
+func (c *testCluster) running() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Node
+	for _, id := range sortedKeys(c.nodes) {
+		out = append(out, c.nodes[id])
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	for i := 1; i < len(ks); i++ {
+		for j := i; j > 0 && ks[j-1] > ks[j]; j-- {
+			ks[j-1], ks[j] = ks[j], ks[j-1]
+		}
+	}
+	return ks
+}
+
+// stop shuts a node down gracefully and forgets it (its data dir stays).
+func (c *testCluster) stop(id string) {
+	c.t.Helper()
+	c.mu.Lock()
+	n := c.nodes[id]
+	delete(c.nodes, id)
+	if cc := c.conns[id]; cc != nil {
+		cc.Close()
+		delete(c.conns, id)
+	}
+	c.mu.Unlock()
+	if n == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := n.Close(ctx); err != nil {
+		c.t.Logf("close %s: %v", id, err)
+	}
+}
+
+// restart starts a stopped node again from its data dir.
+func (c *testCluster) restart(id string) *Node {
+	c.t.Helper()
+	cfg := c.cfgs[id]
+	cfg.Bootstrap, cfg.Join = false, nil
+	return c.start(cfg)
+}
+
+func (c *testCluster) stopAll() {
+	for _, id := range sortedKeys(c.nodes) {
+		c.stop(id)
+	}
+}
+
+func (c *testCluster) conn(id string) *grpc.ClientConn {
+	c.t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.conns[id]; ok {
+		return cc
+	}
+	cc, err := grpc.NewClient(c.cfgs[id].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.conns[id] = cc
+	return cc
+}
+
+func (c *testCluster) catalogClient(id string) api.CatalogClient {
+	return api.NewCatalogClient(c.conn(id))
+}
+func (c *testCluster) autoClient(id string) api.AutoSplitClient {
+	return api.NewAutoSplitClient(c.conn(id))
+}
+func (c *testCluster) clusterClient(id string) api.ClusterClient {
+	return api.NewClusterClient(c.conn(id))
+}
+
+// leader returns the id of the node whose leader duties are ready.
+func (c *testCluster) leader() string {
+	for _, n := range c.running() {
+		if n.Scheduler().IsReady() {
+			return n.ID()
+		}
+	}
+	return ""
+}
+
+func (c *testCluster) waitLeaderReady(d time.Duration) string {
+	c.t.Helper()
+	var id string
+	waitFor(c.t, d, "a ready leader", func() bool { id = c.leader(); return id != "" && c.node(id).FSM().State().Bootstrapped() })
+	return id
+}
+
+func (c *testCluster) followers() []string {
+	var out []string
+	for _, n := range c.running() {
+		if n.Raft().State() != raft.Leader {
+			out = append(out, n.ID())
+		}
+	}
+	return out
+}
+
+func (c *testCluster) waitVoters(n int, d time.Duration) {
+	c.t.Helper()
+	waitFor(c.t, d, fmt.Sprintf("%d voters", n), func() bool {
+		id := c.leader()
+		if id == "" {
+			return false
+		}
+		f := c.node(id).Raft().GetConfiguration()
+		if f.Error() != nil {
+			return false
+		}
+		voters := 0
+		for _, s := range f.Configuration().Servers {
+			if s.Suffrage == raft.Voter {
+				voters++
+			}
+		}
+		return voters == n
+	})
+}
+
+// waitConverged waits until every running node has applied the leader's
+// last index and all state hashes agree; it returns the common hash.
+func (c *testCluster) waitConverged(d time.Duration) [32]byte {
+	c.t.Helper()
+	var h [32]byte
+	waitFor(c.t, d, "all nodes on one state hash", func() bool {
+		nodes := c.running()
+		if len(nodes) == 0 {
+			return false
+		}
+		h = nodes[0].FSM().State().Hash()
+		idx := nodes[0].FSM().State().Index()
+		for _, n := range nodes[1:] {
+			st := n.FSM().State()
+			if st.Index() != idx || st.Hash() != h {
+				return false
+			}
+		}
+		return true
+	})
+	return h
+}
+
+// waitFor polls cond every 10 ms until it holds or d passes.
+func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func requestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// businessHash hashes the replicated state minus what moves on its own or
+// records a request without applying it: the fence (ceiling, last HLC) and
+// the request-id table. "A rejected request changed nothing" compares it.
+func businessHash(t testing.TB, n *Node) string {
+	t.Helper()
+	p := n.FSM().State().Proto()
+	p.CeilingMs, p.LastHlc, p.Requests, p.NextRequestSeq = 0, 0, nil, 0
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// waitBusinessConverged waits until every running node shows the same
+// business state and returns its hash.
+func (c *testCluster) waitBusinessConverged(d time.Duration) string {
+	c.t.Helper()
+	var h string
+	waitFor(c.t, d, "all nodes on one business state", func() bool {
+		nodes := c.running()
+		h = businessHash(c.t, nodes[0])
+		for _, n := range nodes[1:] {
+			if businessHash(c.t, n) != h {
+				return false
+			}
+		}
+		return true
+	})
+	return h
+}

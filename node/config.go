@@ -1,0 +1,97 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/hlc"
+)
+
+// Config describes one node. Zero durations take raft's defaults (or the
+// ones named below); listeners may be pre-opened (tests bind to port 0).
+type Config struct {
+	ID       string
+	DataDir  string
+	RaftAddr string // advertised to peers; also the bind address unless RaftListener is set
+	GRPCAddr string
+	HTTPAddr string // empty: no HTTP endpoints
+
+	// Bootstrap forms a new single-voter cluster if the data dir holds no
+	// raft state; it is ignored (with a log line) when state exists.
+	Bootstrap bool
+	// Join lists gRPC addresses of existing members to join through when the
+	// data dir holds no raft state.
+	Join          []string
+	InitialSplits [][]byte
+	GroupID       uint64
+	// AutoSplit is the explicit --autoSplit value, nil when not given.
+	AutoSplit *bool
+	// BootstrapConfig is the detector/load config proposed at bootstrap
+	// (zero fields take the FSM's defaults).
+	BootstrapConfig *api.Config
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	SnapshotThreshold  uint64
+	SnapshotInterval   time.Duration
+	TrailingLogs       uint64
+	// CeilingWindow is the HLC fence window (default 1 s).
+	CeilingWindow time.Duration
+	// NoSync skips fsync of the raft log (benchmarks that need the
+	// comparison only; never in production).
+	NoSync bool
+
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Clock    hlc.Source
+	Dialer   Dialer
+	// Halt stops the process when it must not go on (a failed log write, an
+	// entry this build cannot apply). Default: log one line, os.Exit(1).
+	Halt func(error)
+
+	RaftListener, GRPCListener, HTTPListener net.Listener
+
+	// wrapLogStore lets this package's tests put a failing store under the
+	// fatal wrapper.
+	wrapLogStore func(raft.LogStore) raft.LogStore
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("id: must be set"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("dataDir: must be set"))
+	}
+	if c.RaftAddr == "" && c.RaftListener == nil {
+		errs = append(errs, errors.New("raftAddr: must be set"))
+	}
+	if c.GRPCAddr == "" && c.GRPCListener == nil {
+		errs = append(errs, errors.New("grpcAddr: must be set"))
+	}
+	if c.Bootstrap && len(c.Join) > 0 {
+		errs = append(errs, errors.New("bootstrap and join: choose one (bootstrap forms a new cluster, join enters an existing one)"))
+	}
+	if c.Bootstrap {
+		if _, err := catalog.New(c.InitialSplits, max(c.GroupID, 1)); err != nil {
+			errs = append(errs, fmt.Errorf("initialSplits: %w", err))
+		}
+	}
+	for _, a := range c.Join {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("join: %q is not host:port", a))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,236 @@
+//go:build jepsen
+
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/hlc"
+)
+
+// This file is the jepsen build's fault seam. Each hotsplitd process is one
+// node, so the fault state is process-wide: the harness tells every node,
+// over POST /jepsen/*, which peer addresses it cannot reach (both directions
+// are cut by telling both sides), how far to shift its clock, and which
+// failpoint to trip. None of it exists in normal builds.
+
+// faults is the process-wide fault state.
+var faults = &faultState{cut: map[string]bool{}, delay: map[string]time.Duration{}}
+
+type faultState struct {
+	mu    sync.Mutex
+	cut   map[string]bool          // peer address -> unreachable
+	delay map[string]time.Duration // peer address -> added latency per write
+	conns map[*faultConn]struct{}
+
+	clockOffsetMs atomic.Int64
+	failpoint     atomic.Pointer[failpoint]
+}
+
+// defaultDialer is the fault-injecting dialer in jepsen builds: raft's
+// stream layer and inter-node gRPC both dial through it.
+func defaultDialer(string) Dialer { return faultDialer{} }
+
+type faultDialer struct{}
+
+func (faultDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	faults.mu.Lock()
+	cut, delay := faults.cut[addr], faults.delay[addr]
+	faults.mu.Unlock()
+	if cut {
+		return nil, fmt.Errorf("jepsen: link to %s is cut", addr)
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	fc := &faultConn{Conn: c, addr: addr, delay: delay}
+	faults.mu.Lock()
+	if faults.conns == nil {
+		faults.conns = map[*faultConn]struct{}{}
+	}
+	faults.conns[fc] = struct{}{}
+	faults.mu.Unlock()
+	return fc, nil
+}
+
+type faultConn struct {
+	net.Conn
+	addr  string
+	delay time.Duration
+}
+
+func (c *faultConn) Write(p []byte) (int, error) {
+	if c.delay > 0 {
+		time.Sleep(c.delay)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *faultConn) Close() error {
+	faults.mu.Lock()
+	delete(faults.conns, c)
+	faults.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// setNet replaces the link rules and closes open connections to peers that
+// are now cut (or whose delay changed).
+func (f *faultState) setNet(cut []string, delayMs map[string]int64) {
+	f.mu.Lock()
+	f.cut = map[string]bool{}
+	for _, a := range cut {
+		f.cut[a] = true
+	}
+	f.delay = map[string]time.Duration{}
+	for a, ms := range delayMs {
+		f.delay[a] = time.Duration(ms) * time.Millisecond
+	}
+	var closing []*faultConn
+	for c := range f.conns {
+		if f.cut[c.addr] || f.delay[c.addr] != c.delay {
+			closing = append(closing, c)
+		}
+	}
+	f.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
+	}
+}
+
+// wrapClock shifts the physical source by the jepsen clock offset.
+func wrapClock(src hlc.Source) hlc.Source {
+	if src == nil {
+		src = hlc.WallSource
+	}
+	return func() int64 { return src() + faults.clockOffsetMs.Load() }
+}
+
+// failpoint names a condition on which the process exits at once, as a
+// crash would (exit status 137, nothing flushed).
+type failpoint struct {
+	// Name: "after-op-step" (after a SplitRange op step numbered Step applied
+	// OK) or "after-command" (after any command of kind Command applied).
+	Name    string `json:"name"`
+	Step    uint32 `json:"step,omitempty"`
+	Command string `json:"command,omitempty"`
+	// LeaderOnly: trip only on the node that leads when the entry applies.
+	LeaderOnly bool `json:"leader_only,omitempty"`
+}
+
+// faultFSM trips failpoints right after an entry applies.
+type faultFSM struct {
+	*fsm.FSM
+	isLeader func() bool
+}
+
+func wrapFSM(f *fsm.FSM, isLeader func() bool) raft.FSM { return faultFSM{f, isLeader} }
+
+func (f faultFSM) Apply(l *raft.Log) interface{} {
+	res := f.FSM.Apply(l)
+	fp := faults.failpoint.Load()
+	if fp == nil || (fp.LeaderOnly && !f.isLeader()) {
+		return res
+	}
+	cmd, err := fsm.DecodeCommand(l.Data)
+	if err != nil {
+		return res
+	}
+	r, _ := res.(*fsm.Result)
+	ok := r != nil && r.GetCode() == api.ResultCode_RESULT_CODE_OK
+	switch fp.Name {
+	case "after-op-step":
+		if s := cmd.GetSplitRange(); s != nil && s.OpId != 0 && s.Step == fp.Step && ok {
+			fmt.Fprintf(os.Stderr, "jepsen failpoint %s: exiting after op %d step %d applied at index %d\n", fp.Name, s.OpId, s.Step, l.Index)
+			os.Exit(137)
+		}
+	case "after-command":
+		if commandName(cmd) == fp.Command && ok {
+			fmt.Fprintf(os.Stderr, "jepsen failpoint %s: exiting after %s applied at index %d\n", fp.Name, fp.Command, l.Index)
+			os.Exit(137)
+		}
+	}
+	return res
+}
+
+// StoreConfiguration keeps raft.ConfigurationStore visible through the wrapper.
+func (f faultFSM) StoreConfiguration(index uint64, c raft.Configuration) {
+	f.FSM.StoreConfiguration(index, c)
+}
+
+func registerJepsenHandlers(mux *http.ServeMux, n *Node) {
+	mux.HandleFunc("POST /jepsen/net", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Cut     []string         `json:"cut"`
+			DelayMs map[string]int64 `json:"delay_ms"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		faults.setNet(req.Cut, req.DelayMs)
+		n.log.Warn("jepsen: link rules replaced", "cut", fmt.Sprint(req.Cut), "delay_ms", fmt.Sprint(req.DelayMs))
+	})
+	mux.HandleFunc("POST /jepsen/clock", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			OffsetMs int64 `json:"offset_ms"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		faults.clockOffsetMs.Store(req.OffsetMs)
+		n.log.Warn("jepsen: clock offset set", "offset_ms", req.OffsetMs)
+	})
+	mux.HandleFunc("POST /jepsen/failpoint", func(w http.ResponseWriter, r *http.Request) {
+		var fp failpoint
+		if err := json.NewDecoder(r.Body).Decode(&fp); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if fp.Name == "" {
+			faults.failpoint.Store(nil)
+		} else {
+			faults.failpoint.Store(&fp)
+		}
+		n.log.Warn("jepsen: failpoint set", "failpoint", fmt.Sprintf("%+v", fp))
+	})
+	mux.HandleFunc("GET /jepsen/state", func(w http.ResponseWriter, _ *http.Request) {
+		st := n.fsm.State()
+		h := st.Hash()
+		json.NewEncoder(w).Encode(map[string]any{
+			"node_id": n.cfg.ID, "raft_state": n.raft.State().String(), "applied_index": st.Index(),
+			"hash": fmt.Sprintf("%x", h), "catalog_version": catalogVersion(st),
+			"ready": n.sched.IsReady(), "last_index": n.raft.LastIndex(),
+		})
+	})
+}
+
+func catalogVersion(st *fsm.State) uint64 {
+	if !st.Bootstrapped() {
+		return 0
+	}
+	return st.Catalog().Version()
+}
+
+// commandName is the proto name of the command's body, e.g. "split_range".
+func commandName(c *api.Command) string {
+	m := c.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("body")); fd != nil {
+		return string(fd.Name())
+	}
+	return ""
+}

@@ -1,0 +1,8 @@
+//go:build !jepsen
+
+package node
+
+import "net/http"
+
+// registerJepsenHandlers adds nothing to normal builds.
+func registerJepsenHandlers(*http.ServeMux, *Node) {}

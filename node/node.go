@@ -1,0 +1,390 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/scheduler"
+	"github.com/hotsplit/hotsplit/transport"
+)
+
+// MaxMessageSize bounds one gRPC message: a 4 MiB load report plus framing.
+const MaxMessageSize = 4<<20 + 64<<10
+
+// Node is one running hotsplit server.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	raft  *raft.Raft
+	fsm   *fsm.FSM
+	sched *scheduler.Scheduler
+	srv   *transport.Server
+	grpc  *grpc.Server
+	http  *http.Server
+	store *raftboltdb.BoltStore
+	clock *hlc.Clock
+
+	raftLn, grpcLn, httpLn net.Listener
+	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
+	// wrapper asks whether this node leads while an entry applies).
+	raftRef atomic.Pointer[raft.Raft]
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+	halted    chan struct{} // closed when Halt was called
+}
+
+// Start opens the data dir, starts raft, the leader duties, gRPC and HTTP,
+// and (for a fresh node) bootstraps or joins. It returns once the node
+// serves; it does not wait for a leader.
+func Start(cfg Config) (_ *Node, err error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("node config: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger.With("node_id", cfg.ID)
+	n := &Node{cfg: cfg, log: log, halted: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			n.closeListeners()
+			if n.store != nil {
+				n.store.Close()
+			}
+		}
+	}()
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		n.cfg.Registry = cfg.Registry
+	}
+	reg := cfg.Registry
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	installRaftMetrics()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
+	}
+	if err := n.listen(); err != nil {
+		return nil, err
+	}
+	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("open raft store in %s: %w", cfg.DataDir, err)
+	}
+	hlog := hclog.FromStandardLogger(slog.NewLogLogger(log.Handler(), slog.LevelInfo), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot store in %s: %w", cfg.DataDir, err)
+	}
+	var base raft.LogStore = n.store
+	if cfg.wrapLogStore != nil {
+		base = cfg.wrapLogStore(base)
+	}
+	logs := fatalLogStore{LogStore: base, halt: n.halt}
+	stable := fatalStableStore{StableStore: n.store, halt: n.halt}
+
+	dialer := cfg.Dialer
+	if dialer == nil {
+		dialer = defaultDialer(cfg.ID)
+	}
+	stream, err := newStreamLayer(n.raftLn, n.advertisedRaft(), dialer)
+	if err != nil {
+		return nil, err
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
+
+	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg)})
+	notify := make(chan bool, 16)
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hlog
+	rc.NotifyCh = notify
+	rc.BatchApplyCh = true
+	setIfPositive(&rc.HeartbeatTimeout, cfg.HeartbeatTimeout)
+	setIfPositive(&rc.ElectionTimeout, cfg.ElectionTimeout)
+	setIfPositive(&rc.LeaderLeaseTimeout, cfg.LeaderLeaseTimeout)
+	setIfPositive(&rc.CommitTimeout, cfg.CommitTimeout)
+	setIfPositive(&rc.SnapshotInterval, cfg.SnapshotInterval)
+	if cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = cfg.SnapshotThreshold
+	}
+	if cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
+	}
+	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
+	n.raft, err = raft.NewRaft(rc, wrapFSM(n.fsm, isLeader), logs, stable, snaps, trans)
+	if err != nil {
+		// e.g. every snapshot failed to restore: there is nothing safe to serve.
+		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, err)
+	}
+	n.raftRef.Store(n.raft)
+	if cfg.Bootstrap && !existing {
+		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
+		if err := n.raft.BootstrapCluster(boot).Error(); err != nil {
+			n.raft.Shutdown()
+			return nil, fmt.Errorf("bootstrap raft: %w", err)
+		}
+		log.Info("formed a new cluster", "raft_addr", n.advertisedRaft())
+	} else if cfg.Bootstrap {
+		log.Info("data dir holds raft state: not bootstrapping again")
+	}
+
+	n.clock = hlc.New(wrapClock(cfg.Clock))
+	self := &api.Member{NodeId: cfg.ID, GrpcAddr: n.advertisedGRPC(), RaftAddr: n.advertisedRaft(), SupportedVersion: fsm.SupportedVersion}
+	var boot *scheduler.BootstrapParams
+	if cfg.Bootstrap {
+		boot = &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
+	}
+	dialOpts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+	}
+	n.sched = scheduler.New(scheduler.Config{
+		Self: self, CeilingWindow: cfg.CeilingWindow, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
+		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
+			return n.srv.PeerAppliedIndex(ctx, m.GrpcAddr)
+		},
+	}, n.raft, n.fsm, n.clock, notify)
+	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Logger: log, Metrics: transport.NewMetrics(reg)})
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize), grpc.ChainUnaryInterceptor(n.srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(n.srv.StreamInterceptor()))
+	n.srv.Register(n.grpc)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.goRun(func() { n.sched.Run(ctx) })
+	n.goRun(func() {
+		if err := n.grpc.Serve(n.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			log.Error("grpc server stopped", "reason", err.Error())
+		}
+	})
+	if n.httpLn != nil {
+		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		n.goRun(func() {
+			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server stopped", "reason", err.Error())
+			}
+		})
+	}
+	n.goRun(func() { n.recordClusterID(ctx) })
+	// A fresh node joins; a node with state re-announces itself only to let
+	// the leader check it still belongs to that cluster.
+	if len(cfg.Join) > 0 && (!existing || n.knownClusterID() != "") {
+		n.goRun(func() { n.joinLoop(ctx, self) })
+	}
+	log.Info("node started", "raft_addr", n.advertisedRaft(), "grpc_addr", n.advertisedGRPC(), "http_addr", n.HTTPAddr(), "existing_state", existing)
+	return n, nil
+}
+
+func setIfPositive(dst *time.Duration, v time.Duration) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+func newClusterID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b[:])
+}
+
+func (n *Node) goRun(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+func (n *Node) listen() error {
+	var err error
+	if n.raftLn = n.cfg.RaftListener; n.raftLn == nil {
+		if n.raftLn, err = net.Listen("tcp", n.cfg.RaftAddr); err != nil {
+			return fmt.Errorf("raft listener on %s: %w", n.cfg.RaftAddr, err)
+		}
+	}
+	if n.grpcLn = n.cfg.GRPCListener; n.grpcLn == nil {
+		if n.grpcLn, err = net.Listen("tcp", n.cfg.GRPCAddr); err != nil {
+			return fmt.Errorf("grpc listener on %s: %w", n.cfg.GRPCAddr, err)
+		}
+	}
+	if n.httpLn = n.cfg.HTTPListener; n.httpLn == nil && n.cfg.HTTPAddr != "" {
+		if n.httpLn, err = net.Listen("tcp", n.cfg.HTTPAddr); err != nil {
+			return fmt.Errorf("http listener on %s: %w", n.cfg.HTTPAddr, err)
+		}
+	}
+	return nil
+}
+
+func (n *Node) closeListeners() {
+	for _, ln := range []net.Listener{n.raftLn, n.grpcLn, n.httpLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+func (n *Node) advertisedRaft() string {
+	if n.cfg.RaftAddr != "" && n.cfg.RaftListener == nil {
+		return n.cfg.RaftAddr
+	}
+	return n.raftLn.Addr().String()
+}
+
+func (n *Node) advertisedGRPC() string {
+	if n.cfg.GRPCAddr != "" && n.cfg.GRPCListener == nil {
+		return n.cfg.GRPCAddr
+	}
+	return n.grpcLn.Addr().String()
+}
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// GRPCAddr returns the address clients reach this node at.
+func (n *Node) GRPCAddr() string { return n.advertisedGRPC() }
+
+// RaftAddr returns the raft address peers reach this node at.
+func (n *Node) RaftAddr() string { return n.advertisedRaft() }
+
+// HTTPAddr returns the HTTP address, or "" when disabled.
+func (n *Node) HTTPAddr() string {
+	if n.httpLn == nil {
+		return ""
+	}
+	return n.httpLn.Addr().String()
+}
+
+// FSM returns the node's state machine (read side).
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Raft returns the node's raft instance.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// Scheduler returns the node's leader duties.
+func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
+
+// Halted is closed when the node stopped itself because it must not go on.
+func (n *Node) Halted() <-chan struct{} { return n.halted }
+
+// halt stops the node for good: a failed write to the log or stable store,
+// or an entry this build cannot apply (SPEC §12).
+func (n *Node) halt(err error) {
+	select {
+	case <-n.halted:
+		return
+	default:
+	}
+	close(n.halted)
+	n.log.Error("stopping: "+err.Error(), "reason", "halt")
+	if n.cfg.Halt == nil {
+		os.Exit(1)
+	}
+	n.cfg.Halt(err)
+	// The process goes on (a test or an embedder chose so): stop serving
+	// anyway. Asynchronously, because halt may run on a raft goroutine that
+	// Shutdown waits for.
+	go func() {
+		if n.grpc != nil {
+			n.grpc.Stop()
+		}
+		if n.raft != nil {
+			n.raft.Shutdown()
+		}
+	}()
+}
+
+// Close stops the node gracefully: a leader first hands leadership to a
+// caught-up follower (bounded), then gRPC drains, raft shuts down and the
+// store closes. Safe to call more than once.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() { n.closeErr = n.close(ctx) })
+	return n.closeErr
+}
+
+func (n *Node) close(ctx context.Context) error {
+	if n.raft.State() == raft.Leader && n.hasOtherVoters() {
+		if err := waitWithin(ctx, n.raft.LeadershipTransfer(), 5*time.Second); err != nil {
+			n.log.Warn("leadership transfer before shutdown failed", "reason", err.Error())
+		} else {
+			n.log.Info("handed leadership over before shutdown")
+		}
+	}
+	n.cancel()
+	stopped := make(chan struct{})
+	go func() { n.grpc.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(3 * time.Second):
+		n.grpc.Stop()
+	}
+	if n.http != nil {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		n.http.Shutdown(sctx)
+		cancel()
+	}
+	errs := []error{n.raft.Shutdown().Error()}
+	n.wg.Wait()
+	errs = append(errs, n.srv.Close(), n.store.Close())
+	n.closeListeners()
+	return errors.Join(errs...)
+}
+
+func (n *Node) hasOtherVoters() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			return true
+		}
+	}
+	return false
+}
+
+func waitWithin(ctx context.Context, f raft.Future, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

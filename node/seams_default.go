@@ -1,0 +1,16 @@
+//go:build !jepsen
+
+package node
+
+import (
+	"github.com/hashicorp/raft"
+
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/hlc"
+)
+
+// Normal builds have no fault seams: the clock is the clock and the FSM is
+// the FSM.
+func wrapClock(src hlc.Source) hlc.Source { return src }
+
+func wrapFSM(f *fsm.FSM, _ func() bool) raft.FSM { return f }
