@@ -1,0 +1,187 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/node"
+)
+
+// options are the parsed command line.
+type options struct {
+	node      node.Config
+	logLevel  slog.Level
+	logJSON   bool
+	dev       bool
+	devPorts  int
+	devDir    string
+	autoSplit autoSplitFlag
+}
+
+// autoSplitFlag remembers whether --autoSplit was given at all: only an
+// explicit value seeds or is compared with the replicated switch (SPEC §7).
+type autoSplitFlag struct {
+	set, value bool
+}
+
+func (f *autoSplitFlag) String() string   { return strconv.FormatBool(f.value) }
+func (f *autoSplitFlag) IsBoolFlag() bool { return true }
+func (f *autoSplitFlag) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false, got %q", s)
+	}
+	f.set, f.value = true, v
+	return nil
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("hotsplitd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	n := &o.node
+	fs.StringVar(&n.ID, "id", "", "node id, unique in the cluster and never reused")
+	fs.StringVar(&n.DataDir, "dataDir", "", "directory for the raft log, snapshots and the cluster id")
+	fs.StringVar(&n.RaftAddr, "raftAddr", "127.0.0.1:7000", "raft address (host:port), advertised to peers")
+	fs.StringVar(&n.GRPCAddr, "grpcAddr", "127.0.0.1:7001", "gRPC address (host:port) for clients and peers")
+	fs.StringVar(&n.HTTPAddr, "httpAddr", "127.0.0.1:7002", "HTTP address for /metrics, /healthz, /readyz, /debug/pprof/ (empty: off)")
+	fs.BoolVar(&n.Bootstrap, "bootstrap", false, "form a new cluster with this node as its only voter (ignored if the data dir holds state)")
+	join := fs.String("join", "", "comma-separated gRPC addresses of members to join through (a fresh data dir only)")
+	splits := fs.String("initialSplits", "", "comma-separated initial split keys for --bootstrap (Go escapes such as \\x00 allowed)")
+	fs.Uint64Var(&n.GroupID, "groupId", 1, "shard group of the initial routes")
+	fs.Var(&o.autoSplit, "autoSplit", "seed the automatic-split switch (SPEC §7): at bootstrap it sets it; later it applies only while no operator has set the switch")
+
+	cfg := &api.Config{}
+	n.BootstrapConfig = cfg
+	fs.Uint64Var(&cfg.Threshold, "autoSplitThreshold", 0, "weighted ops/min a route must reach (default 50000)")
+	u32(fs, &cfg.WriteWeight, "autoSplitWriteWeight", "weight of a write (default 4)")
+	u32(fs, &cfg.ReadWeight, "autoSplitReadWeight", "weight of a read (default 1)")
+	u32(fs, &cfg.CandidateWindows, "autoSplitCandidateWindows", "consecutive hot columns before a split (default 3)")
+	msDuration(fs, &cfg.CooldownMs, "autoSplitCooldown", "cooldown of a split's children (default 10m)")
+	u32(fs, &cfg.MaxSplitsPerCycle, "autoSplitMaxPerCycle", "split ops planned per column at most (default 1)")
+	u32(fs, &cfg.MaxAutoRoutes, "autoSplitMaxRoutes", "live routes the detector may grow the catalog to (default 1024)")
+	u32(fs, &cfg.TopKeyShareBp, "autoSplitTopKeyShare", "hot-key share of its route's load for isolation, basis points (default 8000)")
+	u32(fs, &cfg.Buckets, "autoSplitBuckets", "sub-buckets per route for the median split key, at most 256 (default 16)")
+	msDuration(fs, &cfg.StepMs, "autoSplitStep", "load column length (default 1m)")
+	msDuration(fs, &cfg.OpTtlMs, "autoSplitOpTTL", "a paused op older than this is aborted on enable (default: the cooldown)")
+
+	fs.DurationVar(&n.HeartbeatTimeout, "raftHeartbeatTimeout", 0, "raft heartbeat timeout (default raft's 1s)")
+	fs.DurationVar(&n.ElectionTimeout, "raftElectionTimeout", 0, "raft election timeout (default raft's 1s)")
+	fs.DurationVar(&n.LeaderLeaseTimeout, "raftLeaderLeaseTimeout", 0, "raft leader lease timeout (default raft's 500ms)")
+	fs.DurationVar(&n.CommitTimeout, "raftCommitTimeout", 0, "raft commit timeout (default raft's 50ms)")
+	fs.Uint64Var(&n.SnapshotThreshold, "raftSnapshotThreshold", 0, "log entries between snapshots (default raft's 8192)")
+	fs.DurationVar(&n.SnapshotInterval, "raftSnapshotInterval", 0, "how often to check whether to snapshot (default raft's 2m)")
+	fs.Uint64Var(&n.TrailingLogs, "raftTrailingLogs", 0, "log entries kept after a snapshot (default raft's 10240)")
+	fs.DurationVar(&n.CeilingWindow, "ceilingWindow", 0, "HLC fence window (default 1s)")
+
+	level := fs.String("logLevel", "info", "debug, info, warn or error")
+	fs.BoolVar(&o.logJSON, "logJSON", false, "log JSON lines instead of text")
+	fs.BoolVar(&o.dev, "dev", false, "run a three-node demo cluster in this process on loopback")
+	fs.IntVar(&o.devPorts, "devPorts", 0, "--dev: first of 9 consecutive ports (default: free ports)")
+	fs.StringVar(&o.devDir, "devDir", "", "--dev: data directory (default: a temporary one, removed at exit)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: hotsplitd [flags]\n\nRun one hotsplit node, or --dev for a demo cluster.\n\nExamples:\n"+
+			"  hotsplitd --dev\n"+
+			"  hotsplitd --id n1 --dataDir /var/lib/hotsplit --bootstrap --autoSplit\n"+
+			"  hotsplitd --id n2 --dataDir /var/lib/hotsplit --raftAddr 10.0.0.2:7000 --grpcAddr 10.0.0.2:7001 --join 10.0.0.1:7001\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		err := fmt.Errorf("unexpected arguments: %q", fs.Args())
+		fmt.Fprintln(stderr, "hotsplitd:", err)
+		return nil, err
+	}
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		fmt.Fprintln(stderr, "hotsplitd: logLevel:", err)
+		return nil, err
+	}
+	if *join != "" {
+		n.Join = strings.Split(*join, ",")
+	}
+	var err error
+	if n.InitialSplits, err = parseKeys(*splits); err != nil {
+		fmt.Fprintln(stderr, "hotsplitd: initialSplits:", err)
+		return nil, err
+	}
+	if o.autoSplit.set {
+		v := o.autoSplit.value
+		n.AutoSplit = &v
+	}
+	n.Logger = newLogger(os.Stderr, o.logLevel, o.logJSON)
+	if !o.dev {
+		if err := requireNodeFlags(n); err != nil {
+			fmt.Fprintln(stderr, "hotsplitd:", err)
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func requireNodeFlags(n *node.Config) error {
+	var errs []error
+	if n.ID == "" {
+		errs = append(errs, errors.New("--id is required"))
+	}
+	if n.DataDir == "" {
+		errs = append(errs, errors.New("--dataDir is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// parseKeys splits a comma-separated key list, interpreting Go escapes.
+func parseKeys(s string) ([][]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out [][]byte
+	for i, part := range strings.Split(s, ",") {
+		k, err := strconv.Unquote(`"` + strings.ReplaceAll(part, `"`, `\"`) + `"`)
+		if err != nil {
+			return nil, fmt.Errorf("key %d %q: %w", i, part, err)
+		}
+		out = append(out, []byte(k))
+	}
+	return out, nil
+}
+
+func newLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if json {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// u32 and msDuration register flags that fill api.Config fields.
+func u32(fs *flag.FlagSet, dst *uint32, name, usage string) {
+	fs.Func(name, usage, func(s string) error {
+		v, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a non-negative integer, got %q", s)
+		}
+		*dst = uint32(v)
+		return nil
+	})
+}
+
+func msDuration(fs *flag.FlagSet, dst *uint64, name, usage string) {
+	fs.Func(name, usage, func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want a positive duration such as 500ms or 10m, got %q", s)
+		}
+		*dst = uint64(d.Milliseconds())
+		return nil
+	})
+}

@@ -1,0 +1,29 @@
+// Command hotsplitd runs one hotsplit control-plane node, or with --dev a
+// whole three-node demo cluster in one process.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if err != nil {
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if opts.dev {
+		err = runDev(ctx, opts, os.Stdout)
+	} else {
+		err = runNode(ctx, opts)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hotsplitd:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinaries builds hotsplitd and hotsplitctl (without -race) once per
+// test binary into a temp dir.
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+func binaries(t *testing.T) (hotsplitd, hotsplitctl string) {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "hotsplit-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, pkg := range []string{"hotsplitd", "hotsplitctl"} {
+			cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, pkg), "../"+pkg)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, "hotsplitd"), filepath.Join(binDir, "hotsplitctl")
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// proc is one hotsplitd process with a fixed identity and data dir.
+type proc struct {
+	id, dataDir, raft, grpc, http string
+	args                          []string
+	cmd                           *exec.Cmd
+	logPath                       string
+	exited                        chan error
+}
+
+func (p *proc) start(t *testing.T, bin string) {
+	t.Helper()
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--id", p.id, "--dataDir", p.dataDir, "--raftAddr", p.raft, "--grpcAddr", p.grpc, "--httpAddr", p.http,
+		"--raftHeartbeatTimeout", "200ms", "--raftElectionTimeout", "200ms", "--raftLeaderLeaseTimeout", "100ms"}, p.args...)
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.exited = make(chan error, 1)
+	go func() { p.exited <- p.cmd.Wait(); logf.Close() }()
+}
+
+func (p *proc) kill9(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not die", p.id)
+	}
+}
+
+func (p *proc) stop() {
+	if p.cmd == nil || p.cmd.ProcessState != nil {
+		return
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// ctl runs hotsplitctl against endpoints and returns stdout.
+func ctl(t *testing.T, bin, endpoints string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--endpoints", endpoints, "--timeout", "3s"}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("hotsplitctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
+	}
+	return out.String(), nil
+}
+
+func eventually(t *testing.T, d time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v still not %s: %v", d, what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type jsonRoutes struct {
+	Routes []struct {
+		RouteID string `json:"route_id"`
+		Start   string `json:"start"`
+		End     string `json:"end"`
+	} `json:"routes"`
+	Read struct {
+		CatalogVersion string `json:"catalog_version"`
+	} `json:"read"`
+}
+
+func TestIntegrationProcessCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds and runs hotsplitd processes")
+	}
+	hotsplitd, hotsplitctl := binaries(t)
+	dir := t.TempDir()
+	procs := map[string]*proc{}
+	var ids []string
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("n%d", i)
+		ids = append(ids, id)
+		procs[id] = &proc{id: id, dataDir: filepath.Join(dir, id), raft: freePort(t), grpc: freePort(t), http: freePort(t), logPath: filepath.Join(dir, id+".log")}
+	}
+	procs["n1"].args = []string{"--bootstrap"}
+	procs["n2"].args = []string{"--join", procs["n1"].grpc}
+	procs["n3"].args = []string{"--join", procs["n1"].grpc}
+	t.Cleanup(func() {
+		for _, id := range ids {
+			procs[id].stop()
+		}
+		if t.Failed() {
+			for _, id := range ids {
+				b, _ := os.ReadFile(procs[id].logPath)
+				t.Logf("--- %s log ---\n%s", id, b)
+			}
+		}
+	})
+	for _, id := range ids {
+		procs[id].start(t, hotsplitd)
+	}
+	all := strings.Join([]string{procs["n1"].grpc, procs["n2"].grpc, procs["n3"].grpc}, ",")
+
+	eventually(t, 30*time.Second, "three voters", func() error {
+		out, err := ctl(t, hotsplitctl, all, "cluster", "members", "-o", "json")
+		if err != nil {
+			return err
+		}
+		if c := strings.Count(out, `"voter"`); c != 3 {
+			return fmt.Errorf("%d voters in %s", c, out)
+		}
+		return nil
+	})
+	leader := func() string {
+		out, err := ctl(t, hotsplitctl, all, "cluster", "leader", "-o", "json")
+		if err != nil {
+			return ""
+		}
+		var l struct {
+			LeaderID string `json:"leader_id"`
+		}
+		json.Unmarshal([]byte(out), &l)
+		return l.LeaderID
+	}
+	var lead string
+	eventually(t, 10*time.Second, "a leader", func() error {
+		if lead = leader(); lead == "" {
+			return fmt.Errorf("no leader")
+		}
+		return nil
+	})
+	var follower string
+	for _, id := range ids {
+		if id != lead {
+			follower = id
+			break
+		}
+	}
+	splitVia := func(endpoint, key string) error {
+		out, err := ctl(t, hotsplitctl, endpoint, "routes", "get", key, "-o", "json")
+		if err != nil {
+			return err
+		}
+		var r struct {
+			Route struct {
+				RouteID string `json:"route_id"`
+			} `json:"route"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil || r.Route.RouteID == "" {
+			return fmt.Errorf("routes get %s: %v: %s", key, err, out)
+		}
+		_, err = ctl(t, hotsplitctl, endpoint, "split", r.Route.RouteID, key)
+		return err
+	}
+	if err := splitVia(procs[follower].grpc, "m"); err != nil {
+		t.Fatalf("split via follower %s: %v", follower, err)
+	}
+
+	procs[lead].kill9(t)
+	killed := time.Now()
+	var survivor string
+	for _, id := range ids {
+		if id != lead {
+			survivor = id
+		}
+	}
+	eventually(t, 5*time.Second, "a split through another endpoint", func() error { return splitVia(procs[survivor].grpc, "t") })
+	t.Logf("split through %s succeeded %v after kill -9 of leader %s", survivor, time.Since(killed).Round(time.Millisecond), lead)
+
+	procs[lead].start(t, hotsplitd)
+	eventually(t, 20*time.Second, "the same catalog on every node", func() error {
+		var first string
+		for _, id := range ids {
+			out, err := ctl(t, hotsplitctl, procs[id].grpc, "routes", "list", "--consistency", "stale", "-o", "json")
+			if err != nil {
+				return err
+			}
+			var r jsonRoutes
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				return fmt.Errorf("%s: %v: %s", id, err, out)
+			}
+			if r.Read.CatalogVersion != "3" || len(r.Routes) != 3 {
+				return fmt.Errorf("%s at version %s with %d routes", id, r.Read.CatalogVersion, len(r.Routes))
+			}
+			b, _ := json.Marshal(r.Routes)
+			if first == "" {
+				first = string(b)
+			} else if string(b) != first {
+				return fmt.Errorf("%s routes %s differ from %s", id, b, first)
+			}
+		}
+		return nil
+	})
+}
