@@ -191,7 +191,11 @@ func (a *app) transferCmd() *cobra.Command {
 			if a.json() {
 				return writeJSON(a.out, resp)
 			}
-			_, err = fmt.Fprintf(a.out, "leadership transferred to %s\n", orDash(resp.GetLeaderId()))
+			if resp.GetLeaderId() == "" {
+				_, err = fmt.Fprintln(a.out, "leadership transfer started; the new leader is not known yet (see 'hotsplitctl cluster leader')")
+				return err
+			}
+			_, err = fmt.Fprintf(a.out, "leadership transferred to %s\n", resp.GetLeaderId())
 			return err
 		},
 	}

@@ -105,6 +105,11 @@ func TestClusterLeaderJoinRemoveTransfer(t *testing.T) {
 	if to := f.last("TransferLeadership").(*api.TransferLeadershipRequest).GetToNodeId(); to != "n2" {
 		t.Errorf("transfer sent %q", to)
 	}
+	f.set("TransferLeadership", &api.TransferLeadershipResponse{})
+	if r := ctl(t, f, "cluster", "transfer"); !strings.HasPrefix(r.stdout, "leadership transfer started; the new leader is not known yet") {
+		t.Errorf("transfer without a known leader: %q", r.stdout)
+	}
+	f.set("TransferLeadership", &api.TransferLeadershipResponse{LeaderId: "n2"})
 	r = ctl(t, f, "cluster", "transfer", "-o", "json")
 	if got := compactJSON(t, r.stdout); got != `{"leader_id":"n2"}` {
 		t.Errorf("transfer json %s", got)
