@@ -51,7 +51,7 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 	tried := map[string]bool{}
 	for attempt := 1; ; attempt++ {
 		tried[addr] = true
-		resp, err, sent := tryOnce(ctx, c, addr, fn)
+		resp, sent, err := tryOnce(ctx, c, addr, fn)
 		if err == nil {
 			return resp, nil
 		}
@@ -90,27 +90,27 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 
 // tryOnce makes one attempt at addr. sent is false when the connection never
 // became ready, so nothing left this process.
-func tryOnce[T any](ctx context.Context, c *Client, addr string, fn func(context.Context, grpc.ClientConnInterface) (T, error)) (resp T, err error, sent bool) {
+func tryOnce[T any](ctx context.Context, c *Client, addr string, fn func(context.Context, grpc.ClientConnInterface) (T, error)) (resp T, sent bool, err error) {
 	ec, err := c.conn(addr)
 	if err != nil {
-		return resp, err, false
+		return resp, false, err
 	}
 	if err := c.ready(ctx, ec); err != nil {
 		if errors.Is(err, ErrClosed) {
-			return resp, err, false
+			return resp, false, err
 		}
-		return resp, unreachable(addr, err), false
+		return resp, false, unreachable(addr, err)
 	}
 	resp, err = fn(ctx, ec.cc)
-	return resp, err, true
+	return resp, true, err
 }
 
 // ready waits, at most DialTimeout, until ec's connection is READY. A
 // connection in TRANSIENT_FAILURE fails at once with the last dial error, and
 // is told to reconnect now rather than after gRPC's own backoff, so that the
 // next attempt (after ours) sees a fresh result.
-func (c *Client) ready(ctx context.Context, ec *endpointConn) error {
-	ctx, cancel := context.WithTimeout(ctx, c.dialTimeout)
+func (c *Client) ready(parent context.Context, ec *endpointConn) error {
+	ctx, cancel := context.WithTimeout(parent, c.dialTimeout)
 	defer cancel()
 	for {
 		s := ec.cc.GetState()
@@ -131,6 +131,9 @@ func (c *Client) ready(ctx context.Context, ec *endpointConn) error {
 		if !ec.cc.WaitForStateChange(ctx, s) {
 			if err := ec.lastDialErr(); err != nil {
 				return err
+			}
+			if parent.Err() != nil {
+				return fmt.Errorf("no connection before the call's deadline (state %s)", s)
 			}
 			return fmt.Errorf("no connection within %v (state %s)", c.dialTimeout, s)
 		}

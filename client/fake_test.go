@@ -38,7 +38,9 @@ type fakeNode struct {
 	splits   []*api.SplitRangeRequest
 }
 
-func startFake(t *testing.T, f *fakeNode) *fakeNode {
+func startFake(t *testing.T, f *fakeNode) *fakeNode { return startFakeB(t, f) }
+
+func startFakeB(t testing.TB, f *fakeNode) *fakeNode {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
