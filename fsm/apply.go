@@ -35,7 +35,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 
 	res := &Result{Index: l.Index}
 	rid := cmd.GetRequestId()
-	if prev, ok := cur.requests.get(rid); rid != "" && ok {
+	if prev, ok := lookupRequest(cur, rid); ok {
 		res.CommandResult, res.Duplicate = prev.GetResult(), true
 	} else {
 		res.CommandResult = a.dispatch()
@@ -50,6 +50,13 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	f.publish(&ns)
 	f.m.applied(kind, t0)
 	return res
+}
+
+func lookupRequest(s *State, rid string) (*api.RequestRecord, bool) {
+	if rid == "" {
+		return nil, false
+	}
+	return s.requests.get(rid)
 }
 
 // halted stops the process (or, in tests, reports) and returns a result

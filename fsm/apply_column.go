@@ -61,7 +61,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: p.RouteID, OpId: op.GetOpId(),
 			Origin: op.GetOrigin(), Reason: api.Reason_REASON_PLANNED, Score: p.Score, SplitKeys: op.GetSplitKeys()})
 		a.f.m.opPlanned()
-		a.f.log.Info("fsm: op planned", "op_id", op.GetOpId(), "route_id", p.RouteID, "split_origin", op.GetOrigin().String(),
+		a.f.log.Info("fsm: op planned", "op_id", op.GetOpId(), "route_id", p.RouteID, "split_origin", originLabel(op.GetOrigin()),
 			"score", p.Score, "consecutive_over", p.Explanation.ConsecutiveOver, "steps", len(p.Keys))
 	}
 	a.recordSkips(col, det)
@@ -197,20 +197,22 @@ func (a *applier) recordSkips(col detector.Column, det *detector.State) {
 		}
 		d := &api.Decision{Kind: kind, RouteId: id, Reason: reason, Origin: api.SplitOrigin(e.Origin), Score: e.Score, SplitKeys: e.SplitKeys}
 		if e.IsolationReason != detector.ReasonUnspecified {
-			d.Detail = "isolation not used: " + api.Reason(e.IsolationReason).String()
+			d.Detail = "isolation not used: " + reasonLabel(api.Reason(e.IsolationReason))
 		}
 		a.decide(d)
-		a.f.log.Info("fsm: route not split", "route_id", id, "reason", reason.String(), "score", e.Score,
-			"consecutive_over", e.ConsecutiveOver, "decision", kind.String())
+		a.f.log.Info("fsm: route not split", "route_id", id, "reason", reasonLabel(reason), "score", e.Score,
+			"consecutive_over", e.ConsecutiveOver, "suppressed", kind == api.DecisionKind_DECISION_KIND_SUPPRESSED)
 	}
 }
 
 // skipKind classifies an explanation: SUPPRESSED when the switch held back
-// an eligible route, DECLINED for every other reason a route was not
-// planned, nothing for counting and planned routes.
+// an eligible route, DECLINED for every other reason a hot route was not
+// planned (no split key, a guardrail, cooldown, not ACTIVE, …), nothing
+// for a route still counting, planned, or waiting for its live op (the op
+// is the decision).
 func skipKind(r detector.Reason) api.DecisionKind {
 	switch r {
-	case detector.ReasonUnspecified, detector.ReasonPlanned, detector.ReasonCounting:
+	case detector.ReasonUnspecified, detector.ReasonPlanned, detector.ReasonCounting, detector.ReasonInLiveOp:
 		return api.DecisionKind_DECISION_KIND_UNSPECIFIED
 	case detector.ReasonSuppressedDisable:
 		return api.DecisionKind_DECISION_KIND_SUPPRESSED

@@ -203,7 +203,7 @@ func (a *applier) stepApplied(op *api.Op, next *catalog.Catalog, children [2]*ca
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_SPLIT_APPLIED, RouteId: parent, OpId: n.GetOpId(),
 		Origin: n.GetOrigin(), Score: n.GetScore(), SplitKeys: [][]byte{n.GetSplitKeys()[n.NextStep-2]}})
 	a.f.m.split(n.GetOrigin())
-	a.f.log.Info("fsm: op step applied", "op_id", n.GetOpId(), "route_id", parent, "split_origin", n.GetOrigin().String(),
+	a.f.log.Info("fsm: op step applied", "op_id", n.GetOpId(), "route_id", parent, "split_origin", originLabel(n.GetOrigin()),
 		"score", n.GetScore(), "step", n.NextStep-1, "catalog_version", next.Version(), "commit_hlc", commit)
 	if n.State == api.OpState_OP_STATE_DONE {
 		a.retireFinished()
