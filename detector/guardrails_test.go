@@ -156,6 +156,12 @@ func TestGuardrails(t *testing.T) {
 			plans:   []uint64{3},
 		},
 		{
+			name:    "after the budget is used a route without a split key still says no_split_key",
+			rows:    []Row{medRow(2, 30_000), bareRow(3, 20_000), medRow(4, 15_000)},
+			reasons: map[uint64]Reason{2: ReasonPlanned, 3: ReasonNoSplitKey, 4: ReasonBudgetExhausted},
+			plans:   []uint64{2},
+		},
+		{
 			name:    "budget 1: the highest score is planned, the rest budget_exhausted",
 			rows:    []Row{medRow(2, 15_000), medRow(3, 20_000), medRow(4, 17_000)},
 			reasons: map[uint64]Reason{2: ReasonBudgetExhausted, 3: ReasonPlanned, 4: ReasonBudgetExhausted},

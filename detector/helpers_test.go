@@ -38,8 +38,14 @@ func newCatalog(t testing.TB, splits ...string) *catalog.Catalog {
 	return c
 }
 
+// fataler is what test helpers need of a *testing.T or a *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
 // withStates returns c with the given routes in the given states.
-func withStates(t testing.TB, c *catalog.Catalog, states map[uint64]catalog.RouteState) *catalog.Catalog {
+func withStates(t fataler, c *catalog.Catalog, states map[uint64]catalog.RouteState) *catalog.Catalog {
 	t.Helper()
 	if len(states) == 0 {
 		return c

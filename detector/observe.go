@@ -120,7 +120,9 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	if row != nil {
 		score = perMinute(weighted(row.Reads, row.Writes, o.cfg), o.durMs)
 	}
-	hot := score >= o.cfg.Threshold
+	// An absent route has no load and no evidence: never hot, even under a
+	// zero threshold (which Config.Validate refuses).
+	hot := row != nil && score >= o.cfg.Threshold
 	if prev == nil && !hot {
 		return // cold and untracked: nothing to remember
 	}

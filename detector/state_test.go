@@ -447,3 +447,14 @@ func TestObserveModifiesNoInput(t *testing.T) {
 }
 
 func deepDump(v any) string { return fmt.Sprintf("%+v", v) }
+
+// TestNilCatalogKnowsNoRoute: without a catalog no route exists, so every
+// entry goes and nothing is planned.
+func TestNilCatalogKnowsNoRoute(t *testing.T) {
+	cfg := DefaultConfig()
+	s := eligibleState(t, cfg, 1, 2)
+	got, plans := Observe(Input{Config: cfg, Enabled: true}, s, column(hot(1), hot(2)))
+	if got.Len() != 0 || plans != nil {
+		t.Fatalf("nil catalog: %s", dump(got, plans))
+	}
+}

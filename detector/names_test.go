@@ -1,0 +1,57 @@
+package detector
+
+import (
+	"strings"
+	"testing"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// TestNamesMatchTheAPI: the numeric values and the names (as metric labels
+// and log values) are the api enums', so the FSM can convert by number.
+func TestNamesMatchTheAPI(t *testing.T) {
+	for v, name := range api.Reason_name {
+		want := strings.ToLower(strings.TrimPrefix(name, "REASON_"))
+		if got := Reason(v).String(); got != want {
+			t.Errorf("Reason(%d) = %q, api says %q", v, got, want)
+		}
+	}
+	for v, name := range api.SplitOrigin_name {
+		want := strings.ToLower(strings.TrimPrefix(name, "SPLIT_ORIGIN_"))
+		if got := Origin(v).String(); got != want {
+			t.Errorf("Origin(%d) = %q, api says %q", v, got, want)
+		}
+	}
+	if len(api.Reason_name) != len(reasonNames) || len(api.SplitOrigin_name) != len(originNames) {
+		t.Errorf("%d reasons and %d origins here, %d and %d in the api",
+			len(reasonNames), len(originNames), len(api.Reason_name), len(api.SplitOrigin_name))
+	}
+	if got := Reason(99).String(); got != "reason(99)" {
+		t.Errorf("Reason(99) = %q", got)
+	}
+	if got := Origin(-1).String(); got != "origin(-1)" {
+		t.Errorf("Origin(-1) = %q", got)
+	}
+}
+
+func TestShareEdges(t *testing.T) {
+	cases := []struct {
+		part  uint64
+		total u128
+		want  uint32
+	}{
+		{0, u128{}, 0},
+		{5, u128{}, 10_000},
+		{3, u128{0, 3}, 10_000},
+		{9, u128{0, 3}, 10_000},
+		{1, u128{0, 3}, 3333},
+		{2, u128{0, 3}, 6666},
+		{^uint64(0), u128{1, 0}, 9999},
+		{1, u128{1, 0}, 0},
+	}
+	for _, tc := range cases {
+		if got := shareBP(tc.part, tc.total); got != tc.want {
+			t.Errorf("shareBP(%d, %v) = %d, want %d", tc.part, tc.total, got, tc.want)
+		}
+	}
+}
