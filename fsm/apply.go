@@ -30,7 +30,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	ns := *cur
 	ns.index = l.Index
 	ns.lastHLC = max(cur.lastHLC, cmd.GetHlc())
-	a := &applier{f: f, s: &ns, cmd: cmd, index: l.Index, prevHLC: cur.lastHLC, nowHLC: ns.lastHLC, now: hlc.Physical(ns.lastHLC)}
+	a := &applier{f: f, s: &ns, cmd: cmd, prevHLC: cur.lastHLC, nowHLC: ns.lastHLC, now: hlc.Physical(ns.lastHLC)}
 	kind := commandKind(cmd)
 
 	res := &Result{Index: l.Index}
@@ -75,7 +75,6 @@ type applier struct {
 	f     *FSM
 	s     *State
 	cmd   *api.Command
-	index uint64
 	// prevHLC is last_hlc before this entry (the fence); nowHLC is
 	// max(entry hlc, prevHLC) and now its physical part in ms.
 	prevHLC, nowHLC, now uint64

@@ -16,14 +16,8 @@ import (
 	"github.com/hotsplit/hotsplit/detector"
 )
 
-const (
-	// maxOpSteps is the most split keys an op can have (a compound
-	// isolation).
-	maxOpSteps = 2
-	// maxPrealloc bounds how far a header's route count is trusted for
-	// preallocation.
-	maxPrealloc = 1 << 20
-)
+// maxOpSteps is the most split keys an op can have (a compound isolation).
+const maxOpSteps = 2
 
 // snapshotLimits are the local bounds of the replicated tables; a snapshot
 // holding more than them came from a replica configured differently.
@@ -80,8 +74,9 @@ func decodeSnapshot(br *bufio.Reader, lim snapshotLimits) (*State, error) {
 	if core.GetCatalog() == nil && nRoutes != 0 {
 		return nil, fmt.Errorf("%d routes in a snapshot that is not bootstrapped", nRoutes)
 	}
-	// Preallocation trusts the header only up to a bound.
-	routes := make([]*api.RouteDescriptor, 0, min(nRoutes, maxPrealloc))
+	// The header's count is trusted for one page only; beyond that the
+	// slice grows with the pages actually read.
+	routes := make([]*api.RouteDescriptor, 0, min(nRoutes, routePage))
 	for uint64(len(routes)) < nRoutes {
 		page := &api.CatalogSnapshot{}
 		if err := fr.readRoutes(page); err != nil {

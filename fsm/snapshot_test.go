@@ -306,3 +306,36 @@ func TestRestoreUnknownFieldInRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The snapshot goes through raft's FileSnapshotStore (which adds its CRC
+// and finalizes on Close) and back.
+func TestFileSnapshotStoreRoundTrip(t *testing.T) {
+	h := richState(t)
+	store, err := raft.NewFileSnapshotStore(t.TempDir(), 1, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink, err := store.Create(raft.SnapshotVersionMax, h.state().Index(), 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := h.f.Snapshot()
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	metas, err := store.List()
+	if err != nil || len(metas) != 1 {
+		t.Fatalf("list: %v %v", metas, err)
+	}
+	_, rc, err := store.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newQuiet(Options{})
+	if err := f.Restore(rc); err != nil {
+		t.Fatal(err)
+	}
+	if f.State().Hash() != h.state().Hash() {
+		t.Fatal("hash differs after FileSnapshotStore round trip")
+	}
+}
