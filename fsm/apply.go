@@ -72,9 +72,9 @@ func (f *FSM) halted(index uint64, err error) *Result {
 // replace its fields, never modify what they point to, and write nothing
 // before they have decided to succeed (or to make a documented change).
 type applier struct {
-	f     *FSM
-	s     *State
-	cmd   *api.Command
+	f   *FSM
+	s   *State
+	cmd *api.Command
 	// prevHLC is last_hlc before this entry (the fence); nowHLC is
 	// max(entry hlc, prevHLC) and now its physical part in ms.
 	prevHLC, nowHLC, now uint64
