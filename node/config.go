@@ -12,6 +12,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -89,8 +90,8 @@ func (c *Config) validate() error {
 		}
 	}
 	for _, a := range c.Join {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			errs = append(errs, fmt.Errorf("join: %q is not host:port", a))
+		if err := client.ValidateEndpoint(a); err != nil {
+			errs = append(errs, fmt.Errorf("join: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -2,33 +2,39 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
 )
 
-// joinLoop asks the given members to add this node until one accepts,
-// following leader hints and backing off. A permanent refusal (id in use,
-// another cluster) stops the node with one clear log line.
+// joinLoop asks the given members to add this node until one accepts (the
+// client follows leader hints and retries what is safe). A permanent
+// refusal (id in use, another cluster, bad request) stops the node with one
+// clear log line.
 func (n *Node) joinLoop(ctx context.Context, self *api.Member) {
+	cl, err := client.New(client.Config{Endpoints: n.cfg.Join, Logger: n.log})
+	if err != nil {
+		n.halt(fmt.Errorf("join: %w", err))
+		return
+	}
+	defer cl.Close()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := n.tryJoin(ctx, self)
+		_, err := cl.Join(ctx, &api.JoinRequest{NodeId: self.NodeId, RaftAddr: self.RaftAddr, GrpcAddr: self.GrpcAddr, SupportedVersion: self.SupportedVersion, ClusterId: n.knownClusterID()})
 		if err == nil {
 			n.log.Info("joined the cluster", "attempts", attempt)
 			return
 		}
-		if c := status.Code(errors.Unwrap(err)); c == codes.AlreadyExists || c == codes.FailedPrecondition || c == codes.InvalidArgument {
+		switch status.Code(err) {
+		case codes.AlreadyExists, codes.FailedPrecondition, codes.InvalidArgument:
 			n.halt(fmt.Errorf("join refused: %w", err))
 			return
 		}
@@ -42,34 +48,6 @@ func (n *Node) joinLoop(ctx context.Context, self *api.Member) {
 		}
 		backoff = min(backoff*2, 2*time.Second)
 	}
-}
-
-func (n *Node) tryJoin(ctx context.Context, self *api.Member) error {
-	targets := append([]string(nil), n.cfg.Join...)
-	var last error
-	for i := 0; i < len(targets) && i < 8; i++ {
-		cc, err := grpc.NewClient(targets[i], grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			last = err
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = api.NewClusterClient(cc).Join(cctx, &api.JoinRequest{NodeId: self.NodeId, RaftAddr: self.RaftAddr, GrpcAddr: self.GrpcAddr, SupportedVersion: self.SupportedVersion, ClusterId: n.knownClusterID()})
-		cancel()
-		cc.Close()
-		if err == nil {
-			return nil
-		}
-		last = fmt.Errorf("via %s: %w", targets[i], err)
-		if st, ok := status.FromError(err); ok {
-			for _, d := range st.Details() {
-				if h, ok := d.(*api.LeaderHint); ok && h.LeaderGrpcAddr != "" {
-					targets = append(targets, h.LeaderGrpcAddr)
-				}
-			}
-		}
-	}
-	return last
 }
 
 // clusterIDFile remembers which cluster this data dir belongs to, so a

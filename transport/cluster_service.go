@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -183,11 +184,20 @@ func (c *clusterServer) TransferLeadership(ctx context.Context, req *api.Transfe
 	if err := waitRaft(ctx, f); err != nil {
 		return nil, unavailable(c.s.leaderHint(), "leadership transfer: %v", err)
 	}
+	// Raft returns once the target won; this node may learn the new
+	// leader's id a moment later. Wait briefly so the answer names it.
 	resp := &api.TransferLeadershipResponse{}
-	if hint := c.s.leaderHint(); hint != nil {
-		resp.LeaderId = hint.LeaderId
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if _, id := c.s.cfg.Raft.LeaderWithID(); id != "" && string(id) != c.s.cfg.NodeID {
+			resp.LeaderId = string(id)
+			return resp, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return resp, nil
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	return resp, nil
 }
 
 func waitRaft(ctx context.Context, f raft.Future) error {

@@ -3,6 +3,7 @@ package transport
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -61,7 +62,11 @@ func resultError(res *api.CommandResult, requestID string) error {
 	default:
 		code = codes.FailedPrecondition
 	}
-	return statusWith(code, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil, fmt.Sprintf("%s: %s", res.GetCode(), res.GetMessage()))
+	msg := res.GetMessage()
+	if msg == "" {
+		msg = strings.ToLower(strings.TrimPrefix(res.GetCode().String(), "RESULT_CODE_"))
+	}
+	return statusWith(code, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil, msg)
 }
 
 // membershipError maps scheduler membership errors.
