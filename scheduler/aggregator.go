@@ -1,0 +1,627 @@
+package scheduler
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+)
+
+// Defaults of AggregatorConfig.
+const (
+	DefaultBelowThresholdRows = 64
+	DefaultSeenSteps          = 3
+)
+
+const (
+	// maxOpenColumns bounds the windows a term holds open at once. Windows
+	// lie between the last committed column and two steps past the wall
+	// clock, and any window whose grace has passed commits at once, so only
+	// a backlog resent after an outage comes near it; past it a report is
+	// refused with ErrReportBacklog and resent.
+	maxOpenColumns = 8
+	// recentCommitted is how many of its own committed columns a term
+	// remembers, to acknowledge a resend after a lost answer as committed
+	// rather than late.
+	recentCommitted = 8
+	// maxLoopWait caps every sleep of the commit loop, so a jump of the wall
+	// clock is noticed within it.
+	maxLoopWait = time.Second
+	// retryMin and retryMax bound the backoff between proposals of a column
+	// whose proposal failed while the term goes on.
+	retryMin = 50 * time.Millisecond
+	retryMax = time.Second
+	// reportMargin is added to step + grace to bound how long Report waits.
+	reportMargin = time.Second
+)
+
+// AggregatorConfig configures an Aggregator. Zero values take the defaults.
+type AggregatorConfig struct {
+	Logger *slog.Logger
+	// Metrics receives the hotsplit_columns_* metrics; nil records none.
+	Metrics prometheus.Registerer
+	// Now reads the leader's wall clock (default time.Now). It decides
+	// when a window has closed, when its grace has passed and whether a
+	// report is too far in the future; tests inject it.
+	Now func() time.Time
+	// BelowThresholdRows is how many rows under the threshold a committed
+	// column keeps for display (default 64).
+	BelowThresholdRows int
+	// SeenSteps is how many steps a reporter counts as seen recently after
+	// the last window it reported (default 3): a column waits for every
+	// reporter seen recently before its grace period ends.
+	SeenSteps int
+}
+
+// ColumnProposer is the proposer as the aggregator needs it (the
+// scheduler's *Proposer satisfies it).
+type ColumnProposer interface {
+	Propose(ctx context.Context, cmd *api.Command) (*fsm.Result, error)
+}
+
+// Aggregator assembles the cluster-wide load columns on the leader (SPEC
+// §8): it takes every reporter's closed columns through Report, merges one
+// column per window, and commits it as an ObserveColumn entry through the
+// single proposer, in increasing window order.
+//
+// Exactly once. A reporter's contribution to a window, (reporter, window),
+// is merged at most once per term (the open column records its reporters;
+// a resend only waits for the outcome), and at most one ObserveColumn per
+// window ever applies: the FSM refuses a column that does not start at or
+// after the last committed column's end (STALE_COLUMN). A contribution is
+// acknowledged as counted only when an entry holding it is known to have
+// applied: this term's proposal returned OK for it, or the FSM's last column
+// is that window and lists the reporter. Everything else that can no longer
+// be counted — a window already committed without it, a column the FSM
+// refused — is acknowledged as late (dropped). Nothing else is
+// acknowledged: a failed or unknown proposal keeps the column open and
+// retries it (the FSM settles a duplicate), and when the term ends every
+// waiting contribution fails with ErrNotLeader; the reporter resends to the
+// next leader, whose state after its barrier says what happened.
+//
+// Concurrency: Report is safe for concurrent use and may be called at any
+// time; it answers ErrNotLeader while no term runs. RunTerm runs one term;
+// calls must not overlap (the scheduler runs one term at a time). Open
+// columns and the reporters seen are guarded by mu; a sealed column's sum is
+// read-only and read by the committer without it.
+type Aggregator struct {
+	prop      ColumnProposer
+	fsm       *fsm.FSM
+	log       *slog.Logger
+	m         *aggregatorMetrics
+	now       func() time.Time
+	belowRows int
+	seenSteps uint64
+
+	mu   sync.Mutex
+	term *aggTerm // nil while no term runs
+}
+
+// aggTerm is the state of one leadership term; it dies with the term.
+type aggTerm struct {
+	wake    chan struct{} // capacity 1: something changed, re-check the head column
+	startMs uint64        // wall clock at the start of the term
+
+	// Guarded by Aggregator.mu.
+	open map[uint64]*openColumn // by window start
+	// lastWindow is the highest window each reporter reported, seeded with
+	// the FSM's last column reporters: whom a column waits for.
+	lastWindow map[string]uint64
+	// doneAtMs is the end of the last window this term settled by commit
+	// or refusal: a window starting before it can no longer be committed.
+	doneAtMs uint64
+	recent   []committedColumn // this term's last commits, oldest first
+}
+
+type committedColumn struct {
+	windowStartMs uint64
+	reporters     []string // sorted
+}
+
+// openColumn is one window being assembled. done is closed once the column
+// is settled; result is written before that and read only after it.
+type openColumn struct {
+	sum      *columnSum
+	sealed   bool // handed to the committer: no more merging
+	attempts int
+	retryAt  time.Time
+	done     chan struct{}
+	result   columnResult
+}
+
+// columnResult is how a column was settled. With err set it failed and
+// nobody is acknowledged; otherwise every reporter of the column's
+// tickets is acknowledged, as counted when listed in counted (sorted),
+// as late otherwise.
+type columnResult struct {
+	counted []string
+	err     error
+}
+
+// ticket is one column of one report: settled at admission (col nil), or
+// waiting for col.
+type ticket struct {
+	window uint64
+	col    *openColumn
+	late   bool // settled at admission: acknowledged as late
+}
+
+// NewAggregator returns an aggregator that proposes through p and reads
+// the replicated state from f.
+func NewAggregator(cfg AggregatorConfig, p ColumnProposer, f *fsm.FSM) *Aggregator {
+	a := &Aggregator{
+		prop:      p,
+		fsm:       f,
+		log:       cfg.Logger,
+		m:         newAggregatorMetrics(cfg.Metrics),
+		now:       cfg.Now,
+		belowRows: cfg.BelowThresholdRows,
+		seenSteps: uint64(cfg.SeenSteps),
+	}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.belowRows <= 0 {
+		a.belowRows = DefaultBelowThresholdRows
+	}
+	if cfg.SeenSteps <= 0 {
+		a.seenSteps = DefaultSeenSteps
+	}
+	return a
+}
+
+func (a *Aggregator) nowMs() uint64 {
+	return uint64(max(a.now().UnixMilli(), 0))
+}
+
+// Report is the Load.Report handler on the leader. It validates the whole
+// report first (a rejected report changes nothing and fails with
+// ErrInvalidReport, status InvalidArgument, naming the field), merges each
+// column not yet counted, and waits until every column of the report is
+// committed or found late, at most until ctx ends or step + grace + 1 s
+// have passed; it then answers with the columns acknowledged so far. A
+// report that was waiting when the term ended, with nothing acknowledged,
+// fails with ErrNotLeader (status Unavailable): the reporter resends.
+func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error) {
+	a.mu.Lock()
+	t := a.term
+	a.mu.Unlock()
+	if t == nil {
+		// Checked before validating: a node that does not lead may hold a
+		// stale config and must not reject a report by it.
+		return nil, notLeaderReport("no leadership term running")
+	}
+	st := a.fsm.State()
+	if !st.Bootstrapped() {
+		return nil, notReadyReport()
+	}
+	cfg := st.Config()
+	if r := validateReport(req, st.Catalog(), cfg, a.nowMs()); r != nil {
+		a.m.rejectedReport(r.reason)
+		a.m.dropped(dropInvalid, reportRows(req))
+		a.log.Debug("load report rejected", "reporter", req.GetReporterId(), "reason", r.reason, "detail", r.msg)
+		return nil, invalidReport(r)
+	}
+	resp := &api.ReportResponse{Config: cfg}
+	if len(req.GetColumns()) == 0 {
+		return resp, nil
+	}
+	tickets, err := a.admit(t, req, st)
+	if err != nil {
+		return nil, err
+	}
+	wait := time.Duration(cfg.GetStepMs()+graceMs(cfg, cfg.GetStepMs()))*time.Millisecond + reportMargin
+	awaitTickets(ctx, tickets, wait)
+	return a.answer(resp, req.GetReporterId(), tickets)
+}
+
+// admit merges the columns of a validated report into term t, all or
+// nothing: a report that would open more windows than allowed changes
+// nothing. st is the state the report was validated against; its catalog
+// decides which rows are dead.
+func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([]ticket, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.term != t {
+		return nil, notLeaderReport("leadership term ended")
+	}
+	// The freshest state: a column that committed since validation makes
+	// its window late.
+	fresh := a.fsm.State()
+	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
+	cols := req.GetColumns()
+	opening := 0
+	for _, c := range cols { // validated: no window twice
+		if w := c.GetWindowStartMs(); w >= mark && t.open[w] == nil {
+			opening++
+		}
+	}
+	if opening > 0 && len(t.open)+opening > maxOpenColumns {
+		a.m.rejectedReport(rejectBacklog)
+		return nil, backlogReport(len(t.open))
+	}
+
+	reporter := req.GetReporterId()
+	tickets := make([]ticket, 0, len(cols))
+	for _, c := range cols {
+		w, step := c.GetWindowStartMs(), c.GetStepMs()
+		t.saw(reporter, w)
+		if w < mark {
+			tickets = append(tickets, ticket{window: w, late: !t.counted(fresh, reporter, w, step)})
+			continue
+		}
+		oc := t.open[w]
+		if oc == nil {
+			oc = &openColumn{sum: newColumnSum(w, step), done: make(chan struct{})}
+			t.open[w] = oc
+		}
+		// A resend (the reporter is already in the column) only waits. A
+		// contribution that arrives once the column is sealed, or under a
+		// step that changed since the column opened, is not merged: it is
+		// acknowledged as late when the column settles.
+		if !oc.sum.has(reporter) && !oc.sealed && oc.sum.stepMs == step {
+			a.m.dropped(dropDeadRoute, oc.sum.add(reporter, c, st.Catalog()))
+		}
+		tickets = append(tickets, ticket{window: w, col: oc})
+	}
+	a.m.openColumns(len(t.open))
+	t.poke()
+	return tickets, nil
+}
+
+// awaitTickets waits until every ticket is settled, ctx ends or wait has
+// passed.
+func awaitTickets(ctx context.Context, tickets []ticket, wait time.Duration) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for _, tk := range tickets {
+		if tk.col == nil {
+			continue
+		}
+		select {
+		case <-tk.col.done:
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		}
+	}
+}
+
+// answer builds the response from the settled tickets. With nothing
+// acknowledged and a column failed (the term ended), it returns that
+// failure instead.
+func (a *Aggregator) answer(resp *api.ReportResponse, reporter string, tickets []ticket) (*api.ReportResponse, error) {
+	var failure error
+	for _, tk := range tickets {
+		late := tk.late
+		if tk.col != nil {
+			select {
+			case <-tk.col.done:
+			default:
+				continue // still open: not acknowledged
+			}
+			if err := tk.col.result.err; err != nil {
+				failure = err
+				continue
+			}
+			_, counted := slices.BinarySearch(tk.col.result.counted, reporter)
+			late = !counted
+		}
+		resp.AckedWindowStarts = append(resp.AckedWindowStarts, tk.window)
+		if late {
+			resp.LateWindowStarts = append(resp.LateWindowStarts, tk.window)
+			a.m.lateColumn()
+		}
+	}
+	if len(resp.AckedWindowStarts) == 0 && failure != nil {
+		return nil, failure
+	}
+	slices.Sort(resp.AckedWindowStarts)
+	slices.Sort(resp.LateWindowStarts)
+	return resp, nil
+}
+
+// RunTerm runs the column duty for one leadership term: the scheduler
+// calls it once the term's fence has applied (so every earlier entry has
+// applied too) and cancels ctx when the term ends. It commits due columns
+// in increasing window order until ctx ends, then fails every waiting
+// report with ErrNotLeader and drops all open state.
+func (a *Aggregator) RunTerm(ctx context.Context) {
+	t := a.beginTerm()
+	defer a.endTerm(t)
+	timer := time.NewTimer(maxLoopWait)
+	defer timer.Stop()
+	for {
+		wait := a.commitDue(ctx, t)
+		if ctx.Err() != nil {
+			return
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// beginTerm starts a term. The reporters of the last committed column are
+// the ones a new leader waits for (SPEC §8): they count as seen at that
+// window.
+func (a *Aggregator) beginTerm() *aggTerm {
+	st := a.fsm.State()
+	t := &aggTerm{
+		wake:       make(chan struct{}, 1),
+		startMs:    a.nowMs(),
+		open:       make(map[uint64]*openColumn),
+		lastWindow: make(map[string]uint64),
+		doneAtMs:   st.LastColumnAtMs(),
+	}
+	if step := st.Config().GetStepMs(); step > 0 && st.LastColumnAtMs() >= step {
+		for _, r := range st.LastColumnReporters() {
+			t.lastWindow[r] = st.LastColumnAtMs() - step
+		}
+	}
+	a.mu.Lock()
+	a.term = t
+	a.mu.Unlock()
+	a.log.Info("load aggregation started", "last_column_at_ms", st.LastColumnAtMs(), "expected_reporters", len(t.lastWindow))
+	return t
+}
+
+func (a *Aggregator) endTerm(t *aggTerm) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.term == t {
+		a.term = nil
+	}
+	open := len(t.open)
+	for _, oc := range t.open {
+		a.settleLocked(t, oc, columnResult{err: notLeaderReport("leadership term ended before the column committed")})
+	}
+	a.m.openColumns(0)
+	a.log.Info("load aggregation stopped", "open_columns_dropped", open)
+}
+
+// commitDue commits every column that is due, in window order, and returns
+// how long to wait before looking again.
+func (a *Aggregator) commitDue(ctx context.Context, t *aggTerm) time.Duration {
+	for ctx.Err() == nil {
+		oc, wait := a.nextDue(t)
+		if oc == nil {
+			return wait
+		}
+		a.commit(ctx, t, oc)
+	}
+	return 0
+}
+
+// nextDue returns the lowest open window, sealed, if it is due, or how
+// long to wait. Only the lowest window is ever considered: columns commit
+// strictly in increasing window order. A lowest window that can no longer
+// commit (a later or equal column applied) is settled on the way.
+func (a *Aggregator) nextDue(t *aggTerm) (*openColumn, time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for len(t.open) > 0 {
+		oc := t.head()
+		w, step := oc.sum.windowStartMs, oc.sum.stepMs
+		st := a.fsm.State()
+		if w < max(t.doneAtMs, st.LastColumnAtMs()) {
+			a.settleLocked(t, oc, columnResult{counted: lastCounted(st, w, step)})
+			continue
+		}
+		if oc.sealed { // a proposal failed: retry after the backoff
+			if d := time.Until(oc.retryAt); d > 0 {
+				return nil, min(d, maxLoopWait)
+			}
+			return oc, 0
+		}
+		wait, due := t.due(oc, a.nowMs(), st.Config(), a.seenSteps)
+		if !due {
+			return nil, wait
+		}
+		oc.sealed = true
+		return oc, 0
+	}
+	return nil, maxLoopWait
+}
+
+// commit proposes a sealed column once and settles it by the outcome.
+func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
+	st := a.fsm.State()
+	entry, stats := oc.sum.entry(st.Catalog(), st.DetectorConfig(), a.belowRows)
+	w, step := entry.WindowStartMs, entry.StepMs
+	res, err := a.prop.Propose(ctx, &api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: entry}})
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case err != nil || res == nil || res.CommandResult == nil:
+		if ctx.Err() != nil {
+			return // the term is over: endTerm fails the waiters
+		}
+		// Not known to have applied: nobody is acknowledged. The same
+		// reporters are proposed again; if the first attempt did apply,
+		// the FSM answers STALE_COLUMN and its last column says who was
+		// counted.
+		oc.attempts++
+		oc.retryAt = time.Now().Add(backoff(oc.attempts))
+		a.log.Warn("load column proposal failed; retrying", "window_start_ms", w, "attempt", oc.attempts, "reason", proposalFailure(err))
+	case res.GetCode() == api.ResultCode_RESULT_CODE_OK:
+		t.doneAtMs = max(t.doneAtMs, entry.AtMs)
+		t.remember(w, entry.Reporters)
+		t.forget(w, a.seenSteps*step)
+		a.settleLocked(t, oc, columnResult{counted: entry.Reporters})
+		a.m.columnCommitted(len(entry.Reporters), time.Duration(int64(a.nowMs())-int64(entry.AtMs))*time.Millisecond)
+		a.m.dropped(dropDeadRoute, stats.deadRows-oc.sum.deadRows)
+		a.log.Debug("load column committed", "window_start_ms", w, "reporters", len(entry.Reporters),
+			"rows", len(entry.Rows), "dropped_rows", entry.DroppedRows)
+	case res.GetCode() == api.ResultCode_RESULT_CODE_STALE_COLUMN:
+		a.settleLocked(t, oc, columnResult{counted: lastCounted(a.fsm.State(), w, step)})
+		a.log.Warn("load column already committed past; its reports are acknowledged as late unless the last column counted them",
+			"window_start_ms", w, "reason", res.GetMessage())
+	default:
+		// The FSM refused the entry: it never applies, and resending the
+		// same reports would rebuild it. Skip the window; its reports are
+		// acknowledged as dropped.
+		t.doneAtMs = max(t.doneAtMs, entry.AtMs)
+		a.settleLocked(t, oc, columnResult{})
+		a.m.dropped(dropInvalid, stats.inputs)
+		a.log.Error("load column refused by the state machine; its reports are dropped",
+			"window_start_ms", w, "reason", res.GetCode().String()+": "+res.GetMessage())
+	}
+}
+
+// settleLocked removes oc from the open columns and wakes its waiters.
+func (a *Aggregator) settleLocked(t *aggTerm, oc *openColumn, res columnResult) {
+	if t.open[oc.sum.windowStartMs] == oc {
+		delete(t.open, oc.sum.windowStartMs)
+	}
+	oc.result = res
+	close(oc.done)
+	a.m.openColumns(len(t.open))
+}
+
+// head is the open column with the lowest window. There are at most
+// maxOpenColumns.
+func (t *aggTerm) head() *openColumn {
+	var h *openColumn
+	for w, oc := range t.open {
+		if h == nil || w < h.sum.windowStartMs {
+			h = oc
+		}
+	}
+	return h
+}
+
+// due reports whether the open, unsealed column oc may commit now, or how
+// long to wait. A column commits once its window has closed by the
+// leader's clock and either every reporter seen recently has reported it
+// (or a later window) or its grace period has passed. Grace counts from the
+// window's end but never from before the term started, so that after a
+// leader change the reporters get one grace period to resend.
+func (t *aggTerm) due(oc *openColumn, nowMs uint64, cfg *api.Config, seenSteps uint64) (time.Duration, bool) {
+	w, step := oc.sum.windowStartMs, oc.sum.stepMs
+	closeAt := w + step
+	if nowMs < closeAt {
+		return waitMs(closeAt - nowMs), false
+	}
+	graceAt := max(closeAt, t.startMs) + graceMs(cfg, step)
+	if nowMs >= graceAt || t.complete(w, seenSteps*step) {
+		return 0, true
+	}
+	return waitMs(graceAt - nowMs), false
+}
+
+// complete reports whether no reporter seen within horizon before window w
+// still owes it: every reporter whose last window lies in [w-horizon, w)
+// blocks it. A reporter that reported w or a later window has sent
+// everything it will send for w (reporters send all their unacknowledged
+// columns at once).
+func (t *aggTerm) complete(w, horizon uint64) bool {
+	for _, last := range t.lastWindow {
+		if last < w && w-last <= horizon {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *aggTerm) saw(reporter string, w uint64) {
+	if last, ok := t.lastWindow[reporter]; !ok || w > last {
+		t.lastWindow[reporter] = w
+	}
+}
+
+// forget drops the reporters no window after w can wait for.
+func (t *aggTerm) forget(w, horizon uint64) {
+	for r, last := range t.lastWindow {
+		if last < w && w-last > horizon {
+			delete(t.lastWindow, r)
+		}
+	}
+}
+
+func (t *aggTerm) remember(w uint64, reporters []string) {
+	if len(t.recent) == recentCommitted {
+		t.recent = slices.Delete(t.recent, 0, 1)
+	}
+	t.recent = append(t.recent, committedColumn{windowStartMs: w, reporters: reporters})
+}
+
+// counted reports whether reporter's contribution to window w is known to
+// be in an applied column: one this term committed, or the FSM's last.
+func (t *aggTerm) counted(st *fsm.State, reporter string, w, step uint64) bool {
+	for _, c := range t.recent {
+		if c.windowStartMs == w {
+			_, ok := slices.BinarySearch(c.reporters, reporter)
+			return ok
+		}
+	}
+	_, ok := slices.BinarySearch(lastCounted(st, w, step), reporter)
+	return ok
+}
+
+func (t *aggTerm) poke() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// lastCounted returns the reporters of the FSM's last column if that
+// column is window [w, w+step), else nil: whose contribution to w is known
+// applied.
+func lastCounted(st *fsm.State, w, step uint64) []string {
+	if st.LastColumnAtMs() == w+step {
+		return st.LastColumnReporters()
+	}
+	return nil
+}
+
+// graceMs is the replicated grace period, half a step when unset.
+func graceMs(cfg *api.Config, step uint64) uint64 {
+	if g := cfg.GetGraceMs(); g > 0 {
+		return g
+	}
+	return step / 2
+}
+
+func waitMs(ms uint64) time.Duration {
+	return time.Duration(min(ms, uint64(maxLoopWait.Milliseconds()))) * time.Millisecond
+}
+
+func backoff(attempt int) time.Duration {
+	d := retryMin
+	for i := 1; i < attempt && d < retryMax; i++ {
+		d *= 2
+	}
+	return min(d, retryMax)
+}
+
+func proposalFailure(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return "proposer returned no result"
+}
+
+func reportRows(req *api.ReportRequest) uint64 {
+	var n uint64
+	for _, c := range req.GetColumns() {
+		n += uint64(len(c.GetRows()))
+	}
+	return n
+}
