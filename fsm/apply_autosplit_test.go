@@ -127,3 +127,17 @@ func TestApplyPatchDoesNotModifyInputs(t *testing.T) {
 		t.Fatalf("in %v out %v", c, out)
 	}
 }
+
+// The decision ring keeps the newest DecisionRingSize decisions, oldest
+// first, with sequence numbers that keep counting.
+func TestDecisionRingBounded(t *testing.T) {
+	h := newHarness(t, Options{DecisionRingSize: 3})
+	h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c1"}}})
+	for i := range 5 {
+		h.run(operatorSwitch(i%2 == 0))
+	}
+	ds := h.state().Decisions()
+	if len(ds) != 3 || ds[0].Seq != 3 || ds[1].Seq != 4 || ds[2].Seq != 5 || h.state().Proto().NextDecisionSeq != 6 {
+		t.Fatalf("ring %v", ds)
+	}
+}
