@@ -1,0 +1,202 @@
+package keyviz
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// The Observe benchmarks run beside a plain atomic.AddUint64 baseline in the
+// same process and report their CPU cost per op (cpu-ns/op) and that as a
+// multiple of the baseline's (x-atomic-add):
+//
+//	go test -run '^$' -bench 'Observe' -benchmem -count 5 ./keyviz/
+//
+// "unsampled" uses SampleRate = MaxSampleRate, so the measured path is the
+// one taken by all but one in a million observations (the sampling decision
+// is still made on every call); "rate-16" is the default sample rate, with
+// the sampled path's cost amortized in.
+
+var (
+	baseOnce     sync.Once
+	baseSerial   float64
+	baseParallel float64
+	sink         atomic.Uint64
+)
+
+// cpuNanos is the CPU time (user + system) the process has used. On a
+// shared, oversubscribed machine wall time per op mostly measures time
+// slicing; CPU time per op does not, so every benchmark here reports both.
+func cpuNanos() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		panic(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// baselines times atomic.AddUint64 on one shared word, serially and from
+// GOMAXPROCS goroutines (like b.RunParallel), in CPU ns per add, best of
+// three runs of 2^24 adds. (testing.Benchmark cannot be nested inside a
+// running benchmark.)
+func baselines() (serial, parallel float64) {
+	baseOnce.Do(func() {
+		const n = 1 << 24
+		var x uint64
+		baseSerial, baseParallel = math.MaxFloat64, math.MaxFloat64
+		for range 3 {
+			c0 := cpuNanos()
+			for range n {
+				atomic.AddUint64(&x, 1)
+			}
+			baseSerial = min(baseSerial, float64(cpuNanos()-c0)/n)
+			procs := runtime.GOMAXPROCS(0)
+			var wg sync.WaitGroup
+			c0 = cpuNanos()
+			for range procs {
+				wg.Go(func() {
+					for range n / procs {
+						atomic.AddUint64(&x, 1)
+					}
+				})
+			}
+			wg.Wait()
+			baseParallel = min(baseParallel, float64(cpuNanos()-c0)/n)
+		}
+		sink.Store(x)
+	})
+	return baseSerial, baseParallel
+}
+
+// report adds cpu-ns/op and its ratio to the baseline's (x-atomic-add).
+func report(b *testing.B, cpu0 int64, base float64) {
+	cpu := float64(cpuNanos()-cpu0) / float64(b.N)
+	b.ReportMetric(cpu, "cpu-ns/op")
+	b.ReportMetric(cpu/base, "x-atomic-add")
+}
+
+// benchSampler returns a sampler with a table of n routes [prefix/i, prefix/i+1) whose keys have
+// a random 8-byte tail, so a route's keys spread over all its buckets.
+func benchSampler(b *testing.B, buckets int, rate uint32, n int) (*Sampler, [][]byte) {
+	b.Helper()
+	s, err := NewSampler(SamplerConfig{Load: LoadConfig{StepMs: 1000, Buckets: buckets, WriteWeight: 4, ReadWeight: 1}, SampleRate: rate})
+	if err != nil {
+		b.Fatal(err)
+	}
+	routes := make([]*catalog.RouteDescriptor, n)
+	for i := range routes {
+		routes[i] = &catalog.RouteDescriptor{
+			ID:    uint64(i + 1),
+			Start: fmt.Appendf(nil, "user/%05d/", i),
+			End:   fmt.Appendf(nil, "user/%05d0", i), // '0' = '/'+1: one byte of span
+		}
+	}
+	if err := s.SetRoutes(routes, 1); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := make([][]byte, 1024)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user/%05d/%016x", n/2, rng.Uint64())
+	}
+	return s, keys
+}
+
+func BenchmarkObserve(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		buckets int
+		rate    uint32
+	}{
+		{"buckets-1/unsampled", 1, MaxSampleRate},
+		{"buckets-16/unsampled", 16, MaxSampleRate},
+		{"buckets-1/rate-16", 1, DefaultSampleRate},
+		{"buckets-16/rate-16", 16, DefaultSampleRate},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, keys := benchSampler(b, tc.buckets, tc.rate, 1000)
+			id := uint64(1000/2 + 1)
+			serial, _ := baselines()
+			i := 0
+			cpu0 := cpuNanos()
+			for b.Loop() {
+				s.Observe(id, keys[i&1023], i&3 == 0)
+				i++
+			}
+			report(b, cpu0, serial)
+		})
+	}
+}
+
+// BenchmarkObserveParallel: every goroutine observes the same route (one
+// hot route: the counters are contended, like the baseline's one word) or
+// its own route ("spread").
+func BenchmarkObserveParallel(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		buckets int
+		spread  bool
+	}{
+		{"buckets-1/same-route", 1, false},
+		{"buckets-16/same-route", 16, false},
+		{"buckets-1/spread", 1, true},
+		{"buckets-16/spread", 16, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, keys := benchSampler(b, tc.buckets, MaxSampleRate, 1000)
+			_, par := baselines()
+			var g atomic.Uint64
+			cpu0 := cpuNanos()
+			b.RunParallel(func(pb *testing.PB) {
+				id := uint64(1000/2 + 1)
+				if tc.spread {
+					id = g.Add(97)%1000 + 1
+				}
+				i := 0
+				for pb.Next() {
+					s.Observe(id, keys[i&1023], i&3 == 0)
+					i++
+				}
+			})
+			report(b, cpu0, par)
+		})
+	}
+}
+
+// BenchmarkSpaceSaving feeds a 32-entry sketch from 1024 keys, uniformly
+// (nearly every update evicts) or Zipf-skewed (s = 1.1).
+//
+//	go test -run '^$' -bench 'SpaceSaving' -benchmem ./keyviz/
+func BenchmarkSpaceSaving(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	keys := make([][]byte, 1024)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user/%05d/%016x", i, rng.Uint64())
+	}
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(5, 6)), 1.1, 1, uint64(len(keys)-1))
+	order := map[string][]int{"uniform": make([]int, 4096), "zipf": make([]int, 4096)}
+	for i := range 4096 {
+		order["uniform"][i] = rng.IntN(len(keys))
+		order["zipf"][i] = int(zipf.Uint64())
+	}
+	for _, name := range []string{"uniform", "zipf"} {
+		b.Run(name, func(b *testing.B) {
+			s := newSpaceSaving(DefaultTopK)
+			o := order[name]
+			i := 0
+			cpu0 := cpuNanos()
+			for b.Loop() {
+				s.add(keys[o[i&4095]], 4)
+				i++
+			}
+			b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}

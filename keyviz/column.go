@@ -1,0 +1,171 @@
+package keyviz
+
+import (
+	"slices"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// Window describes the open column: the start of its window and its step.
+// started is false until the first CloseColumn, before which the column has
+// no window yet (CloseColumn gives it one).
+func (s *Sampler) Window() (startMs, stepMs uint64, started bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.col.start, s.col.cfg.StepMs, s.col.started
+}
+
+// NextBoundary is the time at which the open column should be closed: the
+// end of its window, or for a column not yet started the first step boundary
+// after nowMs.
+func (s *Sampler) NextBoundary(nowMs uint64) uint64 {
+	start, step, started := s.Window()
+	if started {
+		return start + step
+	}
+	return (nowMs/step + 1) * step
+}
+
+// CloseColumn closes the open column at nowMs (at or after its boundary)
+// and returns it with its non-empty rows, sorted by route id. The next column
+// opens at once, with the staged config if there is one.
+//
+// Windows: a column is labelled with the start of its window. The first
+// column, which has no start yet, is labelled with the step window just
+// before the one holding nowMs (so a close right at a boundary b labels it
+// b-step). The next column starts at the step boundary at or before nowMs —
+// if the closer was late, the windows it slept through get no column and
+// their observations are in the column just closed. A new step is aligned
+// to itself: if the new step's boundary at or before nowMs would not come
+// after the closed column's label, the next column starts at the first
+// boundary after the label instead (and so also holds the observations made
+// before that boundary). Labels therefore strictly increase.
+//
+// Races: an observation racing with the close is counted exactly once, in
+// this column or the next (see block). The sketch feed of a sampled
+// observation may land in the column after its count; a feed racing with a
+// close is discarded if its route left the table or has no count in the
+// column it lands in.
+func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.col
+	label := cur.start
+	if !cur.started {
+		label = nowMs / cur.cfg.StepMs * cur.cfg.StepMs
+		label -= min(label, cur.cfg.StepMs)
+	}
+	next := cur.cfg
+	if s.pending != nil {
+		next, s.pending = *s.pending, nil
+	}
+
+	old := s.table.Load()
+	drain := make([]*routeEntry, 0, len(old.routes)+len(s.retired))
+	drain = append(append(drain, old.routes...), s.retired...)
+	// Entries that will not be in the next column's table are retired for
+	// good: sealed sentinels go in so that stragglers look their route up
+	// again.
+	replaced := next.Buckets != cur.cfg.Buckets
+	dead := func(i int) bool { return replaced || i >= len(old.routes) }
+	if replaced {
+		s.table.Store(old.rebuild(next.Buckets))
+	}
+
+	boxes := make([]*sketchBox, len(drain))
+	s.boxMu.Lock()
+	s.boxWeights = [2]uint64{uint64(next.ReadWeight), uint64(next.WriteWeight)}
+	for i, e := range drain {
+		switch {
+		case dead(i):
+			boxes[i] = e.sk.Swap(sealedBox)
+		case e.sk.Load() != nil:
+			boxes[i] = e.sk.Swap(nil)
+		}
+		if boxes[i] == sealedBox {
+			boxes[i] = nil
+		}
+	}
+	s.boxMu.Unlock()
+
+	nt := s.table.Load()
+	s.arena.Store(s.arena.Load().next(nt.words, len(nt.routes)))
+
+	col := &api.ReportColumn{
+		WindowStartMs: label,
+		StepMs:        cur.cfg.StepMs,
+		Buckets:       uint32(cur.cfg.Buckets),
+		WriteWeight:   cur.cfg.WriteWeight,
+		ReadWeight:    cur.cfg.ReadWeight,
+	}
+	for i, e := range drain {
+		var b *block
+		switch {
+		case dead(i):
+			b = e.blk.Swap(sealedBlock)
+		case e.blk.Load() != nil:
+			b = e.blk.Swap(nil)
+		}
+		bx := boxes[i]
+		if bx != nil {
+			// Sealing after the block drained keeps every feed that raced
+			// in before the seal: the sketch is evidence for this column.
+			bx.mu.Lock()
+			bx.sealed = true
+			bx.mu.Unlock()
+		}
+		if b == nil || b == sealedBlock {
+			continue
+		}
+		if row := s.row(e, b.drain(s.scratch), bx, cur.cfg); row != nil {
+			col.Rows = append(col.Rows, row)
+		}
+	}
+	slices.SortFunc(col.Rows, func(a, b *api.ReportRow) int {
+		switch {
+		case a.RouteId < b.RouteId:
+			return -1
+		case a.RouteId > b.RouteId:
+			return 1
+		}
+		return 0
+	})
+
+	s.retired = nil
+	start := nowMs / next.StepMs * next.StepMs
+	if start <= label {
+		start = (label/next.StepMs + 1) * next.StepMs
+	}
+	s.col = openColumn{start: start, started: true, cfg: next}
+	return col
+}
+
+// row builds a report row from a drained block (and sketch), or nil when the
+// route saw no observation.
+func (s *Sampler) row(e *routeEntry, c []uint64, bx *sketchBox, cfg LoadConfig) *api.ReportRow {
+	r := &api.ReportRow{
+		RouteId:    e.id,
+		ReadBytes:  c[0],
+		WriteBytes: c[1],
+		Buckets:    make([]uint64, e.k),
+		SampleRate: s.sampleRate,
+	}
+	wr, ww := uint64(cfg.ReadWeight), uint64(cfg.WriteWeight)
+	for i := range e.k {
+		reads, writes := c[2+2*i], c[3+2*i]
+		r.Reads = satAdd(r.Reads, reads)
+		r.Writes = satAdd(r.Writes, writes)
+		r.Buckets[i] = satAdd(satMul(reads, wr), satMul(writes, ww))
+	}
+	// Bytes alone make a row: they can trail their count into the next
+	// column when the request raced with the close.
+	if r.Reads == 0 && r.Writes == 0 && r.ReadBytes == 0 && r.WriteBytes == 0 {
+		return nil
+	}
+	if bx != nil {
+		// Sealed: no one else touches ss any more.
+		r.TopKeys = bx.ss.top()
+		r.TopKDegraded = bx.ss.degraded()
+	}
+	return r
+}

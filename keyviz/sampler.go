@@ -1,0 +1,417 @@
+package keyviz
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// Defaults and limits of the sampler (SPEC §6, §8, §12).
+const (
+	DefaultStepMs      = 60_000
+	DefaultBuckets     = 16
+	DefaultWriteWeight = 4
+	DefaultReadWeight  = 1
+	DefaultSampleRate  = 16
+	DefaultTopK        = 32
+
+	// MaxTopK bounds a route's sketch (and a row's top keys).
+	MaxTopK = 256
+	// MaxSampleRate bounds SampleRate: one in 2^20 observations.
+	MaxSampleRate = 1 << 20
+	// MaxStepMs bounds the step a sampler accepts: one day.
+	MaxStepMs = 24 * 60 * 60 * 1000
+
+	maxBuckets = catalog.MaxBuckets
+)
+
+// ErrInvalidConfig is wrapped by NewSampler and SetConfig when a setting is
+// out of range; the message names the setting. Nothing is applied.
+var ErrInvalidConfig = errors.New("invalid keyviz config")
+
+// LoadConfig is the part of the cluster's replicated config a sampler follows
+// (SPEC §8). It comes back in every Report response and is adopted at the
+// next step boundary.
+type LoadConfig struct {
+	StepMs      uint64
+	Buckets     int
+	WriteWeight uint32
+	ReadWeight  uint32
+}
+
+// LoadConfigFromProto extracts the load settings of a cluster config.
+func LoadConfigFromProto(c *api.Config) LoadConfig {
+	return LoadConfig{
+		StepMs:      c.GetStepMs(),
+		Buckets:     int(c.GetBuckets()),
+		WriteWeight: c.GetWriteWeight(),
+		ReadWeight:  c.GetReadWeight(),
+	}
+}
+
+func (c LoadConfig) validate() error {
+	switch {
+	case c.StepMs == 0 || c.StepMs > MaxStepMs:
+		return fmt.Errorf("%w: step_ms %d not in [1, %d]", ErrInvalidConfig, c.StepMs, MaxStepMs)
+	case c.Buckets < 1 || c.Buckets > maxBuckets:
+		return fmt.Errorf("%w: buckets %d not in [1, %d]", ErrInvalidConfig, c.Buckets, maxBuckets)
+	}
+	return nil
+}
+
+// SamplerConfig configures a Sampler. Zero fields take the defaults.
+type SamplerConfig struct {
+	// Load is the initial load config, used until the cluster's arrives.
+	Load LoadConfig
+	// SampleRate: one in SampleRate observations feeds the top-K sketch
+	// (1 = every observation).
+	SampleRate uint32
+	// TopK is the capacity of each route's Space-Saving sketch.
+	TopK int
+}
+
+// Sampler counts the requests a data node serves, per route, into columns
+// (SPEC §8). Observe and ObserveSize may be called from any number of
+// goroutines; SetRoutes, SetConfig and CloseColumn may be called from any
+// goroutine too and are serialized among themselves (normally a Reporter
+// calls them).
+//
+// Memory: the route table holds about 200 bytes per route (plus 8 bytes per
+// route id between the smallest and largest); each route observed in a
+// column holds (2·buckets+2) 8-byte counters rounded up to 64 bytes, and, if
+// sampled, a sketch of at most TopK keys.
+type Sampler struct {
+	// Read by every Observe, written under mu. Nothing else shares their
+	// cache line, so observers keep it in the shared state.
+	table     atomic.Pointer[routeTable]
+	arena     atomic.Pointer[arena]
+	sampleMax uint64 // immutable: sampled() threshold for SampleRate
+	_         [40]byte
+
+	unknownRoute atomic.Uint64
+	_            [56]byte
+	keyTooLong   atomic.Uint64
+	_            [56]byte
+
+	sampleRate uint32 // immutable
+	topK       int    // immutable
+
+	// boxMu orders the creation of a route's sketch with the close that
+	// swaps sketches out, so that a new sketch always gets the weights of
+	// the column it lands in.
+	boxMu      sync.Mutex
+	boxWeights [2]uint64 // read, write weight of the open column
+
+	mu      sync.Mutex
+	col     openColumn
+	pending *LoadConfig   // adopted at the next CloseColumn
+	retired []*routeEntry // left the table during the open column
+	scratch []uint64      // drain buffer
+}
+
+// openColumn describes the column being filled.
+type openColumn struct {
+	start   uint64 // window start, once started
+	started bool
+	cfg     LoadConfig
+}
+
+// sketchBox is one route's sketch for one column, with the column's weights.
+type sketchBox struct {
+	ww, wr uint64
+
+	mu     sync.Mutex
+	sealed bool // the column closed; feed the route's next box
+	ss     *spaceSaving
+}
+
+// sealedBox is installed in the entries that left the table, like
+// sealedBlock.
+var sealedBox = &sketchBox{sealed: true}
+
+// NewSampler returns a sampler with an empty route table: observations are
+// dropped (and counted) until SetRoutes.
+func NewSampler(cfg SamplerConfig) (*Sampler, error) {
+	l := cfg.Load
+	if l.StepMs == 0 {
+		l.StepMs = DefaultStepMs
+	}
+	if l.Buckets == 0 {
+		l.Buckets = DefaultBuckets
+	}
+	if l.WriteWeight == 0 {
+		l.WriteWeight = DefaultWriteWeight
+	}
+	if l.ReadWeight == 0 {
+		l.ReadWeight = DefaultReadWeight
+	}
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.SampleRate == 0 {
+		cfg.SampleRate = DefaultSampleRate
+	}
+	if cfg.SampleRate > MaxSampleRate {
+		return nil, fmt.Errorf("%w: sample rate %d above %d", ErrInvalidConfig, cfg.SampleRate, MaxSampleRate)
+	}
+	if cfg.TopK == 0 {
+		cfg.TopK = DefaultTopK
+	}
+	if cfg.TopK < 1 || cfg.TopK > MaxTopK {
+		return nil, fmt.Errorf("%w: top-K capacity %d not in [1, %d]", ErrInvalidConfig, cfg.TopK, MaxTopK)
+	}
+	s := &Sampler{
+		sampleMax:  math.MaxUint64 / uint64(cfg.SampleRate),
+		sampleRate: cfg.SampleRate,
+		topK:       cfg.TopK,
+		boxWeights: [2]uint64{uint64(l.ReadWeight), uint64(l.WriteWeight)},
+		col:        openColumn{cfg: l},
+		scratch:    make([]uint64, maxBlockWords),
+	}
+	s.table.Store(newTable(0, false, nil))
+	s.arena.Store(newArena(minArenaWords, minArenaBlocks))
+	return s, nil
+}
+
+// Observe counts one client request on routeID for key. Call it exactly
+// once per client request, at the replica that serves it — never when a
+// replica applies replicated writes (that would count every write once per
+// replica) and never twice for one request (e.g. not again on a retry inside
+// the node). The route id is the data node's own routing decision; an id not
+// in the route table is dropped and counted (see Stats).
+//
+// The unsampled path is one atomic add: no lock, no clock read, no
+// allocation. One in SampleRate observations also feeds the route's top-K
+// sketch under the route's mutex.
+func (s *Sampler) Observe(routeID uint64, key []byte, write bool) {
+	if e := s.table.Load().lookup(routeID); e != nil {
+		s.observeAt(e, e.blk.Load(), key, write, 0)
+		return
+	}
+	s.unknownRoute.Add(1)
+}
+
+// ObserveSize is Observe for a request that moved n bytes (read or written);
+// the bytes are summed per route. Called instead of Observe, not in addition.
+// If the request races with a column close, its count and its bytes are each
+// counted once but may land in adjacent columns.
+func (s *Sampler) ObserveSize(routeID uint64, key []byte, write bool, n uint64) {
+	if e := s.table.Load().lookup(routeID); e != nil {
+		s.observeAt(e, e.blk.Load(), key, write, n)
+		return
+	}
+	s.unknownRoute.Add(1)
+}
+
+// observeAt counts an observation of route entry e, whose block the caller
+// loaded as b (nil if the route had none yet in the open column). It is the
+// whole fast path in one call; everything rare is behind a call.
+func (s *Sampler) observeAt(e *routeEntry, b *block, key []byte, write bool, n uint64) {
+	if b != nil {
+		w := 2
+		if write {
+			w = 3
+		}
+		if e.k > 1 {
+			w += 2 * e.bucket(key)
+		}
+		if v := b.c[w].Add(1); v&sealed == 0 {
+			if n != 0 {
+				s.addBytes(e, b, write, n)
+			}
+			if sampled(v, b.seed, s.sampleMax) {
+				s.sample(e, key, write)
+			}
+			return
+		}
+	}
+	s.observeSlow(e.id, key, write, n)
+}
+
+// observeSlow counts an observation whose route has no block yet in the open
+// column, or whose block a close sealed under it: it looks the route up
+// again in the current table and retries there. A route that left the table
+// meanwhile is dropped like any unknown route.
+func (s *Sampler) observeSlow(routeID uint64, key []byte, write bool, n uint64) {
+	for {
+		e := s.table.Load().lookup(routeID)
+		if e == nil {
+			s.unknownRoute.Add(1)
+			return
+		}
+		b := s.blockFor(e)
+		if v := b.c[e.word(key, write)].Add(1); v&sealed == 0 {
+			if n != 0 {
+				s.addBytes(e, b, write, n)
+			}
+			if sampled(v, b.seed, s.sampleMax) {
+				s.sample(e, key, write)
+			}
+			return
+		}
+	}
+}
+
+// addBytes adds n to the read or write bytes of the route whose count just
+// landed in b, or of its next block if a close sealed b in between.
+func (s *Sampler) addBytes(e *routeEntry, b *block, write bool, n uint64) {
+	w := 0
+	if write {
+		w = 1
+	}
+	for b.c[w].Add(n)&sealed != 0 {
+		if e = s.table.Load().lookup(e.id); e == nil {
+			return // the route left the table; its count is already in
+		}
+		b = s.blockFor(e)
+	}
+}
+
+// blockFor returns e's block for the open column, allocating it on first use.
+func (s *Sampler) blockFor(e *routeEntry) *block {
+	for {
+		if b := e.blk.Load(); b != nil {
+			return b
+		}
+		if nb := s.arena.Load().alloc(e.words, e.id); e.blk.CompareAndSwap(nil, nb) {
+			return nb
+		}
+	}
+}
+
+// sample feeds key to the route's sketch with the column's weight for the
+// operation. Keys longer than catalog.MaxKeyLen are not fed (and counted).
+func (s *Sampler) sample(e *routeEntry, key []byte, write bool) {
+	if len(key) > catalog.MaxKeyLen {
+		s.keyTooLong.Add(1)
+		return
+	}
+	id := e.id
+	for {
+		bx := e.sk.Load()
+		if bx == nil {
+			bx = s.newBox(e)
+		}
+		bx.mu.Lock()
+		if !bx.sealed {
+			w := bx.wr
+			if write {
+				w = bx.ww
+			}
+			if w != 0 {
+				bx.ss.add(key, w)
+			}
+			bx.mu.Unlock()
+			return
+		}
+		bx.mu.Unlock()
+		// The column closed under us: feed the next one.
+		if e = s.table.Load().lookup(id); e == nil {
+			return
+		}
+	}
+}
+
+func (s *Sampler) newBox(e *routeEntry) *sketchBox {
+	s.boxMu.Lock()
+	defer s.boxMu.Unlock()
+	if bx := e.sk.Load(); bx != nil {
+		return bx
+	}
+	bx := &sketchBox{wr: s.boxWeights[0], ww: s.boxWeights[1], ss: newSpaceSaving(s.topK)}
+	e.sk.Store(bx)
+	return bx
+}
+
+// Stats are the sampler's drop counters since it was created.
+type Stats struct {
+	// Observations whose route id was not in the route table.
+	UnknownRoute uint64
+	// Sampled observations not fed to the sketch because the key is longer
+	// than catalog.MaxKeyLen (they are still counted).
+	KeyTooLong uint64
+}
+
+// Stats returns the drop counters.
+func (s *Sampler) Stats() Stats {
+	return Stats{UnknownRoute: s.unknownRoute.Load(), KeyTooLong: s.keyTooLong.Load()}
+}
+
+// SetConfig stages the cluster's load config. It is adopted by the next
+// CloseColumn for the column that opens then, never for the open one.
+func (s *Sampler) SetConfig(c LoadConfig) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = &c
+	return nil
+}
+
+// SetRoutes replaces the route table with routes at catalog version
+// version. A version at or below the current one is ignored (the table never
+// goes backwards), except before the first table is set. Routes that stay
+// keep their counters; routes that leave are still reported for the open
+// column; observations for them after this call are dropped as unknown. The
+// descriptors' keys are referenced, not copied, and must not be modified
+// (as everywhere in catalog).
+func (s *Sampler) SetRoutes(routes []*catalog.RouteDescriptor, version uint64) error {
+	sorted, err := validateRoutes(routes)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.table.Load()
+	if old.set && version <= old.version {
+		return nil
+	}
+	known := make(map[uint64]*routeEntry, len(old.routes)+len(s.retired))
+	for _, e := range old.routes {
+		known[e.id] = e
+	}
+	for _, e := range s.retired {
+		known[e.id] = e
+	}
+	entries := make([]*routeEntry, len(sorted))
+	for i, r := range sorted {
+		if e, ok := known[r.ID]; ok {
+			if !sameBounds(e.desc, r) {
+				return fmt.Errorf("%w: route %d changed bounds from [%s, %s) to [%s, %s)", ErrInvalidRoutes, r.ID,
+					catalog.FormatKey(e.desc.Start), catalog.FormatKey(e.desc.End), catalog.FormatKey(r.Start), catalog.FormatKey(r.End))
+			}
+			entries[i] = e
+			delete(known, r.ID)
+			continue
+		}
+		entries[i] = newEntry(r, s.col.cfg.Buckets)
+	}
+	// Whatever is left in known is gone: report it with the open column.
+	var retired []*routeEntry
+	for _, e := range old.routes {
+		if known[e.id] == e {
+			retired = append(retired, e)
+		}
+	}
+	for _, e := range s.retired {
+		if known[e.id] == e {
+			retired = append(retired, e)
+		}
+	}
+	s.retired = retired
+	s.table.Store(newTable(version, true, entries))
+	return nil
+}
+
+// RoutesVersion is the catalog version of the route table, and whether a
+// table was ever set.
+func (s *Sampler) RoutesVersion() (uint64, bool) {
+	t := s.table.Load()
+	return t.version, t.set
+}
