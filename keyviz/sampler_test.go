@@ -593,7 +593,7 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 		// the first close after its route left the table.
 		closes := 0
 		buckets, pendingBuckets := s.col.cfg.Buckets, 0
-		var kChanged []bool            // per close
+		var kChanged []bool           // per close
 		removedAt := map[uint64]int{} // route id -> closes done at removal
 		dead := func(st straggler) bool {
 			if slices.Contains(kChanged[st.closes:], true) {
