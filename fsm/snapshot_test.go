@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -337,5 +338,37 @@ func TestFileSnapshotStoreRoundTrip(t *testing.T) {
 	}
 	if f.State().Hash() != h.state().Hash() {
 		t.Fatal("hash differs after FileSnapshotStore round trip")
+	}
+}
+
+// WriteSnapshot of a state's own Proto() restores to the same hash, and of
+// a state whose catalog breaks an invariant is refused by Restore.
+func TestWriteSnapshotRoundTripAndRefusal(t *testing.T) {
+	h := bootstrapped(t, [][]byte{[]byte("m")}, nil)
+	st := h.f.State()
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, st.Index(), st.Proto()); err != nil {
+		t.Fatal(err)
+	}
+	g := newQuiet(Options{})
+	if err := g.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	if g.State().Hash() != st.Hash() || g.State().Index() != st.Index() {
+		t.Fatalf("round trip through WriteSnapshot changed the state")
+	}
+	broken := st.Proto()
+	broken.Catalog.Routes[0].End = []byte("zz") // the catalog no longer reaches +inf
+	buf.Reset()
+	if err := WriteSnapshot(&buf, st.Index()+1, broken); err != nil {
+		t.Fatal(err)
+	}
+	before := g.State().Hash()
+	err := g.Restore(io.NopCloser(&buf))
+	if err == nil || !strings.Contains(err.Error(), "invariant") {
+		t.Fatalf("restore of a broken catalog: err = %v", err)
+	}
+	if g.State().Hash() != before {
+		t.Fatalf("a refused restore changed the state")
 	}
 }

@@ -137,7 +137,7 @@ type faultFSM struct {
 	isLeader func() bool
 }
 
-func wrapFSM(f *fsm.FSM, isLeader func() bool) raft.FSM { return faultFSM{f, isLeader} }
+func wrapFSM(f *fsm.FSM, isLeader func() bool) raft.ConfigurationStore { return faultFSM{f, isLeader} }
 
 func (f faultFSM) Apply(l *raft.Log) interface{} {
 	res := f.FSM.Apply(l)

@@ -142,10 +142,11 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
 	}
 	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
-	n.raft, err = raft.NewRaft(rc, wrapFSM(n.fsm, isLeader), logs, stable, snaps, trans)
+	restores := &restoreRecorder{ConfigurationStore: wrapFSM(n.fsm, isLeader)}
+	n.raft, err = raft.NewRaft(rc, restores, logs, stable, snaps, trans)
 	if err != nil {
 		// e.g. every snapshot failed to restore: there is nothing safe to serve.
-		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, err)
+		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.explain(err))
 	}
 	n.raftRef.Store(n.raft)
 	if cfg.Bootstrap && !existing {

@@ -1,0 +1,133 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+)
+
+// splitChain makes n splits at increasing keys through node via, each in
+// the rightmost route, and returns the last right child's id.
+func (c *testCluster) splitChain(via string, n int, prefix string) {
+	c.t.Helper()
+	cl := c.catalogClient(via)
+	route := c.node(via).FSM().State().Catalog().Lookup([]byte(prefix + "\xff")).ID
+	for i := range n {
+		resp, err := cl.SplitRange(ctxT(c.t, 10*time.Second), &api.SplitRangeRequest{RouteId: route, SplitKey: fmt.Appendf(nil, "%s%06d", prefix, i), RequestId: requestID()})
+		if err != nil {
+			c.t.Fatalf("split %d: %v", i, err)
+		}
+		route = resp.Right.RouteId
+	}
+}
+
+func TestIntegrationSnapshotsCompactAndInstall(t *testing.T) {
+	skipShort(t)
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotThreshold = 200
+		cfg.SnapshotInterval = 50 * time.Millisecond
+		cfg.TrailingLogs = 20
+	})
+	leader := c.leader()
+	c.splitChain(leader, 1000, "k")
+	waitFor(t, 30*time.Second, "every node to compact its log", func() bool {
+		for _, n := range c.running() {
+			if first, _ := n.store.FirstIndex(); first <= 1 {
+				return false
+			}
+		}
+		return true
+	})
+	c.waitBusinessConverged(10 * time.Second)
+
+	// A node joining now cannot replay the log from the start: it must
+	// install a snapshot.
+	cfg := Config{ID: "n4", DataDir: c.dir + "/n4", Logger: quietLogger(), Join: []string{c.node(leader).GRPCAddr()}}
+	fastTiming(&cfg)
+	n4 := c.start(cfg)
+	c.waitVoters(4, 30*time.Second)
+	c.waitBusinessConverged(20 * time.Second) // all four, the join's SetMember included
+	if idx := n4.Raft().Stats()["last_snapshot_index"]; idx == "0" {
+		t.Fatalf("n4 caught up without installing a snapshot (last_snapshot_index %s)", idx)
+	}
+	if v := n4.FSM().State().Catalog().Len(); v != 1001 {
+		t.Fatalf("n4 holds %d routes, want 1001", v)
+	}
+}
+
+// writeSnapshot puts a snapshot of st at index into dataDir's snapshot
+// store, with a valid CRC.
+func writeSnapshot(t *testing.T, dataDir string, index, term uint64, conf raft.Configuration, st *api.StateSnapshot) {
+	t.Helper()
+	store, err := raft.NewFileSnapshotStore(dataDir, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, trans := raft.NewInmemTransport("")
+	sink, err := store.Create(raft.SnapshotVersionMax, index, term, conf, 1, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsm.WriteSnapshot(sink, index, st); err != nil {
+		sink.Cancel()
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// brokenCopy returns st with a catalog whose first route stops short of the
+// next one: a gap, which Restore must refuse.
+func brokenCopy(st *api.StateSnapshot) *api.StateSnapshot {
+	b := st
+	b.Catalog.Routes[0].End = append([]byte(nil), "a-gap"...)
+	return b
+}
+
+func TestIntegrationBrokenSnapshotIsRefused(t *testing.T) {
+	skipShort(t)
+	c := newTestCluster(t, 1, nil)
+	c.splitChain("n1", 20, "k")
+	n1 := c.node("n1")
+	if err := n1.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	want := businessHash(t, n1)
+	st := n1.FSM().State()
+	conf := n1.Raft().GetConfiguration().Configuration()
+	index, term := st.Index(), n1.Raft().CurrentTerm()
+	good := st.Proto()
+	c.stop("n1")
+
+	// A newer snapshot that breaks an invariant, beside a valid older one:
+	// the node refuses the newer one and starts from the older.
+	writeSnapshot(t, c.cfgs["n1"].DataDir, index+5, term, conf, brokenCopy(good))
+	c.restart("n1")
+	c.waitLeaderReady(10 * time.Second)
+	if got := businessHash(t, c.node("n1")); got != want {
+		t.Fatalf("after refusing the broken snapshot the node holds %s, want %s", got, want)
+	}
+	c.stop("n1")
+
+	// The broken snapshot alone: the node must not start.
+	dir := t.TempDir()
+	writeSnapshot(t, dir, index, term, conf, brokenCopy(st.Proto()))
+	cfg := Config{ID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quietLogger()}
+	cfg.RaftListener, cfg.GRPCListener = listen(t), listen(t)
+	n, err := Start(cfg)
+	if err == nil {
+		n.Close(ctxT(t, 5*time.Second))
+		t.Fatal("a node whose only snapshot breaks a catalog invariant started")
+	}
+	if !strings.Contains(err.Error(), "invariant") || strings.Count(err.Error(), "\n") != 0 {
+		t.Fatalf("start error is not one clear line naming the invariant: %v", err)
+	}
+	t.Logf("refusal: %v", err)
+}
