@@ -191,6 +191,10 @@ func (a *Aggregator) nowMs() uint64 {
 // have passed; it then answers with the columns acknowledged so far. A
 // report that was waiting when the term ended, with nothing acknowledged,
 // fails with ErrNotLeader (status Unavailable): the reporter resends.
+//
+// The report's columns are kept, not copied, until their window commits,
+// which may be after Report returned: req must not be modified afterwards
+// (a gRPC request never is).
 func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error) {
 	a.mu.Lock()
 	t := a.term
@@ -215,7 +219,7 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	if len(req.GetColumns()) == 0 {
 		return resp, nil
 	}
-	tickets, err := a.admit(t, req, st)
+	tickets, err := a.admit(t, req)
 	if err != nil {
 		return nil, err
 	}
@@ -226,9 +230,8 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 
 // admit merges the columns of a validated report into term t, all or
 // nothing: a report that would open more windows than allowed changes
-// nothing. st is the state the report was validated against; its catalog
-// decides which rows are dead.
-func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([]ticket, error) {
+// nothing.
+func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest) ([]ticket, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.term != t {
@@ -269,7 +272,7 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([
 		// step that changed since the column opened, is not merged: it is
 		// acknowledged as late when the column settles.
 		if !oc.sum.has(reporter) && !oc.sealed && oc.sum.stepMs == step {
-			a.m.dropped(dropDeadRoute, oc.sum.add(reporter, c, st.Catalog()))
+			oc.sum.add(reporter, c)
 		}
 		tickets = append(tickets, ticket{window: w, col: oc})
 	}
@@ -465,7 +468,7 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 		t.forget(w, a.seenSteps*step)
 		a.settleLocked(t, oc, columnResult{counted: entry.Reporters})
 		a.m.columnCommitted(len(entry.Reporters), time.Duration(int64(a.nowMs())-int64(entry.AtMs))*time.Millisecond)
-		a.m.dropped(dropDeadRoute, stats.deadRows-oc.sum.deadRows)
+		a.m.dropped(dropDeadRoute, stats.deadRows)
 		a.log.Debug("load column committed", "window_start_ms", w, "reporters", len(entry.Reporters),
 			"rows", len(entry.Rows), "dropped_rows", entry.DroppedRows)
 	case res.GetCode() == api.ResultCode_RESULT_CODE_STALE_COLUMN:

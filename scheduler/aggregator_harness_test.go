@@ -150,7 +150,7 @@ func (p *fsmProposer) proposals() int {
 // term by hand (begin, step, end) so that every decision happens at a
 // point they choose, or run the real loop with run.
 type aggHarness struct {
-	t     *testing.T
+	t     testing.TB
 	f     *fsm.FSM
 	clock *fakeClock
 	prop  *fsmProposer
@@ -171,7 +171,13 @@ func testConfig() *api.Config {
 
 // newAggHarness bootstraps an FSM with routes 1 = ["", g), 2 = [g, p),
 // 3 = [p, +inf) (group 7) and the test config, with the clock at nowMs.
-func newAggHarness(t *testing.T, nowMs uint64) *aggHarness {
+func newAggHarness(t testing.TB, nowMs uint64) *aggHarness {
+	t.Helper()
+	return newAggHarnessSplits(t, nowMs, [][]byte{[]byte("g"), []byte("p")})
+}
+
+// newAggHarnessSplits is newAggHarness with the given initial split keys.
+func newAggHarnessSplits(t testing.TB, nowMs uint64, splits [][]byte) *aggHarness {
 	t.Helper()
 	var halts []error
 	f := fsm.New(fsm.Options{Logger: slog.New(slog.DiscardHandler), Halt: func(err error) { halts = append(halts, err) }})
@@ -183,7 +189,7 @@ func newAggHarness(t *testing.T, nowMs uint64) *aggHarness {
 	h := &aggHarness{t: t, f: f, clock: &fakeClock{}, prop: &fsmProposer{t: t, f: f}, reg: prometheus.NewRegistry()}
 	h.clock.set(nowMs)
 	res := h.prop.apply(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
-		ClusterId: "c1", InitialSplits: [][]byte{[]byte("g"), []byte("p")}, GroupId: 7, Config: testConfig(), ClusterVersion: fsm.SupportedVersion}}})
+		ClusterId: "c1", InitialSplits: splits, GroupId: 7, Config: testConfig(), ClusterVersion: fsm.SupportedVersion}}})
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 		t.Fatalf("bootstrap: %v", res)
 	}

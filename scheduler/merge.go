@@ -29,26 +29,37 @@ const (
 	msPerMinute  = 60_000
 )
 
-// columnSum accumulates every accepted report of one window. It is mutated
-// only while its column is open and under the Aggregator's mutex; once the
-// column is sealed it is read-only, so the committer may read it unlocked.
+// columnSum holds every accepted contribution to one window. Adding one is
+// O(1): the reporter's column is kept as it came, and the merge happens
+// once, when the column is assembled, with evidence (buckets, top-K) merged
+// only for rows at or above the threshold, the only ones whose evidence
+// the entry keeps. Memory is the contributions themselves: one column per
+// reporter, each within a 4 MiB report.
+//
+// It is mutated only while its column is open and under the Aggregator's
+// mutex; once the column is sealed it is read-only, so the committer may
+// read it unlocked. The kept columns must not be modified by anyone.
 type columnSum struct {
 	windowStartMs uint64
 	stepMs        uint64
 	reporters     map[string]struct{}
-	rows          map[uint64]*rowSum
-	// deadRows counts reporter rows dropped on admission because their route
-	// was no longer live.
-	deadRows uint64
+	parts         []*api.ReportColumn
 }
 
-// rowSum is one route's merged load. Sums saturate at 2^64-1: validation
-// rejects a single report that overflows, but many valid reports may still
-// add up past it, and a saturated count keeps the detector's verdict
-// ("hotter than any threshold") right.
-type rowSum struct {
+// rowCounts is one route's summed counts. Sums saturate at 2^64-1:
+// validation rejects a single report that overflows, but many valid
+// reports may still add up past it, and a saturated count keeps the
+// detector's verdict ("hotter than any threshold") right.
+type rowCounts struct {
+	id                    uint64
 	reads, writes         uint64
 	readBytes, writeBytes uint64
+	inputs                uint64 // reporter rows summed
+}
+
+// evidence is one hot route's merged buckets and top-K.
+type evidence struct {
+	inputs int
 	// buckets is nil when no input had buckets or two inputs disagreed on
 	// the bucket count (a config change between their reports): no bucket
 	// evidence is better than a sum of two layouts.
@@ -59,24 +70,17 @@ type rowSum struct {
 	// what a key absent from every one of them could at most have had.
 	absentUpper uint64
 	degraded    bool
-	// inputs is the number of reporter rows merged, for dropped-row counts.
-	inputs uint64
 }
 
 // keySum is one key's merged estimate. ownAbsent is the part of
-// rowSum.absentUpper contributed by full sketches that do hold the key: it
-// must not be added again for them.
+// evidence.absentUpper contributed by full sketches that do hold the key:
+// it must not be added again for them.
 type keySum struct {
 	lower, upper, ownAbsent uint64
 }
 
 func newColumnSum(windowStartMs, stepMs uint64) *columnSum {
-	return &columnSum{
-		windowStartMs: windowStartMs,
-		stepMs:        stepMs,
-		reporters:     make(map[string]struct{}),
-		rows:          make(map[uint64]*rowSum),
-	}
+	return &columnSum{windowStartMs: windowStartMs, stepMs: stepMs, reporters: make(map[string]struct{})}
 }
 
 func (c *columnSum) has(reporter string) bool {
@@ -84,44 +88,27 @@ func (c *columnSum) has(reporter string) bool {
 	return ok
 }
 
-// add merges one reporter's validated column. Rows of routes that are not
-// live in cat are dropped; add returns how many.
-func (c *columnSum) add(reporter string, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
+// add records one reporter's validated column.
+func (c *columnSum) add(reporter string, col *api.ReportColumn) {
 	c.reporters[reporter] = struct{}{}
-	for _, row := range col.GetRows() {
-		if _, live := cat.Route(row.GetRouteId()); !live {
-			dead++
-			continue
-		}
-		r := c.rows[row.GetRouteId()]
-		if r == nil {
-			r = &rowSum{}
-			c.rows[row.GetRouteId()] = r
-		}
-		r.add(row)
-	}
-	c.deadRows += dead
-	return dead
+	c.parts = append(c.parts, col)
 }
 
-// add merges one reporter's row (SPEC §8): plain sums of counts, bytes and
-// buckets; per key, lower += (count-error)·rate and upper += count·rate,
-// plus, for every full sketch that lacks the key, that sketch's smallest
-// count·rate (Space-Saving: an absent key's count is at most the minimum).
+// add merges one reporter's row evidence (SPEC §8): bucket sums; per key,
+// lower += (count-error)·rate and upper += count·rate, plus, for every full
+// sketch that lacks the key, that sketch's smallest count·rate
+// (Space-Saving: an absent key's count is at most the minimum); degraded
+// if any input is.
 //
 // "Full" is read off the sketch itself, since a report does not carry the
 // sketch capacity: a Space-Saving summary that has replaced an entry always
 // holds an entry with error > 0 (each replacement inserts one), and one
 // that never replaced an entry holds every key it was fed, so a key absent
 // from it had a sampled count of zero.
-func (r *rowSum) add(row *api.ReportRow) {
-	r.inputs++
-	r.reads = satAdd(r.reads, row.GetReads())
-	r.writes = satAdd(r.writes, row.GetWrites())
-	r.readBytes = satAdd(r.readBytes, row.GetReadBytes())
-	r.writeBytes = satAdd(r.writeBytes, row.GetWriteBytes())
-	r.degraded = r.degraded || row.GetTopKDegraded()
-	r.addBuckets(row.GetBuckets())
+func (e *evidence) add(row *api.ReportRow) {
+	e.inputs++
+	e.degraded = e.degraded || row.GetTopKDegraded()
+	e.addBuckets(row.GetBuckets())
 
 	top := row.GetTopKeys()
 	if len(top) == 0 {
@@ -135,56 +122,56 @@ func (r *rowSum) add(row *api.ReportRow) {
 		minScaled = min(minScaled, k.GetCount()*rate) // validated: no overflow
 	}
 	if full {
-		r.absentUpper = satAdd(r.absentUpper, minScaled)
+		e.absentUpper = satAdd(e.absentUpper, minScaled)
 	}
-	if r.keys == nil {
-		r.keys = make(map[string]*keySum, len(top))
+	if e.keys == nil {
+		e.keys = make(map[string]*keySum, len(top))
 	}
 	for _, k := range top {
-		e := r.keys[string(k.GetKey())]
-		if e == nil {
-			if len(r.keys) >= maxMergeKeys {
-				r.degraded = true
+		s := e.keys[string(k.GetKey())]
+		if s == nil {
+			if len(e.keys) >= maxMergeKeys {
+				e.degraded = true
 				continue
 			}
-			e = &keySum{}
-			r.keys[string(k.GetKey())] = e
+			s = &keySum{}
+			e.keys[string(k.GetKey())] = s
 		}
-		e.lower = satAdd(e.lower, (k.GetCount()-k.GetError())*rate)
-		e.upper = satAdd(e.upper, k.GetCount()*rate)
+		s.lower = satAdd(s.lower, (k.GetCount()-k.GetError())*rate)
+		s.upper = satAdd(s.upper, k.GetCount()*rate)
 		if full {
-			e.ownAbsent = satAdd(e.ownAbsent, minScaled)
+			s.ownAbsent = satAdd(s.ownAbsent, minScaled)
 		}
 	}
 }
 
-func (r *rowSum) addBuckets(b []uint64) {
+func (e *evidence) addBuckets(b []uint64) {
 	switch {
-	case r.bucketsMixed:
-	case r.inputs == 1: // the first row merged (add counts it first)
-		r.buckets = slices.Clone(b)
-	case len(r.buckets) != len(b):
-		r.buckets, r.bucketsMixed = nil, true
+	case e.bucketsMixed:
+	case e.inputs == 1: // the first row merged (add counts it first)
+		e.buckets = slices.Clone(b)
+	case len(e.buckets) != len(b):
+		e.buckets, e.bucketsMixed = nil, true
 	default:
 		for i, v := range b {
-			r.buckets[i] = satAdd(r.buckets[i], v)
+			e.buckets[i] = satAdd(e.buckets[i], v)
 		}
 	}
 }
 
 // estimates returns the merged key estimates, highest upper bound first
 // (ties: higher lower bound, then key), at most limit of them.
-func (r *rowSum) estimates(limit int) []*api.KeyEstimate {
-	if len(r.keys) == 0 {
+func (e *evidence) estimates(limit int) []*api.KeyEstimate {
+	if len(e.keys) == 0 {
 		return nil
 	}
-	out := make([]*api.KeyEstimate, 0, len(r.keys))
-	for k, e := range r.keys {
+	out := make([]*api.KeyEstimate, 0, len(e.keys))
+	for k, s := range e.keys {
 		absent := uint64(math.MaxUint64)
-		if r.absentUpper != math.MaxUint64 {
-			absent = r.absentUpper - e.ownAbsent // ownAbsent sums a subset of absentUpper's terms
+		if e.absentUpper != math.MaxUint64 {
+			absent = e.absentUpper - s.ownAbsent // ownAbsent sums a subset of absentUpper's terms
 		}
-		out = append(out, &api.KeyEstimate{Key: []byte(k), Lower: e.lower, Upper: satAdd(e.upper, absent)})
+		out = append(out, &api.KeyEstimate{Key: []byte(k), Lower: s.lower, Upper: satAdd(s.upper, absent)})
 	}
 	slices.SortFunc(out, func(a, b *api.KeyEstimate) int {
 		if c := cmp.Compare(b.Upper, a.Upper); c != 0 {
@@ -203,11 +190,10 @@ func (r *rowSum) estimates(limit int) []*api.KeyEstimate {
 
 // entryStats describes an assembled entry for metrics and logs.
 type entryStats struct {
-	// deadRows are reporter rows dropped on admission or while assembling
-	// because their route was no longer live.
+	// deadRows are reporter rows dropped because their route is no longer
+	// live.
 	deadRows uint64
-	// inputs are the reporter rows the sum holds (for rows refused with
-	// their column).
+	// inputs are all the reporter rows the column holds.
 	inputs uint64
 }
 
@@ -215,28 +201,25 @@ type entryStats struct {
 // catalog and detector config (SPEC §8): rows scoring at or above the
 // threshold with their evidence, the belowRows highest rows under it
 // without evidence (display only), per-group totals over every live row,
-// and the rows dropped because their route is gone. The output is
-// deterministic: rows by route id, groups by group id, reporters sorted.
+// and the count of rows dropped because their route is gone. The output
+// does not depend on the order the contributions arrived in (unless a hot
+// row exceeds maxMergeKeys, which marks it degraded): rows by route id,
+// groups by group id, reporters sorted.
 func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int) (*api.ObserveColumn, entryStats) {
-	stats := entryStats{deadRows: c.deadRows}
-	ids := make([]uint64, 0, len(c.rows))
-	for id, r := range c.rows {
-		ids = append(ids, id)
-		stats.inputs += r.inputs
-	}
-	slices.Sort(ids)
-
+	counts := c.counts()
+	var stats entryStats
 	type scored struct {
-		row   *api.ColumnRow
-		score uint64
+		counts *rowCounts
+		score  uint64
 	}
 	var hot, below []scored
 	groups := map[uint64]*api.GroupLoad{}
-	for _, id := range ids {
-		r := c.rows[id]
-		route, live := cat.Route(id)
+	for i := range counts {
+		rc := &counts[i]
+		stats.inputs += rc.inputs
+		route, live := cat.Route(rc.id)
 		if !live {
-			stats.deadRows += r.inputs
+			stats.deadRows += rc.inputs
 			continue
 		}
 		g := groups[route.GroupID]
@@ -244,36 +227,39 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 			g = &api.GroupLoad{GroupId: route.GroupID}
 			groups[route.GroupID] = g
 		}
-		g.Reads = satAdd(g.Reads, r.reads)
-		g.Writes = satAdd(g.Writes, r.writes)
-		g.ReadBytes = satAdd(g.ReadBytes, r.readBytes)
-		g.WriteBytes = satAdd(g.WriteBytes, r.writeBytes)
-
-		row := &api.ColumnRow{RouteId: id, Reads: r.reads, Writes: r.writes, ReadBytes: r.readBytes, WriteBytes: r.writeBytes}
-		score := rowScore(r.reads, r.writes, dc.WriteWeight, dc.ReadWeight, c.stepMs)
-		if score >= dc.Threshold {
-			row.Buckets = r.buckets
-			row.TopKeys = r.estimates(mergedTopKeys)
-			row.TopKDegraded = r.degraded
-			hot = append(hot, scored{row, score})
+		g.Reads = satAdd(g.Reads, rc.reads)
+		g.Writes = satAdd(g.Writes, rc.writes)
+		g.ReadBytes = satAdd(g.ReadBytes, rc.readBytes)
+		g.WriteBytes = satAdd(g.WriteBytes, rc.writeBytes)
+		s := scored{rc, rowScore(rc.reads, rc.writes, dc.WriteWeight, dc.ReadWeight, c.stepMs)}
+		if s.score >= dc.Threshold {
+			hot = append(hot, s)
 		} else {
-			below = append(below, scored{row, score})
+			below = append(below, s)
 		}
 	}
 	slices.SortFunc(below, func(a, b scored) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.row.RouteId, b.row.RouteId)
+		return cmp.Compare(a.counts.id, b.counts.id)
 	})
 	below = below[:min(len(below), belowRows)]
 
+	hotIDs := make([]uint64, len(hot))
+	for i, s := range hot {
+		hotIDs[i] = s.counts.id
+	}
+	ev := c.evidence(hotIDs)
 	rows := make([]*api.ColumnRow, 0, len(hot)+len(below))
 	for _, s := range hot {
-		rows = append(rows, s.row)
+		row := s.counts.row()
+		e := ev[s.counts.id]
+		row.Buckets, row.TopKeys, row.TopKDegraded = e.buckets, e.estimates(mergedTopKeys), e.degraded
+		rows = append(rows, row)
 	}
 	for _, s := range below {
-		rows = append(rows, s.row)
+		rows = append(rows, s.counts.row())
 	}
 	slices.SortFunc(rows, func(a, b *api.ColumnRow) int { return cmp.Compare(a.RouteId, b.RouteId) })
 
@@ -292,6 +278,58 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 		Reporters:     c.sortedReporters(),
 		DroppedRows:   stats.deadRows,
 	}, stats
+}
+
+// counts sums every route's counts over all contributions, in route-id
+// order.
+func (c *columnSum) counts() []rowCounts {
+	hint := 0
+	for _, p := range c.parts {
+		hint = max(hint, len(p.GetRows()))
+	}
+	index := make(map[uint64]int, hint)
+	out := make([]rowCounts, 0, hint)
+	for _, p := range c.parts {
+		for _, r := range p.GetRows() {
+			i, ok := index[r.GetRouteId()]
+			if !ok {
+				i = len(out)
+				index[r.GetRouteId()] = i
+				out = append(out, rowCounts{id: r.GetRouteId()})
+			}
+			rc := &out[i]
+			rc.reads = satAdd(rc.reads, r.GetReads())
+			rc.writes = satAdd(rc.writes, r.GetWrites())
+			rc.readBytes = satAdd(rc.readBytes, r.GetReadBytes())
+			rc.writeBytes = satAdd(rc.writeBytes, r.GetWriteBytes())
+			rc.inputs++
+		}
+	}
+	slices.SortFunc(out, func(a, b rowCounts) int { return cmp.Compare(a.id, b.id) })
+	return out
+}
+
+// evidence merges the evidence of the given routes over all contributions.
+func (c *columnSum) evidence(ids []uint64) map[uint64]*evidence {
+	ev := make(map[uint64]*evidence, len(ids))
+	for _, id := range ids {
+		ev[id] = &evidence{}
+	}
+	if len(ids) == 0 {
+		return ev
+	}
+	for _, p := range c.parts {
+		for _, r := range p.GetRows() {
+			if e := ev[r.GetRouteId()]; e != nil {
+				e.add(r)
+			}
+		}
+	}
+	return ev
+}
+
+func (rc *rowCounts) row() *api.ColumnRow {
+	return &api.ColumnRow{RouteId: rc.id, Reads: rc.reads, Writes: rc.writes, ReadBytes: rc.readBytes, WriteBytes: rc.writeBytes}
 }
 
 func (c *columnSum) sortedReporters() []string {

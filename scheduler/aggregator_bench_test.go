@@ -1,0 +1,128 @@
+package scheduler
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/detector"
+)
+
+const (
+	benchRoutes    = 10_000
+	benchReporters = 50
+	benchTopKeys   = 8
+)
+
+// benchSplits are the initial split keys of a catalog of n routes.
+func benchSplits(n int) [][]byte {
+	out := make([][]byte, 0, n-1)
+	for i := 1; i < n; i++ {
+		out = append(out, fmt.Appendf(nil, "k%06d", i))
+	}
+	return out
+}
+
+// benchColumn is one reporter's column with a row for every route: 16
+// buckets and a full 8-entry sketch each. One route in 100 is hot across
+// 50 reporters; the others score about a tenth of the threshold.
+func benchColumn(w uint64, reporter int) *api.ReportColumn {
+	c := reportCol(w)
+	c.Rows = make([]*api.ReportRow, 0, benchRoutes)
+	for id := uint64(1); id <= benchRoutes; id++ {
+		r := &api.ReportRow{RouteId: id, Reads: 1 + id%3, ReadBytes: 300, WriteBytes: 100, SampleRate: 16, Buckets: make([]uint64, 16)}
+		if id%100 == 0 {
+			r.Writes = 50
+		}
+		r.Buckets[id%16] = r.Reads + 4*r.Writes
+		for k := range benchTopKeys {
+			r.TopKeys = append(r.TopKeys, &api.TopKeyCount{Key: fmt.Appendf(nil, "k%06d-%d-%d", id, reporter%4, k), Count: uint64(10 - k), Error: 1})
+		}
+		c.Rows = append(c.Rows, r)
+	}
+	return c
+}
+
+// BenchmarkValidateReport validates one reporter's 10k-row column.
+func BenchmarkValidateReport(b *testing.B) {
+	c, err := catalog.New(benchSplits(benchRoutes), 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &api.ReportRequest{ReporterId: "r0", Columns: []*api.ReportColumn{benchColumn(100_000, 0)}}
+	cfg := testConfig()
+	b.SetBytes(int64(proto.Size(req)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if rej := validateReport(req, c, cfg, 101_000); rej != nil {
+			b.Fatal(rej.msg)
+		}
+	}
+}
+
+// BenchmarkAssembleEntry merges 50 reporters' 10k-row columns into the
+// ObserveColumn: counts for every route, evidence for the hot ones.
+func BenchmarkAssembleEntry(b *testing.B) {
+	c, err := catalog.New(benchSplits(benchRoutes), 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := newColumnSum(100_000, testStep)
+	for r := range benchReporters {
+		s.add(fmt.Sprint("r", r), benchColumn(100_000, r))
+	}
+	b.ReportAllocs()
+	var e *api.ObserveColumn
+	for b.Loop() {
+		e, _ = s.entry(c, detector.DefaultConfig(), DefaultBelowThresholdRows)
+	}
+	b.ReportMetric(float64(proto.Size(e)), "entry-bytes")
+	b.ReportMetric(float64(len(e.GetRows())), "entry-rows")
+}
+
+// BenchmarkAggregatorColumn50x10k is one window end to end, in process:
+// 50 reporters each send a 10k-row column through Report (validate and
+// merge), the column commits through a real FSM, and every report is
+// answered. ns/op is the leader's work per column; the 1 s step budget is
+// far above it. The gRPC hop is not included (see the node benchmarks).
+func BenchmarkAggregatorColumn50x10k(b *testing.B) {
+	h := newAggHarnessSplits(b, 0, benchSplits(benchRoutes))
+	cols := make([]*api.ReportColumn, benchReporters)
+	for r := range cols {
+		cols[r] = benchColumn(0, r)
+	}
+	h.begin()
+	defer h.end()
+	w := uint64(1_000_000)
+	var entryBytes int
+	b.ReportAllocs()
+	for b.Loop() {
+		h.clock.set(w + testStep/2)
+		for _, c := range cols {
+			c.WindowStartMs = w
+		}
+		results := make([]<-chan reportResult, benchReporters)
+		for r := range benchReporters {
+			results[r] = h.report(fmt.Sprint("r", r), cols[r])
+		}
+		reporters := make([]string, benchReporters)
+		for r := range reporters {
+			reporters[r] = fmt.Sprint("r", r)
+		}
+		h.admitted(w, reporters...)
+		h.clock.set(w + testStep)
+		h.step()
+		for _, ch := range results {
+			if res := h.result(ch); res.err != nil || len(res.resp.GetAckedWindowStarts()) != 1 {
+				b.Fatalf("report: %v %v", res.resp, res.err)
+			}
+		}
+		applied := h.prop.columns()
+		entryBytes = proto.Size(applied[len(applied)-1])
+		w += testStep
+	}
+	b.ReportMetric(float64(entryBytes), "entry-bytes")
+}
