@@ -32,7 +32,7 @@ func Observe(in Input, s *State, col Column) (*State, []Plan) {
 	if err != nil || col.AtMs <= s.lastColumnAtMs {
 		return s, nil
 	}
-	o := newObservation(in, s, col)
+	o := newObservation(in, s, col, order)
 	o.walk(order)
 	plans := o.decide()
 	return &State{tracked: o.prune(), lastColumnAtMs: col.AtMs}, plans
@@ -66,7 +66,7 @@ type candidate struct {
 	row   *Row
 }
 
-func newObservation(in Input, s *State, col Column) *observation {
+func newObservation(in Input, s *State, col Column, order []int) *observation {
 	o := &observation{
 		in:     in,
 		cfg:    in.Config,
@@ -78,7 +78,7 @@ func newObservation(in Input, s *State, col Column) *observation {
 		smoothing: int(min(in.Config.SmoothingWindows, maxSmoothingWindows)),
 		old:       s.tracked,
 	}
-	n := len(s.tracked) + len(col.Rows)
+	n := unionSize(s.tracked, col.Rows, order)
 	o.out = make([]Tracked, 0, n)
 	o.pool = make([]uint64, 0, n*o.smoothing)
 	for _, op := range in.LiveOps {
@@ -89,6 +89,23 @@ func newObservation(in Input, s *State, col Column) *observation {
 	}
 	slices.Sort(o.liveOpIDs)
 	return o
+}
+
+// unionSize counts the route ids in tracked or rows: the new entries' upper
+// bound, so that the entry slice (large structs) is allocated once, tight.
+func unionSize(tracked []Tracked, rows []Row, order []int) int {
+	n, i, j := 0, 0, 0
+	for i < len(tracked) && j < len(order) {
+		a, b := tracked[i].RouteID, rows[order[j]].RouteID
+		if a <= b {
+			i++
+		}
+		if b <= a {
+			j++
+		}
+		n++
+	}
+	return n + len(tracked) - i + len(order) - j
 }
 
 // walk merges the tracked entries with the column's rows (both in route-id
