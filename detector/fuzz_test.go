@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -235,7 +236,7 @@ func observeArbitrary(t *testing.T, b []byte) {
 			in.LiveOps = append(in.LiveOps, LiveOp{
 				OpID:           f.u64(),
 				RouteIDs:       []uint64{f.routeID(c)},
-				RemainingDelta: f.intn(7) - 3,
+				RemainingDelta: []int{-3, -1, 0, 1, 2, 3, math.MaxInt, math.MinInt}[f.intn(8)],
 			})
 		}
 		next, plans := Observe(in, s, col)

@@ -84,7 +84,7 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 	for _, op := range in.LiveOps {
 		o.liveOpIDs = append(o.liveOpIDs, op.RouteIDs...)
 		if op.RemainingDelta > 0 {
-			o.remaining += uint64(op.RemainingDelta)
+			o.remaining = addSat64(o.remaining, uint64(op.RemainingDelta))
 		}
 	}
 	slices.Sort(o.liveOpIDs)
@@ -272,7 +272,8 @@ func (o *observation) decide() []Plan {
 		case uint64(len(plans)) >= uint64(o.cfg.MaxSplitsPerCycle):
 			reason = ReasonBudgetExhausted
 		default:
-			x.ProjectedRoutes = live + o.remaining + reserved + uint64(ch.delta)
+			// Saturating: absurd live-op deltas must not wrap below the cap.
+			x.ProjectedRoutes = addSat64(addSat64(live, o.remaining), reserved+uint64(ch.delta))
 			if x.ProjectedRoutes > uint64(o.cfg.MaxAutoRoutes) {
 				reason = ReasonRouteCap
 				break
