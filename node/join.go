@@ -15,12 +15,40 @@ import (
 	"github.com/hotsplit/hotsplit/client"
 )
 
+// announce makes the cluster know this node. A fresh node with --join
+// joins through the given members. A node with state announces itself once
+// it knows its cluster (through --join members, else through its own
+// endpoint, which forwards to the leader): the leader checks it still
+// belongs to that cluster, refreshes its member record and applies its
+// --autoSplit start flag (SPEC §7). A fresh --bootstrap node needs neither:
+// as leader it records itself.
+func (n *Node) announce(ctx context.Context, self *api.Member, existing bool) {
+	if !existing {
+		if len(n.cfg.Join) > 0 {
+			n.joinLoop(ctx, self, n.cfg.Join, "")
+		}
+		n.recordClusterID(ctx)
+		return
+	}
+	if n.knownClusterID() == "" {
+		n.recordClusterID(ctx)
+	}
+	endpoints := n.cfg.Join
+	if len(endpoints) == 0 {
+		endpoints = []string{n.GRPCAddr()}
+	}
+	n.joinLoop(ctx, self, endpoints, n.knownClusterID())
+}
+
 // joinLoop asks the given members to add this node until one accepts (the
 // client follows leader hints and retries what is safe). A permanent
 // refusal (id in use, another cluster, bad request) stops the node with one
 // clear log line.
-func (n *Node) joinLoop(ctx context.Context, self *api.Member) {
-	cl, err := client.New(client.Config{Endpoints: n.cfg.Join, Logger: n.log})
+func (n *Node) joinLoop(ctx context.Context, self *api.Member, endpoints []string, clusterID string) {
+	if ctx.Err() != nil {
+		return
+	}
+	cl, err := client.New(client.Config{Endpoints: endpoints, Logger: n.log})
 	if err != nil {
 		n.halt(fmt.Errorf("join: %w", err))
 		return
@@ -28,9 +56,12 @@ func (n *Node) joinLoop(ctx context.Context, self *api.Member) {
 	defer cl.Close()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		_, err := cl.Join(ctx, &api.JoinRequest{NodeId: self.NodeId, RaftAddr: self.RaftAddr, GrpcAddr: self.GrpcAddr, SupportedVersion: self.SupportedVersion, ClusterId: n.knownClusterID()})
+		_, err := cl.Join(ctx, &api.JoinRequest{NodeId: self.NodeId, RaftAddr: self.RaftAddr, GrpcAddr: self.GrpcAddr, SupportedVersion: self.SupportedVersion, ClusterId: clusterID, AutoSplitFlag: self.AutoSplitFlag})
 		if err == nil {
-			n.log.Info("joined the cluster", "attempts", attempt)
+			n.log.Info("membership confirmed by the leader", "attempts", attempt, "cluster_id", clusterID)
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		switch status.Code(err) {

@@ -161,7 +161,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 
 	n.clock = hlc.New(wrapClock(cfg.Clock))
-	self := &api.Member{NodeId: cfg.ID, GrpcAddr: n.advertisedGRPC(), RaftAddr: n.advertisedRaft(), SupportedVersion: fsm.SupportedVersion}
+	self := &api.Member{NodeId: cfg.ID, GrpcAddr: n.advertisedGRPC(), RaftAddr: n.advertisedRaft(), SupportedVersion: fsm.SupportedVersion, AutoSplitFlag: autoSplitFlag(cfg.AutoSplit)}
 	var boot *scheduler.BootstrapParams
 	if cfg.Bootstrap {
 		boot = &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
@@ -198,14 +198,19 @@ func Start(cfg Config) (_ *Node, err error) {
 			}
 		})
 	}
-	n.goRun(func() { n.recordClusterID(ctx) })
-	// A fresh node joins; a node with state re-announces itself only to let
-	// the leader check it still belongs to that cluster.
-	if len(cfg.Join) > 0 && (!existing || n.knownClusterID() != "") {
-		n.goRun(func() { n.joinLoop(ctx, self) })
-	}
+	n.goRun(func() { n.announce(ctx, self, existing) })
 	log.Info("node started", "raft_addr", n.advertisedRaft(), "grpc_addr", n.advertisedGRPC(), "http_addr", n.HTTPAddr(), "existing_state", existing)
 	return n, nil
+}
+
+func autoSplitFlag(v *bool) api.AutoSplitFlag {
+	switch {
+	case v == nil:
+		return api.AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET
+	case *v:
+		return api.AutoSplitFlag_AUTO_SPLIT_FLAG_ON
+	}
+	return api.AutoSplitFlag_AUTO_SPLIT_FLAG_OFF
 }
 
 func setIfPositive(dst *time.Duration, v time.Duration) {

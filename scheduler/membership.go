@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -47,7 +48,15 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string) e
 	}
 	existing, isMember := st.Member(m.NodeId)
 	if clusterID != "" && isMember && existing.RaftAddr == m.RaftAddr && inConfiguration(cfg, m.NodeId) {
-		return nil // an intact member restarting: nothing to do
+		// An intact member announcing itself after a restart: refresh its
+		// record if it changed (addresses, version, start flag).
+		if !proto.Equal(existing, m) {
+			if err := s.setMember(ctx, m); err != nil {
+				return err
+			}
+		}
+		s.seedSwitchFromFlag(ctx, m)
+		return nil
 	}
 	for _, srv := range cfg.Servers {
 		if string(srv.ID) == m.NodeId || (string(srv.Address) == m.RaftAddr && isMember) {
@@ -60,6 +69,15 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string) e
 	if err := waitFuture(ctx, s.raft.AddNonvoter(raft.ServerID(m.NodeId), raft.ServerAddress(m.RaftAddr), 0, s.cfg.RaftTimeout)); err != nil {
 		return classify(err)
 	}
+	if err := s.setMember(ctx, m); err != nil {
+		return err
+	}
+	s.log.Info("node joined as non-voter", "node_id", m.NodeId, "raft_addr", m.RaftAddr, "grpc_addr", m.GrpcAddr)
+	s.seedSwitchFromFlag(ctx, m)
+	return nil
+}
+
+func (s *Scheduler) setMember(ctx context.Context, m *api.Member) error {
 	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: cloneMember(m)}}})
 	if err != nil {
 		return err
@@ -67,8 +85,35 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string) e
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 		return fmt.Errorf("set member rejected: %s", res.GetMessage())
 	}
-	s.log.Info("node joined as non-voter", "node_id", m.NodeId, "raft_addr", m.RaftAddr, "grpc_addr", m.GrpcAddr)
 	return nil
+}
+
+// seedSwitchFromFlag applies SPEC §7 to a member that just started with an
+// explicit --autoSplit: its value is committed only while no operator has
+// ever set the switch; otherwise the mismatch is a warning (here, and in
+// every status answer while the member's record says so).
+func (s *Scheduler) seedSwitchFromFlag(ctx context.Context, m *api.Member) {
+	if m.AutoSplitFlag == api.AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET {
+		return
+	}
+	want := m.AutoSplitFlag == api.AutoSplitFlag_AUTO_SPLIT_FLAG_ON
+	sw := s.fsm.State().Switch()
+	if sw.GetEnabled() == want {
+		return
+	}
+	if sw.GetSource() == api.SwitchSource_SWITCH_SOURCE_OPERATOR {
+		s.log.Warn("member started with an --autoSplit value that differs from the operator-set switch; the flag is ignored",
+			"node_id", m.NodeId, "flag", want, "switch", sw.GetEnabled(), "actor", sw.GetActor())
+		return
+	}
+	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
+		Enabled: want, Actor: "flag@" + m.NodeId, Reason: "--autoSplit given at the start of " + m.NodeId, Source: api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG,
+	}}})
+	if err != nil || res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		s.log.Warn("could not apply the --autoSplit start flag", "node_id", m.NodeId, "reason", fmt.Sprint(err, res.GetMessage()))
+		return
+	}
+	s.log.Info("switch set from a member's --autoSplit start flag", "node_id", m.NodeId, "enabled", want)
 }
 
 // Remove takes a node out of the raft configuration and the member table.

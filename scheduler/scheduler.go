@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -376,7 +377,7 @@ func (s *Scheduler) ensureSelfMember(ctx context.Context) {
 		return
 	}
 	self := s.cfg.Self
-	if m, ok := st.Member(self.NodeId); ok && m.GrpcAddr == self.GrpcAddr && m.RaftAddr == self.RaftAddr && m.SupportedVersion == self.SupportedVersion {
+	if m, ok := st.Member(self.NodeId); ok && proto.Equal(m, self) {
 		return
 	}
 	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: cloneMember(self)}}})
@@ -385,9 +386,7 @@ func (s *Scheduler) ensureSelfMember(ctx context.Context) {
 	}
 }
 
-func cloneMember(m *api.Member) *api.Member {
-	return &api.Member{NodeId: m.NodeId, GrpcAddr: m.GrpcAddr, RaftAddr: m.RaftAddr, SupportedVersion: m.SupportedVersion}
-}
+func cloneMember(m *api.Member) *api.Member { return proto.CloneOf(m) }
 
 // waitFuture waits for f, giving up (not cancelling raft) when ctx ends.
 func waitFuture(ctx context.Context, f raft.Future) error {

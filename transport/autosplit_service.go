@@ -105,6 +105,14 @@ func (s *Server) nowMs() uint64 { return hlc.Physical(s.cfg.Sched.Clock().Now())
 // warnings lists conditions an operator should look at.
 func (s *Server) warnings(st *fsm.State) []string {
 	var w []string
+	if sw := st.Switch(); sw.GetSource() == api.SwitchSource_SWITCH_SOURCE_OPERATOR {
+		for _, m := range st.Members() {
+			if f := m.GetAutoSplitFlag(); f != api.AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET && (f == api.AutoSplitFlag_AUTO_SPLIT_FLAG_ON) != sw.GetEnabled() {
+				w = append(w, fmt.Sprintf("member %s was started with --autoSplit=%v but an operator set the switch %s; the flag is ignored",
+					m.GetNodeId(), f == api.AutoSplitFlag_AUTO_SPLIT_FLAG_ON, onOff(sw.GetEnabled())))
+			}
+		}
+	}
 	if n := st.FenceViolations(); n > 0 {
 		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange arrived with a commit HLC that did not move forward)", n))
 	}
@@ -238,4 +246,11 @@ func (a *autoSplitServer) AbortOp(ctx context.Context, req *api.AbortOpRequest) 
 		return nil, err
 	}
 	return &api.AbortOpResponse{Op: res.GetOp()}, nil
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }

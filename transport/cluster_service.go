@@ -63,7 +63,7 @@ func (c *clusterServer) Join(ctx context.Context, req *api.JoinRequest) (*api.Jo
 			return api.NewClusterClient(cc).Join(ctx, req)
 		})
 	}
-	m := &api.Member{NodeId: req.GetNodeId(), RaftAddr: req.GetRaftAddr(), GrpcAddr: req.GetGrpcAddr(), SupportedVersion: req.GetSupportedVersion()}
+	m := &api.Member{NodeId: req.GetNodeId(), RaftAddr: req.GetRaftAddr(), GrpcAddr: req.GetGrpcAddr(), SupportedVersion: req.GetSupportedVersion(), AutoSplitFlag: req.GetAutoSplitFlag()}
 	if err := c.s.cfg.Sched.Join(ctx, m, req.GetClusterId()); err != nil {
 		return nil, membershipError(err, c.s.leaderHint())
 	}

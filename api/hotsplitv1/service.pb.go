@@ -1746,8 +1746,10 @@ type JoinRequest struct {
 	// The cluster id in the joining node's data dir; empty for a new node.
 	ClusterId        string `protobuf:"bytes,4,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	SupportedVersion uint32 `protobuf:"varint,5,opt,name=supported_version,json=supportedVersion,proto3" json:"supported_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The node's explicit --autoSplit flag, if given.
+	AutoSplitFlag AutoSplitFlag `protobuf:"varint,6,opt,name=auto_split_flag,json=autoSplitFlag,proto3,enum=hotsplit.v1.AutoSplitFlag" json:"auto_split_flag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JoinRequest) Reset() {
@@ -1813,6 +1815,13 @@ func (x *JoinRequest) GetSupportedVersion() uint32 {
 		return x.SupportedVersion
 	}
 	return 0
+}
+
+func (x *JoinRequest) GetAutoSplitFlag() AutoSplitFlag {
+	if x != nil {
+		return x.AutoSplitFlag
+	}
+	return AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET
 }
 
 type JoinResponse struct {
@@ -2429,14 +2438,15 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\"2\n" +
 	"\x0fAbortOpResponse\x12\x1f\n" +
-	"\x02op\x18\x01 \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xac\x01\n" +
+	"\x02op\x18\x01 \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xf0\x01\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x04 \x01(\tR\tclusterId\x12+\n" +
-	"\x11supported_version\x18\x05 \x01(\rR\x10supportedVersion\"\\\n" +
+	"\x11supported_version\x18\x05 \x01(\rR\x10supportedVersion\x12B\n" +
+	"\x0fauto_split_flag\x18\x06 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\\\n" +
 	"\fJoinResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12-\n" +
@@ -2560,9 +2570,10 @@ var file_hotsplitv1_service_proto_goTypes = []any{
 	(*TrackedRoute)(nil),               // 44: hotsplit.v1.TrackedRoute
 	(*Decision)(nil),                   // 45: hotsplit.v1.Decision
 	(*ConfigPatch)(nil),                // 46: hotsplit.v1.ConfigPatch
-	(*Member)(nil),                     // 47: hotsplit.v1.Member
-	(*ReportRequest)(nil),              // 48: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 49: hotsplit.v1.ReportResponse
+	(AutoSplitFlag)(0),                 // 47: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 48: hotsplit.v1.Member
+	(*ReportRequest)(nil),              // 49: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 50: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
@@ -2599,50 +2610,51 @@ var file_hotsplitv1_service_proto_depIdxs = []int32{
 	46, // 31: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
 	42, // 32: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
 	43, // 33: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	47, // 34: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
-	0,  // 35: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	47, // 36: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
-	33, // 37: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
-	2,  // 38: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	5,  // 39: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	7,  // 40: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	9,  // 41: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	11, // 42: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	14, // 43: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	48, // 44: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	16, // 45: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	18, // 46: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	20, // 47: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	22, // 48: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	24, // 49: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	26, // 50: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	28, // 51: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	30, // 52: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	32, // 53: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	35, // 54: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	37, // 55: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	6,  // 56: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	8,  // 57: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	10, // 58: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	12, // 59: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	15, // 60: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	49, // 61: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	17, // 62: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	19, // 63: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	21, // 64: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	23, // 65: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	25, // 66: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	27, // 67: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	29, // 68: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	31, // 69: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	34, // 70: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	36, // 71: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	38, // 72: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	56, // [56:73] is the sub-list for method output_type
-	39, // [39:56] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	47, // 34: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	48, // 35: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	0,  // 36: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
+	48, // 37: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	33, // 38: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
+	2,  // 39: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
+	5,  // 40: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	7,  // 41: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	9,  // 42: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	11, // 43: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	14, // 44: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	49, // 45: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	16, // 46: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	18, // 47: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	20, // 48: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	22, // 49: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	24, // 50: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	26, // 51: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	28, // 52: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	30, // 53: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	32, // 54: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	35, // 55: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	37, // 56: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	6,  // 57: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	8,  // 58: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	10, // 59: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	12, // 60: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	15, // 61: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	50, // 62: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	17, // 63: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	19, // 64: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	21, // 65: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	23, // 66: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	25, // 67: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	27, // 68: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	29, // 69: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	31, // 70: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	34, // 71: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	36, // 72: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	38, // 73: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	57, // [57:74] is the sub-list for method output_type
+	40, // [40:57] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }

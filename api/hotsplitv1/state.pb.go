@@ -344,6 +344,56 @@ func (OpAbortReason) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
 }
 
+// AutoSplitFlag is a member's explicit --autoSplit start flag (SPEC §7).
+type AutoSplitFlag int32
+
+const (
+	AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET AutoSplitFlag = 0
+	AutoSplitFlag_AUTO_SPLIT_FLAG_OFF   AutoSplitFlag = 1
+	AutoSplitFlag_AUTO_SPLIT_FLAG_ON    AutoSplitFlag = 2
+)
+
+// Enum value maps for AutoSplitFlag.
+var (
+	AutoSplitFlag_name = map[int32]string{
+		0: "AUTO_SPLIT_FLAG_UNSET",
+		1: "AUTO_SPLIT_FLAG_OFF",
+		2: "AUTO_SPLIT_FLAG_ON",
+	}
+	AutoSplitFlag_value = map[string]int32{
+		"AUTO_SPLIT_FLAG_UNSET": 0,
+		"AUTO_SPLIT_FLAG_OFF":   1,
+		"AUTO_SPLIT_FLAG_ON":    2,
+	}
+)
+
+func (x AutoSplitFlag) Enum() *AutoSplitFlag {
+	p := new(AutoSplitFlag)
+	*p = x
+	return p
+}
+
+func (x AutoSplitFlag) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AutoSplitFlag) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
+}
+
+func (AutoSplitFlag) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[5]
+}
+
+func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AutoSplitFlag.Descriptor instead.
+func (AutoSplitFlag) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+}
+
 type DecisionKind int32
 
 const (
@@ -404,11 +454,11 @@ func (x DecisionKind) String() string {
 }
 
 func (DecisionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
 }
 
 func (DecisionKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[5]
+	return &file_hotsplitv1_state_proto_enumTypes[6]
 }
 
 func (x DecisionKind) Number() protoreflect.EnumNumber {
@@ -417,7 +467,7 @@ func (x DecisionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionKind.Descriptor instead.
 func (DecisionKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
 // ResultCode is the business outcome of an applied command. Anything but OK
@@ -497,11 +547,11 @@ func (x ResultCode) String() string {
 }
 
 func (ResultCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
 }
 
 func (ResultCode) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[6]
+	return &file_hotsplitv1_state_proto_enumTypes[7]
 }
 
 func (x ResultCode) Number() protoreflect.EnumNumber {
@@ -510,7 +560,7 @@ func (x ResultCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResultCode.Descriptor instead.
 func (ResultCode) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 type AutoSplitSwitch struct {
@@ -1044,8 +1094,10 @@ type Member struct {
 	GrpcAddr         string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
 	RaftAddr         string                 `protobuf:"bytes,3,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
 	SupportedVersion uint32                 `protobuf:"varint,4,opt,name=supported_version,json=supportedVersion,proto3" json:"supported_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The --autoSplit value the member was last started with, if given.
+	AutoSplitFlag AutoSplitFlag `protobuf:"varint,5,opt,name=auto_split_flag,json=autoSplitFlag,proto3,enum=hotsplit.v1.AutoSplitFlag" json:"auto_split_flag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -1104,6 +1156,13 @@ func (x *Member) GetSupportedVersion() uint32 {
 		return x.SupportedVersion
 	}
 	return 0
+}
+
+func (x *Member) GetAutoSplitFlag() AutoSplitFlag {
+	if x != nil {
+		return x.AutoSplitFlag
+	}
+	return AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET
 }
 
 // Decision is one entry of the bounded ring of recent decisions.
@@ -1670,12 +1729,13 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"routeDelta\x12\x14\n" +
 	"\x05score\x18\x10 \x01(\x04R\x05score\x12=\n" +
 	"\fstep_results\x18\x11 \x03(\v2\x1a.hotsplit.v1.CommandResultR\vstepResults\x12\x14\n" +
-	"\x05actor\x18\x12 \x01(\tR\x05actor\"\x88\x01\n" +
+	"\x05actor\x18\x12 \x01(\tR\x05actor\"\xcc\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12+\n" +
-	"\x11supported_version\x18\x04 \x01(\rR\x10supportedVersion\"\x93\x03\n" +
+	"\x11supported_version\x18\x04 \x01(\rR\x10supportedVersion\x12B\n" +
+	"\x0fauto_split_flag\x18\x05 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\x93\x03\n" +
 	"\bDecision\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06at_hlc\x18\x02 \x01(\x04R\x05atHlc\x12-\n" +
@@ -1777,7 +1837,11 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1dOP_ABORT_REASON_SHAPE_CHANGED\x10\x03\x12\x1e\n" +
 	"\x1aOP_ABORT_REASON_NOT_ACTIVE\x10\x04\x12\x1c\n" +
 	"\x18OP_ABORT_REASON_OPERATOR\x10\x05\x12\x1f\n" +
-	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06*\xeb\x02\n" +
+	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06*[\n" +
+	"\rAutoSplitFlag\x12\x19\n" +
+	"\x15AUTO_SPLIT_FLAG_UNSET\x10\x00\x12\x17\n" +
+	"\x13AUTO_SPLIT_FLAG_OFF\x10\x01\x12\x16\n" +
+	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\xeb\x02\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -1825,7 +1889,7 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
 var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
@@ -1833,54 +1897,56 @@ var file_hotsplitv1_state_proto_goTypes = []any{
 	(Reason)(0),             // 2: hotsplit.v1.Reason
 	(OpState)(0),            // 3: hotsplit.v1.OpState
 	(OpAbortReason)(0),      // 4: hotsplit.v1.OpAbortReason
-	(DecisionKind)(0),       // 5: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 6: hotsplit.v1.ResultCode
-	(*AutoSplitSwitch)(nil), // 7: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 8: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 9: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 10: hotsplit.v1.Op
-	(*Member)(nil),          // 11: hotsplit.v1.Member
-	(*Decision)(nil),        // 12: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 13: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 14: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 15: hotsplit.v1.StateSnapshot
-	(*RouteDescriptor)(nil), // 16: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 17: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 18: hotsplit.v1.CatalogSnapshot
+	(AutoSplitFlag)(0),      // 5: hotsplit.v1.AutoSplitFlag
+	(DecisionKind)(0),       // 6: hotsplit.v1.DecisionKind
+	(ResultCode)(0),         // 7: hotsplit.v1.ResultCode
+	(*AutoSplitSwitch)(nil), // 8: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 9: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 10: hotsplit.v1.TrackedRoute
+	(*Op)(nil),              // 11: hotsplit.v1.Op
+	(*Member)(nil),          // 12: hotsplit.v1.Member
+	(*Decision)(nil),        // 13: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 14: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 15: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 16: hotsplit.v1.StateSnapshot
+	(*RouteDescriptor)(nil), // 17: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 18: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 19: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
 	2,  // 1: hotsplit.v1.Explanation.reason:type_name -> hotsplit.v1.Reason
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
-	8,  // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	9,  // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
 	1,  // 5: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
 	3,  // 6: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
 	4,  // 7: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	13, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
-	5,  // 9: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
-	1,  // 10: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
-	2,  // 11: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
-	4,  // 12: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	6,  // 13: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	16, // 14: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	17, // 15: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	7,  // 16: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	10, // 17: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	13, // 18: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	18, // 19: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	17, // 20: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	7,  // 21: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	11, // 22: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	9,  // 23: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	10, // 24: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	12, // 25: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	14, // 26: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	14, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	5,  // 9: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	6,  // 10: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	1,  // 11: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
+	2,  // 12: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
+	4,  // 13: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	7,  // 14: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	17, // 15: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	18, // 16: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	8,  // 17: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	11, // 18: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	14, // 19: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	19, // 20: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	18, // 21: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	8,  // 22: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	12, // 23: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	10, // 24: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	11, // 25: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	13, // 26: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	15, // 27: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -1895,7 +1961,7 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      7,
+			NumEnums:      8,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
