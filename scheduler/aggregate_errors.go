@@ -20,8 +20,8 @@ var (
 	// message names the field. Status InvalidArgument. Resending it
 	// unchanged fails again.
 	ErrInvalidReport = errors.New("invalid load report")
-	// ErrReportBacklog: too many columns are open on the leader to take a
-	// new window now. Status Unavailable; resend later.
+	// ErrReportBacklog: too many columns are open on the leader to take
+	// any column of the report now. Status Unavailable; resend later.
 	ErrReportBacklog = errors.New("too many load columns open")
 )
 

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"slices"
@@ -23,8 +24,8 @@ const (
 	// maxOpenColumns bounds the windows a term holds open at once. Windows
 	// lie between the last committed column and two steps past the wall
 	// clock, and any window whose grace has passed commits at once, so only
-	// a backlog resent after an outage comes near it; past it a report is
-	// refused with ErrReportBacklog and resent.
+	// a backlog resent after an outage comes near it; past it the newer
+	// columns of a report wait for the reporter's next resend.
 	maxOpenColumns = 8
 	// recentCommitted is how many of its own committed columns a term
 	// remembers, to acknowledge a resend after a lost answer as committed
@@ -80,10 +81,11 @@ type ColumnProposer interface {
 // is that window and lists the reporter. Everything else that can no longer
 // be counted — a window already committed without it, a column the FSM
 // refused — is acknowledged as late (dropped). Nothing else is
-// acknowledged: a failed or unknown proposal keeps the column open and
-// retries it (the FSM settles a duplicate), and when the term ends every
-// waiting contribution fails with ErrNotLeader; the reporter resends to the
-// next leader, whose state after its barrier says what happened.
+// acknowledged: after a failed or unknown proposal the column stays open
+// and is settled from the FSM's state if the entry did apply, or proposed
+// again; and when the term ends every waiting contribution fails with
+// ErrNotLeader: the reporter resends to the next leader, whose state after
+// its barrier says what happened.
 //
 // Concurrency: Report is safe for concurrent use and may be called at any
 // time; it answers ErrNotLeader while no term runs. RunTerm runs one term;
@@ -205,7 +207,7 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 		return nil, notLeaderReport("no leadership term running")
 	}
 	st := a.fsm.State()
-	if !st.Bootstrapped() {
+	if !st.Bootstrapped() || st.Config().GetStepMs() == 0 {
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
@@ -228,10 +230,17 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	return a.answer(resp, req.GetReporterId(), tickets)
 }
 
-// admit merges the columns of a validated report into term t, all or
-// nothing: a report that would open more windows than allowed changes
-// nothing.
+// admit merges the columns of a validated report into term t, oldest
+// window first. A window not yet open needs one of maxOpenColumns slots;
+// when none is left, that window and every later one of the report are
+// left out — not merged, not acknowledged, and not counted as seen (the
+// reporter resends them) — so a long backlog drains oldest first instead
+// of being refused as a whole forever. A report of which nothing could be
+// taken fails with ErrReportBacklog, having changed nothing.
 func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest) ([]ticket, error) {
+	cols := slices.SortedFunc(slices.Values(req.GetColumns()), func(x, y *api.ReportColumn) int {
+		return cmp.Compare(x.GetWindowStartMs(), y.GetWindowStartMs())
+	})
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.term != t {
@@ -241,32 +250,24 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest) ([]ticket, error)
 	// its window late.
 	fresh := a.fsm.State()
 	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
-	cols := req.GetColumns()
-	opening := 0
-	for _, c := range cols { // validated: no window twice
-		if w := c.GetWindowStartMs(); w >= mark && t.open[w] == nil {
-			opening++
-		}
-	}
-	if opening > 0 && len(t.open)+opening > maxOpenColumns {
-		a.m.rejectedReport(rejectBacklog)
-		return nil, backlogReport(len(t.open))
-	}
-
 	reporter := req.GetReporterId()
 	tickets := make([]ticket, 0, len(cols))
 	for _, c := range cols {
 		w, step := c.GetWindowStartMs(), c.GetStepMs()
-		t.saw(reporter, w)
 		if w < mark {
+			t.saw(reporter, w)
 			tickets = append(tickets, ticket{window: w, late: !t.counted(fresh, reporter, w, step)})
 			continue
 		}
 		oc := t.open[w]
 		if oc == nil {
+			if len(t.open) >= maxOpenColumns {
+				break
+			}
 			oc = &openColumn{sum: newColumnSum(w, step), done: make(chan struct{})}
 			t.open[w] = oc
 		}
+		t.saw(reporter, w)
 		// A resend (the reporter is already in the column) only waits. A
 		// contribution that arrives once the column is sealed, or under a
 		// step that changed since the column opened, is not merged: it is
@@ -275,6 +276,10 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest) ([]ticket, error)
 			oc.sum.add(reporter, c)
 		}
 		tickets = append(tickets, ticket{window: w, col: oc})
+	}
+	if len(tickets) == 0 {
+		a.m.rejectedReport(rejectBacklog)
+		return nil, backlogReport(len(t.open))
 	}
 	a.m.openColumns(len(t.open))
 	t.poke()

@@ -393,6 +393,30 @@ func TestAggregatorStaleColumnAcksPerReporter(t *testing.T) {
 	}
 }
 
+// TestAggregatorWindowCommittedElsewhere: while this leader holds window
+// 660000 open with a and b, an entry for it holding only a applies (a
+// deposed leader's, say). The open column can no longer commit: a is
+// acknowledged as counted, b as late, and nothing is proposed.
+func TestAggregatorWindowCommittedElsewhere(t *testing.T) {
+	h := newAggHarness(t, 660_500)
+	h.begin()
+	defer h.end()
+	pa := h.report("a", reportCol(660_000, row(2, 3, 0)))
+	pb := h.report("b", reportCol(660_000, row(2, 4, 0)))
+	h.admitted(660_000, "a", "b")
+	other := &api.ObserveColumn{WindowStartMs: 660_000, AtMs: 661_000, StepMs: testStep, Reporters: []string{"a"}}
+	if res := h.prop.apply(&api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: other}}); res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		t.Fatalf("other leader's column: %v", res)
+	}
+	h.clock.set(661_000)
+	h.step()
+	wantAck(t, h.result(pa), []uint64{660_000}, nil)
+	wantAck(t, h.result(pb), []uint64{660_000}, []uint64{660_000})
+	if n := h.prop.proposals(); n != 0 {
+		t.Fatalf("%d proposals for a window already committed", n)
+	}
+}
+
 func TestAggregatorDefiniteFailureRetries(t *testing.T) {
 	h := newAggHarness(t, 700_500)
 	h.prop.setScript(proposeFailBefore, proposeFailBefore)
@@ -461,8 +485,11 @@ func TestAggregatorRefusedColumnIsDropped(t *testing.T) {
 	}
 }
 
-func TestAggregatorBacklogAppliesNothing(t *testing.T) {
-	h := newAggHarness(t, 1_000_000)
+// TestAggregatorBacklogDrainsOldestFirst: with maxOpenColumns windows
+// open, a report's columns are taken oldest first while they fit; a report
+// of which nothing fits fails with ErrReportBacklog and changes nothing.
+func TestAggregatorBacklogDrainsOldestFirst(t *testing.T) {
+	h := newAggHarness(t, 998_500)
 	h.begin()
 	defer h.end()
 	for i := range uint64(maxOpenColumns) {
@@ -470,20 +497,44 @@ func TestAggregatorBacklogAppliesNothing(t *testing.T) {
 		h.report("a", reportCol(w, row(2, 1, 0)))
 		h.admitted(w, "a")
 	}
-	_, err := h.a.Report(context.Background(), &api.ReportRequest{ReporterId: "x", Columns: []*api.ReportColumn{
-		reportCol(990_000, row(2, 1, 0)), reportCol(999_000, row(2, 1, 0))}})
+	_, err := h.a.Report(context.Background(), &api.ReportRequest{ReporterId: "x", Columns: []*api.ReportColumn{reportCol(998_000, row(2, 1, 0))}})
 	if !errors.Is(err, ErrReportBacklog) || status.Code(err) != codes.Unavailable {
 		t.Fatalf("err %v, want ErrReportBacklog (Unavailable)", err)
 	}
-	h.a.mu.Lock()
-	merged := h.term.open[990_000].sum.has("x")
-	_, seen := h.term.lastWindow["x"]
-	h.a.mu.Unlock()
-	if merged || seen {
-		t.Fatalf("refused report applied: merged %v seen %v", merged, seen)
+	seen := func() (uint64, bool) {
+		h.a.mu.Lock()
+		defer h.a.mu.Unlock()
+		w, ok := h.term.lastWindow["x"]
+		return w, ok
+	}
+	if w, ok := seen(); ok {
+		t.Fatalf("refused report applied: x seen at %d", w)
 	}
 	if got := h.metric("hotsplit_columns_rejected_reports_total", rejectBacklog); got != 1 {
 		t.Fatalf("rejected{backlog} = %v", got)
+	}
+
+	// x's backlog: the open window is taken, the new one waits.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	resp, err := h.a.Report(ctx, &api.ReportRequest{ReporterId: "x", Columns: []*api.ReportColumn{
+		reportCol(998_000, row(2, 100, 0)), reportCol(990_000, row(2, 100, 0))}})
+	if err != nil || len(resp.GetAckedWindowStarts()) != 0 {
+		t.Fatalf("partial admission: %v %v", resp, err)
+	}
+	h.admitted(990_000, "x")
+	if w, _ := seen(); w != 990_000 {
+		t.Fatalf("x seen at %d, want 990000 (998000 was not taken)", w)
+	}
+	// Once the older windows commit, the resend is taken whole.
+	h.clock.set(1_000_000)
+	h.step()
+	p := h.report("x", reportCol(990_000, row(2, 100, 0)), reportCol(998_000, row(2, 100, 0)))
+	h.admitted(998_000, "x")
+	h.step()
+	wantAck(t, h.result(p), []uint64{990_000, 998_000}, nil)
+	if r, _ := totals(h.prop.columns()); len(h.prop.columns()) != maxOpenColumns+1 || r != maxOpenColumns+200 {
+		t.Fatalf("%d columns, %d reads", len(h.prop.columns()), r)
 	}
 }
 

@@ -16,15 +16,15 @@ import (
 // Merge bounds (SPEC §8).
 const (
 	// mergedTopKeys is how many top-K estimates of one row go into a
-	// committed column: the highest upper bounds. The detector isolates on
-	// the strongest lower bound, which is among them unless the evidence is
-	// too flat to isolate anyway.
+	// committed column: the highest upper bounds. A key the detector could
+	// isolate carries most of the route's load in its lower bound, so it
+	// is among them unless 32 other keys' error bounds exceed it.
 	mergedTopKeys = 32
-	// maxMergeKeys bounds the distinct keys one row tracks while its column
-	// is open. Reporters send at most 256 keys each; past this many the
-	// merged sketch is marked degraded (the detector then does not isolate)
-	// and further keys are ignored, which keeps the bounds of the keys
-	// already tracked exact.
+	// maxMergeKeys bounds the distinct keys one hot row merges. Reporters
+	// send at most 256 keys each; past this many the merged sketch is
+	// marked degraded (the detector then does not isolate) and further
+	// keys are ignored, which keeps the bounds of the keys already tracked
+	// sound.
 	maxMergeKeys = 1024
 	msPerMinute  = 60_000
 )
