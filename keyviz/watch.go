@@ -1,0 +1,148 @@
+package keyviz
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// errCatalogGap: the watch delivered an event that does not follow the
+// follower's version (a missing delta, a delta for an unknown route, a delta
+// before any snapshot). The follower then starts over from a full snapshot.
+var errCatalogGap = errors.New("catalog watch: gap in versions")
+
+// routeFollower rebuilds the catalog from a watch — snapshot pages, then
+// deltas — and hands each version to the sampler. It belongs to the watch
+// loop's goroutine.
+type routeFollower struct {
+	s       *Sampler
+	routes  map[uint64]*catalog.RouteDescriptor
+	version uint64
+	have    bool // routes hold a complete catalog at version
+
+	// A snapshot being received page by page.
+	building     map[uint64]*catalog.RouteDescriptor
+	buildVersion uint64
+}
+
+func newRouteFollower(s *Sampler) *routeFollower {
+	return &routeFollower{s: s}
+}
+
+// from is the version to watch from: after the last complete catalog, or 0
+// (a full snapshot) without one.
+func (f *routeFollower) from() uint64 {
+	if !f.have {
+		return 0
+	}
+	return f.version
+}
+
+// restart forgets a partial snapshot (a new watch starts its pages over) and,
+// after a gap, the catalog itself.
+func (f *routeFollower) restart(gap bool) {
+	f.building = nil
+	if gap {
+		f.have = false
+	}
+}
+
+func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
+	switch {
+	case ev.GetSnapshotPage() != nil:
+		p := ev.GetSnapshotPage()
+		if f.building == nil || f.buildVersion != p.Version {
+			f.building, f.buildVersion = map[uint64]*catalog.RouteDescriptor{}, p.Version
+		}
+		for _, r := range p.Routes {
+			f.building[r.RouteId] = catalog.RouteFromProto(r)
+		}
+		if !p.Last {
+			return nil
+		}
+		f.routes, f.version, f.have = f.building, p.Version, true
+		f.building = nil
+		return f.publish()
+	case ev.GetDelta() != nil:
+		d := ev.GetDelta()
+		switch {
+		case !f.have:
+			return fmt.Errorf("%w: delta to version %d before any snapshot", errCatalogGap, d.Version)
+		case d.Version <= f.version:
+			return nil // already applied (a watch resumed at an older version)
+		case d.Version != f.version+1:
+			return fmt.Errorf("%w: delta to version %d after version %d", errCatalogGap, d.Version, f.version)
+		}
+		for _, id := range d.RemovedRouteIds {
+			if f.routes[id] == nil {
+				return fmt.Errorf("%w: version %d removes route %d, which is not live", errCatalogGap, d.Version, id)
+			}
+		}
+		next := make(map[uint64]*catalog.RouteDescriptor, len(f.routes)+len(d.Added))
+		for id, r := range f.routes {
+			next[id] = r
+		}
+		for _, id := range d.RemovedRouteIds {
+			delete(next, id)
+		}
+		for _, r := range d.Added {
+			if next[r.RouteId] != nil {
+				return fmt.Errorf("%w: version %d adds route %d, which is live", errCatalogGap, d.Version, r.RouteId)
+			}
+			next[r.RouteId] = catalog.RouteFromProto(r)
+		}
+		f.routes, f.version = next, d.Version
+		return f.publish()
+	}
+	return nil // an event this build does not know: nothing to apply
+}
+
+func (f *routeFollower) publish() error {
+	rs := make([]*catalog.RouteDescriptor, 0, len(f.routes))
+	for _, r := range f.routes {
+		rs = append(rs, r)
+	}
+	slices.SortFunc(rs, func(a, b *catalog.RouteDescriptor) int { return cmp.Compare(a.ID, b.ID) })
+	if err := f.s.SetRoutes(rs, f.version); err != nil {
+		return fmt.Errorf("catalog version %d: %w", f.version, err)
+	}
+	return nil
+}
+
+// watchLoop follows the catalog until ctx ends, resuming after the last
+// version it applied whenever the watch ends, and from a full snapshot after
+// a gap or a catalog the sampler refused.
+func (r *Reporter) watchLoop(ctx context.Context) {
+	f := newRouteFollower(r.s)
+	bo := newBackoff(r.cfg.MinBackoff, r.cfg.MaxBackoff)
+	for {
+		from := f.from()
+		err := r.cfg.Routes.Watch(ctx, from, func(ev *api.WatchRoutesResponse) error {
+			before := f.version
+			if err := f.apply(ev); err != nil {
+				return err
+			}
+			if f.version != before {
+				bo.reset() // progress
+			}
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		gap := errors.Is(err, errCatalogGap) || errors.Is(err, ErrInvalidRoutes)
+		f.restart(gap)
+		if err != nil {
+			r.watchFailures.Add(1)
+			r.log.Warn("keyviz: catalog watch ended", "error", err, "catalog_version", f.version, "from_version", from, "resync", gap)
+		}
+		if !r.sleep(ctx, bo.next()) {
+			return
+		}
+	}
+}
