@@ -1,10 +1,12 @@
 package keyviz
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -198,5 +200,95 @@ func BenchmarkSpaceSaving(b *testing.B) {
 			}
 			b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// bigCatalog is a catalog of n routes with 16-byte random boundaries.
+func bigCatalog(b *testing.B, n int) *catalog.Catalog {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(7, 8))
+	keys := make([][]byte, 0, n-1)
+	for range n - 1 {
+		keys = append(keys, fmt.Appendf(nil, "%016x", rng.Uint64()))
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	keys = slices.CompactFunc(keys, bytes.Equal)
+	c, err := catalog.New(keys, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// BenchmarkSetRoutes is the cost of following one split of a large catalog
+// (the whole table is rebuilt; entries of unchanged routes are shared), and
+// the table's heap per route (bytes/route, descriptors excluded).
+//
+//	go test -run '^$' -bench 'SetRoutes' -benchmem ./keyviz/
+func BenchmarkSetRoutes(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			c := bigCatalog(b, n)
+			routes := routesOf(c)
+			s, err := NewSampler(SamplerConfig{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			var m0, m1 runtime.MemStats
+			runtime.ReadMemStats(&m0)
+			if err := s.SetRoutes(routes, 1); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
+			perRoute := float64(m1.HeapAlloc-m0.HeapAlloc) / float64(len(routes))
+			r := routes[len(routes)/2]
+			c2, _, err := c.Split(r.ID, append(slices.Clone(r.Start), 0x80), 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			split := routesOf(c2)
+			v := uint64(2)
+			for b.Loop() {
+				// Alternate between the two versions, split and unsplit.
+				if v%2 == 0 {
+					err = s.SetRoutes(split, v)
+				} else {
+					err = s.SetRoutes(routes, v)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				v++
+			}
+			b.ReportMetric(perRoute, "bytes/route")
+		})
+	}
+}
+
+// BenchmarkCloseColumn closes a column in which every route of the table
+// was observed (the worst case: every block drained, every row built).
+//
+//	go test -run '^$' -bench 'CloseColumn' -benchmem ./keyviz/
+func BenchmarkCloseColumn(b *testing.B) {
+	for _, n := range []int{1_000, 10_000} {
+		for _, buckets := range []int{1, 16} {
+			b.Run(fmt.Sprintf("routes-%d/buckets-%d", n, buckets), func(b *testing.B) {
+				s, keys := benchSampler(b, buckets, DefaultSampleRate, n)
+				now := uint64(1_735_689_600_000)
+				for b.Loop() {
+					b.StopTimer()
+					for id := range uint64(n) {
+						for j := range 4 {
+							s.Observe(id+1, keys[(int(id)*4+j)&1023], j == 0)
+						}
+					}
+					b.StartTimer()
+					s.CloseColumn(now)
+					now += 1000
+				}
+			})
+		}
 	}
 }

@@ -541,6 +541,7 @@ func TestRouteFollowerRejectsInconsistentDeltas(t *testing.T) {
 		{"version skipped", []*api.WatchRoutesResponse{page(1, true, rs...), delta(catalog.Delta{Version: 3})}},
 		{"removes a route that is not live", []*api.WatchRoutesResponse{page(1, true, rs...), delta(catalog.Delta{Version: 2, Removed: []uint64{42}})}},
 		{"adds a live route", []*api.WatchRoutesResponse{page(1, true, rs...), delta(catalog.Delta{Version: 2, Added: []*catalog.RouteDescriptor{rs[0]}})}},
+		{"adds a route twice", []*api.WatchRoutesResponse{page(1, true, rs...), delta(catalog.Delta{Version: 2, Added: []*catalog.RouteDescriptor{extra, extra}})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestSampler(t, SamplerConfig{})
@@ -570,6 +571,13 @@ func TestRouteFollowerRejectsInconsistentDeltas(t *testing.T) {
 	}
 	if v, _ := s.RoutesVersion(); v != 2 || len(f.routes) != 3 {
 		t.Fatalf("version %d with %d routes", v, len(f.routes))
+	}
+	// A rejected delta changes nothing.
+	if err := f.apply(delta(catalog.Delta{Version: 3, Removed: []uint64{extra.ID, 42}})); !errors.Is(err, errCatalogGap) {
+		t.Fatalf("error %v, want a gap", err)
+	}
+	if f.routes[extra.ID] == nil || f.version != 2 {
+		t.Fatalf("a rejected delta removed route %d (version %d)", extra.ID, f.version)
 	}
 }
 

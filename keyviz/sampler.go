@@ -362,50 +362,31 @@ func (s *Sampler) SetConfig(c LoadConfig) error {
 // descriptors' keys are referenced, not copied, and must not be modified
 // (as everywhere in catalog).
 func (s *Sampler) SetRoutes(routes []*catalog.RouteDescriptor, version uint64) error {
-	sorted, err := validateRoutes(routes)
-	if err != nil {
-		return err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.table.Load()
 	if old.set && version <= old.version {
 		return nil
 	}
-	known := make(map[uint64]*routeEntry, len(old.routes)+len(s.retired))
-	for _, e := range old.routes {
-		known[e.id] = e
+	t, err := buildTable(routes, version, old, s.retired, s.col.cfg.Buckets)
+	if err != nil {
+		return err
 	}
-	for _, e := range s.retired {
-		known[e.id] = e
-	}
-	entries := make([]*routeEntry, len(sorted))
-	for i, r := range sorted {
-		if e, ok := known[r.ID]; ok {
-			if !sameBounds(e.desc, r) {
-				return fmt.Errorf("%w: route %d changed bounds from [%s, %s) to [%s, %s)", ErrInvalidRoutes, r.ID,
-					catalog.FormatKey(e.desc.Start), catalog.FormatKey(e.desc.End), catalog.FormatKey(r.Start), catalog.FormatKey(r.End))
-			}
-			entries[i] = e
-			delete(known, r.ID)
-			continue
-		}
-		entries[i] = newEntry(r, s.col.cfg.Buckets)
-	}
-	// Whatever is left in known is gone: report it with the open column.
+	// Entries not in the new table are gone: report them with the open
+	// column. (A retired route that came back is in the table again.)
 	var retired []*routeEntry
 	for _, e := range old.routes {
-		if known[e.id] == e {
+		if t.lookup(e.id) != e {
 			retired = append(retired, e)
 		}
 	}
 	for _, e := range s.retired {
-		if known[e.id] == e {
+		if t.lookup(e.id) != e {
 			retired = append(retired, e)
 		}
 	}
 	s.retired = retired
-	s.table.Store(newTable(version, true, entries))
+	s.table.Store(t)
 	return nil
 }
 

@@ -1,11 +1,9 @@
 package keyviz
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
@@ -78,36 +76,38 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 		case d.Version != f.version+1:
 			return fmt.Errorf("%w: delta to version %d after version %d", errCatalogGap, d.Version, f.version)
 		}
+		// Check the whole delta before changing anything.
 		for _, id := range d.RemovedRouteIds {
 			if f.routes[id] == nil {
 				return fmt.Errorf("%w: version %d removes route %d, which is not live", errCatalogGap, d.Version, id)
 			}
 		}
-		next := make(map[uint64]*catalog.RouteDescriptor, len(f.routes)+len(d.Added))
-		for id, r := range f.routes {
-			next[id] = r
-		}
-		for _, id := range d.RemovedRouteIds {
-			delete(next, id)
-		}
+		added := make(map[uint64]bool, len(d.Added))
 		for _, r := range d.Added {
-			if next[r.RouteId] != nil {
+			if f.routes[r.RouteId] != nil || added[r.RouteId] {
 				return fmt.Errorf("%w: version %d adds route %d, which is live", errCatalogGap, d.Version, r.RouteId)
 			}
-			next[r.RouteId] = catalog.RouteFromProto(r)
+			added[r.RouteId] = true
 		}
-		f.routes, f.version = next, d.Version
+		for _, id := range d.RemovedRouteIds {
+			delete(f.routes, id)
+		}
+		for _, r := range d.Added {
+			f.routes[r.RouteId] = catalog.RouteFromProto(r)
+		}
+		f.version = d.Version
 		return f.publish()
 	}
 	return nil // an event this build does not know: nothing to apply
 }
 
+// publish hands the catalog to the sampler (in any order: the table is
+// indexed by id).
 func (f *routeFollower) publish() error {
 	rs := make([]*catalog.RouteDescriptor, 0, len(f.routes))
 	for _, r := range f.routes {
 		rs = append(rs, r)
 	}
-	slices.SortFunc(rs, func(a, b *catalog.RouteDescriptor) int { return cmp.Compare(a.ID, b.ID) })
 	if err := f.s.SetRoutes(rs, f.version); err != nil {
 		return fmt.Errorf("catalog version %d: %w", f.version, err)
 	}
