@@ -41,11 +41,22 @@ func (s *Sampler) NextBoundary(nowMs uint64) uint64 {
 // boundary after the label instead (and so also holds the observations made
 // before that boundary). Labels therefore strictly increase.
 //
-// Races: an observation racing with the close is counted exactly once, in
-// this column or the next (see block). The sketch feed of a sampled
-// observation may land in the column after its count; a feed racing with a
-// close is discarded if its route left the table or has no count in the
-// column it lands in.
+// The swap, and observations racing with it: each route's counters for the
+// open column hang behind an atomic pointer in the route's table entry (the
+// route table itself is behind another, replaced when the bucket count
+// changes). The close swaps every route's counter block out and drains it
+// by swapping each word with a seal bit. An Observe that loaded the old
+// block before the swap adds to it either before its word is sealed — and
+// is in the drained value, so in this column — or after, in which case the
+// add returns the seal bit and the observation is repeated in the route's
+// next block — so in the next column. Either way it is counted exactly once;
+// the close never waits for observers, and observers never lock. Routes that
+// left the table (or whose layout changed) get permanently sealed
+// sentinels, so a straggler holding one looks its route up again; a route
+// that is gone by then drops the observation as unknown, like one arriving
+// after the change. The sketch feed of a sampled observation may land in the
+// column after its count; a feed racing with a close is discarded if its
+// route left the table or has no count in the column it lands in.
 func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
 	s.mu.Lock()
 	defer s.mu.Unlock()

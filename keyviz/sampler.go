@@ -86,8 +86,8 @@ type SamplerConfig struct {
 // column holds (2·buckets+2) 8-byte counters rounded up to 64 bytes, and, if
 // sampled, a sketch of at most TopK keys.
 type Sampler struct {
-	// Read by every Observe, written under mu. Nothing else shares their
-	// cache line, so observers keep it in the shared state.
+	// Read by every Observe, written under mu. The padding keeps the
+	// counters written on the drop paths off this cache line.
 	table     atomic.Pointer[routeTable]
 	arena     atomic.Pointer[arena]
 	sampleMax uint64 // immutable: sampled() threshold for SampleRate
@@ -186,8 +186,13 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 // in the route table is dropped and counted (see Stats).
 //
 // The unsampled path is one atomic add: no lock, no clock read, no
-// allocation. One in SampleRate observations also feeds the route's top-K
-// sketch under the route's mutex.
+// allocation. (The first observation of a route in a column also takes the
+// route's counters from an arena the close preallocates, sized from the
+// previous column; only when more routes are touched than that does it
+// allocate.) One in SampleRate observations also feeds the route's top-K
+// sketch under the route's mutex. Racing with a column close, an
+// observation is counted exactly once, in one column or the next (see
+// CloseColumn).
 func (s *Sampler) Observe(routeID uint64, key []byte, write bool) {
 	if e := s.table.Load().lookup(routeID); e != nil {
 		s.observeAt(e, e.blk.Load(), key, write, 0)
