@@ -198,7 +198,7 @@ func FuzzReportValidation(f *testing.F) {
 		sums := map[uint64]*columnSum{}
 		for _, c := range req.GetColumns() {
 			s := newColumnSum(c.GetWindowStartMs(), c.GetStepMs())
-			s.add(req.GetReporterId(), c)
+			s.add(req.GetReporterId(), c, cat)
 			sums[c.GetWindowStartMs()] = s
 		}
 		dc := detector.DefaultConfig()

@@ -193,10 +193,6 @@ func (a *Aggregator) nowMs() uint64 {
 // have passed; it then answers with the columns acknowledged so far. A
 // report that was waiting when the term ended, with nothing acknowledged,
 // fails with ErrNotLeader (status Unavailable): the reporter resends.
-//
-// The report's columns are kept, not copied, until their window commits,
-// which may be after Report returned: req must not be modified afterwards
-// (a gRPC request never is).
 func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error) {
 	a.mu.Lock()
 	t := a.term
@@ -221,7 +217,7 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	if len(req.GetColumns()) == 0 {
 		return resp, nil
 	}
-	tickets, err := a.admit(t, req)
+	tickets, err := a.admit(t, req, st)
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +232,10 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 // left out — not merged, not acknowledged, and not counted as seen (the
 // reporter resends them) — so a long backlog drains oldest first instead
 // of being refused as a whole forever. A report of which nothing could be
-// taken fails with ErrReportBacklog, having changed nothing.
-func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest) ([]ticket, error) {
+// taken fails with ErrReportBacklog, having changed nothing. st is the state
+// the report was validated against: its catalog decides which rows are
+// dead.
+func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([]ticket, error) {
 	cols := slices.SortedFunc(slices.Values(req.GetColumns()), func(x, y *api.ReportColumn) int {
 		return cmp.Compare(x.GetWindowStartMs(), y.GetWindowStartMs())
 	})
@@ -273,7 +271,7 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest) ([]ticket, error)
 		// step that changed since the column opened, is not merged: it is
 		// acknowledged as late when the column settles.
 		if !oc.sum.has(reporter) && !oc.sealed && oc.sum.stepMs == step {
-			oc.sum.add(reporter, c)
+			a.m.dropped(dropDeadRoute, oc.sum.add(reporter, c, st.Catalog()))
 		}
 		tickets = append(tickets, ticket{window: w, col: oc})
 	}
@@ -473,7 +471,7 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 		t.forget(w, a.seenSteps*step)
 		a.settleLocked(t, oc, columnResult{counted: entry.Reporters})
 		a.m.columnCommitted(len(entry.Reporters), time.Duration(int64(a.nowMs())-int64(entry.AtMs))*time.Millisecond)
-		a.m.dropped(dropDeadRoute, stats.deadRows)
+		a.m.dropped(dropDeadRoute, stats.deadRows-oc.sum.deadRows) // the rest were counted on admission
 		a.log.Debug("load column committed", "window_start_ms", w, "reporters", len(entry.Reporters),
 			"rows", len(entry.Rows), "dropped_rows", entry.DroppedRows)
 	case res.GetCode() == api.ResultCode_RESULT_CODE_STALE_COLUMN:

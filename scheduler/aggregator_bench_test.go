@@ -63,8 +63,26 @@ func BenchmarkValidateReport(b *testing.B) {
 	}
 }
 
-// BenchmarkAssembleEntry merges 50 reporters' 10k-row columns into the
-// ObserveColumn: counts for every route, evidence for the hot ones.
+// BenchmarkMergeReport merges one reporter's 10k-row column into a window
+// that already holds another reporter's.
+func BenchmarkMergeReport(b *testing.B) {
+	c, err := catalog.New(benchSplits(benchRoutes), 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	first, next := benchColumn(100_000, 0), benchColumn(100_000, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		s := newColumnSum(100_000, testStep)
+		s.add("r0", first, c)
+		b.StartTimer()
+		s.add("r1", next, c)
+	}
+}
+
+// BenchmarkAssembleEntry builds the ObserveColumn of a window holding 50
+// reporters' 10k-row columns.
 func BenchmarkAssembleEntry(b *testing.B) {
 	c, err := catalog.New(benchSplits(benchRoutes), 7)
 	if err != nil {
@@ -72,7 +90,7 @@ func BenchmarkAssembleEntry(b *testing.B) {
 	}
 	s := newColumnSum(100_000, testStep)
 	for r := range benchReporters {
-		s.add(fmt.Sprint("r", r), benchColumn(100_000, r))
+		s.add(fmt.Sprint("r", r), benchColumn(100_000, r), c)
 	}
 	b.ReportAllocs()
 	var e *api.ObserveColumn

@@ -89,7 +89,7 @@ func TestAggregatorExactlyOnceProperty(t *testing.T) {
 			if rej := validateReport(req, st.Catalog(), st.Config(), now); rej != nil {
 				rt.Fatalf("valid report rejected: %s", rej.msg)
 			}
-			tickets, err := h.a.admit(h.term, req)
+			tickets, err := h.a.admit(h.term, req, st)
 			if err != nil {
 				if status.Code(err) != codes.Unavailable || !errors.Is(err, ErrReportBacklog) {
 					rt.Fatalf("report %v: %v", ws, err)

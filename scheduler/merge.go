@@ -3,6 +3,7 @@ package scheduler
 import (
 	"bytes"
 	"cmp"
+	"hash/maphash"
 	"math"
 	"math/bits"
 	"slices"
@@ -20,67 +21,98 @@ const (
 	// isolate carries most of the route's load in its lower bound, so it
 	// is among them unless 32 other keys' error bounds exceed it.
 	mergedTopKeys = 32
-	// maxMergeKeys bounds the distinct keys one hot row merges. Reporters
-	// send at most 256 keys each; past this many the merged sketch is
-	// marked degraded (the detector then does not isolate) and further
-	// keys are ignored, which keeps the bounds of the keys already tracked
-	// sound.
+	// maxMergeKeys bounds the distinct keys one row merges. Reporters send
+	// at most 256 keys each; past this many the merged sketch is marked
+	// degraded (the detector then does not isolate) and further keys are
+	// ignored, which keeps the bounds of the keys already tracked sound.
 	maxMergeKeys = 1024
 	msPerMinute  = 60_000
+	// minKeyTable is the slot count of a row's first key table; tables
+	// double when three quarters full.
+	minKeyTable = 16
 )
 
-// columnSum holds every accepted contribution to one window. Adding one is
-// O(1): the reporter's column is kept as it came, and the merge happens
-// once, when the column is assembled, with evidence (buckets, top-K) merged
-// only for rows at or above the threshold, the only ones whose evidence
-// the entry keeps. Memory is the contributions themselves: one column per
-// reporter, each within a 4 MiB report.
+// keyHashSeed seeds the key tables of every column. Hash values never
+// reach an output: they only find a key's entry, whose bytes are compared.
+var keyHashSeed = maphash.MakeSeed()
+
+// columnSum merges every accepted contribution to one window as it
+// arrives, into flat tables that hold no reference to the reports: counts
+// and bucket sums per route, and one entry per distinct (route, key) with
+// the key's bytes copied into an arena. Each row finds its keys through
+// its own small open-addressing table of (hash, entry) slots, kept in a
+// shared slot arena, so merging one row's keys touches a cache line or
+// two rather than a column-wide map. Memory is bounded by the routes
+// reported (live ones only) times their distinct keys (at most
+// maxMergeKeys each), independent of the number of reporters.
 //
 // It is mutated only while its column is open and under the Aggregator's
 // mutex; once the column is sealed it is read-only, so the committer may
-// read it unlocked. The kept columns must not be modified by anyone.
+// read it unlocked.
 type columnSum struct {
 	windowStartMs uint64
 	stepMs        uint64
 	reporters     map[string]struct{}
-	parts         []*api.ReportColumn
+
+	rowIndex map[uint64]int32 // route id -> rows
+	rows     []rowSum
+	buckets  []uint64  // arena of the rows' bucket sums
+	slots    []keySlot // arena of the rows' key tables
+	keys     []keySum
+	keyBytes []byte // arena of the keys' bytes
+
+	// deadRows counts reporter rows dropped on admission because their
+	// route was no longer live.
+	deadRows uint64
 }
 
-// rowCounts is one route's summed counts. Sums saturate at 2^64-1:
-// validation rejects a single report that overflows, but many valid
-// reports may still add up past it, and a saturated count keeps the
-// detector's verdict ("hotter than any threshold") right.
-type rowCounts struct {
+// rowSum is one route's merged load. Sums saturate at 2^64-1: validation
+// rejects a single report that overflows, but many valid reports may still
+// add up past it, and a saturated count keeps the detector's verdict
+// ("hotter than any threshold") right.
+type rowSum struct {
 	id                    uint64
 	reads, writes         uint64
 	readBytes, writeBytes uint64
-	inputs                uint64 // reporter rows summed
-}
-
-// evidence is one hot route's merged buckets and top-K.
-type evidence struct {
-	inputs int
-	// buckets is nil when no input had buckets or two inputs disagreed on
-	// the bucket count (a config change between their reports): no bucket
-	// evidence is better than a sum of two layouts.
-	buckets      []uint64
-	bucketsMixed bool
-	keys         map[string]*keySum
+	inputs                uint64 // reporter rows merged
+	// Bucket sums are buckets[bucketOff : bucketOff+bucketLen]. Two inputs
+	// that disagree on the bucket count (a config change between their
+	// reports) leave the row without bucket evidence (bucketsMixed): none
+	// is better than a sum of two layouts.
+	bucketOff, bucketLen int
+	bucketsMixed         bool
 	// absentUpper is Σ over full sketches of their smallest scaled count:
 	// what a key absent from every one of them could at most have had.
 	absentUpper uint64
 	degraded    bool
+	// The row's key table is slots[tableOff : tableOff+tableLen]
+	// (tableLen 0 or a power of two) holding nkeys keys.
+	tableOff, tableLen int
+	nkeys              int
 }
 
-// keySum is one key's merged estimate. ownAbsent is the part of
-// evidence.absentUpper contributed by full sketches that do hold the key:
-// it must not be added again for them.
+// keySlot is one slot of a row's key table: entry is 1 + the index in keys,
+// 0 for an empty slot (so a fresh arena is empty).
+type keySlot struct {
+	hash  uint64
+	entry int32
+}
+
+// keySum is one key's merged estimate. ownAbsent is the part of the row's
+// absentUpper contributed by full sketches that do hold the key: it must
+// not be added again for them.
 type keySum struct {
+	off, n                  int // key bytes in keyBytes
 	lower, upper, ownAbsent uint64
 }
 
 func newColumnSum(windowStartMs, stepMs uint64) *columnSum {
-	return &columnSum{windowStartMs: windowStartMs, stepMs: stepMs, reporters: make(map[string]struct{})}
+	return &columnSum{
+		windowStartMs: windowStartMs,
+		stepMs:        stepMs,
+		reporters:     make(map[string]struct{}),
+		rowIndex:      make(map[uint64]int32),
+	}
 }
 
 func (c *columnSum) has(reporter string) bool {
@@ -88,27 +120,50 @@ func (c *columnSum) has(reporter string) bool {
 	return ok
 }
 
-// add records one reporter's validated column.
-func (c *columnSum) add(reporter string, col *api.ReportColumn) {
+// add merges one reporter's validated column. Rows of routes that are not
+// live in cat are dropped; add returns how many.
+func (c *columnSum) add(reporter string, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
 	c.reporters[reporter] = struct{}{}
-	c.parts = append(c.parts, col)
+	if c.rows == nil {
+		c.reserve(col)
+	}
+	for _, row := range col.GetRows() {
+		if _, live := cat.Route(row.GetRouteId()); !live {
+			dead++
+			continue
+		}
+		c.addRow(row)
+	}
+	c.deadRows += dead
+	return dead
 }
 
-// add merges one reporter's row evidence (SPEC §8): bucket sums; per key,
-// lower += (count-error)·rate and upper += count·rate, plus, for every full
-// sketch that lacks the key, that sketch's smallest count·rate
-// (Space-Saving: an absent key's count is at most the minimum); degraded
-// if any input is.
+// addRow merges one reporter's row (SPEC §8): plain sums of counts, bytes
+// and buckets; per key, lower += (count-error)·rate and upper += count·rate,
+// plus, for every full sketch that lacks the key, that sketch's smallest
+// count·rate (Space-Saving: an absent key's count is at most the minimum);
+// degraded if any input is.
 //
 // "Full" is read off the sketch itself, since a report does not carry the
 // sketch capacity: a Space-Saving summary that has replaced an entry always
 // holds an entry with error > 0 (each replacement inserts one), and one
 // that never replaced an entry holds every key it was fed, so a key absent
 // from it had a sampled count of zero.
-func (e *evidence) add(row *api.ReportRow) {
-	e.inputs++
-	e.degraded = e.degraded || row.GetTopKDegraded()
-	e.addBuckets(row.GetBuckets())
+func (c *columnSum) addRow(row *api.ReportRow) {
+	i, ok := c.rowIndex[row.GetRouteId()]
+	if !ok {
+		i = int32(len(c.rows))
+		c.rowIndex[row.GetRouteId()] = i
+		c.rows = append(c.rows, rowSum{id: row.GetRouteId()})
+	}
+	r := &c.rows[i]
+	r.inputs++
+	r.reads = satAdd(r.reads, row.GetReads())
+	r.writes = satAdd(r.writes, row.GetWrites())
+	r.readBytes = satAdd(r.readBytes, row.GetReadBytes())
+	r.writeBytes = satAdd(r.writeBytes, row.GetWriteBytes())
+	r.degraded = r.degraded || row.GetTopKDegraded()
+	c.addBuckets(r, row.GetBuckets())
 
 	top := row.GetTopKeys()
 	if len(top) == 0 {
@@ -122,56 +177,162 @@ func (e *evidence) add(row *api.ReportRow) {
 		minScaled = min(minScaled, k.GetCount()*rate) // validated: no overflow
 	}
 	if full {
-		e.absentUpper = satAdd(e.absentUpper, minScaled)
-	}
-	if e.keys == nil {
-		e.keys = make(map[string]*keySum, len(top))
+		r.absentUpper = satAdd(r.absentUpper, minScaled)
 	}
 	for _, k := range top {
-		s := e.keys[string(k.GetKey())]
-		if s == nil {
-			if len(e.keys) >= maxMergeKeys {
-				e.degraded = true
-				continue
-			}
-			s = &keySum{}
-			e.keys[string(k.GetKey())] = s
+		e := c.key(r, k.GetKey())
+		if e == nil {
+			r.degraded = true // past maxMergeKeys
+			continue
 		}
-		s.lower = satAdd(s.lower, (k.GetCount()-k.GetError())*rate)
-		s.upper = satAdd(s.upper, k.GetCount()*rate)
+		e.lower = satAdd(e.lower, (k.GetCount()-k.GetError())*rate)
+		e.upper = satAdd(e.upper, k.GetCount()*rate)
 		if full {
-			s.ownAbsent = satAdd(s.ownAbsent, minScaled)
+			e.ownAbsent = satAdd(e.ownAbsent, minScaled)
 		}
 	}
 }
 
-func (e *evidence) addBuckets(b []uint64) {
+func (c *columnSum) addBuckets(r *rowSum, b []uint64) {
 	switch {
-	case e.bucketsMixed:
-	case e.inputs == 1: // the first row merged (add counts it first)
-		e.buckets = slices.Clone(b)
-	case len(e.buckets) != len(b):
-		e.buckets, e.bucketsMixed = nil, true
+	case r.bucketsMixed:
+	case r.inputs == 1: // the first row merged (addRow counts it first)
+		r.bucketOff, r.bucketLen = len(c.buckets), len(b)
+		c.buckets = append(c.buckets, b...)
+	case r.bucketLen != len(b):
+		r.bucketsMixed = true
 	default:
+		sums := c.buckets[r.bucketOff : r.bucketOff+r.bucketLen]
 		for i, v := range b {
-			e.buckets[i] = satAdd(e.buckets[i], v)
+			sums[i] = satAdd(sums[i], v)
 		}
 	}
 }
 
-// estimates returns the merged key estimates, highest upper bound first
-// (ties: higher lower bound, then key), at most limit of them.
-func (e *evidence) estimates(limit int) []*api.KeyEstimate {
-	if len(e.keys) == 0 {
+// reserve sizes the tables for a window whose reports look like the first
+// one, so that later reports rarely grow them.
+func (c *columnSum) reserve(col *api.ReportColumn) {
+	var nb, nk, kb, ns int
+	for _, r := range col.GetRows() {
+		nb += len(r.GetBuckets())
+		nk += len(r.GetTopKeys())
+		for _, k := range r.GetTopKeys() {
+			kb += len(k.GetKey())
+		}
+		if n := len(r.GetTopKeys()); n > 0 {
+			ns += tableFor(2 * n) // room for other reporters' keys
+		}
+	}
+	n := len(col.GetRows())
+	c.rowIndex = make(map[uint64]int32, n)
+	c.rows = make([]rowSum, 0, n)
+	c.buckets = make([]uint64, 0, nb)
+	c.keys = make([]keySum, 0, 2*nk)
+	c.keyBytes = make([]byte, 0, 2*kb)
+	c.slots = make([]keySlot, 0, 2*ns) // growth leaves old tables behind
+}
+
+// tableFor is the table size that holds n keys at most three quarters
+// full.
+func tableFor(n int) int {
+	t := minKeyTable
+	for 4*n > 3*t {
+		t *= 2
+	}
+	return t
+}
+
+// key returns the entry of key in row r, adding it if the row has room,
+// else nil.
+func (c *columnSum) key(r *rowSum, key []byte) *keySum {
+	h := maphash.Bytes(keyHashSeed, key)
+	if i, found := c.lookup(r, h, key); found {
+		return &c.keys[i]
+	}
+	if r.nkeys >= maxMergeKeys {
 		return nil
 	}
-	out := make([]*api.KeyEstimate, 0, len(e.keys))
-	for k, s := range e.keys {
-		absent := uint64(math.MaxUint64)
-		if e.absentUpper != math.MaxUint64 {
-			absent = e.absentUpper - s.ownAbsent // ownAbsent sums a subset of absentUpper's terms
+	if tableFor(r.nkeys+1) > r.tableLen {
+		c.growTable(r)
+	}
+	i := int32(len(c.keys))
+	c.keys = append(c.keys, keySum{off: len(c.keyBytes), n: len(key)})
+	c.keyBytes = append(c.keyBytes, key...)
+	c.place(r, h, i)
+	r.nkeys++
+	return &c.keys[i]
+}
+
+// lookup finds key (hash h) in r's table.
+func (c *columnSum) lookup(r *rowSum, h uint64, key []byte) (int32, bool) {
+	if r.tableLen == 0 {
+		return 0, false
+	}
+	table := c.slots[r.tableOff : r.tableOff+r.tableLen]
+	mask := uint64(r.tableLen - 1)
+	for p := h & mask; ; p = (p + 1) & mask {
+		s := table[p]
+		if s.entry == 0 {
+			return 0, false
 		}
-		out = append(out, &api.KeyEstimate{Key: []byte(k), Lower: s.lower, Upper: satAdd(s.upper, absent)})
+		if s.hash == h && bytes.Equal(c.keyOf(s.entry-1), key) {
+			return s.entry - 1, true
+		}
+	}
+}
+
+// place puts entry i (hash h) into the first free slot of r's table, which
+// has one (tables stay at most three quarters full).
+func (c *columnSum) place(r *rowSum, h uint64, i int32) {
+	table := c.slots[r.tableOff : r.tableOff+r.tableLen]
+	mask := uint64(r.tableLen - 1)
+	p := h & mask
+	for table[p].entry != 0 {
+		p = (p + 1) & mask
+	}
+	table[p] = keySlot{hash: h, entry: i + 1}
+}
+
+// growTable moves r's keys to a table twice the size at the end of the
+// arena. The old slots are left behind: the arena is at most twice the
+// live tables.
+func (c *columnSum) growTable(r *rowSum) {
+	old := c.slots[r.tableOff : r.tableOff+r.tableLen]
+	n := max(minKeyTable, 2*r.tableLen)
+	off := len(c.slots)
+	c.slots = append(c.slots, make([]keySlot, n)...)
+	r.tableOff, r.tableLen = off, n
+	for _, s := range old {
+		if s.entry != 0 {
+			c.place(r, s.hash, s.entry-1)
+		}
+	}
+}
+
+func (c *columnSum) keyOf(i int32) []byte {
+	k := c.keys[i]
+	return c.keyBytes[k.off : k.off+k.n : k.off+k.n]
+}
+
+// estimates returns row r's merged key estimates, highest upper bound first
+// (ties: higher lower bound, then key), at most limit of them. The keys
+// share the column's arena.
+func (c *columnSum) estimates(r *rowSum, limit int) []*api.KeyEstimate {
+	if r.nkeys == 0 {
+		return nil
+	}
+	out := make([]*api.KeyEstimate, 0, r.nkeys)
+	for _, slot := range c.slots[r.tableOff : r.tableOff+r.tableLen] {
+		if slot.entry == 0 {
+			continue
+		}
+		i := slot.entry - 1
+		e := &c.keys[i]
+		absent := uint64(math.MaxUint64)
+		if r.absentUpper != math.MaxUint64 {
+			absent = r.absentUpper - e.ownAbsent // ownAbsent sums a subset of absentUpper's terms
+		}
+		out = append(out, &api.KeyEstimate{Key: c.keyOf(i), Lower: e.lower, Upper: satAdd(e.upper, absent)})
 	}
 	slices.SortFunc(out, func(a, b *api.KeyEstimate) int {
 		if c := cmp.Compare(b.Upper, a.Upper); c != 0 {
@@ -190,10 +351,11 @@ func (e *evidence) estimates(limit int) []*api.KeyEstimate {
 
 // entryStats describes an assembled entry for metrics and logs.
 type entryStats struct {
-	// deadRows are reporter rows dropped because their route is no longer
-	// live.
+	// deadRows are reporter rows dropped because their route was no longer
+	// live, on admission or when the entry was assembled.
 	deadRows uint64
-	// inputs are all the reporter rows the column holds.
+	// inputs are the reporter rows merged (for rows dropped with a refused
+	// column).
 	inputs uint64
 }
 
@@ -202,24 +364,23 @@ type entryStats struct {
 // threshold with their evidence, the belowRows highest rows under it
 // without evidence (display only), per-group totals over every live row,
 // and the count of rows dropped because their route is gone. The output
-// does not depend on the order the contributions arrived in (unless a hot
-// row exceeds maxMergeKeys, which marks it degraded): rows by route id,
-// groups by group id, reporters sorted.
+// does not depend on the order the contributions arrived in (unless a row
+// exceeds maxMergeKeys, which marks it degraded): rows by route id, groups
+// by group id, reporters sorted. Buckets and keys share the sum's arenas.
 func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int) (*api.ObserveColumn, entryStats) {
-	counts := c.counts()
-	var stats entryStats
+	stats := entryStats{deadRows: c.deadRows}
 	type scored struct {
-		counts *rowCounts
-		score  uint64
+		row   *rowSum
+		score uint64
 	}
 	var hot, below []scored
 	groups := map[uint64]*api.GroupLoad{}
-	for i := range counts {
-		rc := &counts[i]
-		stats.inputs += rc.inputs
-		route, live := cat.Route(rc.id)
+	for i := range c.rows {
+		r := &c.rows[i]
+		stats.inputs += r.inputs
+		route, live := cat.Route(r.id)
 		if !live {
-			stats.deadRows += rc.inputs
+			stats.deadRows += r.inputs
 			continue
 		}
 		g := groups[route.GroupID]
@@ -227,11 +388,11 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 			g = &api.GroupLoad{GroupId: route.GroupID}
 			groups[route.GroupID] = g
 		}
-		g.Reads = satAdd(g.Reads, rc.reads)
-		g.Writes = satAdd(g.Writes, rc.writes)
-		g.ReadBytes = satAdd(g.ReadBytes, rc.readBytes)
-		g.WriteBytes = satAdd(g.WriteBytes, rc.writeBytes)
-		s := scored{rc, rowScore(rc.reads, rc.writes, dc.WriteWeight, dc.ReadWeight, c.stepMs)}
+		g.Reads = satAdd(g.Reads, r.reads)
+		g.Writes = satAdd(g.Writes, r.writes)
+		g.ReadBytes = satAdd(g.ReadBytes, r.readBytes)
+		g.WriteBytes = satAdd(g.WriteBytes, r.writeBytes)
+		s := scored{r, rowScore(r.reads, r.writes, dc.WriteWeight, dc.ReadWeight, c.stepMs)}
 		if s.score >= dc.Threshold {
 			hot = append(hot, s)
 		} else {
@@ -242,24 +403,23 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.counts.id, b.counts.id)
+		return cmp.Compare(a.row.id, b.row.id)
 	})
 	below = below[:min(len(below), belowRows)]
 
-	hotIDs := make([]uint64, len(hot))
-	for i, s := range hot {
-		hotIDs[i] = s.counts.id
-	}
-	ev := c.evidence(hotIDs)
 	rows := make([]*api.ColumnRow, 0, len(hot)+len(below))
 	for _, s := range hot {
-		row := s.counts.row()
-		e := ev[s.counts.id]
-		row.Buckets, row.TopKeys, row.TopKDegraded = e.buckets, e.estimates(mergedTopKeys), e.degraded
+		row := s.row.counts()
+		if !s.row.bucketsMixed && s.row.bucketLen > 0 {
+			end := s.row.bucketOff + s.row.bucketLen
+			row.Buckets = c.buckets[s.row.bucketOff:end:end]
+		}
+		row.TopKeys = c.estimates(s.row, mergedTopKeys)
+		row.TopKDegraded = s.row.degraded
 		rows = append(rows, row)
 	}
 	for _, s := range below {
-		rows = append(rows, s.counts.row())
+		rows = append(rows, s.row.counts())
 	}
 	slices.SortFunc(rows, func(a, b *api.ColumnRow) int { return cmp.Compare(a.RouteId, b.RouteId) })
 
@@ -280,56 +440,8 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 	}, stats
 }
 
-// counts sums every route's counts over all contributions, in route-id
-// order.
-func (c *columnSum) counts() []rowCounts {
-	hint := 0
-	for _, p := range c.parts {
-		hint = max(hint, len(p.GetRows()))
-	}
-	index := make(map[uint64]int, hint)
-	out := make([]rowCounts, 0, hint)
-	for _, p := range c.parts {
-		for _, r := range p.GetRows() {
-			i, ok := index[r.GetRouteId()]
-			if !ok {
-				i = len(out)
-				index[r.GetRouteId()] = i
-				out = append(out, rowCounts{id: r.GetRouteId()})
-			}
-			rc := &out[i]
-			rc.reads = satAdd(rc.reads, r.GetReads())
-			rc.writes = satAdd(rc.writes, r.GetWrites())
-			rc.readBytes = satAdd(rc.readBytes, r.GetReadBytes())
-			rc.writeBytes = satAdd(rc.writeBytes, r.GetWriteBytes())
-			rc.inputs++
-		}
-	}
-	slices.SortFunc(out, func(a, b rowCounts) int { return cmp.Compare(a.id, b.id) })
-	return out
-}
-
-// evidence merges the evidence of the given routes over all contributions.
-func (c *columnSum) evidence(ids []uint64) map[uint64]*evidence {
-	ev := make(map[uint64]*evidence, len(ids))
-	for _, id := range ids {
-		ev[id] = &evidence{}
-	}
-	if len(ids) == 0 {
-		return ev
-	}
-	for _, p := range c.parts {
-		for _, r := range p.GetRows() {
-			if e := ev[r.GetRouteId()]; e != nil {
-				e.add(r)
-			}
-		}
-	}
-	return ev
-}
-
-func (rc *rowCounts) row() *api.ColumnRow {
-	return &api.ColumnRow{RouteId: rc.id, Reads: rc.reads, Writes: rc.writes, ReadBytes: rc.readBytes, WriteBytes: rc.writeBytes}
+func (r *rowSum) counts() *api.ColumnRow {
+	return &api.ColumnRow{RouteId: r.id, Reads: r.reads, Writes: r.writes, ReadBytes: r.readBytes, WriteBytes: r.writeBytes}
 }
 
 func (c *columnSum) sortedReporters() []string {
