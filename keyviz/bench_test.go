@@ -292,3 +292,31 @@ func BenchmarkCloseColumn(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCloseColumnSparse closes columns of a table of a million routes
+// of which only a thousand were observed: the cost of following a large
+// catalog while serving a small part of it.
+//
+//	go test -run '^$' -bench 'CloseColumnSparse' -benchmem ./keyviz/
+func BenchmarkCloseColumnSparse(b *testing.B) {
+	c := bigCatalog(b, 1_000_000)
+	routes := routesOf(c)
+	s, err := NewSampler(SamplerConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SetRoutes(routes, 1); err != nil {
+		b.Fatal(err)
+	}
+	now := uint64(1_735_689_600_000)
+	for b.Loop() {
+		b.StopTimer()
+		for i := range 1000 {
+			r := routes[i*997%len(routes)]
+			s.Observe(r.ID, r.Start, true)
+		}
+		b.StartTimer()
+		s.CloseColumn(now)
+		now += 60_000
+	}
+}

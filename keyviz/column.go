@@ -72,31 +72,43 @@ func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
 	}
 
 	old := s.table.Load()
-	drain := make([]*routeEntry, 0, len(old.routes)+len(s.retired))
-	drain = append(append(drain, old.routes...), s.retired...)
-	// Entries that will not be in the next column's table are retired for
-	// good: sealed sentinels go in so that stragglers look their route up
-	// again.
+	// Every entry of the table and every entry that left it in this column
+	// is drained; those that will not be in the next column's table die:
+	// sealed sentinels go in so that stragglers look their route up again.
 	replaced := next.Buckets != cur.cfg.Buckets
-	dead := func(i int) bool { return replaced || i >= len(old.routes) }
+	each := func(fn func(e *routeEntry, dead bool)) {
+		for _, e := range old.routes {
+			fn(e, replaced)
+		}
+		for _, e := range s.retired {
+			fn(e, true)
+		}
+	}
 	if replaced {
 		s.table.Store(old.rebuild(next.Buckets))
 	}
 
-	boxes := make([]*sketchBox, len(drain))
+	// Sketches first, under boxMu, so that a sketch created from now on
+	// gets the next column's weights. Only sampled routes have one.
+	type taken struct {
+		e  *routeEntry
+		bx *sketchBox
+	}
+	var boxes []taken
 	s.boxMu.Lock()
 	s.boxWeights = [2]uint64{uint64(next.ReadWeight), uint64(next.WriteWeight)}
-	for i, e := range drain {
+	each(func(e *routeEntry, dead bool) {
+		var bx *sketchBox
 		switch {
-		case dead(i):
-			boxes[i] = e.sk.Swap(sealedBox)
+		case dead:
+			bx = e.sk.Swap(sealedBox)
 		case e.sk.Load() != nil:
-			boxes[i] = e.sk.Swap(nil)
+			bx = e.sk.Swap(nil)
 		}
-		if boxes[i] == sealedBox {
-			boxes[i] = nil
+		if bx != nil && bx != sealedBox {
+			boxes = append(boxes, taken{e, bx})
 		}
-	}
+	})
 	s.boxMu.Unlock()
 
 	nt := s.table.Load()
@@ -109,16 +121,19 @@ func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
 		WriteWeight:   cur.cfg.WriteWeight,
 		ReadWeight:    cur.cfg.ReadWeight,
 	}
-	for i, e := range drain {
+	nextBox := 0 // boxes are in the order each visits entries
+	each(func(e *routeEntry, dead bool) {
 		var b *block
 		switch {
-		case dead(i):
+		case dead:
 			b = e.blk.Swap(sealedBlock)
 		case e.blk.Load() != nil:
 			b = e.blk.Swap(nil)
 		}
-		bx := boxes[i]
-		if bx != nil {
+		var bx *sketchBox
+		if nextBox < len(boxes) && boxes[nextBox].e == e {
+			bx = boxes[nextBox].bx
+			nextBox++
 			// Sealing after the block drained keeps every feed that raced
 			// in before the seal: the sketch is evidence for this column.
 			bx.mu.Lock()
@@ -126,12 +141,12 @@ func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
 			bx.mu.Unlock()
 		}
 		if b == nil || b == sealedBlock {
-			continue
+			return
 		}
 		if row := s.row(e, b.drain(s.scratch), bx, cur.cfg); row != nil {
 			col.Rows = append(col.Rows, row)
 		}
-	}
+	})
 	slices.SortFunc(col.Rows, func(a, b *api.ReportRow) int {
 		switch {
 		case a.RouteId < b.RouteId:
