@@ -636,7 +636,7 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 			now += 1000
 		}
 
-		for i := range rapid.IntRange(0, 80).Draw(t, "steps") {
+		for i := range rapid.IntRange(20, 200).Draw(t, "steps") {
 			switch rapid.IntRange(0, 9).Draw(t, fmt.Sprint("op", i)) {
 			case 0, 1, 2: // a whole observation
 				key := keyGen.Draw(t, "key")
