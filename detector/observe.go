@@ -35,7 +35,7 @@ func Observe(in Input, s *State, col Column) (*State, []Plan) {
 	o := newObservation(in, s, col, order)
 	o.walk(order)
 	plans := o.decide()
-	return &State{tracked: o.prune(), lastColumnAtMs: col.AtMs}, plans
+	return fromBase(o.prune(), col.AtMs), plans
 }
 
 // observation is the working set of one Observe call.
@@ -76,9 +76,9 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 		gap:    s.lastColumnAtMs != 0 && col.WindowStartMs != s.lastColumnAtMs,
 		// Clamped so that an unvalidated config cannot blow up the state.
 		smoothing: int(min(in.Config.SmoothingWindows, maxSmoothingWindows)),
-		old:       s.tracked,
+		old:       s.entries(),
 	}
-	n := unionSize(s.tracked, col.Rows, order)
+	n := unionSize(o.old, col.Rows, order)
 	o.out = make([]Tracked, 0, n)
 	o.pool = make([]uint64, 0, n*o.smoothing)
 	for _, op := range in.LiveOps {

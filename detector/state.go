@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+
+	"github.com/google/btree"
 )
 
 // ErrInvalidState is wrapped by every error NewState returns.
@@ -19,10 +22,29 @@ var ErrInvalidState = errors.New("invalid detector state")
 // max(CooldownMs, 10 × that column's duration) before the current column's
 // end. So `autosplit explain` still answers for a route that stopped being
 // hot a few minutes ago, and the state shrinks back once the cluster calms.
+//
+// Representation: base is the sorted entry slice Observe produces; splits
+// committed between two columns (OnSplit, StartCooldown) go into patch, a
+// small persistent tree of per-route replacements, so each costs O(log p)
+// instead of a copy of every entry. The next Observe folds patch into a new
+// base.
 type State struct {
-	tracked        []Tracked // sorted by RouteID, unique
+	base           []Tracked // sorted by RouteID, unique; never modified
+	patch          *btree.BTreeG[patchEntry]
 	lastColumnAtMs uint64
+	// cloneMu serialises btree.Clone of patch, which writes the source
+	// tree's copy-on-write bookkeeping.
+	cloneMu *sync.Mutex
 }
+
+// patchEntry replaces route RouteID's base entry: with t, or by nothing.
+type patchEntry struct {
+	routeID uint64
+	deleted bool
+	t       Tracked
+}
+
+func lessPatch(a, b patchEntry) bool { return a.routeID < b.routeID }
 
 // NewState restores a State, e.g. from a snapshot. Entries must be in
 // strictly increasing, non-zero route-id order. The entries are copied, so
@@ -41,7 +63,12 @@ func NewState(tracked []Tracked, lastColumnAtMs uint64) (*State, error) {
 	for i, t := range tracked {
 		out[i] = cloneTracked(t)
 	}
-	return &State{tracked: out, lastColumnAtMs: lastColumnAtMs}, nil
+	return &State{base: out, lastColumnAtMs: lastColumnAtMs}, nil
+}
+
+// fromBase wraps a freshly built sorted entry slice (Observe's output).
+func fromBase(base []Tracked, lastColumnAtMs uint64) *State {
+	return &State{base: base, lastColumnAtMs: lastColumnAtMs}
 }
 
 // cloneTracked deep-copies t so that a restored State owns its slices.
@@ -63,10 +90,44 @@ func cloneTracked(t Tracked) Tracked {
 // is the caller's; the byte slices and RecentScores inside the entries are
 // shared with the State and must not be modified.
 func (s *State) Tracked() []Tracked {
-	if s == nil || len(s.tracked) == 0 {
+	if s == nil {
 		return nil
 	}
-	return slices.Clone(s.tracked)
+	out := s.entries()
+	if len(out) == 0 {
+		return nil
+	}
+	if s.patch == nil {
+		return slices.Clone(out) // entries() returned base itself
+	}
+	return out
+}
+
+// entries is the merged, sorted entry list: base itself when there is no
+// patch (callers must not modify it then), else a new slice.
+func (s *State) entries() []Tracked {
+	if s == nil {
+		return nil
+	}
+	if s.patch == nil || s.patch.Len() == 0 {
+		return s.base
+	}
+	out := make([]Tracked, 0, len(s.base)+s.patch.Len())
+	i := 0
+	s.patch.Ascend(func(p patchEntry) bool {
+		for i < len(s.base) && s.base[i].RouteID < p.routeID {
+			out = append(out, s.base[i])
+			i++
+		}
+		if i < len(s.base) && s.base[i].RouteID == p.routeID {
+			i++ // replaced
+		}
+		if !p.deleted {
+			out = append(out, p.t)
+		}
+		return true
+	})
+	return append(out, s.base[i:]...)
 }
 
 // Get returns the tracked entry of routeID (shared slices as in Tracked).
@@ -74,8 +135,13 @@ func (s *State) Get(routeID uint64) (Tracked, bool) {
 	if s == nil {
 		return Tracked{}, false
 	}
-	if i, ok := s.find(routeID); ok {
-		return s.tracked[i], true
+	if s.patch != nil {
+		if p, ok := s.patch.Get(patchEntry{routeID: routeID}); ok {
+			return p.t, !p.deleted
+		}
+	}
+	if i, ok := findIn(s.base, routeID); ok {
+		return s.base[i], true
 	}
 	return Tracked{}, false
 }
@@ -85,7 +151,21 @@ func (s *State) Len() int {
 	if s == nil {
 		return 0
 	}
-	return len(s.tracked)
+	if s.patch == nil {
+		return len(s.base)
+	}
+	n := len(s.base)
+	s.patch.Ascend(func(p patchEntry) bool {
+		_, inBase := findIn(s.base, p.routeID)
+		switch {
+		case inBase && p.deleted:
+			n--
+		case !inBase && !p.deleted:
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // LastColumnAtMs is the AtMs of the last column Observe applied (0 before
@@ -97,8 +177,8 @@ func (s *State) LastColumnAtMs() uint64 {
 	return s.lastColumnAtMs
 }
 
-func (s *State) find(routeID uint64) (int, bool) {
-	return slices.BinarySearchFunc(s.tracked, routeID, func(t Tracked, id uint64) int {
+func findIn(ts []Tracked, routeID uint64) (int, bool) {
+	return slices.BinarySearchFunc(ts, routeID, func(t Tracked, id uint64) int {
 		switch {
 		case t.RouteID < id:
 			return -1
@@ -109,36 +189,44 @@ func (s *State) find(routeID uint64) (int, bool) {
 	})
 }
 
-// clone returns a State with a copy of s's entry slice, with room for extra
-// more entries.
-func (s *State) clone(extra int) *State {
+// withPatch returns a State sharing s's base with a copy-on-write clone of
+// its patch, ready for put/remove.
+func (s *State) withPatch() *State {
 	if s == nil {
-		return &State{tracked: make([]Tracked, 0, extra)}
+		return &State{patch: btree.NewG(16, lessPatch), cloneMu: new(sync.Mutex)}
 	}
-	t := make([]Tracked, len(s.tracked), len(s.tracked)+extra)
-	copy(t, s.tracked)
-	return &State{tracked: t, lastColumnAtMs: s.lastColumnAtMs}
+	out := &State{base: s.base, lastColumnAtMs: s.lastColumnAtMs, cloneMu: new(sync.Mutex)}
+	if s.patch == nil {
+		out.patch = btree.NewG(16, lessPatch)
+	} else {
+		s.cloneMu.Lock()
+		out.patch = s.patch.Clone()
+		s.cloneMu.Unlock()
+	}
+	return out
 }
 
 // startCooldown sets routeID's cooldown to at least untilMs, adding an
-// entry if needed. A cooldown is never shortened. s must be a fresh clone.
+// entry if needed. A cooldown is never shortened. s must come from
+// withPatch.
 func (s *State) startCooldown(routeID, untilMs uint64) {
-	i, ok := s.find(routeID)
-	if ok {
-		s.tracked[i].CooldownUntilMs = max(s.tracked[i].CooldownUntilMs, untilMs)
-		return
+	t, ok := s.Get(routeID)
+	if !ok {
+		t = Tracked{RouteID: routeID}
 	}
-	s.tracked = slices.Insert(s.tracked, i, Tracked{RouteID: routeID, CooldownUntilMs: untilMs})
+	t.CooldownUntilMs = max(t.CooldownUntilMs, untilMs)
+	s.patch.ReplaceOrInsert(patchEntry{routeID: routeID, t: t})
 }
 
 // OnSplit records a committed split (manual or an op step) at splitMs: the
 // parent's entry goes, and every child except consumed (0 = none: the middle
 // child that the op's next step will split) gets cooldown_until = splitMs +
-// cfg.CooldownMs. A zero cooldown adds no entries. s is not modified.
+// cfg.CooldownMs. A zero cooldown adds no entries. s is not modified; the
+// cost is O(log p) in the splits since the last column, not O(entries).
 func (s *State) OnSplit(cfg Config, parentID uint64, children []uint64, consumed uint64, splitMs uint64) *State {
-	out := s.clone(len(children))
-	if i, ok := out.find(parentID); ok {
-		out.tracked = slices.Delete(out.tracked, i, i+1)
+	out := s.withPatch()
+	if _, ok := out.Get(parentID); ok {
+		out.patch.ReplaceOrInsert(patchEntry{routeID: parentID, deleted: true})
 	}
 	if cfg.CooldownMs == 0 {
 		return out
@@ -156,7 +244,7 @@ func (s *State) OnSplit(cfg Config, parentID uint64, children []uint64, consumed
 // aborted after its first step: its middle child, exempt until then, must
 // not be re-split at once). s is not modified.
 func (s *State) StartCooldown(cfg Config, routeID uint64, atMs uint64) *State {
-	out := s.clone(1)
+	out := s.withPatch()
 	if cfg.CooldownMs != 0 && routeID != 0 {
 		out.startCooldown(routeID, addSat64(atMs, cfg.CooldownMs))
 	}
@@ -166,10 +254,14 @@ func (s *State) StartCooldown(cfg Config, routeID uint64, atMs uint64) *State {
 // ResetHysteresis returns s with every consecutive_over at 0 (a SetConfig
 // committed: evidence earned under the old settings proves nothing under the
 // new ones). Cooldowns, scores and explanations are kept. s is not modified.
+// SetConfig is rare, so this folds the patch into a new base.
 func (s *State) ResetHysteresis() *State {
-	out := s.clone(0)
-	for i := range out.tracked {
-		out.tracked[i].ConsecutiveOver = 0
+	if s == nil {
+		return fromBase(nil, 0)
 	}
-	return out
+	base := slices.Clone(s.entries())
+	for i := range base {
+		base[i].ConsecutiveOver = 0
+	}
+	return fromBase(base, s.lastColumnAtMs)
 }
