@@ -55,8 +55,6 @@ type Config struct {
 	// OpRetryMin and OpRetryMax bound the backoff between attempts at an op
 	// step whose proposal failed (defaults 50 ms and 2 s).
 	OpRetryMin, OpRetryMax time.Duration
-	// Loads, when set, is the column aggregator: it runs for every term.
-	Loads   TermDuty
 	Logger  *slog.Logger
 	Metrics *Metrics
 }
@@ -79,7 +77,7 @@ type Scheduler struct {
 
 	mu    sync.Mutex // guards the fields below
 	term  *termState // nil while not leader
-	ready chan struct{}
+	loads TermDuty   // the column aggregator, run for every term
 }
 
 // termState is one leadership term of this node.
@@ -111,6 +109,15 @@ func New(cfg Config, r Raft, f *fsm.FSM, clock *hlc.Clock, notify <-chan bool) *
 	s := &Scheduler{cfg: cfg, raft: r, fsm: f, clock: clock, notify: notify, log: cfg.Logger}
 	s.proposer = NewProposer(r, clock, cfg.RaftTimeout, func() uint32 { return f.State().ClusterVersion() })
 	return s
+}
+
+// SetLoads installs the column aggregator as a duty of every term. It is
+// set after New because the aggregator proposes through this scheduler's
+// single proposer; call it before Run.
+func (s *Scheduler) SetLoads(d TermDuty) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loads = d
 }
 
 // Proposer returns the node's single proposer.
@@ -283,9 +290,12 @@ func (s *Scheduler) lead(ctx context.Context, t *termState) {
 	defer duties.Wait()
 	duties.Add(1)
 	go func() { defer duties.Done(); s.stepOps(ctx) }()
-	if s.cfg.Loads != nil {
+	s.mu.Lock()
+	loads := s.loads
+	s.mu.Unlock()
+	if loads != nil {
 		duties.Add(1)
-		go func() { defer duties.Done(); s.cfg.Loads.RunTerm(ctx) }()
+		go func() { defer duties.Done(); loads.RunTerm(ctx) }()
 	}
 
 	renew := time.NewTicker(s.cfg.CeilingWindow / 4)
