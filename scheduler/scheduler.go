@@ -55,8 +55,8 @@ type Config struct {
 	// OpRetryMin and OpRetryMax bound the backoff between attempts at an op
 	// step whose proposal failed (defaults 50 ms and 2 s).
 	OpRetryMin, OpRetryMax time.Duration
-	Logger  *slog.Logger
-	Metrics *Metrics
+	Logger                 *slog.Logger
+	Metrics                *Metrics
 }
 
 // TermDuty is a leader duty that runs for the length of a term once the
