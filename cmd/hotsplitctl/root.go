@@ -99,7 +99,7 @@ Connections are plaintext: run hotsplit only on trusted networks.`,
 	pf.StringVar(&a.actor, "actor", a.defaultActor(), "who you are, recorded with mutations (self-declared)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log connection attempts and retries to stderr")
 
-	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd())
+	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.simCmd())
 	return root
 }
 
