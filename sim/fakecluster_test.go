@@ -20,6 +20,8 @@ type fakeCluster struct {
 	reportErr error
 	// noAck makes Report answer without acknowledging anything.
 	noAck bool
+	// late acknowledges every column as late (dropped) instead.
+	late bool
 
 	mu      sync.Mutex
 	events  []*api.WatchRoutesResponse // the catalog's history
@@ -134,6 +136,10 @@ func (f *fakeCluster) Report(_ context.Context, req *api.ReportRequest) (*api.Re
 			cols[w] = proto.Clone(c).(*api.ReportColumn)
 		}
 		resp.AckedWindowStarts = append(resp.AckedWindowStarts, w)
+		if f.late {
+			resp.LateWindowStarts = append(resp.LateWindowStarts, w)
+			delete(cols, w)
+		}
 	}
 	return resp, nil
 }
@@ -168,6 +174,23 @@ func (f *fakeCluster) rows() []*api.ReportRow {
 		for _, c := range cols {
 			out = append(out, c.GetRows()...)
 		}
+	}
+	return out
+}
+
+// firstColumnRows returns, per reporter, the rows of its earliest column.
+func (f *fakeCluster) firstColumnRows() map[string]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[string]int{}
+	for id, cols := range f.columns {
+		first := uint64(0)
+		for w := range cols {
+			if first == 0 || w < first {
+				first = w
+			}
+		}
+		out[id] = len(cols[first].GetRows())
 	}
 	return out
 }

@@ -32,14 +32,26 @@ type ackTracker struct {
 	permanent func(error) bool
 
 	mu          sync.Mutex
-	outstanding map[uint64]struct{} // sent, not settled
+	outstanding map[uint64]uint64 // sent, not settled: window start → operations in it
 	sentAny     bool
 	firstSent   uint64
 	maxSent     uint64
+	// Operations in columns settled as acknowledged (committed), late
+	// (dropped by the cluster) and refused.
+	acked, late, refused uint64
 }
 
 func newAckTracker(next keyviz.ReportSender, permanent func(error) bool) *ackTracker {
-	return &ackTracker{next: next, permanent: permanent, outstanding: map[uint64]struct{}{}}
+	return &ackTracker{next: next, permanent: permanent, outstanding: map[uint64]uint64{}}
+}
+
+// columnOps is the number of operations a column counts.
+func columnOps(c *api.ReportColumn) uint64 {
+	var n uint64
+	for _, r := range c.GetRows() {
+		n += r.GetReads() + r.GetWrites()
+	}
+	return n
 }
 
 // Report forwards req and records what it sent and what was settled.
@@ -47,7 +59,7 @@ func (t *ackTracker) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	t.mu.Lock()
 	for _, c := range req.GetColumns() {
 		w := c.GetWindowStartMs()
-		t.outstanding[w] = struct{}{}
+		t.outstanding[w] = columnOps(c)
 		if !t.sentAny {
 			t.sentAny, t.firstSent = true, w
 		}
@@ -63,18 +75,34 @@ func (t *ackTracker) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 		if t.permanent(err) {
 			// The reporter drops these columns: nothing will settle them.
 			for _, c := range req.GetColumns() {
+				t.refused += t.outstanding[c.GetWindowStartMs()]
 				delete(t.outstanding, c.GetWindowStartMs())
 			}
 		}
 		return resp, err
 	}
-	for _, w := range resp.GetAckedWindowStarts() {
-		delete(t.outstanding, w)
-	}
+	// Late windows are listed among the acknowledged ones too.
 	for _, w := range resp.GetLateWindowStarts() {
-		delete(t.outstanding, w)
+		if ops, ok := t.outstanding[w]; ok {
+			t.late += ops
+			delete(t.outstanding, w)
+		}
+	}
+	for _, w := range resp.GetAckedWindowStarts() {
+		if ops, ok := t.outstanding[w]; ok {
+			t.acked += ops
+			delete(t.outstanding, w)
+		}
 	}
 	return resp, nil
+}
+
+// settledOps returns the operations in columns acknowledged, acknowledged
+// late, and refused so far.
+func (t *ackTracker) settledOps() (acked, late, refused uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.acked, t.late, t.refused
 }
 
 // settledThrough reports whether the column labelled last — or, when

@@ -130,7 +130,7 @@ type Phase int
 // Phases of a run, in order.
 const (
 	PhaseIdle     Phase = iota // Run not called yet
-	PhaseStarting              // reading the config, waiting for the catalog
+	PhaseStarting              // reading the config, waiting for the catalog and a step boundary
 	PhaseRunning               // issuing operations
 	PhaseDraining              // flushing the last columns
 	PhaseDone                  // Run returned
@@ -264,7 +264,8 @@ func (s *Sim) ReporterID(i int) string { return "sim-" + s.cfg.RunID + "-" + str
 func (s *Sim) Planned() uint64 { return s.total }
 
 // Run reads the cluster's load config, follows the catalog, waits for the
-// first complete catalog, then issues the workload in real time — every
+// first complete catalog and for the next step boundary (so that the first
+// operation opens a whole column), then issues the workload in real time — every
 // Tick, one batch of the operations that have come due — for Duration,
 // routing each to the route that holds its key and counting it on its node's
 // sampler, while the reporters send closed columns to the cluster.
@@ -311,6 +312,9 @@ func (s *Sim) Run(ctx context.Context) error {
 	}
 
 	if err := s.waitCatalog(ctx, ready); err != nil {
+		return err
+	}
+	if err := s.waitWindows(ctx, nodes); err != nil {
 		return err
 	}
 	s.log.Info("sim: running", "workload", s.cfg.Workload.String(), "nodes", len(nodes), "rate", s.cfg.Rate,
@@ -379,6 +383,38 @@ func (s *Sim) waitCatalog(ctx context.Context, ready <-chan struct{}) error {
 		}
 		if s.cfg.Clock().Sub(start) >= s.cfg.StartTimeout {
 			return fmt.Errorf("%w within %v (%d failed watches)", ErrNoCatalog, s.cfg.StartTimeout, s.watchFailures.Load())
+		}
+	}
+}
+
+// waitWindows waits until every node's reporter has closed its first column
+// (at the first step boundary after it started), so that the first
+// operation lands in a column that starts at a step boundary. A node's first
+// column would otherwise be a part of a window reported as the whole window,
+// and, as the leader expects no reporter it has not heard from yet, the
+// first node to report it would complete that window for the cluster and the
+// other nodes' first columns would come late and be dropped.
+func (s *Sim) waitWindows(ctx context.Context, nodes []*node) error {
+	t := time.NewTicker(s.cfg.Tick)
+	defer t.Stop()
+	start := s.cfg.Clock()
+	for {
+		ready, step := true, uint64(0)
+		for _, n := range nodes {
+			_, st, started := n.sampler.Window()
+			ready = ready && started
+			step = max(step, st)
+		}
+		if ready {
+			return nil
+		}
+		if limit := time.Duration(step)*time.Millisecond + s.cfg.StartTimeout; s.cfg.Clock().Sub(start) >= limit {
+			return fmt.Errorf("sim: the reporters opened no column within %v", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
 		}
 	}
 }

@@ -82,8 +82,18 @@ func TestRunCountsEveryOpOnce(t *testing.T) {
 		if st.Phase != PhaseDone || st.Planned != 6000 || st.Ops != st.Planned || st.Reads+st.Writes != st.Ops {
 			t.Fatalf("nodes=%d: stats %+v", nodes, st)
 		}
+		if st.OpsAcked != st.Ops || st.OpsLate != 0 || st.OpsRefused != 0 {
+			t.Errorf("nodes=%d: ops acked %d, late %d, refused %d of %d", nodes, st.OpsAcked, st.OpsLate, st.OpsRefused, st.Ops)
+		}
 		if st.UnknownRoute != 0 || fc.conflicts != 0 {
 			t.Errorf("nodes=%d: %d unknown-route drops, %d conflicting resends", nodes, st.UnknownRoute, fc.conflicts)
+		}
+		// The first operation waited for a step boundary: each node's first
+		// column, a partial window, is empty.
+		for id, rows := range fc.firstColumnRows() {
+			if rows != 0 {
+				t.Errorf("nodes=%d: the first column of %s has %d rows", nodes, id, rows)
+			}
 		}
 		byReporter, byRoute := fc.totals()
 		var sum counts
@@ -241,8 +251,8 @@ func TestRunRefusedColumnsEndTheDrain(t *testing.T) {
 	if err := runFor(t, s, 10*time.Second); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if st := s.Stats(); st.Columns.ColumnsRejected == 0 || st.Columns.ColumnsAcked != 0 {
-		t.Fatalf("columns %+v: want refused ones counted", st.Columns)
+	if st := s.Stats(); st.Columns.ColumnsRejected == 0 || st.Columns.ColumnsAcked != 0 || st.OpsRefused != st.Ops || st.OpsAcked != 0 {
+		t.Fatalf("columns %+v, ops %d refused of %d: want refused ones counted", st.Columns, st.OpsRefused, st.Ops)
 	}
 }
 
@@ -315,10 +325,12 @@ func TestAckTracker(t *testing.T) {
 	fc.noAck = true
 	tr := newAckTracker(fc, permanent)
 	ctx := context.Background()
+	// Column w holds w/50 operations: one row of w/50 reads.
 	send := func(ws ...uint64) {
 		req := &api.ReportRequest{ReporterId: "r"}
 		for _, w := range ws {
-			req.Columns = append(req.Columns, &api.ReportColumn{WindowStartMs: w, StepMs: 50})
+			req.Columns = append(req.Columns, &api.ReportColumn{WindowStartMs: w, StepMs: 50,
+				Rows: []*api.ReportRow{{RouteId: 1, Reads: w / 50}}})
 		}
 		_, _ = tr.Report(ctx, req) // errors are the cases under test
 	}
@@ -346,6 +358,16 @@ func TestAckTracker(t *testing.T) {
 	send(250)
 	if tr.settledThrough(250, true) {
 		t.Fatal("a column that failed to send is not settled")
+	}
+	fc.reportErr, fc.late = nil, true
+	send(250, 300)
+	if !tr.settledThrough(300, true) {
+		t.Fatal("late columns are settled")
+	}
+	// 100 acknowledged (2 ops), 150 and 200 refused (3 + 4), 250 and 300
+	// late (5 + 6).
+	if acked, late, refused := tr.settledOps(); acked != 2 || refused != 7 || late != 11 {
+		t.Fatalf("settled ops: acked %d, late %d, refused %d; want 2, 11, 7", acked, late, refused)
 	}
 }
 

@@ -26,6 +26,12 @@ type Stats struct {
 	// the catalog watches that ended with an error; SetRoutesFailed the
 	// catalogs a sampler refused (each is a bug report).
 	CatalogUpdates, WatchFailures, SetRoutesFailed uint64
+	// OpsAcked, OpsLate and OpsRefused count the operations in the columns
+	// the cluster acknowledged (committed), acknowledged as late (dropped),
+	// and refused for good. At the end of a flushed run they sum to Ops
+	// unless a reporter dropped columns from a full queue
+	// (Columns.ColumnsDropped).
+	OpsAcked, OpsLate, OpsRefused uint64
 	// Columns sums the nodes' reporter counters.
 	Columns keyviz.ReporterStats
 	// UnknownRoute sums the operations the samplers dropped for a route
@@ -37,10 +43,11 @@ type Stats struct {
 
 // NodeStats describes one simulated node.
 type NodeStats struct {
-	ReporterID    string
-	Reads, Writes uint64
-	UnknownRoute  uint64
-	Reporter      keyviz.ReporterStats
+	ReporterID                    string
+	Reads, Writes                 uint64
+	OpsAcked, OpsLate, OpsRefused uint64
+	UnknownRoute                  uint64
+	Reporter                      keyviz.ReporterStats
 }
 
 // Stats returns a snapshot of the run. Counters are read one by one, not
@@ -79,6 +86,10 @@ func (s *Sim) Stats() Stats {
 			UnknownRoute: n.sampler.Stats().UnknownRoute,
 			Reporter:     n.reporter.Stats(),
 		}
+		ns.OpsAcked, ns.OpsLate, ns.OpsRefused = n.acks.settledOps()
+		st.OpsAcked += ns.OpsAcked
+		st.OpsLate += ns.OpsLate
+		st.OpsRefused += ns.OpsRefused
 		st.UnknownRoute += ns.UnknownRoute
 		c, r := &st.Columns, ns.Reporter
 		c.ColumnsClosed += r.ColumnsClosed
