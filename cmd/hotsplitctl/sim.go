@@ -291,6 +291,9 @@ type simSummary struct {
 	CatalogUpdates uint64           `json:"catalog_updates"`
 	WatchFailures  uint64           `json:"watch_failures"`
 	UnknownRoute   uint64           `json:"unknown_route"`
+	OpsAcked       uint64           `json:"ops_acked"`
+	OpsLate        uint64           `json:"ops_late"`
+	OpsRefused     uint64           `json:"ops_refused"`
 	Columns        simColumns       `json:"columns"`
 	Interrupted    bool             `json:"interrupted"`
 	Flushed        bool             `json:"flushed"`
@@ -322,6 +325,7 @@ func newSimSummary(s *sim.Sim, f simFlags, interrupted, flushed bool) simSummary
 		PlannedOps: st.Planned, Ops: st.Ops, Reads: st.Reads, Writes: st.Writes,
 		CatalogVersion: st.CatalogVersion, Routes: st.Routes, CatalogUpdates: st.CatalogUpdates,
 		WatchFailures: st.WatchFailures, UnknownRoute: st.UnknownRoute,
+		OpsAcked: st.OpsAcked, OpsLate: st.OpsLate, OpsRefused: st.OpsRefused,
 		Columns:     columnsOf(st.Columns.ColumnsClosed, st.Columns.ColumnsAcked, st.Columns.ColumnsLate, st.Columns.ColumnsDropped, st.Columns.ColumnsRejected, st.Columns.Pending, st.Columns.ReportFailures),
 		Interrupted: interrupted, Flushed: flushed,
 	}
@@ -358,7 +362,9 @@ func writeSimSummary(w io.Writer, s simSummary) error {
 	c := s.Columns
 	t.row("columns", fmt.Sprintf("%d closed, %d acknowledged (%d late), %d dropped, %d refused, %d pending, %d failed reports",
 		c.Closed, c.Acked, c.Late, c.Dropped, c.Refused, c.Pending, c.ReportFailures))
-	flushed := "yes: every operation is in an acknowledged column"
+	t.row("committed", fmt.Sprintf("%d ops in acknowledged columns, %d in late columns (dropped by the cluster), %d in refused columns",
+		s.OpsAcked, s.OpsLate, s.OpsRefused))
+	flushed := "yes: every column holding an operation is settled"
 	if !s.Flushed {
 		flushed = "no: the last columns were not all acknowledged"
 	}

@@ -164,12 +164,13 @@ func TestSimRunSummary(t *testing.T) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 	for _, want := range []string{
-		"workload  hotkey: 90% of ops on user:00618033, the rest uniform over 1000000 keys, writes 50%\n",
-		"run       t, seed 3, 2 nodes\n",
-		"ops       600 of 600 in ",
+		"workload   hotkey: 90% of ops on user:00618033, the rest uniform over 1000000 keys, writes 50%\n",
+		"run        t, seed 3, 2 nodes\n",
+		"ops        600 of 600 in ",
 		"completed): ",
-		"catalog   version 1, 1 routes (1 versions received, 0 watch failures)\n",
-		"flushed   yes: every operation is in an acknowledged column\n",
+		"catalog    version 1, 1 routes (1 versions received, 0 watch failures)\n",
+		"committed  600 ops in acknowledged columns, 0 in late columns (dropped by the cluster), 0 in refused columns\n",
+		"flushed    yes: every column holding an operation is settled\n",
 		"NODE     READS",
 		"\nsim-t-0  ",
 		"\nsim-t-1  ",
@@ -203,7 +204,7 @@ func TestSimRunJSON(t *testing.T) {
 		perNode += n.Reads + n.Writes
 	}
 	if sum.Workload != "zipf" || sum.Ops != 600 || sum.PlannedOps != 600 || sum.Reads+sum.Writes != 600 || perNode != 600 ||
-		!sum.Flushed || sum.Interrupted || len(sum.PerNode) != 3 || sum.Seed != 1 {
+		sum.OpsAcked != 600 || !sum.Flushed || sum.Interrupted || len(sum.PerNode) != 3 || sum.Seed != 1 {
 		t.Errorf("summary %+v", sum)
 	}
 	if got := c.ops(); got != 600 {
