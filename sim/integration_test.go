@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
+	server "github.com/hotsplit/hotsplit/node"
+)
+
+// TestIntegrationRunAgainstCluster runs the simulator against a real
+// in-process node (raft, FSM, scheduler, transport) with automatic splitting
+// on and a 200 ms step: every operation must end up in a column the leader
+// committed (none late, none refused), and the hotkey workload's hot key
+// must end up isolated in a route [H, H·0x00).
+func TestIntegrationRunAgainstCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster node and runs for seconds")
+	}
+	w := mustWorkload(t, HotKey, nil)
+	raftLn, grpcLn := listenLocal(t), listenLocal(t)
+	on := true
+	n, err := server.Start(server.Config{
+		ID: "n1", DataDir: filepath.Join(t.TempDir(), "n1"), Bootstrap: true,
+		RaftAddr: raftLn.Addr().String(), GRPCAddr: grpcLn.Addr().String(),
+		RaftListener: raftLn, GRPCListener: grpcLn,
+		InitialSplits:    w.Keys().SplitKeys(1),
+		AutoSplit:        &on,
+		BootstrapConfig:  &api.Config{StepMs: 200, CooldownMs: 1000},
+		HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
+		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Halt:   func(err error) { t.Errorf("node halted: %v", err) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		n.Close(ctx)
+	})
+	cl, err := client.New(client.Config{Endpoints: []string{n.GRPCAddr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	waitFor(t, "the step to be 200 ms", func() bool {
+		resp, err := cl.GetConfig(context.Background(), &api.GetConfigRequest{})
+		return err == nil && resp.GetConfig().GetStepMs() == 200
+	})
+
+	s := newSim(t, Config{Cluster: cl, Workload: w, Nodes: 3, Rate: 5000, Duration: 3 * time.Second, Seed: 5})
+	if err := runFor(t, s, 30*time.Second); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	st := s.Stats()
+	t.Logf("%d ops in %v: %d acknowledged, %d late, %d refused; %d columns, catalog v%d with %d routes",
+		st.Ops, st.Elapsed, st.OpsAcked, st.OpsLate, st.OpsRefused, st.Columns.ColumnsClosed, st.CatalogVersion, st.Routes)
+	if st.Ops != st.Planned || st.OpsAcked != st.Ops || st.OpsLate != 0 || st.OpsRefused != 0 || st.UnknownRoute != 0 {
+		t.Errorf("stats %+v", st)
+	}
+
+	lo, _, _ := w.Hotspot(0)
+	hot := w.Keys().Key(lo)
+	isolated := append(bytes.Clone(hot), 0)
+	var routes *api.ListRoutesResponse
+	waitFor(t, "the hot key's isolation", func() bool {
+		routes, err = cl.ListAllRoutes(context.Background(), api.Consistency_CONSISTENCY_LINEARIZABLE)
+		if err != nil {
+			return false
+		}
+		for _, r := range routes.GetRoutes() {
+			if bytes.Equal(r.GetStart(), hot) && bytes.Equal(r.GetEnd(), isolated) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func listenLocal(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln
+}
