@@ -79,7 +79,7 @@ func TestRunCountsEveryOpOnce(t *testing.T) {
 			t.Fatalf("nodes=%d: Run: %v", nodes, err)
 		}
 		st := s.Stats()
-		if st.Phase != PhaseDone || st.Planned != 6000 || st.Ops != st.Planned || st.Reads+st.Writes != st.Ops {
+		if st.Phase != PhaseDone || st.Planned != 6000 || st.Ops != st.Planned || st.Reads+st.Writes != st.Ops || st.Step != testStepMs*time.Millisecond {
 			t.Fatalf("nodes=%d: stats %+v", nodes, st)
 		}
 		if st.OpsAcked != st.Ops || st.OpsLate != 0 || st.OpsRefused != 0 {

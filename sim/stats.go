@@ -32,6 +32,9 @@ type Stats struct {
 	// unless a reporter dropped columns from a full queue
 	// (Columns.ColumnsDropped).
 	OpsAcked, OpsLate, OpsRefused uint64
+	// Step is the column length the nodes use (0 before Run has read the
+	// cluster's config). A run starts at a step boundary (see Run).
+	Step time.Duration
 	// Columns sums the nodes' reporter counters.
 	Columns keyviz.ReporterStats
 	// UnknownRoute sums the operations the samplers dropped for a route
@@ -78,6 +81,10 @@ func (s *Sim) Stats() Stats {
 	s.nodesMu.Lock()
 	nodes := s.nodes
 	s.nodesMu.Unlock()
+	if len(nodes) > 0 {
+		_, step, _ := nodes[0].sampler.Window()
+		st.Step = time.Duration(step) * time.Millisecond
+	}
 	for _, n := range nodes {
 		ns := NodeStats{
 			ReporterID:   n.id,

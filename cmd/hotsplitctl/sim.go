@@ -69,10 +69,13 @@ Workloads:
   hotkey    --hot-share of the operations on one key, the rest uniform
   shift     hotrange whose range moves every --shift-every
 
-A progress line on stderr is updated every second. At the end, the run waits
-until the column holding the last operation has closed (at the cluster's next
-step boundary) and been acknowledged, then prints a summary on stdout (-o json
-for a JSON object). Ctrl-C stops it at once and prints the summary.`,
+The first operation waits for the cluster's next step boundary (see
+'hotsplitctl autosplit config get'), so that every column the nodes report
+covers a whole step. A progress line on stderr is updated every second. At
+the end, the run waits until the column holding the last operation has closed
+(at the next step boundary) and been acknowledged, then prints a summary on
+stdout (-o json for a JSON object). Ctrl-C stops it at once and prints the
+summary.`,
 		Example: `  hotsplitctl sim --workload hotkey --nodes 3 --rate 20000 --duration 60s
   hotsplitctl sim --workload zipf --skew 1.3 --rate 50000 --duration 5m --seed 7
   hotsplitctl sim --workload shift --shift-every 20s --rate 20000 --duration 2m -o json`,
@@ -264,8 +267,14 @@ func (p *progress) update(now time.Time, final bool) {
 		rate = uint64(float64(st.Ops-p.lastOps) / dt.Seconds())
 	}
 	p.lastOps, p.lastAt = st.Ops, now
-	line := fmt.Sprintf("%s %s  ops %d/%d  %d ops/s  catalog v%d (%d routes)  columns acked %d",
-		st.Phase, st.Elapsed.Truncate(time.Second), st.Ops, st.Planned, rate, st.CatalogVersion, st.Routes, st.Columns.ColumnsAcked)
+	var line string
+	if st.Phase == sim.PhaseStarting && st.CatalogVersion > 0 && !final {
+		line = fmt.Sprintf("starting: catalog v%d (%d routes), waiting for the next step boundary (step %v)",
+			st.CatalogVersion, st.Routes, st.Step)
+	} else {
+		line = fmt.Sprintf("%s %s  ops %d/%d  %d ops/s  catalog v%d (%d routes)  columns acked %d",
+			st.Phase, st.Elapsed.Truncate(time.Second), st.Ops, st.Planned, rate, st.CatalogVersion, st.Routes, st.Columns.ColumnsAcked)
+	}
 	pad := max(p.width-len(line), 0)
 	p.width = len(line)
 	fmt.Fprintf(p.w, "\r%s%s", line, strings.Repeat(" ", pad))
