@@ -22,8 +22,8 @@ import (
 
 // Limits of Config.
 const (
-	MaxRate     = 1_000_000      // operations per second
-	MaxDuration = 24 * time.Hour //
+	MaxRate     = 1_000_000 // operations per second
+	MaxDuration = 24 * time.Hour
 	MaxNodes    = 1024
 )
 
@@ -101,11 +101,12 @@ type Config struct {
 	SampleRate uint32
 	TopK       int
 	// Tick is the pacing interval: each tick issues the operations that
-	// have come due since the last one, in one batch (default DefaultTick,
-	// at most one second).
+	// have come due since the last one, in one batch (default DefaultTick;
+	// 1 ms to 1 s).
 	Tick time.Duration
 	// StartTimeout bounds the wait for the cluster's config and first
-	// catalog (default DefaultStartTimeout).
+	// catalog, and, plus one step, the wait for the first step boundary
+	// (default DefaultStartTimeout).
 	StartTimeout time.Duration
 	// DrainTimeout bounds the final flush (default two steps plus 10 s).
 	DrainTimeout time.Duration
@@ -210,8 +211,8 @@ func New(cfg Config) (*Sim, error) {
 		return bad("Rate %d: want 1 to %d operations per second", cfg.Rate, MaxRate)
 	case cfg.Duration <= 0 || cfg.Duration > MaxDuration:
 		return bad("Duration %v: want more than 0 and at most %v", cfg.Duration, MaxDuration)
-	case cfg.Tick < 0 || cfg.Tick > time.Second:
-		return bad("Tick %v: want at most 1s", cfg.Tick)
+	case cfg.Tick != 0 && (cfg.Tick < time.Millisecond || cfg.Tick > time.Second):
+		return bad("Tick %v: want 1ms to 1s", cfg.Tick)
 	case cfg.StartTimeout < 0 || cfg.DrainTimeout < 0:
 		return bad("StartTimeout or DrainTimeout is negative")
 	}
