@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -456,4 +457,23 @@ func TestManySplitsProperty(t *testing.T) {
 			t.Fatalf("round trip: %v", err)
 		}
 	})
+}
+
+func TestEscapeKeyRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		k := rapid.SliceOfN(rapid.Byte(), 0, 40).Draw(t, "key")
+		e := EscapeKey(k)
+		for _, r := range e {
+			if r < 0x20 || r >= 0x7f {
+				t.Fatalf("escaped %q holds %q", k, r)
+			}
+		}
+		back, err := strconv.Unquote(`"` + e + `"`)
+		if err != nil || back != string(k) {
+			t.Fatalf("unquote(%s) = %q, %v; want %q", e, back, err, k)
+		}
+	})
+	if got := FormatKey([]byte("user:1\x00\xc4\xb0")); got != `"user:1\x00\xc4\xb0"` {
+		t.Fatalf("FormatKey = %s", got)
+	}
 }

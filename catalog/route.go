@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -97,12 +98,36 @@ func cloneNonEmpty(b []byte) []byte {
 	return bytes.Clone(b)
 }
 
-// FormatKey renders a key for errors, logs and tables: printable ASCII as
-// is, other bytes escaped, long keys shortened with their length.
+// FormatKey renders a key for errors, logs and tables: quoted, in the form
+// of EscapeKey, long keys shortened with their length.
 func FormatKey(k []byte) string {
 	const show = 64
 	if len(k) <= show {
-		return strconv.Quote(string(k))
+		return `"` + EscapeKey(k) + `"`
 	}
-	return strconv.Quote(string(k[:show])) + "…(" + strconv.Itoa(len(k)) + " bytes)"
+	return `"` + EscapeKey(k[:show]) + `…"(` + strconv.Itoa(len(k)) + " bytes)"
+}
+
+// EscapeKey renders a key as printable ASCII: printable ASCII bytes as they
+// are, backslash and double quote escaped, every other byte as \xNN — so a
+// binary boundary never shows as stray Unicode, and Go's unquoting reads it
+// back to the same bytes.
+func EscapeKey(k []byte) string {
+	const hexDigits = "0123456789abcdef"
+	var b strings.Builder
+	b.Grow(len(k))
+	for _, c := range k {
+		switch {
+		case c == '\\' || c == '"':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c >= 0x20 && c < 0x7f:
+			b.WriteByte(c)
+		default:
+			b.WriteString(`\x`)
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&0xf])
+		}
+	}
+	return b.String()
 }

@@ -46,22 +46,7 @@ func formatSpan(start, end []byte) string {
 }
 
 // escapeKey is the inverse of parseKey: parseKey(escapeKey(k)) == k.
-func escapeKey(k []byte) string {
-	var b strings.Builder
-	b.Grow(len(k))
-	for _, c := range k {
-		switch {
-		case c == '\\' || c == '"':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c >= 0x20 && c < 0x7f:
-			b.WriteByte(c)
-		default:
-			fmt.Fprintf(&b, `\x%02x`, c)
-		}
-	}
-	return b.String()
-}
+func escapeKey(k []byte) string { return catalog.EscapeKey(k) }
 
 // parseKey reads a KEY argument: literal bytes with Go escape sequences
 // interpreted, or hexadecimal with asHex. Errors say what is wrong and where.
