@@ -28,6 +28,7 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
+	demoDefaults(o)
 	listeners, err := devListeners(o.devPorts)
 	if err != nil {
 		return err
@@ -67,8 +68,14 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 	ep := strings.Join(endpoints, ",")
 	fmt.Fprintf(out, "hotsplitctl endpoints: %s\n", ep)
 	fmt.Fprintf(out, "metrics: http://%s/metrics (and the other nodes at %s)\n", https[0], strings.Join(https[1:], ", "))
-	fmt.Fprintf(out, "try:\n  export HOTSPLIT_ENDPOINTS=%s\n  go run ./cmd/hotsplitctl routes list\n  go run ./cmd/hotsplitctl cluster members\n  go run ./cmd/hotsplitctl autosplit status\n", ep)
+	fmt.Fprintf(out, "look closer:\n  export HOTSPLIT_ENDPOINTS=%s\n  go run ./cmd/hotsplitctl routes list\n  go run ./cmd/hotsplitctl autosplit status\n  go run ./cmd/hotsplitctl autosplit explain ROUTE_ID\n  go run ./cmd/hotsplitctl routes watch\n", ep)
 	fmt.Fprintf(out, "data: %s   (Ctrl-C stops the demo)\n", dir)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	go printEvents(loadCtx, nodes[0], out)
+	if o.devWorkload != "none" {
+		go runDemoLoad(loadCtx, endpoints, o, o.node.Logger, out)
+	}
 	select {
 	case <-ctx.Done():
 	case <-nodes[0].Halted():

@@ -13,17 +13,20 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/node"
+	"github.com/hotsplit/hotsplit/sim"
 )
 
 // options are the parsed command line.
 type options struct {
-	node      node.Config
-	logLevel  slog.Level
-	logJSON   bool
-	dev       bool
-	devPorts  int
-	devDir    string
-	autoSplit autoSplitFlag
+	node        node.Config
+	logLevel    slog.Level
+	logJSON     bool
+	dev         bool
+	devPorts    int
+	devDir      string
+	devWorkload string
+	devRate     int
+	autoSplit   autoSplitFlag
 }
 
 // autoSplitFlag remembers whether --autoSplit was given at all: only an
@@ -87,6 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.dev, "dev", false, "run a three-node demo cluster in this process on loopback")
 	fs.IntVar(&o.devPorts, "devPorts", 0, "--dev: first of 9 consecutive ports (default: free ports)")
 	fs.StringVar(&o.devDir, "devDir", "", "--dev: data directory (default: a temporary one, removed at exit)")
+	fs.StringVar(&o.devWorkload, "devWorkload", demoWorkload, "--dev: simulated load: demo (a hot key, then a shifting hot range), "+strings.Join(sim.WorkloadNames(), ", ")+", or none")
+	fs.IntVar(&o.devRate, "devRate", 5000, "--dev: simulated operations per second")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: hotsplitd [flags]\n\nRun one hotsplit node, or --dev for a demo cluster.\n\nExamples:\n"+
 			"  hotsplitd --dev\n"+
@@ -119,13 +124,31 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		n.AutoSplit = &v
 	}
 	n.Logger = newLogger(os.Stderr, o.logLevel, o.logJSON)
-	if !o.dev {
+	if o.dev {
+		if err := checkDevFlags(o); err != nil {
+			fmt.Fprintln(stderr, "hotsplitd:", err)
+			return nil, err
+		}
+	} else {
 		if err := requireNodeFlags(n); err != nil {
 			fmt.Fprintln(stderr, "hotsplitd:", err)
 			return nil, err
 		}
 	}
 	return o, nil
+}
+
+func checkDevFlags(o *options) error {
+	if o.devRate < 1 || o.devRate > sim.MaxRate {
+		return fmt.Errorf("--devRate: %d not in 1..%d", o.devRate, sim.MaxRate)
+	}
+	if o.devWorkload == demoWorkload || o.devWorkload == "none" {
+		return nil
+	}
+	if _, err := sim.ParseWorkload(o.devWorkload, sim.DefaultWorkloadOptions()); err != nil {
+		return fmt.Errorf("--devWorkload: %w", err)
+	}
+	return nil
 }
 
 func requireNodeFlags(n *node.Config) error {

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hotsplit/hotsplit/sim"
+)
+
+// TestIntegrationDemoIsolatesHotKey runs the README's demo command as a
+// process (hotsplitd --dev) and watches, through hotsplitctl, the hot key of
+// its first phase end up alone in a route [H, H·0x00).
+func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: runs the demo")
+	}
+	hotsplitd, hotsplitctl := binaries(t)
+	cmd := exec.Command(hotsplitd, "--dev", "--logLevel", "warn")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("demo stderr:\n%s", stderr.String())
+		}
+	})
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout)
+	}()
+	var endpoints string
+	var out []string
+	deadline := time.After(30 * time.Second)
+	for endpoints == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("demo exited: %v", out)
+			}
+			out = append(out, l)
+			if rest, ok := strings.CutPrefix(l, "hotsplitctl endpoints: "); ok {
+				endpoints = rest
+			}
+		case <-deadline:
+			t.Fatalf("no endpoints line in 30s: %v", out)
+		}
+	}
+	ks, err := sim.NewKeySpace(sim.DefaultKeySpace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := sim.ParseWorkload(sim.HotKey, sim.DefaultWorkloadOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, _, _ := w.Hotspot(0)
+	hot := ks.Key(lo)
+	eventually(t, 60*time.Second, "the hot key isolated", func() error {
+		got, err := ctl(t, hotsplitctl, endpoints, "routes", "get", string(hot), "-o", "json")
+		if err != nil {
+			return err
+		}
+		var r struct {
+			Route struct {
+				Start string `json:"start"`
+				End   string `json:"end"`
+			} `json:"route"`
+		}
+		if err := json.Unmarshal([]byte(got), &r); err != nil {
+			return err
+		}
+		// protojson renders bytes as base64.
+		want := jsonBytes(hot)
+		wantEnd := jsonBytes(append(append([]byte(nil), hot...), 0))
+		if r.Route.Start != want || r.Route.End != wantEnd {
+			return fmt.Errorf("route of %q is [%s, %s)", hot, r.Route.Start, r.Route.End)
+		}
+		return nil
+	})
+}
+
+func jsonBytes(b []byte) string {
+	out, _ := json.Marshal(b)
+	return strings.Trim(string(out), `"`)
+}
