@@ -45,7 +45,7 @@ func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 		children [2]*catalog.RouteDescriptor
 		err      error
 	)
-	if c.ExpectedVersion != nil {
+	if c.ExpectedVersion != nil && !skipCAS() {
 		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	} else {
 		next, children, err = a.s.cat.Split(c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())

@@ -32,7 +32,7 @@ func (c *catalogServer) ListRoutes(ctx context.Context, req *api.ListRoutesReque
 		}
 		from = tok[1:]
 	}
-	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE {
+	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE && !c.s.unsafeLocalRead() {
 		if hint, err := c.s.route(ctx); err != nil {
 			return nil, err
 		} else if hint != nil {

@@ -122,7 +122,7 @@ func (s *Server) route(ctx context.Context) (*api.LeaderHint, error) {
 // FSM; linearizable reads (on the leader, which route has established) wait
 // for the read index.
 func (s *Server) readState(ctx context.Context, c api.Consistency) (*fsm.State, *api.ReadInfo, error) {
-	if c == api.Consistency_CONSISTENCY_STALE {
+	if c == api.Consistency_CONSISTENCY_STALE || s.unsafeLocalRead() {
 		st := s.cfg.FSM.State()
 		return st, s.readInfo(st, c), nil
 	}

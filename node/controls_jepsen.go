@@ -1,0 +1,34 @@
+//go:build jepsen
+
+package node
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/transport"
+)
+
+// registerControlHandlers adds POST /jepsen/control, which sets the
+// negative controls — deliberate bugs the jepsen suite turns on to prove
+// its checker catches them: {"follower_local_reads": bool,
+// "skip_read_index": bool, "skip_cas": bool}. Every field is set (absent
+// means off).
+func registerControlHandlers(mux *http.ServeMux, n *Node) {
+	mux.HandleFunc("POST /jepsen/control", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			FollowerLocalReads bool `json:"follower_local_reads"`
+			SkipReadIndex      bool `json:"skip_read_index"`
+			SkipCAS            bool `json:"skip_cas"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		transport.SetReadControls(req.FollowerLocalReads, req.SkipReadIndex)
+		fsm.SetSkipCAS(req.SkipCAS)
+		n.log.Warn("jepsen: negative controls set", "follower_local_reads", req.FollowerLocalReads,
+			"skip_read_index", req.SkipReadIndex, "skip_cas", req.SkipCAS)
+	})
+}
