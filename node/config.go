@@ -48,6 +48,9 @@ type Config struct {
 	TrailingLogs       uint64
 	// CeilingWindow is the HLC fence window (default 1 s).
 	CeilingWindow time.Duration
+	// OpStepDelay holds newly planned ops before their first step, for
+	// review (default 0).
+	OpStepDelay time.Duration
 	// NoSync skips fsync of the raft log (benchmarks that need the
 	// comparison only; never in production).
 	NoSync bool

@@ -172,7 +172,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 	}
 	n.sched = scheduler.New(scheduler.Config{
-		Self: self, CeilingWindow: cfg.CeilingWindow, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
+		Self: self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.srv.PeerAppliedIndex(ctx, m.GrpcAddr)
 		},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // stepOps is the op-stepping duty of SPEC §7: while the switch is on, take
@@ -17,7 +18,7 @@ func (s *Scheduler) stepOps(ctx context.Context) {
 	backoff := s.cfg.OpRetryMin
 	for {
 		changed := s.fsm.Changed()
-		stepped, err := s.stepOnce(ctx)
+		stepped, wait, err := s.stepOnce(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -33,20 +34,28 @@ func (s *Scheduler) stepOps(ctx context.Context) {
 			continue // the next step of the same or another op may be due
 		}
 		backoff = s.cfg.OpRetryMin
+		if wait <= 0 {
+			wait = time.Hour // nothing due: only a state change wakes us
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-changed:
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
 // stepOnce proposes the next step of the oldest runnable op. It reports
-// whether it proposed anything.
-func (s *Scheduler) stepOnce(ctx context.Context) (bool, error) {
+// whether it proposed anything and, when the oldest op is held by
+// OpStepDelay, how long until it is due.
+func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 	st := s.fsm.State()
 	if !st.Bootstrapped() || !st.Switch().GetEnabled() {
-		return false, nil
+		return false, 0, nil
 	}
 	var op *api.Op
 	for _, o := range st.LiveOps() {
@@ -56,12 +65,18 @@ func (s *Scheduler) stepOnce(ctx context.Context) (bool, error) {
 		}
 	}
 	if op == nil {
-		return false, nil
+		return false, 0, nil
+	}
+	if op.GetState() == api.OpState_OP_STATE_PENDING && s.cfg.OpStepDelay > 0 {
+		due := hlc.Physical(op.GetCreatedHlc()) + uint64(s.cfg.OpStepDelay.Milliseconds())
+		if now := hlc.Physical(s.clock.Now()); now < due {
+			return false, time.Duration(due-now) * time.Millisecond, nil
+		}
 	}
 	step := op.GetNextStep()
 	keys := op.GetSplitKeys()
 	if step == 0 || int(step) > len(keys) {
-		return false, nil // nothing left to do; the FSM marks it done
+		return false, 0, nil // nothing left to do; the FSM marks it done
 	}
 	cmd := &api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
 		RouteId: op.GetTargetRouteId(), SplitKey: keys[step-1], OpId: op.GetOpId(), Step: step, Actor: "scheduler",
@@ -70,7 +85,7 @@ func (s *Scheduler) stepOnce(ctx context.Context) (bool, error) {
 	defer cancel()
 	res, err := s.proposer.Propose(pctx, cmd)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	log := s.log.With("op_id", op.GetOpId(), "step", step, "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
 	switch res.GetCode() {
@@ -80,7 +95,7 @@ func (s *Scheduler) stepOnce(ctx context.Context) (bool, error) {
 		// Paused, aborted, finished: the op's state says so; nothing to retry.
 		log.Info("op step not applied", "reason", res.GetCode().String(), "detail", res.GetMessage())
 	}
-	return true, nil
+	return true, 0, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

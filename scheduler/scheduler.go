@@ -55,6 +55,11 @@ type Config struct {
 	// OpRetryMin and OpRetryMax bound the backoff between attempts at an op
 	// step whose proposal failed (defaults 50 ms and 2 s).
 	OpRetryMin, OpRetryMax time.Duration
+	// OpStepDelay holds a newly planned op this long (measured on the HLC
+	// from its creation) before its first step, so operators can review
+	// planned ops in `autosplit status` and abort one before anything
+	// changes. Default 0: step at once.
+	OpStepDelay time.Duration
 	Logger                 *slog.Logger
 	Metrics                *Metrics
 }
