@@ -60,8 +60,8 @@ type Config struct {
 	// planned ops in `autosplit status` and abort one before anything
 	// changes. Default 0: step at once.
 	OpStepDelay time.Duration
-	Logger                 *slog.Logger
-	Metrics                *Metrics
+	Logger      *slog.Logger
+	Metrics     *Metrics
 }
 
 // TermDuty is a leader duty that runs for the length of a term once the
