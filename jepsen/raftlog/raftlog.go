@@ -1,0 +1,156 @@
+// Package raftlog reads the raft log of a stopped hotsplitd node
+// (<dataDir>/raft.db, hashicorp/raft-boltdb v2) and decodes every command
+// entry as an api.Command with the protobuf runtime alone.
+//
+// It is the jepsen checker's ground truth, so it shares no code with the
+// FSM: a bug in the FSM's decoding or in its rules cannot hide itself by
+// also shaping what the checker reads. It opens the database read-only and
+// must only be used on a node that has stopped (bbolt would wait for the
+// running node's lock; Read gives up after a short timeout instead).
+package raftlog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// ErrCompacted: the log no longer starts at index 1 (a snapshot truncated
+// it), so it cannot be the complete ground truth. The jepsen cluster runs
+// with snapshot thresholds far above a scenario's entry count.
+var ErrCompacted = errors.New("raft log compacted: it does not start at index 1")
+
+// ErrUnknownField: a command entry holds a field this build's API does not
+// know. The checker cannot interpret such an entry, so it refuses the log.
+var ErrUnknownField = errors.New("unknown field in command entry")
+
+// Entry is one raft log entry. Command is set for LogCommand entries only.
+type Entry struct {
+	Index   uint64
+	Term    uint64
+	Type    raft.LogType
+	Data    []byte
+	Command *api.Command
+}
+
+// Read returns every entry of the raft log in dbPath, in index order.
+func Read(dbPath string) ([]Entry, error) {
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        dbPath,
+		BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: 2 * time.Second},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s read-only: %w", dbPath, err)
+	}
+	defer store.Close()
+	first, err := store.FirstIndex()
+	if err != nil {
+		return nil, fmt.Errorf("%s: first index: %w", dbPath, err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("%s: last index: %w", dbPath, err)
+	}
+	if last == 0 {
+		return nil, nil
+	}
+	if first != 1 {
+		return nil, fmt.Errorf("%s: %w (first index %d)", dbPath, ErrCompacted, first)
+	}
+	out := make([]Entry, 0, last)
+	for i := first; i <= last; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return nil, fmt.Errorf("%s: entry %d: %w", dbPath, i, err)
+		}
+		e := Entry{Index: l.Index, Term: l.Term, Type: l.Type, Data: l.Data}
+		if l.Type == raft.LogCommand {
+			if e.Command, err = DecodeCommand(l.Data); err != nil {
+				return nil, fmt.Errorf("%s: entry %d: %w", dbPath, i, err)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// DecodeCommand decodes one command entry. It refuses unknown fields at any
+// depth (ErrUnknownField) and an entry without a command body.
+func DecodeCommand(data []byte) (*api.Command, error) {
+	cmd := &api.Command{}
+	if err := proto.Unmarshal(data, cmd); err != nil {
+		return nil, fmt.Errorf("decode command: %w", err)
+	}
+	if path := firstUnknown(cmd.ProtoReflect(), "command"); path != "" {
+		return nil, fmt.Errorf("%w at %s", ErrUnknownField, path)
+	}
+	if cmd.GetBody() == nil {
+		return nil, errors.New("decode command: no command body")
+	}
+	return cmd, nil
+}
+
+// firstUnknown returns the path of the first message holding unknown
+// fields, or "".
+func firstUnknown(m protoreflect.Message, path string) string {
+	if len(m.GetUnknown()) > 0 {
+		return path
+	}
+	found := ""
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Message() == nil || fd.IsMap() {
+			// The API has no message-valued maps.
+			return true
+		}
+		p := path + "." + string(fd.Name())
+		if fd.IsList() {
+			for i := 0; i < v.List().Len() && found == ""; i++ {
+				found = firstUnknown(v.List().Get(i).Message(), fmt.Sprintf("%s[%d]", p, i))
+			}
+		} else {
+			found = firstUnknown(v.Message(), p)
+		}
+		return found == ""
+	})
+	return found
+}
+
+// CheckAgreement verifies that every log holds the same entries (term, type
+// and bytes) at indexes 1..committed, and that each is that long. Entries
+// past committed may differ: they were never acknowledged.
+func CheckAgreement(logs map[string][]Entry, committed uint64) error {
+	var ref []Entry
+	var refName string
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(logs)) {
+		l := logs[name]
+		if uint64(len(l)) < committed {
+			errs = append(errs, fmt.Errorf("node %s: log ends at index %d, below the committed index %d", name, len(l), committed))
+			continue
+		}
+		if ref == nil {
+			ref, refName = l, name
+			continue
+		}
+		for i := uint64(0); i < committed; i++ {
+			a, b := ref[i], l[i]
+			if a.Term != b.Term || a.Type != b.Type || !bytes.Equal(a.Data, b.Data) {
+				errs = append(errs, fmt.Errorf("committed entry %d differs: node %s has term %d type %s, node %s has term %d type %s",
+					i+1, refName, a.Term, a.Type, name, b.Term, b.Type))
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
