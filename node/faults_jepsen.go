@@ -134,10 +134,27 @@ type failpoint struct {
 // faultFSM trips failpoints right after an entry applies.
 type faultFSM struct {
 	*fsm.FSM
+	id       string
 	isLeader func() bool
 }
 
-func wrapFSM(f *fsm.FSM, isLeader func() bool) raft.ConfigurationStore { return faultFSM{f, isLeader} }
+func wrapFSM(id string, f *fsm.FSM, isLeader func() bool) raft.ConfigurationStore {
+	return faultFSM{FSM: f, id: id, isLeader: isLeader}
+}
+
+// tripHandlers lets an in-process test (several nodes in one process)
+// replace the exit of a tripped failpoint for one node id; unset, the
+// process exits with status 137, as a crash would.
+var tripHandlers sync.Map // node id -> func(reason string)
+
+func trip(id, reason string) {
+	if h, ok := tripHandlers.Load(id); ok {
+		h.(func(string))(reason)
+		return
+	}
+	fmt.Fprintln(os.Stderr, reason)
+	os.Exit(137)
+}
 
 func (f faultFSM) Apply(l *raft.Log) interface{} {
 	res := f.FSM.Apply(l)
@@ -154,13 +171,11 @@ func (f faultFSM) Apply(l *raft.Log) interface{} {
 	switch fp.Name {
 	case "after-op-step":
 		if s := cmd.GetSplitRange(); s != nil && s.OpId != 0 && s.Step == fp.Step && ok {
-			fmt.Fprintf(os.Stderr, "jepsen failpoint %s: exiting after op %d step %d applied at index %d\n", fp.Name, s.OpId, s.Step, l.Index)
-			os.Exit(137)
+			trip(f.id, fmt.Sprintf("jepsen failpoint %s: exiting after op %d step %d applied at index %d", fp.Name, s.OpId, s.Step, l.Index))
 		}
 	case "after-command":
 		if commandName(cmd) == fp.Command && ok {
-			fmt.Fprintf(os.Stderr, "jepsen failpoint %s: exiting after %s applied at index %d\n", fp.Name, fp.Command, l.Index)
-			os.Exit(137)
+			trip(f.id, fmt.Sprintf("jepsen failpoint %s: exiting after %s applied at index %d", fp.Name, fp.Command, l.Index))
 		}
 	}
 	return res

@@ -142,7 +142,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
 	}
 	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
-	restores := &restoreRecorder{ConfigurationStore: wrapFSM(n.fsm, isLeader)}
+	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader)}
 	n.raft, err = raft.NewRaft(rc, restores, logs, stable, snaps, trans)
 	if err != nil {
 		// e.g. every snapshot failed to restore: there is nothing safe to serve.

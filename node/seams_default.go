@@ -13,4 +13,4 @@ import (
 // the FSM.
 func wrapClock(src hlc.Source) hlc.Source { return src }
 
-func wrapFSM(f *fsm.FSM, _ func() bool) raft.ConfigurationStore { return f }
+func wrapFSM(_ string, f *fsm.FSM, _ func() bool) raft.ConfigurationStore { return f }
