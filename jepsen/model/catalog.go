@@ -1,0 +1,268 @@
+package model
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// MaxBoundaryLen is the longest route boundary (SPEC §3: a 4 KiB data key
+// plus the 0x00 that isolates it).
+const MaxBoundaryLen = 4096 + 1
+
+// InitialVersion is the catalog version right after Bootstrap.
+const InitialVersion = 1
+
+// Route is the checker's route descriptor. End nil means +inf.
+type Route struct {
+	ID         uint64
+	Start, End []byte
+	Group      uint64
+	State      api.RouteState
+	Parent     uint64
+	SplitAtHLC uint64
+}
+
+// FromAPI converts a route the cluster returned.
+func FromAPI(r *api.RouteDescriptor) Route {
+	return Route{ID: r.GetRouteId(), Start: r.GetStart(), End: r.GetEnd(), Group: r.GetGroupId(),
+		State: r.GetState(), Parent: r.GetParentRouteId(), SplitAtHLC: r.GetSplitAtHlc()}
+}
+
+// Unbounded reports whether the route reaches +inf.
+func (r Route) Unbounded() bool { return len(r.End) == 0 }
+
+// Contains reports whether key lies in [Start, End).
+func (r Route) Contains(key []byte) bool {
+	return bytes.Compare(key, r.Start) >= 0 && (r.Unbounded() || bytes.Compare(key, r.End) < 0)
+}
+
+// Equal compares every field.
+func (r Route) Equal(o Route) bool {
+	return r.ID == o.ID && bytes.Equal(r.Start, o.Start) && bytes.Equal(r.End, o.End) && r.Group == o.Group &&
+		r.State == o.State && r.Parent == o.Parent && r.SplitAtHLC == o.SplitAtHLC
+}
+
+func (r Route) String() string {
+	end := "+inf"
+	if !r.Unbounded() {
+		end = fmt.Sprintf("%q", r.End)
+	}
+	return fmt.Sprintf("r%d[%q, %s)", r.ID, r.Start, end)
+}
+
+// Hash identifies a list of routes: SHA-256 of a canonical encoding.
+type Hash [32]byte
+
+// String is a short form for messages.
+func (h Hash) String() string { return hex.EncodeToString(h[:8]) }
+
+// Hex is the full hash, as histories record it.
+func (h Hash) Hex() string { return hex.EncodeToString(h[:]) }
+
+// HashRoutes hashes routes in the order given (a catalog's are sorted by
+// start), every field included.
+func HashRoutes(routes []Route) Hash {
+	h := sha256.New()
+	var b [8]byte
+	u64 := func(v uint64) {
+		binary.BigEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	for _, r := range routes {
+		u64(r.ID)
+		u64(r.Group)
+		u64(uint64(r.State))
+		u64(r.Parent)
+		u64(r.SplitAtHLC)
+		u64(uint64(len(r.Start)))
+		h.Write(r.Start)
+		u64(uint64(len(r.End)))
+		h.Write(r.End)
+	}
+	var out Hash
+	h.Sum(out[:0])
+	return out
+}
+
+// HashAPIRoutes hashes routes as the cluster returned them.
+func HashAPIRoutes(rs []*api.RouteDescriptor) Hash {
+	routes := make([]Route, len(rs))
+	for i, r := range rs {
+		routes[i] = FromAPI(r)
+	}
+	return HashRoutes(routes)
+}
+
+// Catalog is one immutable catalog version.
+type Catalog struct {
+	Version uint64
+	NextID  uint64
+	Routes  []Route // sorted by start
+	hash    Hash
+}
+
+// Hash is the hash of the catalog's routes.
+func (c *Catalog) Hash() Hash { return c.hash }
+
+func newCatalog(version, next uint64, routes []Route) *Catalog {
+	return &Catalog{Version: version, NextID: next, Routes: routes, hash: HashRoutes(routes)}
+}
+
+// Initial is the catalog Bootstrap creates: one route per interval between
+// the (strictly increasing, non-empty) split keys, ids from 1.
+func Initial(splits [][]byte, group uint64) (*Catalog, error) {
+	routes := make([]Route, 0, len(splits)+1)
+	var start []byte
+	for i := 0; i <= len(splits); i++ {
+		var end []byte
+		if i < len(splits) {
+			end = splits[i]
+			if len(end) == 0 || len(end) > MaxBoundaryLen || (i > 0 && bytes.Compare(splits[i-1], end) >= 0) {
+				return nil, fmt.Errorf("initial split %d %q: empty, too long or not increasing", i, end)
+			}
+		}
+		routes = append(routes, Route{ID: uint64(i + 1), Start: start, End: end, Group: group, State: api.RouteState_ROUTE_STATE_ACTIVE})
+		start = end
+	}
+	return newCatalog(InitialVersion, uint64(len(routes)+1), routes), nil
+}
+
+// Route returns the live route with the given id.
+func (c *Catalog) Route(id uint64) (Route, bool) {
+	for _, r := range c.Routes {
+		if r.ID == id {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
+
+// Code is the outcome of a command as the model sees it.
+type Code int
+
+// Outcome codes. Only OK changes the catalog.
+const (
+	OK Code = iota
+	VersionMismatch
+	KeyTooLarge
+	RouteNotFound
+	RouteNotActive
+	KeyAtBoundary
+	KeyOutsideRoute
+	FenceViolation
+	InvalidArgument
+	OpPaused
+	OpAborted
+	OpFinished
+	NotBootstrapped
+	AlreadyBootstrapped
+	Ignored // a bootstrap-flag switch change after an operator set the switch
+)
+
+var codeNames = [...]string{"ok", "version_mismatch", "key_too_large", "route_not_found", "route_not_active",
+	"key_at_boundary", "key_outside_route", "fence_violation", "invalid_argument", "op_paused", "op_aborted",
+	"op_finished", "not_bootstrapped", "already_bootstrapped", "ignored"}
+
+func (c Code) String() string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return fmt.Sprintf("code(%d)", int(c))
+}
+
+// Split applies the split transition: the route exists, is ACTIVE and the
+// key lies strictly inside it; the children take the next two ids, the
+// parent's group and state, and split_at_hlc = hlc.
+func (c *Catalog) Split(id uint64, key []byte, hlc uint64) (*Catalog, [2]Route, Code) {
+	if len(key) > MaxBoundaryLen {
+		return nil, [2]Route{}, KeyTooLarge
+	}
+	pos := -1
+	for i, r := range c.Routes {
+		if r.ID == id {
+			pos = i
+			break
+		}
+	}
+	if pos < 0 {
+		return nil, [2]Route{}, RouteNotFound
+	}
+	p := c.Routes[pos]
+	if p.State != api.RouteState_ROUTE_STATE_ACTIVE {
+		return nil, [2]Route{}, RouteNotActive
+	}
+	switch cs := bytes.Compare(key, p.Start); {
+	case cs == 0:
+		return nil, [2]Route{}, KeyAtBoundary
+	case cs < 0:
+		return nil, [2]Route{}, KeyOutsideRoute
+	}
+	if !p.Unbounded() {
+		switch ce := bytes.Compare(key, p.End); {
+		case ce == 0:
+			return nil, [2]Route{}, KeyAtBoundary
+		case ce > 0:
+			return nil, [2]Route{}, KeyOutsideRoute
+		}
+	}
+	k := bytes.Clone(key)
+	left := Route{ID: c.NextID, Start: p.Start, End: k, Group: p.Group, State: p.State, Parent: p.ID, SplitAtHLC: hlc}
+	right := Route{ID: c.NextID + 1, Start: k, End: p.End, Group: p.Group, State: p.State, Parent: p.ID, SplitAtHLC: hlc}
+	routes := make([]Route, 0, len(c.Routes)+1)
+	routes = append(routes, c.Routes[:pos]...)
+	routes = append(routes, left, right)
+	routes = append(routes, c.Routes[pos+1:]...)
+	return newCatalog(c.Version+1, c.NextID+2, routes), [2]Route{left, right}, OK
+}
+
+// ErrInvariant wraps every catalog invariant violation.
+var ErrInvariant = errors.New("catalog invariant violated")
+
+// Check verifies SPEC §3 on one catalog: routes sorted by start, disjoint
+// and covering the key space from the empty key to +inf without gaps;
+// start < end unless end is +inf; ids non-zero, unique and below NextID;
+// states valid; boundaries within MaxBoundaryLen; version at least 1.
+func (c *Catalog) Check() error {
+	fail := func(format string, args ...any) error {
+		return fmt.Errorf("%w at version %d: %s", ErrInvariant, c.Version, fmt.Sprintf(format, args...))
+	}
+	if c.Version < InitialVersion {
+		return fail("version below %d", InitialVersion)
+	}
+	if len(c.Routes) == 0 {
+		return fail("no routes")
+	}
+	if len(c.Routes[0].Start) != 0 {
+		return fail("first route %s does not start at the empty key", c.Routes[0])
+	}
+	if !c.Routes[len(c.Routes)-1].Unbounded() {
+		return fail("last route %s does not reach +inf", c.Routes[len(c.Routes)-1])
+	}
+	ids := make(map[uint64]bool, len(c.Routes))
+	for i, r := range c.Routes {
+		switch {
+		case r.ID == 0 || r.ID >= c.NextID:
+			return fail("route %s: id not in [1, %d)", r, c.NextID)
+		case ids[r.ID]:
+			return fail("route id %d appears twice", r.ID)
+		case r.State < api.RouteState_ROUTE_STATE_ACTIVE || r.State > api.RouteState_ROUTE_STATE_MIGRATING_TARGET:
+			return fail("route %s: state %v", r, r.State)
+		case len(r.Start) > MaxBoundaryLen || len(r.End) > MaxBoundaryLen:
+			return fail("route %s: boundary longer than %d bytes", r, MaxBoundaryLen)
+		case !r.Unbounded() && bytes.Compare(r.Start, r.End) >= 0:
+			return fail("route %s: start not below end", r)
+		case r.Unbounded() && i != len(c.Routes)-1:
+			return fail("route %s reaches +inf but is not last", r)
+		case i > 0 && !bytes.Equal(c.Routes[i-1].End, r.Start):
+			return fail("gap or overlap between %s and %s", c.Routes[i-1], r)
+		}
+		ids[r.ID] = true
+	}
+	return nil
+}

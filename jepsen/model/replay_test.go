@@ -1,0 +1,248 @@
+package model
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/jepsen/raftlog"
+)
+
+// logBuilder writes a synthetic committed log: every command gets the next
+// index and, unless it carries one, the next HLC (1 ms apart).
+type logBuilder struct {
+	entries []raftlog.Entry
+	hlc     uint64
+	term    uint64
+}
+
+const ms = 1 << 16 // one millisecond of HLC
+
+func newLog(splits ...string) *logBuilder {
+	b := &logBuilder{hlc: 1_000_000 * ms, term: 1}
+	var keys [][]byte
+	for _, s := range splits {
+		keys = append(keys, []byte(s))
+	}
+	b.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, InitialSplits: keys,
+		AutoSplit: true, Config: &api.Config{CooldownMs: 1000, OpTtlMs: 5000}}}})
+	return b
+}
+
+func (b *logBuilder) add(cmd *api.Command) uint64 {
+	if cmd.Hlc == 0 {
+		b.hlc += ms
+		cmd.Hlc = b.hlc
+	}
+	idx := uint64(len(b.entries) + 1)
+	b.entries = append(b.entries, raftlog.Entry{Index: idx, Term: b.term, Type: raft.LogCommand, Command: cmd})
+	return idx
+}
+
+func (b *logBuilder) noop() {
+	b.entries = append(b.entries, raftlog.Entry{Index: uint64(len(b.entries) + 1), Term: b.term, Type: raft.LogNoop})
+}
+
+func (b *logBuilder) wait(d uint64) { b.hlc += d * ms }
+
+func (b *logBuilder) manual(rid string, route uint64, key string, expected ...uint64) uint64 {
+	s := &api.SplitRange{RouteId: route, SplitKey: []byte(key)}
+	if len(expected) > 0 {
+		s.ExpectedVersion = &expected[0]
+	}
+	return b.add(&api.Command{RequestId: rid, Body: &api.Command_SplitRange{SplitRange: s}})
+}
+
+func (b *logBuilder) step(op uint64, step uint32, route uint64, key string) uint64 {
+	return b.add(&api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{OpId: op, Step: step, RouteId: route, SplitKey: []byte(key)}}})
+}
+
+func (b *logBuilder) setSwitch(on bool, reason string) uint64 {
+	return b.add(&api.Command{RequestId: "sw-" + reason, Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: on, Reason: reason,
+		Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR}}})
+}
+
+func (b *logBuilder) run(t *testing.T) *Replay {
+	t.Helper()
+	r, err := Run(b.entries, uint64(len(b.entries)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func outcomeAt(r *Replay, idx uint64) (Outcome, bool) {
+	for _, s := range r.Steps {
+		if s.Index == idx {
+			return s.Outcome, true
+		}
+	}
+	return Outcome{}, false
+}
+
+func TestReplayManualSplits(t *testing.T) {
+	b := newLog()
+	b.noop()
+	b.manual("a", 1, "m", 1)        // v2: r2 ["", m), r3 [m, +inf)
+	b.manual("b", 3, "t", 1)        // stale CAS: refused
+	b.manual("c", 3, "t", 2)        // v3
+	b.manual("a", 2, "c", 1)        // duplicate request id: first answer, no change
+	b.manual("d", 9, "q")           // unknown route
+	b.manual("e", 2, "c")           // no CAS: v4
+	fenced := b.manual("f", 5, "x") // HLC set below: refused by the fence
+	b.entries[fenced-1].Command.Hlc = 5
+	r := b.run(t)
+
+	want := map[string]Code{"a": OK, "b": VersionMismatch, "c": OK, "d": RouteNotFound, "e": OK, "f": FenceViolation}
+	for rid, code := range want {
+		if got := r.Requests[rid].Code; got != code {
+			t.Errorf("request %s: %s, want %s", rid, got, code)
+		}
+	}
+	if r.Requests["a"].Version != 2 || r.Requests["c"].Version != 3 || r.Requests["e"].Version != 4 {
+		t.Errorf("versions a=%d c=%d e=%d", r.Requests["a"].Version, r.Requests["c"].Version, r.Requests["e"].Version)
+	}
+	if got := r.Final(); got.Version != 4 || len(got.Routes) != 4 {
+		t.Fatalf("final catalog v%d %v", got.Version, got.Routes)
+	}
+	if len(r.Splits) != 3 || len(r.FenceRejections) != 1 || r.FenceRejections[0] != fenced {
+		t.Fatalf("splits %d, fence rejections %v", len(r.Splits), r.FenceRejections)
+	}
+	if errs := r.CheckCatalogs(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if errs := CheckSplits(r.Splits, r.EnabledBefore); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+func TestReplayTwoStepOpAcrossADisable(t *testing.T) {
+	b := newLog("user:")            // r1 ["", user:), r2 [user:, +inf)
+	s1 := b.step(1, 1, 2, "user:7") // v2: r3 [user:, user:7), r4 [user:7, +inf)
+	dup := b.step(1, 1, 2, "user:7")
+	b.setSwitch(false, "off")
+	paused := b.step(1, 2, 4, "user:7\x00") // switch off: the op pauses
+	b.term = 2
+	b.setSwitch(true, "on")
+	s2 := b.step(1, 2, 4, "user:7\x00") // v3: r5 [user:7, user:7\x00), r6
+	late := b.step(1, 2, 4, "user:7\x00")
+	r := b.run(t)
+
+	for _, tc := range []struct {
+		idx  uint64
+		code Code
+		dup  bool
+	}{{s1, OK, false}, {dup, OK, true}, {paused, OpPaused, false}, {s2, OK, false}, {late, OK, true}} {
+		o, ok := outcomeAt(r, tc.idx)
+		if !ok || o.Code != tc.code || o.Duplicate != tc.dup {
+			t.Errorf("index %d: %+v, want %s duplicate=%v", tc.idx, o, tc.code, tc.dup)
+		}
+	}
+	if len(r.Splits) != 2 || !r.Splits[1].Middle || r.Splits[0].Middle || r.Splits[1].Term != 2 {
+		t.Fatalf("splits %+v", r.Splits)
+	}
+	iso, ok := r.Final().Route(5)
+	if !ok || string(iso.Start) != "user:7" || string(iso.End) != "user:7\x00" {
+		t.Fatalf("isolated route %v", iso)
+	}
+	if errs := CheckSplits(r.Splits, r.EnabledBefore); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+func TestReplayOpAbortsWhenItsRouteIsGone(t *testing.T) {
+	b := newLog("user:")
+	b.manual("m", 2, "user:5", 1) // r2 is split by hand before the op's step
+	gone := b.step(1, 1, 2, "user:7")
+	again := b.step(1, 1, 2, "user:7")
+	r := b.run(t)
+	if o, _ := outcomeAt(r, gone); o.Code != OpAborted {
+		t.Fatalf("step on a gone route: %s", o.Code)
+	}
+	if o, _ := outcomeAt(r, again); o.Code != OpAborted {
+		t.Fatalf("step of an aborted op: %s", o.Code)
+	}
+	if len(r.Splits) != 1 {
+		t.Fatalf("%d splits, want only the manual one", len(r.Splits))
+	}
+}
+
+func TestReplayStepRules(t *testing.T) {
+	b := newLog("user:")
+	ahead := b.step(1, 2, 2, "user:7") // step 2 before step 1
+	zero := b.step(2, 0, 2, "user:7")
+	b.step(3, 1, 2, "user:7")
+	wrongChild := b.step(3, 2, 3, "user:7\x00") // r3 is the left child; the key is in r4
+	r := b.run(t)
+	for _, idx := range []uint64{ahead, zero, wrongChild} {
+		if o, _ := outcomeAt(r, idx); o.Code != InvalidArgument {
+			t.Errorf("index %d: %s, want invalid_argument", idx, o.Code)
+		}
+	}
+}
+
+func TestReplayStaleEnableAbortsPausedOpsAndRefusesToGuess(t *testing.T) {
+	b := newLog("user:")
+	b.step(1, 1, 2, "user:7") // op 1 running
+	b.setSwitch(false, "off")
+	b.wait(6000) // longer than the op TTL (5000 ms)
+	b.setSwitch(true, "on")
+	stale := b.step(1, 2, 4, "user:7\x00")
+	r := b.run(t)
+	if o, _ := outcomeAt(r, stale); o.Code != OpAborted {
+		t.Fatalf("step of an op paused past its TTL: %s", o.Code)
+	}
+	// An op the model never saw before that enable may or may not have been
+	// paused by the disable: the model says it cannot tell.
+	b.step(2, 1, 4, "user:9")
+	if _, err := Run(b.entries, uint64(len(b.entries))); err == nil || !strings.Contains(err.Error(), "cannot tell") {
+		t.Fatalf("Run: %v, want an error about an op it cannot place", err)
+	}
+}
+
+func TestReplaySwitchSources(t *testing.T) {
+	b := newLog()
+	b.add(&api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: false, Source: api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG}}})
+	b.setSwitch(true, "operator")
+	ignored := b.add(&api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: false, Source: api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG}}})
+	b.add(&api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: false}}}) // no source: refused
+	r := b.run(t)
+	var applied []bool
+	for _, s := range r.Switches {
+		applied = append(applied, s.Applied)
+	}
+	if fmt.Sprint(applied) != "[true true true false false]" {
+		t.Fatalf("applied %v", applied)
+	}
+	if !r.EnabledBefore(ignored+5) || r.EnabledBefore(ignored-1) {
+		t.Fatal("switch timeline wrong")
+	}
+}
+
+func TestReplayForgetsTheOldestRequestID(t *testing.T) {
+	b := newLog()
+	b.manual("first", 9, "x") // refused (no route 9) but remembered
+	for i := range RequestTableSize {
+		b.manual(fmt.Sprint("r", i), 9, "x")
+	}
+	b.manual("first", 1, "k") // forgotten, so it applies now
+	r := b.run(t)
+	if got := r.Requests["first"]; got.Code != OK || got.Version != 2 {
+		t.Fatalf("request re-sent after eviction: %+v", got)
+	}
+}
+
+func TestRunRefusesAGappedLog(t *testing.T) {
+	b := newLog()
+	b.manual("a", 1, "k")
+	b.entries[1].Index = 7
+	if _, err := Run(b.entries, 2); err == nil {
+		t.Fatal("Run accepted a log with a gap")
+	}
+	if _, err := Run(b.entries, 9); err == nil {
+		t.Fatal("Run accepted a commit index beyond the log")
+	}
+}
