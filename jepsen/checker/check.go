@@ -1,0 +1,256 @@
+// Package checker judges one jepsen run. From the client history, every
+// node's decoded raft log and what the nodes reported at the end, it
+// checks, in order: the committed prefixes agree; the model's replay of
+// the log (jepsen/model) satisfies every catalog and split invariant; each
+// node's own catalog history matches the log; all nodes reached one state
+// hash; every client result agrees with the log (unknown outcomes are
+// resolved by request id); versions never go backwards in real time;
+// GetTimestamp batches strictly increase in real time; and porcupine finds
+// a linearization of the catalog history (state = version and catalog
+// hash, automatic splits entering from the log) and of the switch history.
+//
+// It starts no process and talks to no node: everything it judges is in
+// its Input. A violation is a finding about the system under test; an
+// error from Check means the run could not be judged, which fails the run
+// as well.
+package checker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/jepsen/history"
+	"github.com/hotsplit/hotsplit/jepsen/model"
+	"github.com/hotsplit/hotsplit/jepsen/raftlog"
+)
+
+// PorcupineTimeout bounds each linearizability check; running out of time
+// is a failure, never a pass.
+const PorcupineTimeout = 60 * time.Second
+
+// Input is everything one run left behind.
+type Input struct {
+	Ops []history.Op
+	// Logs holds each node's decoded raft log, by node id.
+	Logs map[string][]raftlog.Entry
+	// Committed is the highest log index any node reported applied at the
+	// end: entries up to it are committed.
+	Committed uint64
+	Nodes     []NodeFinal
+}
+
+// NodeFinal is what one node reported after the run healed.
+type NodeFinal struct {
+	ID string
+	// Hashes maps applied index -> state hash, from repeated samples.
+	Hashes map[uint64]string
+	// Deltas is the node's catalog history from WatchRoutes, starting at
+	// the version after WatchFrom. When the node's history did not reach
+	// back that far it first sent its whole catalog: StartRoutes, at
+	// version WatchFrom.
+	WatchFrom   uint64
+	StartRoutes []*api.RouteDescriptor
+	Deltas      []*api.CatalogDelta
+}
+
+// Violation is one finding.
+type Violation struct {
+	Check  string `json:"check"`
+	Detail string `json:"detail"`
+}
+
+func (v Violation) String() string { return v.Check + ": " + v.Detail }
+
+// Report is the verdict and what it was based on.
+type Report struct {
+	Violations []Violation
+	Replay     *model.Replay
+	// Resolved is the client history with unknown outcomes resolved.
+	Resolved []history.Op
+	// Stats for the run summary.
+	Stats Stats
+	// Catalog and Switch are porcupine's verdicts; CatalogInfo and
+	// SwitchInfo feed the HTML visualisations.
+	Catalog, Switch         porcupine.CheckResult
+	CatalogInfo, SwitchInfo porcupine.LinearizationInfo
+	CatalogModel            porcupine.Model
+	SwitchModel             porcupine.Model
+}
+
+// Stats counts what the run did.
+type Stats struct {
+	Ops            int
+	ByKindStatus   map[string]int
+	Unknown        int
+	UnknownApplied int
+	LogEntries     uint64
+	Versions       int
+	ManualSplits   int
+	AutoSplits     int
+	Ops2Step       int // ops whose step 2 applied
+	Switches       int
+	PorcupineOps   int
+	PorcupineTime  time.Duration
+}
+
+// OK reports whether the run passed.
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
+
+// Summary is a few lines for the test log.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	s := r.Stats
+	fmt.Fprintf(&b, "ops %d (unknown %d, of which applied %d); log entries %d; catalog versions %d (manual splits %d, automatic %d, two-step ops finished %d); switch changes %d\n",
+		s.Ops, s.Unknown, s.UnknownApplied, s.LogEntries, s.Versions, s.ManualSplits, s.AutoSplits, s.Ops2Step, s.Switches)
+	fmt.Fprintf(&b, "by kind: %s\n", formatCounts(s.ByKindStatus))
+	fmt.Fprintf(&b, "porcupine: catalog %s, switch %s (%d ops, %v)\n", r.Catalog, r.Switch, s.PorcupineOps, s.PorcupineTime.Round(time.Millisecond))
+	if r.OK() {
+		b.WriteString("verdict: OK\n")
+		return b.String()
+	}
+	fmt.Fprintf(&b, "verdict: %d VIOLATIONS\n", len(r.Violations))
+	for i, v := range r.Violations {
+		if i == 20 {
+			fmt.Fprintf(&b, "  ... %d more\n", len(r.Violations)-i)
+			break
+		}
+		fmt.Fprintf(&b, "  %s\n", v)
+	}
+	return b.String()
+}
+
+// Has reports whether a violation of the named check was found.
+func (r *Report) Has(check string) bool {
+	for _, v := range r.Violations {
+		if v.Check == check {
+			return true
+		}
+	}
+	return false
+}
+
+// Check names.
+const (
+	CheckLogAgreement = "log-agreement"
+	CheckModel        = "model"
+	CheckInvariant    = "invariant"
+	CheckNodeHistory  = "node-history"
+	CheckStateHash    = "state-hash"
+	CheckClientVsLog  = "client-vs-log"
+	CheckMonotonic    = "monotonic-versions"
+	CheckTimestamps   = "timestamps"
+	CheckLinearizable = "linearizability"
+)
+
+// Check judges one run.
+func Check(in Input) (*Report, error) {
+	r := &Report{Stats: Stats{Ops: len(in.Ops), ByKindStatus: history.Counts(in.Ops), LogEntries: in.Committed}}
+	add := func(check string, errs ...error) {
+		for _, err := range errs {
+			if err != nil {
+				r.Violations = append(r.Violations, Violation{Check: check, Detail: err.Error()})
+			}
+		}
+	}
+	if len(in.Logs) == 0 {
+		return nil, fmt.Errorf("no raft logs to check")
+	}
+	add(CheckLogAgreement, raftlog.CheckAgreement(in.Logs, in.Committed))
+	ref := longest(in.Logs)
+	replay, err := model.Run(ref, min(in.Committed, uint64(len(ref))))
+	if err != nil {
+		add(CheckModel, err)
+		return r, nil
+	}
+	r.Replay = replay
+	if replay.Final() == nil {
+		return nil, fmt.Errorf("the committed log (%d entries) holds no Bootstrap", in.Committed)
+	}
+	r.Stats.Versions = len(replay.Catalogs)
+	for _, s := range replay.Splits {
+		if s.Auto() {
+			r.Stats.AutoSplits++
+			if s.Step == 2 {
+				r.Stats.Ops2Step++
+			}
+		} else {
+			r.Stats.ManualSplits++
+		}
+	}
+	for _, s := range replay.Switches[1:] {
+		if s.Applied {
+			r.Stats.Switches++
+		}
+	}
+	add(CheckInvariant, replay.CheckCatalogs()...)
+	add(CheckInvariant, model.CheckSplits(replay.Splits, replay.EnabledBefore)...)
+	for _, idx := range replay.FenceRejections {
+		add(CheckInvariant, fmt.Errorf("split at index %d refused by the HLC fence: a committed entry whose HLC did not move forward", idx))
+	}
+	add(CheckNodeHistory, checkNodeHistories(in.Nodes, replay, ref)...)
+	add(CheckStateHash, checkStateHashes(in.Nodes)...)
+
+	resolved, errs := resolve(in.Ops, replay)
+	r.Resolved = resolved
+	add(CheckClientVsLog, errs...)
+	for _, op := range resolved {
+		if op.Status == history.Unknown {
+			r.Stats.Unknown++
+			if strings.HasPrefix(op.Resolution, "applied") {
+				r.Stats.UnknownApplied++
+			}
+		}
+	}
+	add(CheckMonotonic, checkMonotonicVersions(resolved)...)
+	add(CheckTimestamps, checkTimestamps(resolved)...)
+
+	t0 := time.Now()
+	catOps, catModel := catalogHistory(resolved, replay)
+	r.CatalogModel = catModel
+	r.Catalog, r.CatalogInfo = porcupine.CheckOperationsVerbose(catModel, catOps, PorcupineTimeout)
+	swOps, swModel := switchHistory(resolved, replay)
+	r.SwitchModel = swModel
+	r.Switch, r.SwitchInfo = porcupine.CheckOperationsVerbose(swModel, swOps, PorcupineTimeout)
+	r.Stats.PorcupineTime = time.Since(t0)
+	r.Stats.PorcupineOps = len(catOps) + len(swOps)
+	for _, v := range []struct {
+		name string
+		res  porcupine.CheckResult
+	}{{"catalog", r.Catalog}, {"switch", r.Switch}} {
+		name, res := v.name, v.res
+		switch res {
+		case porcupine.Ok:
+		case porcupine.Unknown:
+			add(CheckLinearizable, fmt.Errorf("%s history: porcupine timed out after %v (Unknown fails the run)", name, PorcupineTimeout))
+		default:
+			add(CheckLinearizable, fmt.Errorf("%s history is not linearizable (porcupine: %s)", name, res))
+		}
+	}
+	return r, nil
+}
+
+// longest is the longest log (the first by node id among equals).
+func longest(logs map[string][]raftlog.Entry) []raftlog.Entry {
+	var best []raftlog.Entry
+	for _, id := range slices.Sorted(maps.Keys(logs)) {
+		if len(logs[id]) > len(best) {
+			best = logs[id]
+		}
+	}
+	return best
+}
+
+func formatCounts(m map[string]int) string {
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

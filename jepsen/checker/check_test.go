@@ -1,0 +1,170 @@
+package checker
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/jepsen/history"
+	"github.com/hotsplit/hotsplit/jepsen/model"
+	"github.com/hotsplit/hotsplit/jepsen/raftlog"
+)
+
+const ms = 1 << 16
+
+// fixture is a small, correct run: a log, a client history that agrees
+// with it, and three nodes that report the log's catalog history and one
+// state hash. Each test breaks one thing and expects the checker to say so.
+type fixture struct {
+	log   []raftlog.Entry
+	logs  map[string][]raftlog.Entry // by node; nil: every node has log
+	ops   []history.Op
+	nodes []NodeFinal
+	hlc   uint64
+}
+
+func (f *fixture) add(cmd *api.Command) {
+	if cmd.Hlc == 0 {
+		f.hlc += ms
+		cmd.Hlc = f.hlc
+	}
+	f.log = append(f.log, raftlog.Entry{Index: uint64(len(f.log) + 1), Term: 1, Type: raft.LogCommand, Command: cmd})
+}
+
+func (f *fixture) op(op history.Op) { op.ID = len(f.ops); f.ops = append(f.ops, op) }
+
+func split(rid string, route uint64, key string, expected uint64) *api.Command {
+	return &api.Command{RequestId: rid, Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{RouteId: route, SplitKey: []byte(key), ExpectedVersion: &expected}}}
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{hlc: 5_000_000 * ms}
+	f.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, InitialSplits: [][]byte{[]byte("user:")},
+		AutoSplit: true, Config: &api.Config{CooldownMs: 1000}}}}) // r1 ["", user:), r2 [user:, +inf)
+	f.add(split("s1", 1, "k5", 1))                                                                                                            // v2: r3, r4
+	f.add(split("s2", 4, "k7", 1))                                                                                                            // refused: stale
+	f.add(&api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{OpId: 1, Step: 1, RouteId: 2, SplitKey: []byte("user:9")}}}) // v3: r5, r6
+	f.add(&api.Command{RequestId: "e1", Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: false, Reason: "x", Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR}}})
+	f.add(split("s3", 4, "k8", 3)) // v4, its client saw no answer
+	replay, err := model.Run(f.log, uint64(len(f.log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := func(v uint64) string { c, _ := replay.CatalogAt(v); return c.Hash().Hex() }
+	count := func(v uint64) int { c, _ := replay.CatalogAt(v); return len(c.Routes) }
+	ev := func(v uint64) *uint64 { return &v }
+	s1 := replay.Requests["s1"]
+	f.op(history.Op{Client: 0, Kind: history.ListRoutes, Status: history.OK, Call: 10, Return: 20, Version: 1, RoutesHash: hash(1), RouteCount: count(1)})
+	f.op(history.Op{Client: 1, Kind: history.Split, Status: history.OK, Call: 30, Return: 40, RequestID: "s1", RouteID: 1, SplitKey: []byte("k5"), ExpectedVersion: ev(1),
+		Version: 2, LeftID: s1.Children[0].ID, RightID: s1.Children[1].ID, CommitHLC: s1.HLC})
+	f.op(history.Op{Client: 0, Kind: history.ListRoutes, Status: history.OK, Call: 50, Return: 60, Version: 2, RoutesHash: hash(2), RouteCount: count(2)})
+	f.op(history.Op{Client: 2, Kind: history.Split, Status: history.Fail, Code: "FailedPrecondition", Call: 70, Return: 80, RequestID: "s2", RouteID: 4, SplitKey: []byte("k7"), ExpectedVersion: ev(1)})
+	f.op(history.Op{Client: 0, Kind: history.ListRoutes, Status: history.OK, Call: 85, Return: 88, Version: 3, RoutesHash: hash(3), RouteCount: count(3)})
+	f.op(history.Op{Client: 1, Kind: history.SetEnabled, Status: history.OK, Call: 90, Return: 100, RequestID: "e1", Enabled: false, Reason: "x", SwitchEnabled: false, SwitchReason: "x"})
+	f.op(history.Op{Client: 2, Kind: history.ReadSwitch, Status: history.OK, Call: 110, Return: 120, SwitchEnabled: false, SwitchReason: "x"})
+	f.op(history.Op{Client: 0, Kind: history.GetTimestamp, Status: history.OK, Call: 130, Return: 140, First: 1000, Count: 10})
+	f.op(history.Op{Client: 1, Kind: history.GetTimestamp, Status: history.OK, Call: 150, Return: 160, First: 1010, Count: 10})
+	f.op(history.Op{Client: 1, Kind: history.Split, Status: history.Unknown, Code: "DeadlineExceeded", Call: 170, Return: 200, RequestID: "s3", RouteID: 4, SplitKey: []byte("k8"), ExpectedVersion: ev(3)})
+	f.op(history.Op{Client: 2, Kind: history.Split, Status: history.Unknown, Code: "Unknown", Call: 175, Return: 210, RequestID: "lost", RouteID: 3, SplitKey: []byte("k1"), ExpectedVersion: ev(4)})
+	f.op(history.Op{Client: 0, Kind: history.ListRoutes, Status: history.OK, Call: 220, Return: 230, Version: 4, RoutesHash: hash(4), RouteCount: count(4)})
+	f.op(history.Op{Client: 1, Kind: history.Split, Status: history.Fail, Code: "Unavailable", Call: 240, Return: 250, RequestID: "never", RouteID: 3, SplitKey: []byte("k2"), ExpectedVersion: ev(4)})
+	var deltas []*api.CatalogDelta
+	for _, s := range replay.Splits {
+		d := &api.CatalogDelta{Version: s.Version, RemovedRouteIds: []uint64{s.Parent.ID}, CommitHlc: s.HLC}
+		for _, c := range s.Children {
+			d.Added = append(d.Added, &api.RouteDescriptor{RouteId: c.ID, Start: c.Start, End: c.End, GroupId: c.Group, State: c.State, ParentRouteId: c.Parent, SplitAtHlc: c.SplitAtHLC})
+		}
+		deltas = append(deltas, d)
+	}
+	for _, id := range []string{"n1", "n2", "n3"} {
+		f.nodes = append(f.nodes, NodeFinal{ID: id, Hashes: map[uint64]string{6: "aa", 7: "bb"}, WatchFrom: 1, Deltas: deltas})
+	}
+	return f
+}
+
+func (f *fixture) check(t *testing.T) *Report {
+	t.Helper()
+	logs := f.logs
+	if logs == nil {
+		logs = map[string][]raftlog.Entry{}
+		for _, n := range f.nodes {
+			logs[n.ID] = f.log
+		}
+	}
+	r, err := Check(Input{Ops: f.ops, Logs: logs, Committed: uint64(len(f.log)), Nodes: f.nodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestCheckPassesACorrectRun(t *testing.T) {
+	f := newFixture(t)
+	r := f.check(t)
+	if !r.OK() {
+		t.Fatalf("a correct run was judged:\n%s", r.Summary())
+	}
+	if r.Stats.AutoSplits != 1 || r.Stats.ManualSplits != 2 || r.Stats.Unknown != 2 || r.Stats.UnknownApplied != 1 {
+		t.Fatalf("stats %+v", r.Stats)
+	}
+	res := map[string]string{}
+	for _, op := range r.Resolved {
+		res[op.RequestID] = op.Resolution
+	}
+	if !strings.HasPrefix(res["s3"], "applied at index 6") || res["lost"] != "not in the log" {
+		t.Fatalf("resolutions %v", res)
+	}
+}
+
+func TestCheckCatchesEachKindOfBug(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(f *fixture)
+		want   []string
+	}{
+		{"stale read after a newer split returned", func(f *fixture) {
+			f.ops[11].Version, f.ops[11].RoutesHash, f.ops[11].RouteCount = f.ops[2].Version, f.ops[2].RoutesHash, f.ops[2].RouteCount
+		}, []string{CheckMonotonic, CheckLinearizable}},
+		{"read with the wrong routes", func(f *fixture) { f.ops[2].RoutesHash = f.ops[0].RoutesHash }, []string{CheckClientVsLog, CheckLinearizable}},
+		{"split acknowledged but not in the log", func(f *fixture) {
+			f.ops[12].Status, f.ops[12].Code, f.ops[12].Version = history.OK, "", 5
+		}, []string{CheckClientVsLog}},
+		{"split told unavailable but applied", func(f *fixture) { f.ops[1].Status, f.ops[1].Code = history.Fail, "Unavailable" }, []string{CheckClientVsLog}},
+		{"CAS ignored: a stale split acknowledged", func(f *fixture) {
+			f.ops[3].Status, f.ops[3].Code, f.ops[3].Version = history.OK, "", 3
+		}, []string{CheckClientVsLog}},
+		{"split acknowledged with other children", func(f *fixture) { f.ops[1].LeftID = 9 }, []string{CheckClientVsLog, CheckLinearizable}},
+		{"switch read of a value never written", func(f *fixture) { f.ops[6].SwitchReason = "y" }, []string{CheckLinearizable}},
+		{"overlapping timestamps", func(f *fixture) { f.ops[8].First = 1005 }, []string{CheckTimestamps}},
+		{"timestamps going back in real time", func(f *fixture) { f.ops[8].First = 900 }, []string{CheckTimestamps}},
+		{"diverged state hash", func(f *fixture) { f.nodes[2].Hashes = map[uint64]string{6: "aa", 7: "cc"} }, []string{CheckStateHash}},
+		{"no common sample", func(f *fixture) { f.nodes[2].Hashes = map[uint64]string{8: "dd"} }, []string{CheckStateHash}},
+		{"node applied other routes", func(f *fixture) {
+			d := proto.CloneOf(f.nodes[1].Deltas[1])
+			d.Added[0].End = []byte("user:8")
+			d.Added[1].Start = []byte("user:8")
+			f.nodes[1].Deltas = append([]*api.CatalogDelta{f.nodes[1].Deltas[0], d}, f.nodes[1].Deltas[2:]...)
+		}, []string{CheckNodeHistory}},
+		{"committed logs disagree", func(f *fixture) {
+			other := append([]raftlog.Entry{}, f.log...)
+			other[2].Term = 9
+			f.logs = map[string][]raftlog.Entry{"n1": other, "n2": f.log, "n3": f.log}
+		}, []string{CheckLogAgreement}},
+		{"fence refusal committed", func(f *fixture) { f.log[2].Command.Hlc = 1 }, []string{CheckInvariant}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			tc.mutate(f)
+			r := f.check(t)
+			for _, w := range tc.want {
+				if !r.Has(w) {
+					t.Errorf("no %s violation; got:\n%s", w, r.Summary())
+				}
+			}
+		})
+	}
+}

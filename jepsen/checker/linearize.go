@@ -1,0 +1,279 @@
+package checker
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/hotsplit/hotsplit/jepsen/history"
+	"github.com/hotsplit/hotsplit/jepsen/model"
+)
+
+// catState is the porcupine state of the catalog: its version and the hash
+// of its routes.
+type catState struct {
+	version uint64
+	hash    model.Hash
+}
+
+type catKind int
+
+const (
+	catRead catKind = iota
+	catSplit
+	catAutoSplit // an op step from the log, with no client
+	catRefused   // a manual split the FSM refused: it changed nothing
+)
+
+type catInput struct {
+	kind     catKind
+	routeID  uint64
+	key      []byte
+	expected *uint64
+	hlc      uint64 // the commit HLC, which becomes the children's split_at_hlc
+	opID     uint64
+	step     uint32
+	client   int
+}
+
+type catOutput struct {
+	version         uint64
+	hash            model.Hash
+	leftID, rightID uint64
+	unknown         bool // the client never saw an answer
+}
+
+// catalogs remembers the catalog of every state the search reaches, so the
+// model can split it; it starts with every version of the log.
+type catalogs struct {
+	mu sync.Mutex
+	m  map[catState]*model.Catalog
+}
+
+func (c *catalogs) get(s catState) *model.Catalog {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[s]
+}
+
+func (c *catalogs) put(cat *model.Catalog) catState {
+	s := catState{cat.Version, cat.Hash()}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[s]; !ok {
+		c.m[s] = cat
+	}
+	return s
+}
+
+// catalogHistory builds porcupine's view of the catalog: linearizable reads,
+// manual splits (applied, refused by the FSM, or unknown and resolved by
+// the log) from clients, and every applied op step — plus any applied
+// manual split no recorded client sent — from the log. The latter have no
+// client times, so they may linearize anywhere in the run.
+func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operation, porcupine.Model) {
+	cats := &catalogs{m: map[catState]*model.Catalog{}}
+	for _, c := range replay.Catalogs {
+		cats.put(c)
+	}
+	init := catState{replay.Catalogs[0].Version, replay.Catalogs[0].Hash()}
+	var end int64
+	for _, op := range ops {
+		end = max(end, op.Return, op.Call)
+	}
+	end++
+	var out []porcupine.Operation
+	clientRIDs := map[string]bool{}
+	for _, op := range ops {
+		if op.Kind == history.Split {
+			clientRIDs[op.RequestID] = true
+		}
+		switch {
+		case op.Kind == history.ListRoutes && op.Status == history.OK:
+			h, err := parseHash(op.RoutesHash)
+			if err != nil {
+				continue // checkRead reported it
+			}
+			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
+				Input: catInput{kind: catRead, client: op.Client}, Output: catOutput{version: op.Version, hash: h}})
+		case op.Kind == history.Split && op.Status == history.OK:
+			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
+				Input:  catInput{kind: catSplit, routeID: op.RouteID, key: op.SplitKey, expected: op.ExpectedVersion, hlc: op.CommitHLC, client: op.Client},
+				Output: catOutput{version: op.Version, leftID: op.LeftID, rightID: op.RightID}})
+		case op.Kind == history.Split && op.Status == history.Fail && op.FromFSM:
+			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
+				Input: catInput{kind: catRefused, routeID: op.RouteID, key: op.SplitKey, expected: op.ExpectedVersion, client: op.Client}, Output: catOutput{}})
+		case op.Kind == history.Split && op.Status == history.Unknown && op.LeftID != 0:
+			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: end,
+				Input:  catInput{kind: catSplit, routeID: op.RouteID, key: op.SplitKey, expected: op.ExpectedVersion, hlc: op.CommitHLC, client: op.Client},
+				Output: catOutput{version: op.Version, leftID: op.LeftID, rightID: op.RightID, unknown: true}})
+		}
+	}
+	maxClient := 0
+	for _, op := range ops {
+		maxClient = max(maxClient, op.Client)
+	}
+	for i, s := range replay.Splits {
+		if !s.Auto() && clientRIDs[s.RequestID] {
+			continue
+		}
+		in := catInput{kind: catAutoSplit, routeID: s.Parent.ID, key: s.Children[1].Start, hlc: s.HLC, opID: s.OpID, step: s.Step, client: maxClient + 1 + i}
+		if !s.Auto() {
+			in.kind = catSplit
+		}
+		out = append(out, porcupine.Operation{ClientId: in.client, Call: 0, Return: end, Input: in,
+			Output: catOutput{version: s.Version, leftID: s.Children[0].ID, rightID: s.Children[1].ID, unknown: true}})
+	}
+	m := porcupine.Model{
+		Init: func() interface{} { return init },
+		Step: func(state, input, output interface{}) (bool, interface{}) {
+			return stepCatalog(cats, state.(catState), input.(catInput), output.(catOutput))
+		},
+		Hash: func(state interface{}) uint64 {
+			s := state.(catState)
+			return s.version ^ binary.BigEndian.Uint64(s.hash[:8])
+		},
+		DescribeOperation: describeCatalogOp,
+		DescribeState: func(state interface{}) string {
+			s := state.(catState)
+			return fmt.Sprintf("v%d %s", s.version, s.hash)
+		},
+	}
+	return out, m
+}
+
+func stepCatalog(cats *catalogs, s catState, in catInput, out catOutput) (bool, interface{}) {
+	switch in.kind {
+	case catRead:
+		return out.version == s.version && out.hash == s.hash, s
+	case catRefused:
+		// The FSM checks the expected version first, then the split.
+		if in.expected != nil && *in.expected != s.version {
+			return true, s
+		}
+		_, _, code := cats.get(s).Split(in.routeID, in.key, 0)
+		return code != model.OK, s
+	}
+	if in.expected != nil && *in.expected != s.version {
+		return false, s
+	}
+	next, children, code := cats.get(s).Split(in.routeID, in.key, in.hlc)
+	if code != model.OK || children[0].ID != out.leftID || children[1].ID != out.rightID || next.Version != out.version {
+		return false, s
+	}
+	return true, cats.put(next)
+}
+
+func describeCatalogOp(input, output interface{}) string {
+	in, out := input.(catInput), output.(catOutput)
+	exp := ""
+	if in.expected != nil {
+		exp = fmt.Sprintf(" if v%d", *in.expected)
+	}
+	switch in.kind {
+	case catRead:
+		return fmt.Sprintf("read -> v%d %s", out.version, out.hash)
+	case catRefused:
+		return fmt.Sprintf("split r%d at %q%s -> refused", in.routeID, in.key, exp)
+	case catAutoSplit:
+		return fmt.Sprintf("op %d step %d: split r%d at %q -> v%d (from the log)", in.opID, in.step, in.routeID, in.key, out.version)
+	}
+	suffix := ""
+	if out.unknown {
+		suffix = " (outcome unknown to the client; from the log)"
+	}
+	return fmt.Sprintf("split r%d at %q%s -> v%d r%d,r%d%s", in.routeID, in.key, exp, out.version, out.leftID, out.rightID, suffix)
+}
+
+func parseHash(s string) (model.Hash, error) {
+	var h model.Hash
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != len(h) {
+		return h, fmt.Errorf("bad routes hash %q", s)
+	}
+	copy(h[:], b)
+	return h, nil
+}
+
+// swState is the porcupine state of the auto-split switch. Every client
+// write carries a unique reason, so the reason identifies the write.
+type swState struct {
+	enabled bool
+	reason  string
+}
+
+type swInput struct {
+	write   bool
+	enabled bool
+	reason  string
+}
+
+// switchHistory builds porcupine's view of the switch: SetEnabled writes
+// (applied, or unknown and applied per the log), linearizable Status reads,
+// and switch changes in the log that no client sent (a member's start
+// flag), which may linearize anywhere.
+func switchHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operation, porcupine.Model) {
+	boot := replay.Switches[0]
+	init := swState{boot.Enabled, boot.Reason}
+	var end int64
+	for _, op := range ops {
+		end = max(end, op.Return, op.Call)
+	}
+	end++
+	var out []porcupine.Operation
+	rids := map[string]bool{}
+	for _, op := range ops {
+		switch {
+		case op.Kind == history.SetEnabled:
+			rids[op.RequestID] = true
+			if op.Status == history.OK || (op.Status == history.Unknown && strings.HasPrefix(op.Resolution, "applied")) {
+				ret := op.Return
+				if op.Status == history.Unknown {
+					ret = end
+				}
+				out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: ret,
+					Input: swInput{write: true, enabled: op.Enabled, reason: op.Reason}, Output: swState{}})
+			}
+		case op.Kind == history.ReadSwitch && op.Status == history.OK:
+			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
+				Input: swInput{}, Output: swState{op.SwitchEnabled, op.SwitchReason}})
+		}
+	}
+	maxClient := 0
+	for _, op := range ops {
+		maxClient = max(maxClient, op.Client)
+	}
+	for i, s := range replay.Switches[1:] {
+		if s.Applied && !rids[s.RequestID] {
+			out = append(out, porcupine.Operation{ClientId: maxClient + 1 + i, Call: 0, Return: end,
+				Input: swInput{write: true, enabled: s.Enabled, reason: s.Reason}, Output: swState{}})
+		}
+	}
+	m := porcupine.Model{
+		Init: func() interface{} { return init },
+		Step: func(state, input, output interface{}) (bool, interface{}) {
+			in := input.(swInput)
+			if in.write {
+				return true, swState{in.enabled, in.reason}
+			}
+			return output.(swState) == state.(swState), state
+		},
+		DescribeOperation: func(input, output interface{}) string {
+			in := input.(swInput)
+			if in.write {
+				return fmt.Sprintf("set enabled=%v %q", in.enabled, in.reason)
+			}
+			o := output.(swState)
+			return fmt.Sprintf("status -> enabled=%v %q", o.enabled, o.reason)
+		},
+		DescribeState: func(state interface{}) string {
+			s := state.(swState)
+			return fmt.Sprintf("enabled=%v %q", s.enabled, s.reason)
+		},
+	}
+	return out, m
+}
