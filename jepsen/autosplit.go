@@ -1,0 +1,263 @@
+//go:build jepsen
+
+package jepsen
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/jepsen/cluster"
+	"github.com/hotsplit/hotsplit/jepsen/model"
+	"github.com/hotsplit/hotsplit/sim"
+)
+
+// AutoSplit drives automatic splits in a scenario: the simulated data
+// plane runs its phases one after another against the cluster, and the
+// "exit right after an op's step 1 applies on the leader" failpoint is
+// armed on every node before the load starts.
+type AutoSplit struct {
+	Phases   []SimPhase
+	Rate     int // simulated operations per second
+	SimNodes int
+	// Failpoint arms after-op-step 1 (leader only) on every node; the first
+	// node it stops is restarted after RestartAfter, and the failpoint is
+	// cleared everywhere once it tripped.
+	Failpoint    bool
+	RestartAfter time.Duration
+	// MinAutoSplits is how many automatic splits the checked history must
+	// hold.
+	MinAutoSplits int
+}
+
+// SimPhase is one simulator run.
+type SimPhase struct {
+	Workload string
+	Duration time.Duration
+}
+
+// failpointLine is what a node prints when the step-1 failpoint stops it.
+var failpointLine = regexp.MustCompile(`jepsen failpoint after-op-step: exiting after op (\d+) step 1 applied at index (\d+)`)
+
+// autoRun is one scenario's simulator and failpoint watcher.
+type autoRun struct {
+	cfg   AutoSplit
+	logf  func(format string, args ...any)
+	c     *cluster.Cluster
+	start time.Time
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex // guards the fields below
+	evs     []string
+	tripped *cluster.Node
+	stats   []string
+}
+
+func (a *autoRun) note(format string, args ...any) {
+	line := fmt.Sprintf("+%6.2fs ", time.Since(a.start).Seconds()) + fmt.Sprintf(format, args...)
+	a.logf("auto %s", line)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.evs = append(a.evs, line)
+}
+
+func (a *autoRun) events() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.evs...)
+}
+
+func (a *autoRun) notes() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.stats...)
+}
+
+// startAuto arms the failpoint and starts the simulator phases and the
+// failpoint watcher; both stop when ctx ends.
+func startAuto(ctx context.Context, c *cluster.Cluster, cfg AutoSplit, seed uint64, start time.Time, logf func(string, ...any)) *autoRun {
+	a := &autoRun{cfg: cfg, c: c, start: start, logf: logf}
+	if cfg.Failpoint {
+		for _, n := range c.Nodes {
+			if err := n.SetFailpoint(ctx, cluster.Failpoint{Name: "after-op-step", Step: 1, LeaderOnly: true}); err != nil {
+				a.note("arming the failpoint on %s: %v", n.ID, err)
+			}
+		}
+		a.note("failpoint after-op-step 1 (leader only) armed on every node")
+		a.wg.Add(1)
+		go func() { defer a.wg.Done(); a.watchFailpoint(ctx) }()
+	}
+	a.wg.Add(1)
+	go func() { defer a.wg.Done(); a.runSim(ctx, seed) }()
+	return a
+}
+
+func (a *autoRun) wait() { a.wg.Wait() }
+
+func (a *autoRun) runSim(ctx context.Context, seed uint64) {
+	cl, err := client.New(client.Config{Endpoints: a.c.Endpoints(), Actor: "jepsen-sim", RequestTimeout: 3 * time.Second})
+	if err != nil {
+		a.note("sim client: %v", err)
+		return
+	}
+	defer cl.Close()
+	for i, ph := range a.cfg.Phases {
+		w, err := sim.ParseWorkload(ph.Workload, sim.DefaultWorkloadOptions())
+		if err != nil {
+			a.note("sim phase %d: %v", i, err)
+			return
+		}
+		s, err := sim.New(sim.Config{Cluster: cl, Workload: w, Nodes: a.cfg.SimNodes, Rate: a.cfg.Rate, Duration: ph.Duration,
+			Seed: seed + uint64(i), RunID: fmt.Sprintf("j%d-%d", seed%100000, i)})
+		if err != nil {
+			a.note("sim phase %d: %v", i, err)
+			return
+		}
+		a.note("sim phase %d: %s at %d ops/s for %v", i, ph.Workload, a.cfg.Rate, ph.Duration)
+		err = s.Run(ctx)
+		st := s.Stats()
+		line := fmt.Sprintf("sim phase %d (%s): %d ops, %d acked, %d late, %d refused; catalog v%d, %d routes; err %v",
+			i, ph.Workload, st.Ops, st.OpsAcked, st.OpsLate, st.OpsRefused, st.CatalogVersion, st.Routes, err)
+		a.note("%s", line)
+		a.mu.Lock()
+		a.stats = append(a.stats, line)
+		a.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// watchFailpoint waits for the failpoint to stop a node (exit status 137),
+// clears it on every other node, and restarts the stopped node after
+// RestartAfter.
+func (a *autoRun) watchFailpoint(ctx context.Context) {
+	seen := map[string]int{}
+	for _, n := range a.c.Nodes {
+		seen[n.ID] = len(n.Exits())
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, n := range a.c.Nodes {
+			exits := n.Exits()
+			for _, e := range exits[seen[n.ID]:] {
+				if e.Status != 137 {
+					continue
+				}
+				a.mu.Lock()
+				a.tripped = n
+				a.mu.Unlock()
+				a.note("failpoint stopped %s (exit 137)", n.ID)
+				for _, m := range a.c.Nodes {
+					if m != n && m.Running() && !m.Paused() {
+						if err := m.SetFailpoint(ctx, cluster.Failpoint{}); err != nil {
+							a.note("clearing the failpoint on %s: %v", m.ID, err)
+						}
+					}
+				}
+				if sleepUntil(ctx, time.Now().Add(a.cfg.RestartAfter)) {
+					if err := n.Start(); err != nil {
+						a.note("restart %s: %v", n.ID, err)
+					} else {
+						a.note("restarted %s", n.ID)
+					}
+				}
+				return
+			}
+			seen[n.ID] = len(exits)
+		}
+	}
+}
+
+// accept checks the scenario's own acceptance on the checked history: at
+// least MinAutoSplits automatic splits, and — with the failpoint — the op
+// whose step 1 stopped the leader finished its step 2 under a later term
+// (the next leader), each step applied once.
+func (a *autoRun) accept(replay *model.Replay, c *cluster.Cluster) []string {
+	var out []string
+	auto := 0
+	for _, s := range replay.Splits {
+		if s.Auto() {
+			auto++
+		}
+	}
+	if auto < a.cfg.MinAutoSplits {
+		out = append(out, fmt.Sprintf("only %d automatic splits in the checked history, want at least %d", auto, a.cfg.MinAutoSplits))
+	}
+	if !a.cfg.Failpoint {
+		return out
+	}
+	a.mu.Lock()
+	tripped := a.tripped
+	a.mu.Unlock()
+	if tripped == nil {
+		return append(out, "the step-1 failpoint never stopped a node")
+	}
+	b, err := os.ReadFile(tripped.LogPath)
+	if err != nil {
+		return append(out, fmt.Sprintf("read %s: %v", tripped.LogPath, err))
+	}
+	m := failpointLine.FindSubmatch(b)
+	if m == nil {
+		return append(out, fmt.Sprintf("%s exited 137 but its log has no failpoint line", tripped.ID))
+	}
+	op, _ := strconv.ParseUint(string(m[1]), 10, 64)
+	idx, _ := strconv.ParseUint(string(m[2]), 10, 64)
+	var step1, step2 *model.SplitEvent
+	for i := range replay.Splits {
+		s := &replay.Splits[i]
+		switch {
+		case s.OpID == op && s.Step == 1:
+			step1 = s
+		case s.OpID == op && s.Step == 2:
+			step2 = s
+		}
+	}
+	desc := fmt.Sprintf("op %d (failpoint on %s after step 1 at index %d)", op, tripped.ID, idx)
+	switch {
+	case step1 == nil || step1.Index != idx:
+		out = append(out, desc+": step 1 is not applied at that index in the log")
+	case step2 == nil:
+		out = append(out, desc+": step 2 never applied — not a two-step isolation, or never finished")
+	case step2.Term <= step1.Term:
+		out = append(out, fmt.Sprintf("%s: step 2 applied in term %d, not after step 1's term %d", desc, step2.Term, step1.Term))
+	default:
+		a.mu.Lock()
+		a.stats = append(a.stats, fmt.Sprintf("interrupted two-step op %d: step 1 at index %d (term %d) stopped %s; step 2 at index %d (term %d) by the next leader; %d automatic splits in all",
+			op, step1.Index, step1.Term, tripped.ID, step2.Index, step2.Term, auto))
+		a.mu.Unlock()
+	}
+	return out
+}
+
+// autoSplitBootstrap is the detector config and initial routes the
+// automatic-split scenario bootstraps with: 1 s columns, a threshold the
+// simulated hot key and hot range clear many times over (and the uniform
+// rest does not), quick cooldowns, an op TTL far above any disable the
+// workload makes, and routes that bound the simulator's key space (so its
+// layout works) apart from the manual workload's keys below it.
+func autoSplitBootstrap() []string {
+	ks, err := sim.NewKeySpace(sim.DefaultKeySpace)
+	if err != nil {
+		panic(err) // a constant key space
+	}
+	var bounds []string
+	for _, k := range ks.SplitKeys(1) {
+		bounds = append(bounds, string(k))
+	}
+	return []string{"--autoSplit", "--initialSplits", strings.Join(bounds, ","),
+		"--autoSplitStep", "1s", "--autoSplitThreshold", "30000", "--autoSplitCandidateWindows", "2",
+		"--autoSplitCooldown", "2s", "--autoSplitOpTTL", "10m", "--autoSplitMaxPerCycle", "1"}
+}

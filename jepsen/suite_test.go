@@ -1,0 +1,221 @@
+//go:build jepsen
+
+package jepsen
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hotsplit/hotsplit/jepsen/checker"
+	"github.com/hotsplit/hotsplit/jepsen/cluster"
+	"github.com/hotsplit/hotsplit/sim"
+)
+
+var (
+	seedFlag = flag.Uint64("seed", 0, "seed of every scenario's fault plan and workload (0: a fresh seed per scenario, printed)")
+	longFlag = flag.Bool("long", false, "run the long suite: 4x the window and operations of every scenario")
+	keepFlag = flag.Bool("keep", false, "keep the artifacts of passing runs too")
+)
+
+var (
+	suiteEnv    Env
+	suiteFailed bool
+	suiteMu     sync.Mutex
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run()) // every test skips itself
+	}
+	base, err := os.MkdirTemp("", "hotsplit-jepsen-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	bin, err := cluster.Build(ctx, "..", base)
+	cancel()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	suiteEnv = Env{Binary: bin, Base: base}
+	code := m.Run()
+	if code == 0 && !suiteFailed && !*keepFlag {
+		os.RemoveAll(base)
+	} else {
+		fmt.Printf("jepsen artifacts: %s\n", base)
+	}
+	os.Exit(code)
+}
+
+// seedFor returns the seed of a scenario: -seed, or a fresh one.
+func seedFor() uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	return uint64(time.Now().UnixNano()%1_000_000_000) + 1
+}
+
+// scale stretches a scenario for -long.
+func scale(sc Scenario) Scenario {
+	if *longFlag {
+		sc.Window *= 4
+		sc.Ops *= 4
+		if sc.Auto != nil {
+			a := *sc.Auto
+			a.Phases = slices.Clone(a.Phases)
+			for i := range a.Phases {
+				a.Phases[i].Duration *= 4
+			}
+			sc.Auto = &a
+		}
+	}
+	return sc
+}
+
+// run runs a scenario and reports it; wantCaught is non-empty for a
+// negative control: the run must then be judged a violation of one of
+// those checks.
+func run(t *testing.T, sc Scenario, wantCaught ...string) {
+	if testing.Short() {
+		t.Skip("jepsen scenario: real processes under faults")
+	}
+	sc = scale(sc)
+	env := suiteEnv
+	env.Logf = t.Logf
+	ctx, cancel := context.WithTimeout(context.Background(), sc.Window+3*time.Minute)
+	defer cancel()
+	seed := seedFor()
+	res, err := Run(ctx, env, sc, seed)
+	fail := func(format string, args ...any) {
+		suiteMu.Lock()
+		suiteFailed = true
+		suiteMu.Unlock()
+		t.Errorf(format, args...)
+	}
+	if err != nil {
+		dir := filepath.Join(env.Base, fmt.Sprintf("%s-seed%d", sc.Name, seed))
+		fail("%s (seed %d): %v\nartifacts: %s\nrerun: go test -tags jepsen ./jepsen -run '%s$' -v -seed %d", sc.Name, seed, err, dir, t.Name(), seed)
+		return
+	}
+	t.Logf("\n%s", res.Summary(sc))
+	rerun := fmt.Sprintf("rerun: go test -tags jepsen ./jepsen -run '%s$' -v -seed %d", t.Name(), seed)
+	if len(wantCaught) == 0 {
+		if !res.Passed() {
+			fail("%s (seed %d) FAILED; artifacts: %s\n%s", sc.Name, seed, res.Dir, rerun)
+			return
+		}
+		if !*keepFlag {
+			os.RemoveAll(res.Dir)
+		}
+		return
+	}
+	for _, check := range wantCaught {
+		if res.Report.Has(check) {
+			t.Logf("negative control caught: %s reported (%d violations in all)", check, len(res.Report.Violations))
+			if !*keepFlag {
+				os.RemoveAll(res.Dir)
+			}
+			return
+		}
+	}
+	fail("negative control %s (seed %d) NOT caught: no %v violation; artifacts: %s\n%s", sc.Name, seed, wantCaught, res.Dir, rerun)
+}
+
+// rotated gives n clients the cluster's endpoints, each starting at a
+// different node.
+func rotated(c *cluster.Cluster, n int, timeout time.Duration, mix Mix) []ClientSpec {
+	eps := c.Endpoints()
+	specs := make([]ClientSpec, n)
+	for i := range specs {
+		e := append(slices.Clone(eps[i%len(eps):]), eps[:i%len(eps)]...)
+		specs[i] = ClientSpec{Endpoints: e, Timeout: timeout, Mix: mix}
+	}
+	return specs
+}
+
+// pinnedReaders gives perNode read-only clients to every node, each
+// talking to that node alone.
+func pinnedReaders(c *cluster.Cluster, perNode int, timeout time.Duration) []ClientSpec {
+	var specs []ClientSpec
+	for _, n := range c.Nodes {
+		for range perNode {
+			specs = append(specs, ClientSpec{Endpoints: []string{n.GRPCAddr}, Timeout: timeout, Mix: Mix{Read: 1}, Pinned: true})
+		}
+	}
+	return specs
+}
+
+func manualClients(n int) func(*cluster.Cluster, *cluster.Node) []ClientSpec {
+	return func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
+		return rotated(c, n, 2*time.Second, DefaultMix)
+	}
+}
+
+// The short suite: about 45 s per scenario.
+
+func TestIntegrationJepsenKill(t *testing.T) {
+	run(t, Scenario{Name: "kill3", Nodes: 3, Window: 40 * time.Second, Ops: 3000, MaxRoutes: 500,
+		Faults: []FaultKind{KillRandom, KillLeader}, Clients: manualClients(6)})
+}
+
+func TestIntegrationJepsenPartition(t *testing.T) {
+	run(t, Scenario{Name: "partition3", Nodes: 3, Window: 40 * time.Second, Ops: 3000, MaxRoutes: 500,
+		Faults: []FaultKind{IsolateLeader, PartitionHalves, IsolateFollower}, Clients: manualClients(6)})
+}
+
+func TestIntegrationJepsenPauseKill5(t *testing.T) {
+	run(t, Scenario{Name: "pausekill5", Nodes: 5, Window: 40 * time.Second, Ops: 3000, MaxRoutes: 500,
+		Faults: []FaultKind{PauseLeader, KillLeader, KillRandom}, Clients: manualClients(6)})
+}
+
+func TestIntegrationJepsenClock(t *testing.T) {
+	run(t, Scenario{Name: "clock3", Nodes: 3, Window: 40 * time.Second, Ops: 3000, MaxRoutes: 500,
+		Faults: []FaultKind{ClockSkew, KillLeader}, Clients: manualClients(6)})
+}
+
+func TestIntegrationJepsenAutoSplit(t *testing.T) {
+	mix := Mix{Read: 50, Split: 20, Timestamp: 12, ReadSwitch: 15, Toggle: 1, StaleCAS: 10, TogglePairs: true}
+	run(t, Scenario{Name: "autosplit3", Nodes: 3, Window: 45 * time.Second, Ops: 3000, MaxRoutes: 300,
+		Faults: []FaultKind{KillLeader}, BootstrapArgs: autoSplitBootstrap(),
+		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec { return rotated(c, 4, 2*time.Second, mix) },
+		Auto: &AutoSplit{Phases: []SimPhase{{sim.HotKey, 12 * time.Second}, {sim.HotRange, 20 * time.Second}},
+			Rate: 1000, SimNodes: 3, Failpoint: true, RestartAfter: time.Second, MinAutoSplits: 3}})
+}
+
+// Negative controls: each deliberate bug, with the fault that exposes it,
+// must be reported as a violation in every run.
+
+func TestIntegrationJepsenControlFollowerReads(t *testing.T) {
+	run(t, Scenario{Name: "control-follower-local-reads", Nodes: 3, Window: 14 * time.Second, Ops: 1500, MaxRoutes: 500,
+		Faults: []FaultKind{IsolateFollower}, Controls: &cluster.Controls{FollowerLocalReads: true},
+		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
+			return append(rotated(c, 3, 2*time.Second, Mix{Read: 20, Split: 80}), pinnedReaders(c, 1, time.Second)...)
+		}}, checker.CheckLinearizable, checker.CheckMonotonic)
+}
+
+func TestIntegrationJepsenControlSkipReadIndex(t *testing.T) {
+	run(t, Scenario{Name: "control-skip-read-index", Nodes: 3, Window: 36 * time.Second, Ops: 7000, MaxRoutes: 500,
+		Faults: []FaultKind{PauseLeader}, Controls: &cluster.Controls{SkipReadIndex: true},
+		Timing: Timing{HoldMin: 1500 * time.Millisecond, HoldMax: 2 * time.Second, GapMin: time.Second, GapMax: 1500 * time.Millisecond},
+		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
+			return append(rotated(c, 6, 400*time.Millisecond, Mix{Split: 1}), pinnedReaders(c, 10, 400*time.Millisecond)...)
+		}}, checker.CheckLinearizable, checker.CheckMonotonic)
+}
+
+func TestIntegrationJepsenControlSkipCAS(t *testing.T) {
+	run(t, Scenario{Name: "control-skip-cas", Nodes: 3, Window: 10 * time.Second, Ops: 1000, MaxRoutes: 500,
+		Controls: &cluster.Controls{SkipCAS: true},
+		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
+			return rotated(c, 4, 2*time.Second, Mix{Read: 40, Split: 60, StaleCAS: 20})
+		}}, checker.CheckClientVsLog, checker.CheckLinearizable)
+}
