@@ -43,6 +43,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	s.det = det
 	s.lastColumnAtMs = c.GetAtMs()
 	s.reporters = c.GetReporters()
+	a.f.m.candidates(det, s.detCfg.CandidateWindows)
 
 	res := &api.CommandResult{}
 	for _, p := range plans {

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/detector"
 )
 
 // Metrics are the FSM's apply-side metrics (SPEC §10). Apply runs on every
@@ -31,6 +32,7 @@ type Metrics struct {
 	tracked      prometheus.Gauge
 	liveOps      prometheus.Gauge
 	switchOn     prometheus.Gauge
+	eligible     prometheus.Gauge
 }
 
 // NewMetrics creates the FSM metrics and registers them with reg (nil: not
@@ -54,6 +56,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		droppedRows: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_column_dropped_rows_total",
 			Help: "Column rows dropped: by the leader while assembling (stage=leader) or in apply because the route no longer exists (stage=apply)."},
 			[]string{"stage"}),
+		eligible: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_candidates_eligible",
+			Help: "Routes at or over candidateWindows hot columns in a row after the last column (planned, in cooldown, declined or suppressed)."}),
 		fence: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_fence_violations_total",
 			Help: "SplitRange entries refused because their commit HLC did not move forward."}),
 		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hotsplit_fsm_apply_seconds",
@@ -83,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.splits, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
-			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn)
+			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn, m.eligible)
 	}
 	return m
 }
@@ -146,6 +150,20 @@ func (m *Metrics) observeState(s *State) {
 		on = 1
 	}
 	m.switchOn.Set(on)
+}
+
+// candidates sets the eligible-candidates gauge after a column applied.
+func (m *Metrics) candidates(det *detector.State, windows uint32) {
+	if m == nil {
+		return
+	}
+	n := 0
+	for _, t := range det.Tracked() {
+		if t.ConsecutiveOver >= windows {
+			n++
+		}
+	}
+	m.eligible.Set(float64(n))
 }
 
 func (m *Metrics) split(o api.SplitOrigin) {
