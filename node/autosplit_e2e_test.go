@@ -59,13 +59,13 @@ type simRun struct {
 	cl   *client.Client
 }
 
-func (c *testCluster) startSim(t *testing.T, workload string, opts sim.WorkloadOptions, rate int, d time.Duration, seed uint64) *simRun {
+func (c *testCluster) startSim(t testing.TB, workload string, opts sim.WorkloadOptions, rate int, d time.Duration, seed uint64) *simRun {
 	return c.startSimSampled(t, workload, opts, rate, d, seed, 0)
 }
 
 // startSimSampled is startSim with the data nodes' sketch sample rate (0:
 // keyviz's default, 1 in 16).
-func (c *testCluster) startSimSampled(t *testing.T, workload string, opts sim.WorkloadOptions, rate int, d time.Duration, seed uint64, sampleRate uint32) *simRun {
+func (c *testCluster) startSimSampled(t testing.TB, workload string, opts sim.WorkloadOptions, rate int, d time.Duration, seed uint64, sampleRate uint32) *simRun {
 	t.Helper()
 	var eps []string
 	for _, n := range c.running() {
@@ -104,7 +104,7 @@ type logEntry struct {
 }
 
 // commands decodes every command in a node's raft log, in order.
-func commands(t *testing.T, n *Node) []logEntry {
+func commands(t testing.TB, n *Node) []logEntry {
 	t.Helper()
 	first, _ := n.store.FirstIndex()
 	last, _ := n.store.LastIndex()
@@ -145,7 +145,7 @@ type appliedStep struct {
 
 // replayLog applies log to a fresh FSM and returns it with every op step it
 // applied; halts fail the test.
-func replayLog(t *testing.T, log []logEntry) (*fsm.FSM, []appliedStep) {
+func replayLog(t testing.TB, log []logEntry) (*fsm.FSM, []appliedStep) {
 	t.Helper()
 	f := fsm.New(fsm.Options{Logger: slog.New(slog.DiscardHandler), Halt: func(err error) { t.Fatalf("replay halted: %v", err) }})
 	var steps []appliedStep

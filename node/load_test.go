@@ -94,7 +94,7 @@ func (r *testReporter) idle() bool {
 
 // committedColumns reads a node's log: for every ObserveColumn, its
 // reporters and its total writes.
-func committedColumns(t *testing.T, n *Node) map[uint64]*api.ObserveColumn {
+func committedColumns(t testing.TB, n *Node) map[uint64]*api.ObserveColumn {
 	t.Helper()
 	out := map[uint64]*api.ObserveColumn{}
 	for _, e := range commands(t, n) {
@@ -108,7 +108,7 @@ func committedColumns(t *testing.T, n *Node) map[uint64]*api.ObserveColumn {
 	return out
 }
 
-func clientFor(t *testing.T, addrs ...string) *client.Client {
+func clientFor(t testing.TB, addrs ...string) *client.Client {
 	t.Helper()
 	cl, err := client.New(client.Config{Endpoints: addrs, RequestTimeout: 5 * time.Second})
 	if err != nil {
