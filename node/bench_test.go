@@ -180,6 +180,9 @@ func BenchmarkSplitCommitLatency(b *testing.B) {
 		route = resp.Right.RouteId
 	}
 	b.StopTimer()
+	if b.N < 100 {
+		return // the framework's probe run: too few splits to report
+	}
 	storeMu.Lock()
 	defer storeMu.Unlock()
 	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
