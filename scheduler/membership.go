@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/protobuf/proto"
@@ -21,8 +22,13 @@ var (
 	ErrForeignCluster = errors.New("node belongs to another cluster")
 	// ErrUnsupportedVersion: the joining node cannot apply this cluster's log.
 	ErrUnsupportedVersion = errors.New("node does not support the cluster version")
-	// ErrNoSuchMember: remove of an unknown node id.
+	// ErrNoSuchMember: remove of (or transfer to) an unknown node id.
 	ErrNoSuchMember = errors.New("no such member")
+	// ErrNotVoter: a leadership transfer to a node that cannot lead.
+	ErrNotVoter = errors.New("not a voter")
+	// ErrTransferFailed: raft could not hand leadership over (definite:
+	// this node still leads, or leads no more; retry).
+	ErrTransferFailed = errors.New("leadership transfer failed")
 )
 
 // maxPromotionLag is how far (in log entries) a non-voter may trail the
@@ -199,5 +205,59 @@ func (s *Scheduler) promoteCaughtUp(ctx context.Context) {
 			continue
 		}
 		s.log.Info("node promoted to voter", "node_id", m.NodeId, "applied_index", applied)
+	}
+}
+
+// TransferLeadership hands leadership to toID, or to the most up-to-date
+// voter when toID is empty, and returns the new leader's id once this node
+// has learnt it (it may stay empty if that takes longer than two seconds).
+func (s *Scheduler) TransferLeadership(ctx context.Context, toID string) (string, error) {
+	if !s.IsReady() {
+		return "", ErrNotLeader
+	}
+	var f raft.Future
+	if toID == "" {
+		f = s.raft.LeadershipTransfer()
+	} else {
+		cfg, err := s.configuration(ctx)
+		if err != nil {
+			return "", err
+		}
+		var target *raft.Server
+		for i, srv := range cfg.Servers {
+			if string(srv.ID) == toID {
+				target = &cfg.Servers[i]
+			}
+		}
+		switch {
+		case target == nil:
+			return "", fmt.Errorf("%w: %q is not in the raft configuration", ErrNoSuchMember, toID)
+		case target.Suffrage != raft.Voter:
+			return "", fmt.Errorf("%w: %q", ErrNotVoter, toID)
+		case toID == s.cfg.Self.NodeId:
+			return toID, nil
+		}
+		f = s.raft.LeadershipTransferToServer(target.ID, target.Address)
+	}
+	if err := waitFuture(ctx, f); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrTransferFailed, err)
+	}
+	// Raft returns once the target won; this node learns the new leader's
+	// id with its next heartbeat.
+	deadline := time.NewTimer(2 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, id := s.raft.LeaderWithID(); id != "" && string(id) != s.cfg.Self.NodeId {
+			return string(id), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", nil
+		case <-deadline.C:
+			return "", nil
+		case <-tick.C:
+		}
 	}
 }

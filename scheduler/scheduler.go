@@ -28,6 +28,9 @@ type Raft interface {
 	AddNonvoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 	AddVoter(id raft.ServerID, address raft.ServerAddress, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 	RemoveServer(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture
+	LeadershipTransfer() raft.Future
+	LeadershipTransferToServer(id raft.ServerID, address raft.ServerAddress) raft.Future
+	LeaderWithID() (raft.ServerAddress, raft.ServerID)
 }
 
 // BootstrapParams are what a node started with --bootstrap proposes as the

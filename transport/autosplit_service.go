@@ -21,23 +21,6 @@ type autoSplitServer struct {
 
 const defaultStatusLimit = 20
 
-// forwardRead forwards a linearizable read when this node cannot serve it;
-// handled is false when the caller should serve it here.
-func forwardRead[Resp any](ctx context.Context, s *Server, c api.Consistency, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
-	if c != api.Consistency_CONSISTENCY_LINEARIZABLE {
-		return resp, false, nil
-	}
-	hint, err := s.route(ctx)
-	if err != nil {
-		return resp, true, err
-	}
-	if hint == nil {
-		return resp, false, nil
-	}
-	resp, err = forward(ctx, s, hint, false, "", call)
-	return resp, true, err
-}
-
 func (a *autoSplitServer) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
 	if resp, handled, err := forwardRead(ctx, a.s, req.GetConsistency(), func(ctx context.Context, cc *grpc.ClientConn) (*api.StatusResponse, error) {
 		return api.NewAutoSplitClient(cc).Status(ctx, req)
@@ -182,12 +165,10 @@ func (a *autoSplitServer) SetEnabled(ctx context.Context, req *api.SetEnabledReq
 	if !req.GetEnabled() && req.GetReason() == "" {
 		return nil, invalid("reason: required when disabling automatic splits")
 	}
-	if hint, err := a.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, a.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SetEnabledResponse, error) {
-			return api.NewAutoSplitClient(cc).SetEnabled(ctx, req)
-		})
+	if resp, handled, err := forwardWrite(ctx, a.s, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SetEnabledResponse, error) {
+		return api.NewAutoSplitClient(cc).SetEnabled(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
 		Enabled: req.GetEnabled(), Actor: req.GetActor(), Reason: req.GetReason(), Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR,
@@ -205,12 +186,10 @@ func (a *autoSplitServer) SetConfig(ctx context.Context, req *api.SetConfigReque
 	if req.GetPatch() == nil {
 		return nil, invalid("patch: must be set")
 	}
-	if hint, err := a.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, a.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SetConfigResponse, error) {
-			return api.NewAutoSplitClient(cc).SetConfig(ctx, req)
-		})
+	if resp, handled, err := forwardWrite(ctx, a.s, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SetConfigResponse, error) {
+		return api.NewAutoSplitClient(cc).SetConfig(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	// Validate against the current config first so a bad value never reaches
 	// the log; the FSM validates again against the config at apply time.
@@ -234,12 +213,10 @@ func (a *autoSplitServer) AbortOp(ctx context.Context, req *api.AbortOpRequest) 
 	if err := checkText("reason", req.GetReason(), maxReasonLen); err != nil {
 		return nil, err
 	}
-	if hint, err := a.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, a.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.AbortOpResponse, error) {
-			return api.NewAutoSplitClient(cc).AbortOp(ctx, req)
-		})
+	if resp, handled, err := forwardWrite(ctx, a.s, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.AbortOpResponse, error) {
+		return api.NewAutoSplitClient(cc).AbortOp(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_AbortOp{AbortOp: &api.AbortOp{OpId: req.GetOpId(), Actor: req.GetActor(), Reason: req.GetReason()}}})
 	if err != nil {

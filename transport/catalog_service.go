@@ -32,13 +32,11 @@ func (c *catalogServer) ListRoutes(ctx context.Context, req *api.ListRoutesReque
 		}
 		from = tok[1:]
 	}
-	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE && !c.s.unsafeLocalRead() {
-		if hint, err := c.s.route(ctx); err != nil {
-			return nil, err
-		} else if hint != nil {
-			return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.ListRoutesResponse, error) {
-				return api.NewCatalogClient(cc).ListRoutes(ctx, req)
-			})
+	if !c.s.unsafeLocalRead() {
+		if resp, handled, err := forwardRead(ctx, c.s, req.GetConsistency(), func(ctx context.Context, cc *grpc.ClientConn) (*api.ListRoutesResponse, error) {
+			return api.NewCatalogClient(cc).ListRoutes(ctx, req)
+		}); handled {
+			return resp, err
 		}
 	}
 	st, info, err := c.s.readState(ctx, req.GetConsistency())
@@ -69,14 +67,10 @@ func (c *catalogServer) GetRoute(ctx context.Context, req *api.GetRouteRequest) 
 	if err := checkDataKey("key", req.GetKey()); err != nil {
 		return nil, err
 	}
-	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE {
-		if hint, err := c.s.route(ctx); err != nil {
-			return nil, err
-		} else if hint != nil {
-			return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.GetRouteResponse, error) {
-				return api.NewCatalogClient(cc).GetRoute(ctx, req)
-			})
-		}
+	if resp, handled, err := forwardRead(ctx, c.s, req.GetConsistency(), func(ctx context.Context, cc *grpc.ClientConn) (*api.GetRouteResponse, error) {
+		return api.NewCatalogClient(cc).GetRoute(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	st, info, err := c.s.readState(ctx, req.GetConsistency())
 	if err != nil {
@@ -106,12 +100,10 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
 		return nil, err
 	}
-	if hint, err := c.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, c.s, hint, true, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SplitRangeResponse, error) {
-			return api.NewCatalogClient(cc).SplitRange(ctx, req)
-		})
+	if resp, handled, err := forwardWrite(ctx, c.s, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SplitRangeResponse, error) {
+		return api.NewCatalogClient(cc).SplitRange(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	res, err := c.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
 		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: req.GetActor(),
@@ -193,12 +185,10 @@ func (c *catalogServer) GetTimestamp(ctx context.Context, req *api.GetTimestampR
 	case n > maxTimestamps:
 		return nil, invalid("count: %d exceeds the limit of %d", n, maxTimestamps)
 	}
-	if hint, err := c.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.GetTimestampResponse, error) {
-			return api.NewCatalogClient(cc).GetTimestamp(ctx, req)
-		})
+	if resp, handled, err := forwardRead(ctx, c.s, api.Consistency_CONSISTENCY_LINEARIZABLE, func(ctx context.Context, cc *grpc.ClientConn) (*api.GetTimestampResponse, error) {
+		return api.NewCatalogClient(cc).GetTimestamp(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	first, err := c.s.cfg.Sched.Timestamps(ctx, uint64(n))
 	if err != nil {

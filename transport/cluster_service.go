@@ -5,7 +5,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -56,12 +55,10 @@ func (c *clusterServer) Join(ctx context.Context, req *api.JoinRequest) (*api.Jo
 	if req.GetSupportedVersion() == 0 {
 		return nil, invalid("supported_version: must be set")
 	}
-	if hint, err := c.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.JoinResponse, error) {
-			return api.NewClusterClient(cc).Join(ctx, req)
-		})
+	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.JoinResponse, error) {
+		return api.NewClusterClient(cc).Join(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	m := &api.Member{NodeId: req.GetNodeId(), RaftAddr: req.GetRaftAddr(), GrpcAddr: req.GetGrpcAddr(), SupportedVersion: req.GetSupportedVersion(), AutoSplitFlag: req.GetAutoSplitFlag()}
 	if err := c.s.cfg.Sched.Join(ctx, m, req.GetClusterId()); err != nil {
@@ -75,12 +72,10 @@ func (c *clusterServer) Remove(ctx context.Context, req *api.RemoveRequest) (*ap
 	if err := checkNodeID(req.GetNodeId()); err != nil {
 		return nil, err
 	}
-	if hint, err := c.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
-			return api.NewClusterClient(cc).Remove(ctx, req)
-		})
+	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
+		return api.NewClusterClient(cc).Remove(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	if err := c.s.cfg.Sched.Remove(ctx, req.GetNodeId()); err != nil {
 		return nil, membershipError(err, c.s.leaderHint())
@@ -89,14 +84,10 @@ func (c *clusterServer) Remove(ctx context.Context, req *api.RemoveRequest) (*ap
 }
 
 func (c *clusterServer) Members(ctx context.Context, req *api.MembersRequest) (*api.MembersResponse, error) {
-	if req.GetConsistency() == api.Consistency_CONSISTENCY_LINEARIZABLE {
-		if hint, err := c.s.route(ctx); err != nil {
-			return nil, err
-		} else if hint != nil {
-			return forward(ctx, c.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.MembersResponse, error) {
-				return api.NewClusterClient(cc).Members(ctx, req)
-			})
-		}
+	if resp, handled, err := forwardRead(ctx, c.s, req.GetConsistency(), func(ctx context.Context, cc *grpc.ClientConn) (*api.MembersResponse, error) {
+		return api.NewClusterClient(cc).Members(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	st, info, err := c.s.readState(ctx, req.GetConsistency())
 	if err != nil {
@@ -150,63 +141,14 @@ func (c *clusterServer) TransferLeadership(ctx context.Context, req *api.Transfe
 			return nil, err
 		}
 	}
-	if hint, err := c.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		return forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.TransferLeadershipResponse, error) {
-			return api.NewClusterClient(cc).TransferLeadership(ctx, req)
-		})
+	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.TransferLeadershipResponse, error) {
+		return api.NewClusterClient(cc).TransferLeadership(ctx, req)
+	}); handled {
+		return resp, err
 	}
-	var f raft.Future
-	if to := req.GetToNodeId(); to != "" {
-		cf := c.s.cfg.Raft.GetConfiguration()
-		if err := cf.Error(); err != nil {
-			return nil, unavailable(nil, "read raft configuration: %v", err)
-		}
-		var target *raft.Server
-		for _, srv := range cf.Configuration().Servers {
-			if string(srv.ID) == to {
-				target = &srv
-			}
-		}
-		switch {
-		case target == nil:
-			return nil, statusNotFound("to_node_id: %q is not in the raft configuration", to)
-		case target.Suffrage != raft.Voter:
-			return nil, invalid("to_node_id: %q is not a voter", to)
-		case to == c.s.cfg.NodeID:
-			return &api.TransferLeadershipResponse{LeaderId: to}, nil
-		}
-		f = c.s.cfg.Raft.LeadershipTransferToServer(target.ID, target.Address)
-	} else {
-		f = c.s.cfg.Raft.LeadershipTransfer()
+	id, err := c.s.cfg.Sched.TransferLeadership(ctx, req.GetToNodeId())
+	if err != nil {
+		return nil, membershipError(err, c.s.leaderHint())
 	}
-	if err := waitRaft(ctx, f); err != nil {
-		return nil, unavailable(c.s.leaderHint(), "leadership transfer: %v", err)
-	}
-	// Raft returns once the target won; this node may learn the new
-	// leader's id a moment later. Wait briefly so the answer names it.
-	resp := &api.TransferLeadershipResponse{}
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		if _, id := c.s.cfg.Raft.LeaderWithID(); id != "" && string(id) != c.s.cfg.NodeID {
-			resp.LeaderId = string(id)
-			return resp, nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return resp, nil
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func waitRaft(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return &api.TransferLeadershipResponse{LeaderId: id}, nil
 }

@@ -78,6 +78,10 @@ func membershipError(err error, hint *api.LeaderHint) error {
 		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
 	case errors.Is(err, scheduler.ErrNoSuchMember):
 		return statusWith(codes.NotFound, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
+	case errors.Is(err, scheduler.ErrNotVoter):
+		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
+	case errors.Is(err, scheduler.ErrTransferFailed):
+		return statusWith(codes.Unavailable, api.Outcome_OUTCOME_NOT_APPLIED, "", hint, err.Error())
 	}
 	return proposalError(err, "", hint)
 }

@@ -27,14 +27,10 @@ func (l *loadServer) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	if req.GetReporterId() == "" {
 		return nil, invalid("reporter_id: must be set")
 	}
-	if hint, err := l.s.route(ctx); err != nil {
-		return nil, err
-	} else if hint != nil {
-		// A report is idempotent per (reporter, column): forwarding failures
-		// are definite from the reporter's point of view — it resends.
-		return forward(ctx, l.s, hint, false, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.ReportResponse, error) {
-			return api.NewLoadClient(cc).Report(ctx, req)
-		})
+	if resp, handled, err := forwardRead(ctx, l.s, api.Consistency_CONSISTENCY_LINEARIZABLE, func(ctx context.Context, cc *grpc.ClientConn) (*api.ReportResponse, error) {
+		return api.NewLoadClient(cc).Report(ctx, req)
+	}); handled {
+		return resp, err
 	}
 	return l.s.cfg.Loads.Report(ctx, req)
 }

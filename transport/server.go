@@ -157,3 +157,35 @@ func (s *Server) propose(ctx context.Context, cmd *api.Command) (*api.CommandRes
 	}
 	return res.CommandResult, nil
 }
+
+// forwardRead forwards a linearizable read when this node cannot serve it;
+// handled is false when the caller should serve it here.
+func forwardRead[Resp any](ctx context.Context, s *Server, c api.Consistency, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
+	if c != api.Consistency_CONSISTENCY_LINEARIZABLE {
+		return resp, false, nil
+	}
+	hint, err := s.route(ctx)
+	if err != nil {
+		return resp, true, err
+	}
+	if hint == nil {
+		return resp, false, nil
+	}
+	resp, err = forward(ctx, s, hint, false, "", call)
+	return resp, true, err
+}
+
+// forwardWrite forwards a leader-only mutation when this node cannot serve
+// it; handled is false when the caller should serve it here. A failure of
+// the hop itself after sending is an unknown outcome.
+func forwardWrite[Resp any](ctx context.Context, s *Server, requestID string, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
+	hint, err := s.route(ctx)
+	if err != nil {
+		return resp, true, err
+	}
+	if hint == nil {
+		return resp, false, nil
+	}
+	resp, err = forward(ctx, s, hint, true, requestID, call)
+	return resp, true, err
+}
