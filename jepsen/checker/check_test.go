@@ -31,7 +31,11 @@ func (f *fixture) add(cmd *api.Command) {
 		f.hlc += ms
 		cmd.Hlc = f.hlc
 	}
-	f.log = append(f.log, raftlog.Entry{Index: uint64(len(f.log) + 1), Term: 1, Type: raft.LogCommand, Command: cmd})
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		panic(err)
+	}
+	f.log = append(f.log, raftlog.Entry{Index: uint64(len(f.log) + 1), Term: 1, Type: raft.LogCommand, Command: cmd, Data: data})
 }
 
 func (f *fixture) op(op history.Op) { op.ID = len(f.ops); f.ops = append(f.ops, op) }
@@ -166,5 +170,26 @@ func TestCheckCatchesEachKindOfBug(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// One node's committed log diverges: the checker reports it and judges the
+// clients against the majority's log, not the outlier's.
+func TestCheckJudgesAgainstTheMajorityLog(t *testing.T) {
+	f := newFixture(t)
+	outlier := append([]raftlog.Entry{}, f.log...)
+	cmd := split("other", 1, "k1", 1) // would make version 2 differently
+	cmd.Hlc = outlier[1].Command.GetHlc()
+	data, _ := proto.Marshal(cmd)
+	outlier[1] = raftlog.Entry{Index: 2, Term: 1, Type: raft.LogCommand, Command: cmd, Data: data}
+	f.logs = map[string][]raftlog.Entry{"n1": outlier, "n2": f.log, "n3": f.log}
+	r := f.check(t)
+	if !r.Has(CheckLogAgreement) {
+		t.Fatalf("divergence not reported:\n%s", r.Summary())
+	}
+	for _, v := range r.Violations {
+		if v.Check != CheckLogAgreement {
+			t.Errorf("judged against the outlier: %s", v)
+		}
 	}
 }

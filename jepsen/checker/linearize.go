@@ -1,9 +1,12 @@
 package checker
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 
@@ -88,6 +91,7 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 	end++
 	var out []porcupine.Operation
 	clientRIDs := map[string]bool{}
+	reads := map[catState][]porcupine.Operation{}
 	for _, op := range ops {
 		if op.Kind == history.Split {
 			clientRIDs[op.RequestID] = true
@@ -98,7 +102,8 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 			if err != nil {
 				continue // checkRead reported it
 			}
-			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
+			s := catState{op.Version, h}
+			reads[s] = append(reads[s], porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
 				Input: catInput{kind: catRead, client: op.Client}, Output: catOutput{version: op.Version, hash: h}})
 		case op.Kind == history.Split && op.Status == history.OK:
 			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
@@ -112,6 +117,9 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 				Input:  catInput{kind: catSplit, routeID: op.RouteID, key: op.SplitKey, expected: op.ExpectedVersion, hlc: op.CommitHLC, client: op.Client},
 				Output: catOutput{version: op.Version, leftID: op.LeftID, rightID: op.RightID, unknown: true}})
 		}
+	}
+	for _, s := range slices.SortedFunc(maps.Keys(reads), func(a, b catState) int { return cmp.Compare(a.version, b.version) }) {
+		out = append(out, extremeReads(reads[s])...)
 	}
 	maxClient := 0
 	for _, op := range ops {
@@ -144,6 +152,37 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 		},
 	}
 	return out, m
+}
+
+// extremeReads keeps, of reads that all saw the same state (which occurs
+// once in the history: it is never re-entered), the one that
+// returned first and the one that was invoked last. The others cannot
+// change porcupine's verdict, and with dozens of concurrent readers they
+// make its search explode.
+//
+// Why: states are never repeated (every change raises the version), so in
+// any linearization the state S holds on one interval [p, q) between two
+// changes. A read of S fits iff its window meets that interval, i.e. p <=
+// its return and q >= its call. Over all reads of S that is p <= the
+// earliest return and q >= the latest call — exactly what the two kept
+// reads require; and any linearization meeting those two leaves room for
+// every other read of S (call <= latest call <= q and p <= earliest return
+// <= return). Reads of a state that never existed are kept this way too
+// and still cannot be placed.
+func extremeReads(rs []porcupine.Operation) []porcupine.Operation {
+	first, last := 0, 0
+	for i, r := range rs {
+		if r.Return < rs[first].Return {
+			first = i
+		}
+		if r.Call > rs[last].Call {
+			last = i
+		}
+	}
+	if first == last {
+		return rs[first : first+1]
+	}
+	return []porcupine.Operation{rs[first], rs[last]}
 }
 
 func stepCatalog(cats *catalogs, s catState, in catInput, out catOutput) (bool, interface{}) {
@@ -226,6 +265,8 @@ func switchHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operatio
 	end++
 	var out []porcupine.Operation
 	rids := map[string]bool{}
+	reads := map[swState][]porcupine.Operation{}
+	var readOrder []swState
 	for _, op := range ops {
 		switch {
 		case op.Kind == history.SetEnabled:
@@ -239,8 +280,34 @@ func switchHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operatio
 					Input: swInput{write: true, enabled: op.Enabled, reason: op.Reason}, Output: swState{}})
 			}
 		case op.Kind == history.ReadSwitch && op.Status == history.OK:
-			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
-				Input: swInput{}, Output: swState{op.SwitchEnabled, op.SwitchReason}})
+			st := swState{op.SwitchEnabled, op.SwitchReason}
+			if _, seen := reads[st]; !seen {
+				readOrder = append(readOrder, st)
+			}
+			reads[st] = append(reads[st], porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return,
+				Input: swInput{}, Output: st})
+		}
+	}
+	// Client writes carry unique reasons, so switch states do not repeat and
+	// the reduction of catalog reads holds here too — except for a state
+	// written more than once (e.g. by a member's start flag), whose reads
+	// are all kept.
+	written := map[swState]int{init: 1}
+	for _, o := range out {
+		if in := o.Input.(swInput); in.write {
+			written[swState{in.enabled, in.reason}]++
+		}
+	}
+	for _, s := range replay.Switches[1:] {
+		if s.Applied && !rids[s.RequestID] {
+			written[swState{s.Enabled, s.Reason}]++
+		}
+	}
+	for _, st := range readOrder {
+		if written[st] > 1 {
+			out = append(out, reads[st]...)
+		} else {
+			out = append(out, extremeReads(reads[st])...)
 		}
 	}
 	maxClient := 0
