@@ -134,49 +134,119 @@ func (a *autoRun) runSim(ctx context.Context, seed uint64) {
 	}
 }
 
-// watchFailpoint waits for the failpoint to stop a node (exit status 137),
-// clears it on every other node, and restarts the stopped node after
-// RestartAfter.
+// maxTrips bounds how many leaders the failpoint may stop while it waits
+// for a two-step op: the detector may plan one-step (median) ops first.
+const maxTrips = 4
+
+// opPlannedLine is how a node logs an op the detector planned.
+var opPlannedLine = regexp.MustCompile(`msg="fsm: op planned" .*\bop_id=(\d+) .*\bsteps=(\d+)`)
+
+// watchFailpoint waits for the failpoint to stop a node (exit status 137)
+// and reads from that node's log which op it interrupted. A one-step op
+// does not count: the node is restarted with the failpoint armed again.
+// Once a two-step op was interrupted, the failpoint is cleared everywhere
+// and the node restarted after RestartAfter.
 func (a *autoRun) watchFailpoint(ctx context.Context) {
 	seen := map[string]int{}
 	for _, n := range a.c.Nodes {
 		seen[n.ID] = len(n.Exits())
 	}
+	for trips := 0; trips < maxTrips; trips++ {
+		n := a.waitTrip(ctx, seen)
+		if n == nil {
+			a.clearFailpoints(ctx)
+			return
+		}
+		op, steps := a.interrupted(n)
+		a.note("failpoint stopped %s (exit 137) after step 1 of op %d, a %d-step op", n.ID, op, steps)
+		if steps == 2 {
+			a.mu.Lock()
+			a.tripped = n
+			a.mu.Unlock()
+			a.clearFailpoints(ctx)
+			if sleepUntil(ctx, time.Now().Add(a.cfg.RestartAfter)) {
+				a.restart(ctx, n, false)
+			}
+			return
+		}
+		if !sleepUntil(ctx, time.Now().Add(a.cfg.RestartAfter)) {
+			a.clearFailpoints(ctx)
+			return
+		}
+		a.restart(ctx, n, true)
+	}
+	a.note("failpoint: %d trips without a two-step op; giving up", maxTrips)
+	a.clearFailpoints(ctx)
+}
+
+// waitTrip polls for a node whose process exited with status 137.
+func (a *autoRun) waitTrip(ctx context.Context, seen map[string]int) *cluster.Node {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
 		for _, n := range a.c.Nodes {
 			exits := n.Exits()
+			tripped := false
 			for _, e := range exits[seen[n.ID]:] {
-				if e.Status != 137 {
-					continue
-				}
-				a.mu.Lock()
-				a.tripped = n
-				a.mu.Unlock()
-				a.note("failpoint stopped %s (exit 137)", n.ID)
-				for _, m := range a.c.Nodes {
-					if m != n && m.Running() && !m.Paused() {
-						if err := m.SetFailpoint(ctx, cluster.Failpoint{}); err != nil {
-							a.note("clearing the failpoint on %s: %v", m.ID, err)
-						}
-					}
-				}
-				if sleepUntil(ctx, time.Now().Add(a.cfg.RestartAfter)) {
-					if err := n.Start(); err != nil {
-						a.note("restart %s: %v", n.ID, err)
-					} else {
-						a.note("restarted %s", n.ID)
-					}
-				}
-				return
+				tripped = tripped || e.Status == 137
 			}
 			seen[n.ID] = len(exits)
+			if tripped {
+				return n
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// interrupted reads the op the failpoint stopped n after, and its number
+// of steps as n logged when it applied the plan.
+func (a *autoRun) interrupted(n *cluster.Node) (op uint64, steps int) {
+	b, err := os.ReadFile(n.LogPath)
+	if err != nil {
+		return 0, 0
+	}
+	fps := failpointLine.FindAllSubmatch(b, -1)
+	if len(fps) == 0 {
+		return 0, 0
+	}
+	op, _ = strconv.ParseUint(string(fps[len(fps)-1][1]), 10, 64)
+	for _, m := range opPlannedLine.FindAllSubmatch(b, -1) {
+		if id, _ := strconv.ParseUint(string(m[1]), 10, 64); id == op {
+			steps, _ = strconv.Atoi(string(m[2]))
+		}
+	}
+	return op, steps
+}
+
+func (a *autoRun) restart(ctx context.Context, n *cluster.Node, arm bool) {
+	if err := n.Start(); err != nil {
+		a.note("restart %s: %v", n.ID, err)
+		return
+	}
+	a.note("restarted %s", n.ID)
+	if !arm {
+		return
+	}
+	if err := n.WaitServing(ctx); err != nil {
+		a.note("re-arming the failpoint on %s: %v", n.ID, err)
+		return
+	}
+	if err := n.SetFailpoint(ctx, cluster.Failpoint{Name: "after-op-step", Step: 1, LeaderOnly: true}); err != nil {
+		a.note("re-arming the failpoint on %s: %v", n.ID, err)
+	}
+}
+
+func (a *autoRun) clearFailpoints(ctx context.Context) {
+	for _, m := range a.c.Nodes {
+		if m.Running() && !m.Paused() {
+			if err := m.SetFailpoint(context.WithoutCancel(ctx), cluster.Failpoint{}); err != nil {
+				a.note("clearing the failpoint on %s: %v", m.ID, err)
+			}
 		}
 	}
 }
@@ -203,16 +273,17 @@ func (a *autoRun) accept(replay *model.Replay, c *cluster.Cluster) []string {
 	tripped := a.tripped
 	a.mu.Unlock()
 	if tripped == nil {
-		return append(out, "the step-1 failpoint never stopped a node")
+		return append(out, "the step-1 failpoint never interrupted a two-step op")
 	}
 	b, err := os.ReadFile(tripped.LogPath)
 	if err != nil {
 		return append(out, fmt.Sprintf("read %s: %v", tripped.LogPath, err))
 	}
-	m := failpointLine.FindSubmatch(b)
-	if m == nil {
+	all := failpointLine.FindAllSubmatch(b, -1)
+	if len(all) == 0 {
 		return append(out, fmt.Sprintf("%s exited 137 but its log has no failpoint line", tripped.ID))
 	}
+	m := all[len(all)-1]
 	op, _ := strconv.ParseUint(string(m[1]), 10, 64)
 	idx, _ := strconv.ParseUint(string(m[2]), 10, 64)
 	var step1, step2 *model.SplitEvent

@@ -38,8 +38,9 @@ type Scenario struct {
 	// Controls, when set, are turned on on every node before any traffic:
 	// a negative control, which the checker must catch.
 	Controls *cluster.Controls
-	// Args go to every node; BootstrapArgs to the first.
-	Args, BootstrapArgs []string
+	// Args go to every node; BootstrapArgs to the first; Env is added to
+	// every node's environment.
+	Args, BootstrapArgs, Env []string
 	// Auto drives automatic splits (the simulator and the step-1
 	// failpoint); nil for manual-only scenarios.
 	Auto *AutoSplit
@@ -118,7 +119,7 @@ func Run(ctx context.Context, env Env, sc Scenario, seed uint64) (*Result, error
 
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	c, err := cluster.Start(sctx, cluster.Config{Binary: env.Binary, Dir: res.Dir, Nodes: sc.Nodes,
-		Args: append(append([]string{}, baseArgs...), sc.Args...), BootstrapArgs: sc.BootstrapArgs, Logf: env.Logf})
+		Args: append(append([]string{}, baseArgs...), sc.Args...), BootstrapArgs: sc.BootstrapArgs, Env: sc.Env, Logf: env.Logf})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)

@@ -204,11 +204,16 @@ func TestIntegrationJepsenControlFollowerReads(t *testing.T) {
 }
 
 func TestIntegrationJepsenControlSkipReadIndex(t *testing.T) {
-	run(t, Scenario{Name: "control-skip-read-index", Nodes: 3, Window: 36 * time.Second, Ops: 7000, MaxRoutes: 500,
-		Faults: []FaultKind{PauseLeader}, Controls: &cluster.Controls{SkipReadIndex: true},
-		Timing: Timing{HoldMin: 1500 * time.Millisecond, HoldMax: 2 * time.Second, GapMin: time.Second, GapMax: 1500 * time.Millisecond},
+	// A paused leader that wakes up still believes it leads until raft's
+	// lease check deposes it; reads that were queued at it race with that
+	// check, and without the read index the ones that win answer from its
+	// stale state. The race is won in roughly a third of the pauses, so
+	// the scenario pauses the leader about twenty times.
+	run(t, Scenario{Name: "control-skip-read-index", Nodes: 3, Window: 44 * time.Second, Ops: 9000, MaxRoutes: 500,
+		Faults: []FaultKind{PauseLeader}, Controls: &cluster.Controls{SkipReadIndex: true}, Env: []string{"GOMAXPROCS=8"},
+		Timing: Timing{HoldMin: 1400 * time.Millisecond, HoldMax: 1700 * time.Millisecond, GapMin: 500 * time.Millisecond, GapMax: 800 * time.Millisecond},
 		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
-			return append(rotated(c, 6, 400*time.Millisecond, Mix{Split: 1}), pinnedReaders(c, 10, 400*time.Millisecond)...)
+			return append(rotated(c, 6, 400*time.Millisecond, Mix{Split: 1}), pinnedReaders(c, 15, 400*time.Millisecond)...)
 		}}, checker.CheckLinearizable, checker.CheckMonotonic)
 }
 
@@ -218,4 +223,21 @@ func TestIntegrationJepsenControlSkipCAS(t *testing.T) {
 		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
 			return rotated(c, 4, 2*time.Second, Mix{Read: 40, Split: 60, StaleCAS: 20})
 		}}, checker.CheckClientVsLog, checker.CheckLinearizable)
+}
+
+// The long suite only: the leader paused twenty times in 44 s, its
+// process running with more Ps than cores. No control is on, so it must
+// pass — but with hashicorp/raft v1.7.2 it finds hashicorp/raft#695 (a
+// heartbeat handled off the main loop bumps the term while the deposed
+// leader dispatches an entry, and logs diverge) in about one run of four.
+func TestIntegrationJepsenPauseStorm(t *testing.T) {
+	if !*longFlag {
+		t.Skip("long suite only (-long)")
+	}
+	run(t, Scenario{Name: "pause-storm", Nodes: 3, Window: 44 * time.Second, Ops: 9000, MaxRoutes: 500,
+		Faults: []FaultKind{PauseLeader}, Env: []string{"GOMAXPROCS=32"},
+		Timing: Timing{HoldMin: 1400 * time.Millisecond, HoldMax: 1700 * time.Millisecond, GapMin: 500 * time.Millisecond, GapMax: 800 * time.Millisecond},
+		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
+			return append(rotated(c, 6, 400*time.Millisecond, Mix{Split: 1}), pinnedReaders(c, 15, 400*time.Millisecond)...)
+		}})
 }

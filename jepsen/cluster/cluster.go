@@ -49,7 +49,9 @@ type Config struct {
 	// Args go to every node (raft timings, snapshot thresholds, detector
 	// flags); BootstrapArgs to the first node only.
 	Args, BootstrapArgs []string
-	Logf                func(format string, args ...any)
+	// Env is added to every node's environment (e.g. GOMAXPROCS).
+	Env  []string
+	Logf func(format string, args ...any)
 }
 
 // Cluster is a set of hotsplitd processes.
@@ -66,6 +68,7 @@ type Node struct {
 	RaftAddr, GRPCAddr, HTTPAddr string
 	DataDir, LogPath             string
 	args                         []string
+	env                          []string
 	bin                          string
 	http                         *http.Client
 
@@ -103,7 +106,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	for i := range cfg.Nodes {
 		id := fmt.Sprintf("n%d", i+1)
 		n := &Node{ID: id, RaftAddr: ports[3*i], GRPCAddr: ports[3*i+1], HTTPAddr: ports[3*i+2],
-			DataDir: filepath.Join(cfg.Dir, id), LogPath: filepath.Join(cfg.Dir, id+".log"), bin: cfg.Binary, http: hc}
+			DataDir: filepath.Join(cfg.Dir, id), LogPath: filepath.Join(cfg.Dir, id+".log"), bin: cfg.Binary, env: cfg.Env, http: hc}
 		n.args = append([]string{"--id", id, "--dataDir", n.DataDir, "--raftAddr", n.RaftAddr, "--grpcAddr", n.GRPCAddr, "--httpAddr", n.HTTPAddr}, cfg.Args...)
 		if i == 0 {
 			n.args = append(n.args, "--bootstrap")
@@ -202,6 +205,7 @@ func (n *Node) Start() error {
 	n.starts++
 	fmt.Fprintf(logf, "=== jepsen: start #%d of %s at %s: %s %s\n", n.starts, n.ID, time.Now().Format(time.RFC3339Nano), n.bin, strings.Join(n.args, " "))
 	cmd := exec.Command(n.bin, n.args...)
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Own process group, so a terminal's signals do not reach it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
