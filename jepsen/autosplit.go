@@ -142,10 +142,11 @@ const maxTrips = 4
 var opPlannedLine = regexp.MustCompile(`msg="fsm: op planned" .*\bop_id=(\d+) .*\bsteps=(\d+)`)
 
 // watchFailpoint waits for the failpoint to stop a node (exit status 137)
-// and reads from that node's log which op it interrupted. A one-step op
-// does not count: the node is restarted with the failpoint armed again.
-// Once a two-step op was interrupted, the failpoint is cleared everywhere
-// and the node restarted after RestartAfter.
+// and reads from that node's log which op it interrupted. It clears the
+// failpoint everywhere at once — before a next leader could apply the same
+// step entry late and trip too — and restarts the node after RestartAfter.
+// A one-step op does not count: each node is armed again once it has
+// applied past that entry. A two-step op ends the hunt.
 func (a *autoRun) watchFailpoint(ctx context.Context) {
 	seen := map[string]int{}
 	for _, n := range a.c.Nodes {
@@ -157,26 +158,70 @@ func (a *autoRun) watchFailpoint(ctx context.Context) {
 			a.clearFailpoints(ctx)
 			return
 		}
-		op, steps := a.interrupted(n)
-		a.note("failpoint stopped %s (exit 137) after step 1 of op %d, a %d-step op", n.ID, op, steps)
+		a.clearFailpoints(ctx)
+		op, idx, steps := a.interrupted(n)
+		a.note("failpoint stopped %s (exit 137) after step 1 of op %d at index %d, a %d-step op", n.ID, op, idx, steps)
 		if steps == 2 {
 			a.mu.Lock()
 			a.tripped = n
 			a.mu.Unlock()
-			a.clearFailpoints(ctx)
-			if sleepUntil(ctx, time.Now().Add(a.cfg.RestartAfter)) {
-				a.restart(ctx, n, false)
-			}
+			a.restartLater(ctx, n)
 			return
 		}
-		if !sleepUntil(ctx, time.Now().Add(a.cfg.RestartAfter)) {
+		// The others are armed again while the stopped node restarts, so
+		// that the next op's step 1 is not missed.
+		restarted := make(chan struct{})
+		go func() { defer close(restarted); a.restartLater(ctx, n) }()
+		err := a.rearmAfter(ctx, idx)
+		<-restarted
+		if err != nil {
+			a.note("re-arming the failpoint: %v", err)
 			a.clearFailpoints(ctx)
 			return
 		}
-		a.restart(ctx, n, true)
+		a.note("failpoint re-armed on every node")
 	}
 	a.note("failpoint: %d trips without a two-step op; giving up", maxTrips)
 	a.clearFailpoints(ctx)
+}
+
+// restartLater restarts n after RestartAfter (unless ctx ends first).
+func (a *autoRun) restartLater(ctx context.Context, n *cluster.Node) {
+	if !sleepUntil(ctx, time.Now().Add(a.cfg.RestartAfter)) {
+		return
+	}
+	if err := n.Start(); err != nil {
+		a.note("restart %s: %v", n.ID, err)
+		return
+	}
+	a.note("restarted %s", n.ID)
+}
+
+// rearmAfter arms the failpoint again on each node as soon as that node
+// serves and has applied log index idx (so that it cannot trip on that
+// entry again by applying it late as a new leader); it gives up after 15 s.
+func (a *autoRun) rearmAfter(ctx context.Context, idx uint64) error {
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	armed := map[string]bool{}
+	for len(armed) < len(a.c.Nodes) {
+		for _, n := range a.c.Nodes {
+			if armed[n.ID] {
+				continue
+			}
+			if st, err := n.State(wctx); err != nil || st.AppliedIndex < idx {
+				continue
+			}
+			if err := n.SetFailpoint(wctx, cluster.Failpoint{Name: "after-op-step", Step: 1, LeaderOnly: true}); err != nil {
+				return err
+			}
+			armed[n.ID] = true
+		}
+		if len(armed) < len(a.c.Nodes) && !sleepUntil(wctx, time.Now().Add(20*time.Millisecond)) {
+			return fmt.Errorf("only %d of %d nodes applied index %d in time", len(armed), len(a.c.Nodes), idx)
+		}
+	}
+	return nil
 }
 
 // waitTrip polls for a node whose process exited with status 137.
@@ -203,42 +248,26 @@ func (a *autoRun) waitTrip(ctx context.Context, seen map[string]int) *cluster.No
 	}
 }
 
-// interrupted reads the op the failpoint stopped n after, and its number
-// of steps as n logged when it applied the plan.
-func (a *autoRun) interrupted(n *cluster.Node) (op uint64, steps int) {
+// interrupted reads the op and log index the failpoint stopped n after,
+// and the op's number of steps as n logged when it applied the plan.
+func (a *autoRun) interrupted(n *cluster.Node) (op, index uint64, steps int) {
 	b, err := os.ReadFile(n.LogPath)
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	fps := failpointLine.FindAllSubmatch(b, -1)
 	if len(fps) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
-	op, _ = strconv.ParseUint(string(fps[len(fps)-1][1]), 10, 64)
+	last := fps[len(fps)-1]
+	op, _ = strconv.ParseUint(string(last[1]), 10, 64)
+	index, _ = strconv.ParseUint(string(last[2]), 10, 64)
 	for _, m := range opPlannedLine.FindAllSubmatch(b, -1) {
 		if id, _ := strconv.ParseUint(string(m[1]), 10, 64); id == op {
 			steps, _ = strconv.Atoi(string(m[2]))
 		}
 	}
-	return op, steps
-}
-
-func (a *autoRun) restart(ctx context.Context, n *cluster.Node, arm bool) {
-	if err := n.Start(); err != nil {
-		a.note("restart %s: %v", n.ID, err)
-		return
-	}
-	a.note("restarted %s", n.ID)
-	if !arm {
-		return
-	}
-	if err := n.WaitServing(ctx); err != nil {
-		a.note("re-arming the failpoint on %s: %v", n.ID, err)
-		return
-	}
-	if err := n.SetFailpoint(ctx, cluster.Failpoint{Name: "after-op-step", Step: 1, LeaderOnly: true}); err != nil {
-		a.note("re-arming the failpoint on %s: %v", n.ID, err)
-	}
+	return op, index, steps
 }
 
 func (a *autoRun) clearFailpoints(ctx context.Context) {

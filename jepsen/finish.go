@@ -55,13 +55,13 @@ func finish(ctx context.Context, c *cluster.Cluster, logf func(string, ...any)) 
 			return in, err
 		}
 	}
-	nodes, committed, err := sample(hctx, c)
+	nodes, versions, committed, err := sample(hctx, c)
 	if err != nil {
 		return in, err
 	}
 	in.Committed = committed
 	for i := range nodes {
-		if err := watch(hctx, c.Nodes[i], &nodes[i]); err != nil {
+		if err := watch(hctx, c.Nodes[i], versions[i], &nodes[i]); err != nil {
 			return in, err
 		}
 	}
@@ -89,14 +89,15 @@ func logLengths(logs map[string][]raftlog.Entry) map[string]int {
 
 // sample polls every node's /jepsen/state together, every 20 ms, until an
 // applied index has been seen on every node (at least 1 s of samples, at
-// most 10 s), and returns the samples and the highest applied index seen.
-func sample(ctx context.Context, c *cluster.Cluster) ([]checker.NodeFinal, uint64, error) {
+// most 10 s), and returns the samples, each node's last catalog version
+// and the highest applied index seen.
+func sample(ctx context.Context, c *cluster.Cluster) ([]checker.NodeFinal, []uint64, uint64, error) {
 	nodes := make([]checker.NodeFinal, len(c.Nodes))
 	for i, n := range c.Nodes {
 		nodes[i] = checker.NodeFinal{ID: n.ID, Hashes: map[uint64]string{}}
 	}
 	var committed uint64
-	var versions = make([]uint64, len(c.Nodes))
+	versions := make([]uint64, len(c.Nodes))
 	t0 := time.Now()
 	for time.Since(t0) < 10*time.Second {
 		states := make([]cluster.State, len(c.Nodes))
@@ -116,18 +117,15 @@ func sample(ctx context.Context, c *cluster.Cluster) ([]checker.NodeFinal, uint6
 			versions[i] = st.CatalogVersion
 		}
 		if time.Since(t0) >= time.Second && commonIndex(nodes) {
-			for i := range nodes {
-				nodes[i].WatchFrom = versions[i] // the version to watch up to, for now
-			}
-			return nodes, committed, nil
+			return nodes, versions, committed, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, 0, ctx.Err()
+			return nil, nil, 0, ctx.Err()
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil, 0, fmt.Errorf("%w: no applied index seen on every node within 10 s", errNoConvergence)
+	return nil, nil, 0, fmt.Errorf("%w: no applied index seen on every node within 10 s", errNoConvergence)
 }
 
 func commonIndex(nodes []checker.NodeFinal) bool {
@@ -150,10 +148,9 @@ func commonIndex(nodes []checker.NodeFinal) bool {
 // read: within every node's kept delta history (1024).
 const watchHistory = 1000
 
-// watch reads one node's own catalog history up to the version it last
-// reported (held in f.WatchFrom on entry) from that node alone.
-func watch(ctx context.Context, n *cluster.Node, f *checker.NodeFinal) error {
-	upTo := f.WatchFrom
+// watch reads one node's own catalog history, up to version upTo, from
+// that node alone.
+func watch(ctx context.Context, n *cluster.Node, upTo uint64, f *checker.NodeFinal) error {
 	from := uint64(1)
 	if upTo > watchHistory {
 		from = upTo - watchHistory

@@ -119,7 +119,7 @@ func Run(ctx context.Context, env Env, sc Scenario, seed uint64) (*Result, error
 
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	c, err := cluster.Start(sctx, cluster.Config{Binary: env.Binary, Dir: res.Dir, Nodes: sc.Nodes,
-		Args: append(append([]string{}, baseArgs...), sc.Args...), BootstrapArgs: sc.BootstrapArgs, Env: sc.Env, Logf: env.Logf})
+		Args: append(append([]string{}, baseArgs...), sc.Args...), BootstrapArgs: sc.BootstrapArgs, Env: sc.Env})
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("start cluster: %w", err)

@@ -50,8 +50,7 @@ type Config struct {
 	// flags); BootstrapArgs to the first node only.
 	Args, BootstrapArgs []string
 	// Env is added to every node's environment (e.g. GOMAXPROCS).
-	Env  []string
-	Logf func(format string, args ...any)
+	Env []string
 }
 
 // Cluster is a set of hotsplitd processes.
@@ -93,9 +92,6 @@ type Exit struct {
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 {
 		return nil, errors.New("cluster: Nodes must be at least 1")
-	}
-	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...any) {}
 	}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	c := &Cluster{cfg: cfg, http: hc}
