@@ -12,10 +12,12 @@ import (
 // Node sizes of the start index. Memory latency, not comparisons, decides
 // lookup cost at a million routes: each entry keeps its 8-byte key prefix
 // next to its pointer, a node's lines are scanned with independent loads
-// (fetched in parallel, not one binary-search step at a time), and 64-entry
-// leaves (1 KiB) keep the level above them small enough for the core's L2.
+// (fetched in parallel, not one binary-search step at a time), and the
+// level above the leaves stays small enough for the core's L2.
 const (
-	leafFanout  = 32
+	// 31 entries and a count make a leaf 504 bytes, which Go allocates in
+	// its 512-byte size class: eight whole, aligned cache lines.
+	leafFanout  = 31
 	innerFanout = 32
 	// Bulk-built nodes are 7/8 full, leaving room for splits.
 	leafBulk  = leafFanout * 7 / 8
@@ -44,10 +46,25 @@ type leafEntry struct {
 	r      *RouteDescriptor
 }
 
-// leafNode holds up to leafFanout routes in start order.
+// leafNode holds up to leafFanout routes in start order. Entries past n
+// are padding with prefix noPrefix, so that a search can scan the whole
+// fixed-size array without a bound that depends on n.
 type leafNode struct {
 	n int
 	e [leafFanout]leafEntry
+}
+
+// noPrefix pads leaves: no real prefix exceeds it.
+const noPrefix = ^uint64(0)
+
+// newLeaf returns a leaf holding es, padded.
+func newLeaf(es []leafEntry) *leafNode {
+	lf := &leafNode{n: len(es)}
+	copy(lf.e[:], es)
+	for i := len(es); i < leafFanout; i++ {
+		lf.e[i].prefix = noPrefix
+	}
+	return lf
 }
 
 // innerEntry is one subtree: its first key's prefix and one pointer to the
@@ -76,17 +93,20 @@ type innerNode struct {
 // prefix is <= key: counting prefixes <= kp settles almost every search and
 // only a prefix tie reads key bytes.
 func (lf *leafNode) floor(kp uint64, key []byte) int {
-	// Count in a strided order, one entry of each 64-byte line (4 entries)
-	// first: a leaf spans 16 lines and a plain scan is longer than the
-	// reorder window, which would fetch them in two serial waves.
-	es := lf.e[:lf.n]
+	// Count over the whole padded array in a strided order, one entry of
+	// each 64-byte line (4 entries) first, so that every line's load is
+	// in flight at once; the constant bounds let the compiler drop bounds
+	// checks and keep the loop short enough for the next lookup to start
+	// within the reorder window. Padding counts only when kp is noPrefix,
+	// hence the clamp to n.
+	es := &lf.e
 	count := 0
 	for s := range 4 {
-		for j := s; j < len(es); j += 4 {
+		for j := s; j < leafFanout; j += 4 {
 			count += le(es[j].prefix, kp)
 		}
 	}
-	i := count - 1
+	i := min(count, lf.n) - 1
 	for i >= 0 && lf.e[i].prefix == kp && bytes.Compare(lf.e[i].r.Start, key) > 0 {
 		i--
 	}
@@ -95,19 +115,19 @@ func (lf *leafNode) floor(kp uint64, key []byte) int {
 
 func (in *innerNode) floor(kp uint64, key []byte) int {
 	// Inner nodes stay cached, so unlike leaves they are searched by
-	// halving; the step compiles to a conditional move.
-	es := in.e[:in.n]
-	if len(es) == 0 || es[0].prefix > kp {
+	// halving, over the whole padded array (entries past n have prefix
+	// noPrefix) in a fixed five steps that compile to conditional moves.
+	es := &in.e
+	if in.n == 0 || es[0].prefix > kp {
 		return -1
 	}
-	i, width := 0, len(es)
-	for width > 1 {
-		half := width >> 1
+	i := 0
+	for half := innerFanout / 2; half > 0; half >>= 1 {
 		if es[i+half].prefix <= kp {
 			i += half
 		}
-		width -= half
 	}
+	i = min(i, in.n-1)
 	for i >= 0 && in.e[i].prefix == kp && bytes.Compare(in.first[i].Start, key) > 0 {
 		i--
 	}
@@ -195,11 +215,14 @@ func (in *innerNode) subtrees() []subtree {
 	return out
 }
 
-// fill sets the node's children to subs.
+// fill sets the node's children to subs and pads the rest.
 func (in *innerNode) fill(subs []subtree) {
 	in.n = len(subs)
 	for i, s := range subs {
 		in.e[i], in.first[i] = s.e, s.first
+	}
+	for i := len(subs); i < innerFanout; i++ {
+		in.e[i], in.first[i] = innerEntry{prefix: noPrefix}, nil
 	}
 }
 
@@ -211,14 +234,10 @@ func (lf *leafNode) set(r *RouteDescriptor, kp uint64) (*leafNode, *leafNode, in
 		return &c, nil, 0
 	}
 	left, right := insertAt(c.e[:c.n], i+1, leafEntry{kp, r}, leafFanout)
-	out := &leafNode{n: len(left)}
-	copy(out.e[:], left)
 	if right == nil {
-		return out, nil, 1
+		return newLeaf(left), nil, 1
 	}
-	sib := &leafNode{n: len(right)}
-	copy(sib.e[:], right)
-	return out, sib, 1
+	return newLeaf(left), newLeaf(right), 1
 }
 
 func (in *innerNode) set(h int, r *RouteDescriptor, kp uint64) (*innerNode, *innerNode, int) {
@@ -272,17 +291,17 @@ func insertAt[E any](es []E, pos int, x E, capacity int) (left, right []E) {
 func buildStartIndex(routes []*RouteDescriptor) *startIndex {
 	t := &startIndex{n: len(routes)}
 	var level []subtree
+	es := make([]leafEntry, 0, leafBulk)
 	for i := 0; i < len(routes); i += leafBulk {
-		lf := &leafNode{}
+		es = es[:0]
 		for _, r := range routes[i:min(i+leafBulk, len(routes))] {
-			lf.e[lf.n] = leafEntry{keyPrefix(r.Start), r}
-			lf.n++
+			es = append(es, leafEntry{keyPrefix(r.Start), r})
 		}
-		level = append(level, leafEntryOf(lf))
+		level = append(level, leafEntryOf(newLeaf(es)))
 	}
 	switch len(level) {
 	case 0:
-		t.rootLeaf = &leafNode{}
+		t.rootLeaf = newLeaf(nil)
 		return t
 	case 1:
 		t.rootLeaf = level[0].e.leaf()
@@ -373,6 +392,11 @@ func (lf *leafNode) check() error {
 	if lf.n < 1 || lf.n > leafFanout {
 		return fmt.Errorf("start index leaf has %d entries", lf.n)
 	}
+	for i := lf.n; i < leafFanout; i++ {
+		if lf.e[i] != (leafEntry{prefix: noPrefix}) {
+			return fmt.Errorf("start index leaf padding %d is set", i)
+		}
+	}
 	for i := range lf.n {
 		r := lf.e[i].r
 		if r == nil || lf.e[i].prefix != keyPrefix(r.Start) {
@@ -388,6 +412,11 @@ func (lf *leafNode) check() error {
 func (in *innerNode) check(h int) (int, error) {
 	if in.n < 1 || in.n > innerFanout {
 		return 0, fmt.Errorf("start index inner node has %d entries", in.n)
+	}
+	for i := in.n; i < innerFanout; i++ {
+		if in.e[i] != (innerEntry{prefix: noPrefix}) || in.first[i] != nil {
+			return 0, fmt.Errorf("start index inner node padding %d is set", i)
+		}
 	}
 	total := 0
 	for i := range in.n {
