@@ -117,7 +117,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})
+	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})}
 
 	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg)})
 	notify := make(chan bool, 16)
