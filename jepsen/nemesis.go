@@ -36,9 +36,14 @@ const (
 	// restart), then isolate the leader so that leadership moves between
 	// skewed clocks.
 	ClockSkew FaultKind = "clock-skew"
+	// ClockBehindLeader: set the leader's HLC source MaxClockOffset ahead
+	// and every other node's MaxClockOffset behind, then isolate the
+	// leader, so that leadership always moves from the fastest clock to a
+	// slower one: the move the fence ceiling exists for.
+	ClockBehindLeader FaultKind = "clock-behind-leader"
 )
 
-// MaxClockOffset bounds ClockSkew's offsets.
+// MaxClockOffset bounds ClockSkew's offsets and is ClockBehindLeader's.
 const MaxClockOffset = 3 * time.Second
 
 // Fault is one planned fault: injected At after the workload starts, for
@@ -219,6 +224,30 @@ func (n *nemesis) inject(ctx context.Context, f Fault) (heal func(context.Contex
 			return nil, "", err
 		}
 		return func(context.Context) error { return leader.Resume() }, fmt.Sprintf("%s: SIGSTOP %s", f.Kind, leader.ID), nil
+	case ClockBehindLeader:
+		leader, err := n.c.WaitLeader(lctx)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, node := range n.c.Nodes {
+			if !node.Running() || node.Paused() {
+				continue
+			}
+			offset := -MaxClockOffset.Milliseconds()
+			if node == leader {
+				offset = MaxClockOffset.Milliseconds()
+			}
+			if err := node.SetClock(lctx, offset); err != nil {
+				return nil, "", err
+			}
+		}
+		// A leader whose clock jumps ahead refuses timestamps until it
+		// renews its ceiling (every 250 ms): give it a second to hand out
+		// timestamps from its new clock before it is cut off.
+		if !sleepUntil(ctx, time.Now().Add(time.Second)) {
+			return nil, "", ctx.Err()
+		}
+		return n.partition(lctx, f.Kind, []*cluster.Node{leader}, n.others(leader))
 	case IsolateLeader, ClockSkew:
 		if f.Kind == ClockSkew {
 			for i, node := range n.c.Nodes {

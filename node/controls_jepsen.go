@@ -7,20 +7,22 @@ import (
 	"net/http"
 
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
 )
 
 // registerControlHandlers adds POST /jepsen/control, which sets the
 // negative controls — deliberate bugs the jepsen suite turns on to prove
 // its checker catches them: {"follower_local_reads": bool,
-// "skip_read_index": bool, "skip_cas": bool}. Every field is set (absent
-// means off).
+// "skip_read_index": bool, "skip_cas": bool, "skip_ceiling_observe":
+// bool}. Every field is set (absent means off).
 func registerControlHandlers(mux *http.ServeMux, n *Node) {
 	mux.HandleFunc("POST /jepsen/control", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			FollowerLocalReads bool `json:"follower_local_reads"`
 			SkipReadIndex      bool `json:"skip_read_index"`
 			SkipCAS            bool `json:"skip_cas"`
+			SkipCeilingObserve bool `json:"skip_ceiling_observe"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -28,7 +30,8 @@ func registerControlHandlers(mux *http.ServeMux, n *Node) {
 		}
 		transport.SetReadControls(req.FollowerLocalReads, req.SkipReadIndex)
 		fsm.SetSkipCAS(req.SkipCAS)
+		scheduler.SetSkipCeilingObserve(req.SkipCeilingObserve)
 		n.log.Warn("jepsen: negative controls set", "follower_local_reads", req.FollowerLocalReads,
-			"skip_read_index", req.SkipReadIndex, "skip_cas", req.SkipCAS)
+			"skip_read_index", req.SkipReadIndex, "skip_cas", req.SkipCAS, "skip_ceiling_observe", req.SkipCeilingObserve)
 	})
 }

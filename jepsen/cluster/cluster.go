@@ -455,6 +455,9 @@ type Controls struct {
 	SkipReadIndex bool `json:"skip_read_index"`
 	// SkipCAS: the FSM ignores a manual split's expected_version.
 	SkipCAS bool `json:"skip_cas"`
+	// SkipCeilingObserve: a new leader does not observe the old leader's
+	// fence ceiling, only the last committed HLC.
+	SkipCeilingObserve bool `json:"skip_ceiling_observe"`
 }
 
 // SetControls sets the node's negative controls.
