@@ -46,6 +46,21 @@ const (
 // MaxClockOffset bounds ClockSkew's offsets and is ClockBehindLeader's.
 const MaxClockOffset = 3 * time.Second
 
+// clockSettle is how long ClockBehindLeader lets the leader run on its new
+// clock before cutting it off: a leader whose clock jumps ahead refuses
+// timestamps until it renews its ceiling (every 250 ms), and the fault
+// needs it to hand out some from the new clock.
+const clockSettle = time.Second
+
+// lead is the time a fault of kind k spends being injected before its
+// hold starts.
+func lead(k FaultKind) time.Duration {
+	if k == ClockBehindLeader {
+		return clockSettle
+	}
+	return 0
+}
+
 // Fault is one planned fault: injected At after the workload starts, for
 // For, on targets chosen at injection time with Pick (the leader is only
 // known then).
@@ -101,7 +116,7 @@ func NewPlan(rng *rand.Rand, kinds []FaultKind, tm Timing, window time.Duration,
 		}
 		f := Fault{At: at, For: between(rng, tm.HoldMin, tm.HoldMax), Kind: round[0], Pick: rng.Uint64()}
 		round = round[1:]
-		if f.At+f.For > window-2*time.Second {
+		if f.At+lead(f.Kind)+f.For > window-2*time.Second {
 			return p
 		}
 		if f.Kind == ClockSkew {
@@ -110,7 +125,7 @@ func NewPlan(rng *rand.Rand, kinds []FaultKind, tm Timing, window time.Duration,
 			}
 		}
 		p = append(p, f)
-		at = f.At + f.For + between(rng, tm.GapMin, tm.GapMax)
+		at = f.At + lead(f.Kind) + f.For + between(rng, tm.GapMin, tm.GapMax)
 	}
 }
 
@@ -241,10 +256,7 @@ func (n *nemesis) inject(ctx context.Context, f Fault) (heal func(context.Contex
 				return nil, "", err
 			}
 		}
-		// A leader whose clock jumps ahead refuses timestamps until it
-		// renews its ceiling (every 250 ms): give it a second to hand out
-		// timestamps from its new clock before it is cut off.
-		if !sleepUntil(ctx, time.Now().Add(time.Second)) {
+		if !sleepUntil(ctx, time.Now().Add(clockSettle)) {
 			return nil, "", ctx.Err()
 		}
 		return n.partition(lctx, f.Kind, []*cluster.Node{leader}, n.others(leader))
