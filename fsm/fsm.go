@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -124,10 +125,15 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore replaces the state with a snapshot written by Persist. On any
 // failure it returns a wrapped ErrSnapshot and leaves the current state
-// untouched.
+// untouched. A snapshot of a cluster version above SupportedVersion also
+// halts: raft would otherwise fall back to an older snapshot and replay a
+// log this build cannot apply (SPEC §5).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	s, err := readSnapshot(rc, f.limits())
+	if errors.Is(err, ErrVersion) {
+		f.halt(err)
+	}
 	if err != nil {
 		return err
 	}

@@ -220,6 +220,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"reporters unsorted", edit(func(p *api.StateSnapshot) { p.LastColumnReporters = []string{"b", "a"} })},
 		{"not bootstrapped with members", edit(func(p *api.StateSnapshot) { p.Catalog = nil; p.Config = nil; p.Switch = nil; p.Tracked = nil })},
 	}
+	halts := len(h.halts)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := h.state()
@@ -231,6 +232,13 @@ func TestRestoreRejects(t *testing.T) {
 			if h.state() != before {
 				t.Fatal("a failed restore replaced the state")
 			}
+			// Only a version this build cannot apply halts; any other bad
+			// snapshot lets raft try an older one.
+			wantHalt := errors.Is(err, ErrVersion)
+			if got := len(h.halts) > halts; got != wantHalt {
+				t.Fatalf("halted=%v, want %v (err %v)", got, wantHalt, err)
+			}
+			halts = len(h.halts)
 		})
 	}
 }

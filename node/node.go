@@ -137,6 +137,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
+	if err := checkClusterVersion(stable, cfg.DataDir); err != nil {
+		return nil, err
+	}
 	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
@@ -187,6 +190,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.goRun(func() { n.sched.Run(ctx) })
+	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
 	n.goRun(func() {
 		if err := n.grpc.Serve(n.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			log.Error("grpc server stopped", "reason", err.Error())
