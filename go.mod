@@ -2,6 +2,8 @@ module github.com/hotsplit/hotsplit
 
 go 1.26.0
 
+toolchain go1.27.3
+
 require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/google/btree v1.1.3
