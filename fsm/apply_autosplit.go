@@ -73,8 +73,11 @@ func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
 	if c.GetPatch() == nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "patch: required")
 	}
+	if a.s.clusterVersion >= Version2 && PatchIsEmpty(c.GetPatch()) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "patch: sets no field")
+	}
 	cfg := ApplyPatch(a.s.cfg, c.GetPatch())
-	if err := ValidateConfig(cfg); err != nil {
+	if err := ValidateConfigAt(cfg, a.s.clusterVersion); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
 	}
 	a.s.cfg = cfg

@@ -141,3 +141,36 @@ func TestDecisionRingBounded(t *testing.T) {
 		t.Fatalf("ring %v", ds)
 	}
 }
+
+// Cluster version 2 refuses an empty patch (it would only reset every
+// hysteresis counter) and configs beyond the new upper bounds; at version 1
+// Apply keeps the old rules so mixed-version replicas agree.
+func TestSetConfigVersion2Bounds(t *testing.T) {
+	tests := []struct {
+		name  string
+		patch *api.ConfigPatch
+		field string
+	}{
+		{"empty patch", &api.ConfigPatch{}, "patch"},
+		{"max_auto_routes 2^32-1", &api.ConfigPatch{MaxAutoRoutes: new(uint32(1<<32 - 1))}, "max_auto_routes"},
+		{"threshold above limit", &api.ConfigPatch{Threshold: new(uint64(MaxScoreLimit + 1))}, "threshold"},
+		{"floor above limit", &api.ConfigPatch{TopKeyAbsoluteFloor: new(uint64(MaxScoreLimit + 1))}, "top_key_absolute_floor"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := bootstrappedAt(t, Version2)
+			before := h.state()
+			r := h.run(setConfig(tc.patch))
+			wantCode(t, r, api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
+			if !strings.Contains(r.Message, tc.field) {
+				t.Fatalf("message %q does not name %q", r.Message, tc.field)
+			}
+			assertUnchanged(t, before, h.state())
+
+			v1 := bootstrappedAt(t, Version1)
+			wantCode(t, v1.run(setConfig(tc.patch)), api.ResultCode_RESULT_CODE_OK)
+		})
+	}
+	h := bootstrappedAt(t, Version2)
+	wantCode(t, h.run(setConfig(&api.ConfigPatch{MaxAutoRoutes: new(uint32(MaxAutoRoutesLimit))})), api.ResultCode_RESULT_CODE_OK)
+}

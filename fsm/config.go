@@ -81,6 +81,48 @@ func withDefaults(c *api.Config) *api.Config {
 	return out
 }
 
+// Upper bounds of cluster version 2: a probe set max_auto_routes to 2^32−1
+// and the floor without limit. They are checked by the transport before
+// anything is proposed and by Apply once the cluster runs at Version2, so a
+// v1 replica never disagrees with a v2 one.
+const (
+	// MaxAutoRoutesLimit bounds max_auto_routes.
+	MaxAutoRoutesLimit = 1 << 20
+	// MaxScoreLimit bounds threshold and top_key_absolute_floor (weighted
+	// operations per minute: about 10^12, far beyond any store).
+	MaxScoreLimit = 1 << 40
+)
+
+// ValidateConfigAt is ValidateConfig plus the bounds that hold from the
+// given cluster version on.
+func ValidateConfigAt(c *api.Config, clusterVersion uint32) error {
+	if err := ValidateConfig(c); err != nil {
+		return err
+	}
+	if clusterVersion < Version2 {
+		return nil
+	}
+	bad := func(field string, v, limit uint64) error {
+		return fmt.Errorf("%w: %s: %d above the limit of %d", ErrInvalidConfig, field, v, limit)
+	}
+	switch {
+	case c.MaxAutoRoutes > MaxAutoRoutesLimit:
+		return bad("max_auto_routes", uint64(c.MaxAutoRoutes), MaxAutoRoutesLimit)
+	case c.Threshold > MaxScoreLimit:
+		return bad("threshold", c.Threshold, MaxScoreLimit)
+	case c.TopKeyAbsoluteFloor > MaxScoreLimit:
+		return bad("top_key_absolute_floor", c.TopKeyAbsoluteFloor, MaxScoreLimit)
+	}
+	return nil
+}
+
+// PatchIsEmpty reports whether p sets no field. From cluster version 2 an
+// empty patch is refused: it would change nothing but reset every
+// hysteresis counter.
+func PatchIsEmpty(p *api.ConfigPatch) bool {
+	return p == nil || proto.Size(p) == 0
+}
+
 // ValidateConfig checks every field of c; the error names the first field
 // out of range, e.g. "invalid config: threshold: must be >= 1". The
 // detector's fields are checked by detector.Config.Validate (one rule set

@@ -72,8 +72,8 @@ type Config struct {
 
 func (c *Config) validate() error {
 	var errs []error
-	if c.ID == "" {
-		errs = append(errs, errors.New("id: must be set"))
+	if err := api.ValidateNodeID(c.ID); err != nil {
+		errs = append(errs, fmt.Errorf("id: %w", err))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("dataDir: must be set"))

@@ -183,8 +183,8 @@ func (a *autoSplitServer) SetConfig(ctx context.Context, req *api.SetConfigReque
 	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
 		return nil, err
 	}
-	if req.GetPatch() == nil {
-		return nil, invalid("patch: must be set")
+	if fsm.PatchIsEmpty(req.GetPatch()) {
+		return nil, invalid("patch: must set at least one field")
 	}
 	if resp, handled, err := forwardWrite(ctx, a.s, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.SetConfigResponse, error) {
 		return api.NewAutoSplitClient(cc).SetConfig(ctx, req)
@@ -193,7 +193,7 @@ func (a *autoSplitServer) SetConfig(ctx context.Context, req *api.SetConfigReque
 	}
 	// Validate against the current config first so a bad value never reaches
 	// the log; the FSM validates again against the config at apply time.
-	if err := fsm.ValidateConfig(fsm.ApplyPatch(a.s.cfg.FSM.State().Config(), req.GetPatch())); err != nil {
+	if err := fsm.ValidateConfigAt(fsm.ApplyPatch(a.s.cfg.FSM.State().Config(), req.GetPatch()), fsm.SupportedVersion); err != nil {
 		return nil, invalid("%v", err)
 	}
 	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Patch: req.GetPatch(), Actor: req.GetActor()}}})

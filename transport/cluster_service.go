@@ -33,13 +33,10 @@ func checkAddr(field, addr string) error {
 }
 
 func checkNodeID(id string) error {
-	if id == "" {
-		return invalid("node_id: must be set")
+	if err := api.ValidateNodeID(id); err != nil {
+		return invalid("node_id: %v", err)
 	}
-	if strings.ContainsAny(id, " \t\n/") {
-		return invalid("node_id: %q must not contain whitespace or '/'", id)
-	}
-	return checkText("node_id", id, maxNodeIDLen)
+	return nil
 }
 
 func (c *clusterServer) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {

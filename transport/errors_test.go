@@ -123,13 +123,18 @@ func TestValidationNamesTheField(t *testing.T) {
 		{checkAddr("raft_addr", "nohost"), "raft_addr"},
 		{checkNodeID("a b"), "node_id"},
 		{checkNodeID(""), "node_id"},
+		{checkNodeID("N1"), "node_id"},
+		{checkNodeID("-n1"), "node_id"},
+		{checkNodeID(strings.Repeat("n", 64)), "64 bytes"},
+		{checkSplitKey("split_key", append(make([]byte, 4096), 'x')), "must end in 0x00"},
 	} {
 		code, _, _ := outcomeOf(t, tc.err)
 		if code != codes.InvalidArgument || !strings.Contains(tc.err.Error(), tc.field) {
 			t.Errorf("%v: want InvalidArgument naming %q", tc.err, tc.field)
 		}
 	}
-	if checkSplitKey("k", make([]byte, 4097)) != nil || checkDataKey("k", make([]byte, 4096)) != nil {
+	if checkSplitKey("k", make([]byte, 4097)) != nil || checkDataKey("k", make([]byte, 4096)) != nil ||
+		checkNodeID(strings.Repeat("n", 63)) != nil || checkNodeID("n1.zone-a_2") != nil {
 		t.Fatal("limits off by one")
 	}
 }

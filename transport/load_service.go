@@ -21,7 +21,7 @@ func (l *loadServer) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	if l.s.cfg.Loads == nil {
 		return nil, status.Error(codes.Unimplemented, "load reports are not accepted by this build")
 	}
-	if err := checkText("reporter_id", req.GetReporterId(), maxNodeIDLen); err != nil {
+	if err := checkText("reporter_id", req.GetReporterId(), maxReporterLen); err != nil {
 		return nil, err
 	}
 	if req.GetReporterId() == "" {

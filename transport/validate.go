@@ -14,7 +14,7 @@ const (
 	maxPageSize     = 10000
 	defaultPageSize = 1000
 	maxTimestamps   = 10000
-	maxNodeIDLen    = 128
+	maxReporterLen  = 128
 	maxAddrLen      = 256
 )
 
@@ -35,12 +35,17 @@ func checkMutationMeta(requestID, actor string) error {
 	return checkText("actor", actor, maxActorLen)
 }
 
+// checkSplitKey admits boundaries up to MaxKeyLen bytes, and one byte more
+// only as H·0x00 (the upper edge of an isolated key H): a longer boundary
+// could never be a route's start used by a data key.
 func checkSplitKey(field string, k []byte) error {
 	switch {
 	case len(k) == 0:
 		return invalid("%s: must not be empty", field)
 	case len(k) > catalog.MaxBoundaryLen:
 		return invalid("%s: %d bytes exceeds the limit of %d", field, len(k), catalog.MaxBoundaryLen)
+	case len(k) == catalog.MaxBoundaryLen && k[len(k)-1] != 0:
+		return invalid("%s: a %d-byte boundary must end in 0x00 (the upper edge of a %d-byte key)", field, len(k), catalog.MaxKeyLen)
 	}
 	return nil
 }
