@@ -69,6 +69,9 @@ func forward[Resp any](ctx context.Context, s *Server, hint *api.LeaderHint, mut
 		defer cancel()
 	}
 	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, s.cfg.NodeID)
+	if p, ok := PrincipalFrom(ctx); ok && p != insecurePrincipal {
+		ctx = metadata.AppendToOutgoingContext(ctx, principalHeader, encodePrincipal(p))
+	}
 	resp, err := call(ctx, cc)
 	if err == nil {
 		return resp, nil

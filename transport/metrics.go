@@ -1,12 +1,10 @@
 package transport
 
 import (
-	"context"
 	"path"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 )
 
@@ -15,7 +13,20 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	refused  *prometheus.CounterVec
 }
+
+// Reasons a call is refused before its handler runs (the label values of
+// hotsplit_grpc_refused_total; docs/security.md lists them).
+const (
+	refusedBadRequest      = "bad_request"
+	refusedUnauthenticated = "unauthenticated"
+	refusedPermission      = "permission_denied"
+	refusedRateLimited     = "rate_limited"
+	refusedReportBudget    = "report_budget"
+)
+
+var refusedReasons = []string{refusedBadRequest, refusedUnauthenticated, refusedPermission, refusedRateLimited, refusedReportBudget}
 
 // NewMetrics registers the transport metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
@@ -30,7 +41,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, []string{"method"}),
 	}
-	reg.MustRegister(m.requests, m.latency)
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hotsplit_grpc_refused_total",
+		Help: "gRPC calls refused before their handler ran, by reason: bad_request (did not decode), unauthenticated, permission_denied, rate_limited, report_budget.",
+	}, []string{"reason"})
+	for _, r := range refusedReasons {
+		m.refused.WithLabelValues(r)
+	}
+	reg.MustRegister(m.requests, m.latency, m.refused)
 	return m
 }
 
@@ -43,22 +61,8 @@ func (m *Metrics) observe(fullMethod string, start time.Time, err error) {
 	m.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
 }
 
-// UnaryInterceptor records every unary call.
-func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		start := time.Now()
-		resp, err := handler(ctx, req)
-		s.cfg.Metrics.observe(info.FullMethod, start, err)
-		return resp, err
-	}
-}
-
-// StreamInterceptor records every stream when it ends.
-func (s *Server) StreamInterceptor() grpc.StreamServerInterceptor {
-	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		start := time.Now()
-		err := handler(srv, ss)
-		s.cfg.Metrics.observe(info.FullMethod, start, err)
-		return err
+func (m *Metrics) refuse(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
 	}
 }

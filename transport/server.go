@@ -41,6 +41,16 @@ type Config struct {
 	Loads   LoadSink
 	Logger  *slog.Logger
 	Metrics *Metrics
+
+	// Auth authenticates callers; nil runs the node insecure (every caller
+	// anonymous, nothing refused).
+	Auth *Authenticator
+	// IsMember reports whether a node id is a current member, whose node
+	// certificate may forward calls on behalf of the callers it
+	// authenticated (default: the FSM's member table).
+	IsMember func(id string) bool
+	// RateLimits are the per-identity limits (zero: none).
+	RateLimits RateLimits
 }
 
 // LoadSink takes load reports on the leader (the column aggregator).
@@ -50,9 +60,12 @@ type LoadSink interface {
 
 // Server implements the four hotsplit.v1 services for one node.
 type Server struct {
-	cfg Config
-	log *slog.Logger
-	fwd *forwarder
+	cfg    Config
+	log    *slog.Logger
+	fwd    *forwarder
+	auth   *Authenticator
+	codec  *requestCodec
+	limits *limiters
 }
 
 // New returns the servers of one node; register them with Register.
@@ -63,7 +76,21 @@ func New(cfg Config) *Server {
 	if cfg.ForwardTimeout <= 0 {
 		cfg.ForwardTimeout = 10 * time.Second
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, fwd: newForwarder(cfg.DialOptions)}
+	auth := cfg.Auth
+	if auth == nil {
+		auth = &Authenticator{Insecure: true}
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, fwd: newForwarder(cfg.DialOptions), auth: auth, codec: newRequestCodec(), limits: newLimiters(cfg.RateLimits)}
+}
+
+// ServerOptions are the gRPC server options every node's server needs: the
+// request codec and the interceptors that admit each call.
+func (s *Server) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(s.codec),
+		grpc.ChainUnaryInterceptor(s.UnaryInterceptor()),
+		grpc.ChainStreamInterceptor(s.StreamInterceptor()),
+	}
 }
 
 // Register adds the services to g.

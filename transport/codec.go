@@ -1,0 +1,130 @@
+package transport
+
+import (
+	"fmt"
+	"sync"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// requestCodec is the servers' "proto" codec. gRPC turns any decode error
+// into Internal, which tells a client nothing and blames the server; a
+// request that does not decode — invalid UTF-8 in a string field, a
+// truncated field — is the caller's error. So the codec decodes with the
+// standard codec and, on failure, resets the message, records what was
+// wrong and reports success; the interceptors (decodeFailure) then answer
+// InvalidArgument naming the field before any handler runs.
+//
+// Concurrency: safe for concurrent use. A failure is recorded under the
+// message pointer and taken out by the interceptor of the same call, so the
+// table holds at most one entry per call in flight.
+type requestCodec struct {
+	inner encoding.CodecV2
+
+	failures sync.Map // message pointer (any) -> string
+}
+
+func newRequestCodec() *requestCodec {
+	return &requestCodec{inner: encoding.GetCodecV2("proto")}
+}
+
+func (c *requestCodec) Name() string { return c.inner.Name() }
+
+func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
+
+func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	err := c.inner.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return err
+	}
+	b := data.Materialize()
+	proto.Reset(m)
+	c.failures.Store(v, describeDecodeError(b, m.ProtoReflect().Descriptor(), err))
+	return nil
+}
+
+// decodeFailure returns what was wrong with the bytes req was decoded from,
+// or "" if it decoded; it forgets the failure.
+func (c *requestCodec) decodeFailure(req any) string {
+	if why, ok := c.failures.LoadAndDelete(req); ok {
+		return why.(string)
+	}
+	return ""
+}
+
+// describeDecodeError names the first field of b that a strict protobuf
+// decoder refuses: a string that is not UTF-8, or a field that is truncated
+// or malformed. It falls back to the decoder's own message.
+func describeDecodeError(b []byte, md protoreflect.MessageDescriptor, err error) string {
+	if why := badField(b, md, "", 0); why != "" {
+		return why
+	}
+	return fmt.Sprintf("request does not decode: %v", err)
+}
+
+// maxDecodeDepth bounds the recursion of firstBadField over nested messages
+// (protobuf-go itself refuses nesting deeper than 10000).
+const maxDecodeDepth = 100
+
+func badField(b []byte, md protoreflect.MessageDescriptor, path string, depth int) string {
+	if depth > maxDecodeDepth {
+		return fmt.Sprintf("%s: nested too deeply", orRequest(path))
+	}
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return fmt.Sprintf("%s: malformed field tag", orRequest(path))
+		}
+		b = b[n:]
+		fd := md.Fields().ByNumber(num)
+		name := fmt.Sprintf("%sfield %d", prefix(path), num)
+		if fd != nil {
+			name = prefix(path) + string(fd.Name())
+		}
+		if typ != protowire.BytesType || fd == nil {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+			if n < 0 {
+				return fmt.Sprintf("%s: truncated or malformed", name)
+			}
+			b = b[n:]
+			continue
+		}
+		v, n := protowire.ConsumeBytes(b)
+		if n < 0 {
+			return fmt.Sprintf("%s: truncated or malformed", name)
+		}
+		b = b[n:]
+		switch {
+		case fd.Kind() == protoreflect.StringKind && !utf8.Valid(v):
+			return fmt.Sprintf("%s: not valid UTF-8", name)
+		case fd.Message() != nil:
+			if why := badField(v, fd.Message(), name, depth+1); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+func prefix(path string) string {
+	if path == "" {
+		return ""
+	}
+	return path + "."
+}
+
+func orRequest(path string) string {
+	if path == "" {
+		return "request"
+	}
+	return path
+}

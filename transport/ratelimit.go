@@ -1,0 +1,100 @@
+package transport
+
+import (
+	"sync"
+
+	"golang.org/x/time/rate"
+)
+
+// limitClass is the per-identity rate limit a method counts against.
+type limitClass uint8
+
+const (
+	limitNone limitClass = iota
+	// limitTimestamp: GetTimestamp calls.
+	limitTimestamp
+	// limitMutation: every call that proposes a log entry on a client's
+	// behalf. Load.Report is exempt: reporters are bounded by the report
+	// byte budget instead, and refusing a report loses a column.
+	limitMutation
+)
+
+func (c limitClass) String() string {
+	switch c {
+	case limitTimestamp:
+		return "timestamp"
+	case limitMutation:
+		return "mutation"
+	}
+	return "none"
+}
+
+// RateLimits are per-identity token buckets, enforced by the node a call
+// enters (a forwarded call is not counted again by the leader). A zero rate
+// turns a class off.
+type RateLimits struct {
+	TimestampsPerSecond float64
+	TimestampBurst      int
+	MutationsPerSecond  float64
+	MutationBurst       int
+}
+
+// DefaultRateLimits are generous for any one client: a data node takes
+// timestamps in batches of up to 10,000, an operator mutates by hand.
+func DefaultRateLimits() RateLimits {
+	return RateLimits{TimestampsPerSecond: 2000, TimestampBurst: 4000, MutationsPerSecond: 50, MutationBurst: 100}
+}
+
+// maxLimitedIdentities bounds the limiter table; identities come from
+// certificates and tokens the operator issued, so the bound is only met by
+// a cluster with that many distinct clients, and then the table starts
+// afresh (every identity gets a full burst once more).
+const maxLimitedIdentities = 10000
+
+// limiters holds one token bucket per (identity, class).
+//
+// Concurrency: safe for concurrent use; mu guards m.
+type limiters struct {
+	cfg RateLimits
+
+	mu sync.Mutex
+	m  map[limiterKey]*rate.Limiter
+}
+
+type limiterKey struct {
+	name  string
+	class limitClass
+}
+
+func newLimiters(cfg RateLimits) *limiters {
+	return &limiters{cfg: cfg, m: make(map[limiterKey]*rate.Limiter)}
+}
+
+// allow takes one token for name in class; false means over the limit.
+func (l *limiters) allow(name string, class limitClass) bool {
+	var r float64
+	var burst int
+	switch class {
+	case limitTimestamp:
+		r, burst = l.cfg.TimestampsPerSecond, l.cfg.TimestampBurst
+	case limitMutation:
+		r, burst = l.cfg.MutationsPerSecond, l.cfg.MutationBurst
+	default:
+		return true
+	}
+	if r <= 0 {
+		return true
+	}
+	k := limiterKey{name, class}
+	l.mu.Lock()
+	lim, ok := l.m[k]
+	if !ok {
+		if len(l.m) >= maxLimitedIdentities {
+			clear(l.m)
+		}
+		lim = rate.NewLimiter(rate.Limit(r), max(burst, 1))
+		l.m[k] = lim
+	}
+	l.mu.Unlock()
+	return lim.Allow()
+}
