@@ -155,4 +155,3 @@ func TestRolesOrder(t *testing.T) {
 		t.Error(`"none" parsed as a role`)
 	}
 }
-
