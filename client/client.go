@@ -61,7 +61,8 @@ type Config struct {
 	// (default: discarded).
 	Logger *slog.Logger
 	// Actor is put on mutations whose request leaves actor empty. It is
-	// self-declared (no authentication yet).
+	// self-declared: servers record the authenticated identity as the actor
+	// and keep this text as a note beside it.
 	Actor string
 }
 

@@ -20,9 +20,9 @@ func (a *applier) applySetAutoSplit(c *api.SetAutoSplit) *api.CommandResult {
 	if src == api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG && a.s.sw.GetSource() == api.SwitchSource_SWITCH_SOURCE_OPERATOR {
 		return &api.CommandResult{Switch: a.s.sw, Message: "switch was set by an operator; the bootstrap flag does not change it"}
 	}
-	sw := &api.AutoSplitSwitch{Enabled: c.GetEnabled(), Actor: c.GetActor(), Reason: c.GetReason(), Source: src, ChangedAtHlc: a.nowHLC}
+	sw := &api.AutoSplitSwitch{Enabled: c.GetEnabled(), Actor: c.GetActor(), Note: a.note(c.GetNote()), Reason: c.GetReason(), Source: src, ChangedAtHlc: a.nowHLC}
 	a.s.sw = sw
-	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: c.GetActor(), Detail: switchDetail(sw)})
+	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: c.GetActor(), Note: sw.Note, Detail: switchDetail(sw)})
 	for _, op := range a.s.LiveOps() {
 		switch {
 		case !sw.Enabled && op.GetState() != api.OpState_OP_STATE_PAUSED:
@@ -84,9 +84,18 @@ func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
 	a.s.detCfg = detectorConfig(cfg)
 	a.s.det = a.s.det.ResetHysteresis()
 	changed := patchSummary(c.GetPatch())
-	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: c.GetActor(), Detail: changed})
+	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: c.GetActor(), Note: a.note(c.GetNote()), Detail: changed})
 	a.f.log.Info("fsm: config set", "actor", c.GetActor(), "changed", changed, "commit_hlc", a.nowHLC)
 	return &api.CommandResult{Config: cfg}
+}
+
+// note is a command's self-declared actor text, kept from cluster version
+// 2 on (SPEC §13: the actor is the authenticated identity, the text a note).
+func (a *applier) note(n string) string {
+	if a.s.clusterVersion < Version2 {
+		return ""
+	}
+	return n
 }
 
 // patchSummary lists the set fields of p as name=value in field order.
@@ -115,7 +124,7 @@ func (a *applier) applyAbortOp(c *api.AbortOp) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_OP_FINISHED, "op %d already %s", op.GetOpId(), op.GetState())
 	}
 	n := cloneOp(op)
-	n.Actor = c.GetActor()
+	n.Actor, n.Note = c.GetActor(), a.note(c.GetNote())
 	n = a.abortOp(n, api.OpAbortReason_OP_ABORT_REASON_OPERATOR, c.GetReason())
 	return &api.CommandResult{OpId: n.GetOpId(), Op: n}
 }

@@ -174,3 +174,32 @@ func TestSetConfigVersion2Bounds(t *testing.T) {
 	h := bootstrappedAt(t, Version2)
 	wantCode(t, h.run(setConfig(&api.ConfigPatch{MaxAutoRoutes: new(uint32(MaxAutoRoutesLimit))})), api.ResultCode_RESULT_CODE_OK)
 }
+
+// From cluster version 2 the caller's self-declared text is kept as a note
+// beside the authenticated actor; at version 1 it is not (a v1 replica
+// knows no such field).
+func TestActorNote(t *testing.T) {
+	for _, v := range []uint32{Version1, Version2} {
+		h := bootstrappedAt(t, v)
+		want := ""
+		if v >= Version2 {
+			want = "alice-the-sre"
+		}
+		r := h.run(&api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
+			Enabled: false, Actor: "alice", Note: "alice-the-sre", Reason: "look", Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR}}})
+		wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
+		sw := h.state().Switch()
+		d := h.state().Decisions()
+		last := d[len(d)-1]
+		if sw.GetActor() != "alice" || sw.GetNote() != want || last.GetActor() != "alice" || last.GetNote() != want {
+			t.Fatalf("version %d: switch %v decision %v, want note %q", v, sw, last, want)
+		}
+		r = h.run(&api.Command{Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{
+			Patch: &api.ConfigPatch{Threshold: new(uint64(777))}, Actor: "alice", Note: "alice-the-sre"}}})
+		wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
+		d = h.state().Decisions()
+		if last := d[len(d)-1]; last.GetActor() != "alice" || last.GetNote() != want {
+			t.Fatalf("version %d: config decision %v", v, last)
+		}
+	}
+}

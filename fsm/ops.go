@@ -67,7 +67,7 @@ func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *
 	a.putOp(n)
 	a.retireFinished()
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_OP_ABORTED, RouteId: n.GetTargetRouteId(), OpId: n.GetOpId(),
-		Origin: n.GetOrigin(), AbortReason: reason, Detail: detail, Actor: n.GetActor(), SplitKeys: n.GetSplitKeys()})
+		Origin: n.GetOrigin(), AbortReason: reason, Detail: detail, Actor: n.GetActor(), Note: n.GetNote(), SplitKeys: n.GetSplitKeys()})
 	a.f.m.opAborted(reason)
 	a.f.log.Warn("fsm: op aborted", "op_id", n.GetOpId(), "route_id", n.GetTargetRouteId(), "reason", abortLabel(reason),
 		"detail", detail, "next_step", n.GetNextStep(), "commit_hlc", a.nowHLC)

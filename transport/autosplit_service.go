@@ -170,8 +170,9 @@ func (a *autoSplitServer) SetEnabled(ctx context.Context, req *api.SetEnabledReq
 	}); handled {
 		return resp, err
 	}
+	actor, note := a.s.actor(ctx, req.GetActor())
 	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
-		Enabled: req.GetEnabled(), Actor: req.GetActor(), Reason: req.GetReason(), Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR,
+		Enabled: req.GetEnabled(), Actor: actor, Note: note, Reason: req.GetReason(), Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR,
 	}}})
 	if err != nil {
 		return nil, err
@@ -196,7 +197,8 @@ func (a *autoSplitServer) SetConfig(ctx context.Context, req *api.SetConfigReque
 	if err := fsm.ValidateConfigAt(fsm.ApplyPatch(a.s.cfg.FSM.State().Config(), req.GetPatch()), fsm.SupportedVersion); err != nil {
 		return nil, invalid("%v", err)
 	}
-	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Patch: req.GetPatch(), Actor: req.GetActor()}}})
+	actor, note := a.s.actor(ctx, req.GetActor())
+	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Patch: req.GetPatch(), Actor: actor, Note: note}}})
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +220,8 @@ func (a *autoSplitServer) AbortOp(ctx context.Context, req *api.AbortOpRequest) 
 	}); handled {
 		return resp, err
 	}
-	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_AbortOp{AbortOp: &api.AbortOp{OpId: req.GetOpId(), Actor: req.GetActor(), Reason: req.GetReason()}}})
+	actor, note := a.s.actor(ctx, req.GetActor())
+	res, err := a.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_AbortOp{AbortOp: &api.AbortOp{OpId: req.GetOpId(), Actor: actor, Note: note, Reason: req.GetReason()}}})
 	if err != nil {
 		return nil, err
 	}

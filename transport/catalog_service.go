@@ -105,8 +105,9 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 	}); handled {
 		return resp, err
 	}
+	actor, note := c.s.actor(ctx, req.GetActor())
 	res, err := c.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
-		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: req.GetActor(),
+		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 	}}})
 	if err != nil {
 		return nil, err

@@ -5,6 +5,8 @@ import (
 	"crypto/x509"
 	"slices"
 	"strings"
+
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // Role is what an identity may do (SPEC §13). reporter < reader < operator
@@ -111,6 +113,16 @@ func withPrincipal(ctx context.Context, p *Principal) context.Context {
 func PrincipalFrom(ctx context.Context) (*Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(*Principal)
 	return p, ok
+}
+
+// actor returns the actor and note to put on a mutation: the note only once
+// the cluster runs at version 2 (older replicas would refuse the field).
+func (s *Server) actor(ctx context.Context, declared string) (actor, note string) {
+	actor, note = actorOf(ctx, declared)
+	if s.cfg.FSM.State().ClusterVersion() < fsm.Version2 {
+		note = ""
+	}
+	return actor, note
 }
 
 // actorOf returns the actor to record for a mutation: the authenticated

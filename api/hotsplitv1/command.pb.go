@@ -471,9 +471,14 @@ type SplitRange struct {
 	ExpectedVersion *uint64                `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
 	OpId            uint64                 `protobuf:"varint,4,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
 	Step            uint32                 `protobuf:"varint,5,opt,name=step,proto3" json:"step,omitempty"`
-	Actor           string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The authenticated identity of the caller (cluster version 2), or the
+	// self-declared text on an insecure node.
+	Actor string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The caller's self-declared actor text, kept beside the identity
+	// (cluster version 2 only).
+	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SplitRange) Reset() {
@@ -544,6 +549,13 @@ func (x *SplitRange) GetStep() uint32 {
 func (x *SplitRange) GetActor() string {
 	if x != nil {
 		return x.Actor
+	}
+	return ""
+}
+
+func (x *SplitRange) GetNote() string {
+	if x != nil {
+		return x.Note
 	}
 	return ""
 }
@@ -884,11 +896,13 @@ func (x *GroupLoad) GetWriteBytes() uint64 {
 }
 
 type SetAutoSplit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Source        SwitchSource           `protobuf:"varint,4,opt,name=source,proto3,enum=hotsplit.v1.SwitchSource" json:"source,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Enabled bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Actor   string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason  string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Source  SwitchSource           `protobuf:"varint,4,opt,name=source,proto3,enum=hotsplit.v1.SwitchSource" json:"source,omitempty"`
+	// Self-declared actor text beside the identity in actor (version 2).
+	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -951,10 +965,19 @@ func (x *SetAutoSplit) GetSource() SwitchSource {
 	return SwitchSource_SWITCH_SOURCE_UNSPECIFIED
 }
 
+func (x *SetAutoSplit) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type SetConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Patch         *ConfigPatch           `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Patch *ConfigPatch           `protobuf:"bytes,1,opt,name=patch,proto3" json:"patch,omitempty"`
+	Actor string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Self-declared actor text beside the identity in actor (version 2).
+	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1003,11 +1026,20 @@ func (x *SetConfig) GetActor() string {
 	return ""
 }
 
+func (x *SetConfig) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type AbortOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	OpId          uint64                 `protobuf:"varint,1,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	OpId   uint64                 `protobuf:"varint,1,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Actor  string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Self-declared actor text beside the identity in actor (version 2).
+	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1063,6 +1095,13 @@ func (x *AbortOp) GetReason() string {
 	return ""
 }
 
+func (x *AbortOp) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 var File_hotsplitv1_command_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_command_proto_rawDesc = "" +
@@ -1103,7 +1142,7 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\tSetMember\x12+\n" +
 	"\x06member\x18\x01 \x01(\v2\x13.hotsplit.v1.MemberR\x06member\"'\n" +
 	"\fRemoveMember\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xc8\x01\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xdc\x01\n" +
 	"\n" +
 	"SplitRange\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x1b\n" +
@@ -1111,7 +1150,8 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x10expected_version\x18\x03 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01\x12\x13\n" +
 	"\x05op_id\x18\x04 \x01(\x04R\x04opId\x12\x12\n" +
 	"\x04step\x18\x05 \x01(\rR\x04step\x12\x14\n" +
-	"\x05actor\x18\x06 \x01(\tR\x05actorB\x13\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04noteB\x13\n" +
 	"\x11_expected_version\"\x8d\x02\n" +
 	"\rObserveColumn\x12&\n" +
 	"\x0fwindow_start_ms\x18\x01 \x01(\x04R\rwindowStartMs\x12\x13\n" +
@@ -1143,19 +1183,22 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
 	"read_bytes\x18\x04 \x01(\x04R\treadBytes\x12\x1f\n" +
 	"\vwrite_bytes\x18\x05 \x01(\x04R\n" +
-	"writeBytes\"\x89\x01\n" +
+	"writeBytes\"\x9d\x01\n" +
 	"\fSetAutoSplit\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x121\n" +
-	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\"Q\n" +
+	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"e\n" +
 	"\tSetConfig\x12.\n" +
 	"\x05patch\x18\x01 \x01(\v2\x18.hotsplit.v1.ConfigPatchR\x05patch\x12\x14\n" +
-	"\x05actor\x18\x02 \x01(\tR\x05actor\"L\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"`\n" +
 	"\aAbortOp\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reasonB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04noteB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_command_proto_rawDescOnce sync.Once

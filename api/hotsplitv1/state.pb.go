@@ -564,12 +564,14 @@ func (ResultCode) EnumDescriptor() ([]byte, []int) {
 }
 
 type AutoSplitSwitch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Enabled       bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
-	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Source        SwitchSource           `protobuf:"varint,4,opt,name=source,proto3,enum=hotsplit.v1.SwitchSource" json:"source,omitempty"`
-	ChangedAtHlc  uint64                 `protobuf:"varint,5,opt,name=changed_at_hlc,json=changedAtHlc,proto3" json:"changed_at_hlc,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Enabled      bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
+	Actor        string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason       string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Source       SwitchSource           `protobuf:"varint,4,opt,name=source,proto3,enum=hotsplit.v1.SwitchSource" json:"source,omitempty"`
+	ChangedAtHlc uint64                 `protobuf:"varint,5,opt,name=changed_at_hlc,json=changedAtHlc,proto3" json:"changed_at_hlc,omitempty"`
+	// The self-declared actor text beside the identity in actor (version 2).
+	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -637,6 +639,13 @@ func (x *AutoSplitSwitch) GetChangedAtHlc() uint64 {
 		return x.ChangedAtHlc
 	}
 	return 0
+}
+
+func (x *AutoSplitSwitch) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // Explanation is the last word of the detector about one route, with the
@@ -926,8 +935,10 @@ type Op struct {
 	RouteDelta    int32         `protobuf:"varint,15,opt,name=route_delta,json=routeDelta,proto3" json:"route_delta,omitempty"`
 	Score         uint64        `protobuf:"varint,16,opt,name=score,proto3" json:"score,omitempty"`
 	// Result of each applied step, returned again for duplicate steps.
-	StepResults   []*CommandResult `protobuf:"bytes,17,rep,name=step_results,json=stepResults,proto3" json:"step_results,omitempty"`
-	Actor         string           `protobuf:"bytes,18,opt,name=actor,proto3" json:"actor,omitempty"`
+	StepResults []*CommandResult `protobuf:"bytes,17,rep,name=step_results,json=stepResults,proto3" json:"step_results,omitempty"`
+	Actor       string           `protobuf:"bytes,18,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The self-declared actor text beside the identity in actor (version 2).
+	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1088,6 +1099,13 @@ func (x *Op) GetActor() string {
 	return ""
 }
 
+func (x *Op) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 type Member struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	NodeId           string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1167,19 +1185,21 @@ func (x *Member) GetAutoSplitFlag() AutoSplitFlag {
 
 // Decision is one entry of the bounded ring of recent decisions.
 type Decision struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	AtHlc         uint64                 `protobuf:"varint,2,opt,name=at_hlc,json=atHlc,proto3" json:"at_hlc,omitempty"`
-	Kind          DecisionKind           `protobuf:"varint,3,opt,name=kind,proto3,enum=hotsplit.v1.DecisionKind" json:"kind,omitempty"`
-	RouteId       uint64                 `protobuf:"varint,4,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
-	OpId          uint64                 `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
-	Origin        SplitOrigin            `protobuf:"varint,6,opt,name=origin,proto3,enum=hotsplit.v1.SplitOrigin" json:"origin,omitempty"`
-	Reason        Reason                 `protobuf:"varint,7,opt,name=reason,proto3,enum=hotsplit.v1.Reason" json:"reason,omitempty"`
-	Score         uint64                 `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"`
-	SplitKeys     [][]byte               `protobuf:"bytes,9,rep,name=split_keys,json=splitKeys,proto3" json:"split_keys,omitempty"`
-	Actor         string                 `protobuf:"bytes,10,opt,name=actor,proto3" json:"actor,omitempty"`
-	Detail        string                 `protobuf:"bytes,11,opt,name=detail,proto3" json:"detail,omitempty"`
-	AbortReason   OpAbortReason          `protobuf:"varint,12,opt,name=abort_reason,json=abortReason,proto3,enum=hotsplit.v1.OpAbortReason" json:"abort_reason,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	AtHlc       uint64                 `protobuf:"varint,2,opt,name=at_hlc,json=atHlc,proto3" json:"at_hlc,omitempty"`
+	Kind        DecisionKind           `protobuf:"varint,3,opt,name=kind,proto3,enum=hotsplit.v1.DecisionKind" json:"kind,omitempty"`
+	RouteId     uint64                 `protobuf:"varint,4,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	OpId        uint64                 `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Origin      SplitOrigin            `protobuf:"varint,6,opt,name=origin,proto3,enum=hotsplit.v1.SplitOrigin" json:"origin,omitempty"`
+	Reason      Reason                 `protobuf:"varint,7,opt,name=reason,proto3,enum=hotsplit.v1.Reason" json:"reason,omitempty"`
+	Score       uint64                 `protobuf:"varint,8,opt,name=score,proto3" json:"score,omitempty"`
+	SplitKeys   [][]byte               `protobuf:"bytes,9,rep,name=split_keys,json=splitKeys,proto3" json:"split_keys,omitempty"`
+	Actor       string                 `protobuf:"bytes,10,opt,name=actor,proto3" json:"actor,omitempty"`
+	Detail      string                 `protobuf:"bytes,11,opt,name=detail,proto3" json:"detail,omitempty"`
+	AbortReason OpAbortReason          `protobuf:"varint,12,opt,name=abort_reason,json=abortReason,proto3,enum=hotsplit.v1.OpAbortReason" json:"abort_reason,omitempty"`
+	// The self-declared actor text beside the identity in actor (version 2).
+	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1296,6 +1316,13 @@ func (x *Decision) GetAbortReason() OpAbortReason {
 		return x.AbortReason
 	}
 	return OpAbortReason_OP_ABORT_REASON_UNSPECIFIED
+}
+
+func (x *Decision) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // CommandResult is what Apply answers; it is also stored in the request-id
@@ -1670,13 +1697,14 @@ var File_hotsplitv1_state_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x16hotsplitv1/state.proto\x12\vhotsplit.v1\x1a\x18hotsplitv1/catalog.proto\x1a\x17hotsplitv1/config.proto\"\xb2\x01\n" +
+	"\x16hotsplitv1/state.proto\x12\vhotsplit.v1\x1a\x18hotsplitv1/catalog.proto\x1a\x17hotsplitv1/config.proto\"\xc6\x01\n" +
 	"\x0fAutoSplitSwitch\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x121\n" +
 	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\x12$\n" +
-	"\x0echanged_at_hlc\x18\x05 \x01(\x04R\fchangedAtHlc\"\x90\x05\n" +
+	"\x0echanged_at_hlc\x18\x05 \x01(\x04R\fchangedAtHlc\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\x90\x05\n" +
 	"\vExplanation\x12+\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x13.hotsplit.v1.ReasonR\x06reason\x120\n" +
 	"\x06origin\x18\x02 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\x06origin\x12>\n" +
@@ -1704,7 +1732,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"last_score\x18\x03 \x01(\x04R\tlastScore\x12*\n" +
 	"\x11cooldown_until_ms\x18\x04 \x01(\x04R\x0fcooldownUntilMs\x12#\n" +
 	"\rrecent_scores\x18\x05 \x03(\x04R\frecentScores\x12:\n" +
-	"\vexplanation\x18\x06 \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\"\x8e\x05\n" +
+	"\vexplanation\x18\x06 \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\"\xa2\x05\n" +
 	"\x02Op\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12&\n" +
 	"\x0fparent_route_id\x18\x02 \x01(\x04R\rparentRouteId\x12\x1d\n" +
@@ -1729,13 +1757,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"routeDelta\x12\x14\n" +
 	"\x05score\x18\x10 \x01(\x04R\x05score\x12=\n" +
 	"\fstep_results\x18\x11 \x03(\v2\x1a.hotsplit.v1.CommandResultR\vstepResults\x12\x14\n" +
-	"\x05actor\x18\x12 \x01(\tR\x05actor\"\xcc\x01\n" +
+	"\x05actor\x18\x12 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\xcc\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12+\n" +
 	"\x11supported_version\x18\x04 \x01(\rR\x10supportedVersion\x12B\n" +
-	"\x0fauto_split_flag\x18\x05 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\x93\x03\n" +
+	"\x0fauto_split_flag\x18\x05 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\xa7\x03\n" +
 	"\bDecision\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06at_hlc\x18\x02 \x01(\x04R\x05atHlc\x12-\n" +
@@ -1750,7 +1779,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x05actor\x18\n" +
 	" \x01(\tR\x05actor\x12\x16\n" +
 	"\x06detail\x18\v \x01(\tR\x06detail\x12=\n" +
-	"\fabort_reason\x18\f \x01(\x0e2\x1a.hotsplit.v1.OpAbortReasonR\vabortReason\"\x97\x03\n" +
+	"\fabort_reason\x18\f \x01(\x0e2\x1a.hotsplit.v1.OpAbortReasonR\vabortReason\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\x97\x03\n" +
 	"\rCommandResult\x12+\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x17.hotsplit.v1.ResultCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +

@@ -155,8 +155,17 @@ func switchLine(sw *api.AutoSplitSwitch) string {
 	if sw.GetSource() == api.SwitchSource_SWITCH_SOURCE_UNSPECIFIED && sw.GetChangedAtHlc() == 0 {
 		return state + " (never set)"
 	}
-	return fmt.Sprintf("%s, set by %s (source %s) at %s", state, orDash(sw.GetActor()),
+	return fmt.Sprintf("%s, set by %s (source %s) at %s", state, actorWithNote(sw.GetActor(), sw.GetNote()),
 		enumOrDash(sw.GetSource()), formatHLC(sw.GetChangedAtHlc()))
+}
+
+// actorWithNote shows the authenticated actor and, beside it, the text the
+// caller declared.
+func actorWithNote(actor, note string) string {
+	if note == "" {
+		return orDash(actor)
+	}
+	return fmt.Sprintf("%s (note %q)", orDash(actor), note)
 }
 
 // smoothed is the mean of the recent per-column scores: display only, it
@@ -246,7 +255,7 @@ func decisionTable(w io.Writer, ds []*api.Decision) error {
 			detail = append(detail, "abort "+enumName(d.GetAbortReason()))
 		}
 		if d.GetActor() != "" {
-			detail = append(detail, "by "+d.GetActor())
+			detail = append(detail, "by "+actorWithNote(d.GetActor(), d.GetNote()))
 		}
 		if d.GetDetail() != "" {
 			detail = append(detail, oneLine(d.GetDetail()))

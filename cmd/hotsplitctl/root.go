@@ -96,7 +96,7 @@ Connections are plaintext: run hotsplit only on trusted networks.`,
 	pf.StringVar(&a.consistency, "consistency", "linearizable", "read consistency: linearizable (leader, after a read-index round) or stale (the answering node's state)")
 	pf.DurationVar(&a.timeout, "timeout", 5*time.Second, "time limit of each request, retries included")
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (the protobuf JSON mapping of the response)")
-	pf.StringVar(&a.actor, "actor", a.defaultActor(), "who you are, recorded with mutations (self-declared)")
+	pf.StringVar(&a.actor, "actor", a.defaultActor(), "a note recorded with mutations beside your authenticated identity (the certificate CN or token name is the actor)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log connection attempts and retries to stderr")
 
 	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.simCmd())
