@@ -48,3 +48,12 @@ func (c *Client) TransferLeadership(ctx context.Context, req *api.TransferLeader
 			return api.NewClusterClient(cc).TransferLeadership(ctx, req)
 		})
 }
+
+// Admit lets a node id join later from a raft address (a mutation; request
+// id as for Join).
+func (c *Client) Admit(ctx context.Context, req *api.AdmitRequest) (*api.AdmitResponse, error) {
+	return invoke(ctx, c, call{name: "Admit", mutation: true, requestID: NewRequestID()},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.AdmitResponse, error) {
+			return api.NewClusterClient(cc).Admit(ctx, req)
+		})
+}

@@ -110,6 +110,8 @@ func (a *applier) dispatch() *api.CommandResult {
 		return a.applySetConfig(b.SetConfig)
 	case *api.Command_AbortOp:
 		return a.applyAbortOp(b.AbortOp)
+	case *api.Command_AdmitMember:
+		return a.applyAdmitMember(b.AdmitMember)
 	}
 	// DecodeCommand refused every other body already.
 	a.haltErr = fmt.Errorf("%w: %T", ErrUnknownCommand, a.cmd.GetBody())

@@ -75,6 +75,7 @@ func (a *applier) applySetMember(c *api.SetMember) *api.CommandResult {
 	case m.GetSupportedVersion() < 1:
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member.supported_version: must be >= 1")
 	}
+	a.dropAdmission(m.GetNodeId())
 	i, found := findMember(a.s.members, m.GetNodeId())
 	ms := make([]*api.Member, 0, len(a.s.members)+1)
 	ms = append(ms, a.s.members[:i]...)
@@ -95,7 +96,11 @@ func (a *applier) applyRemoveMember(c *api.RemoveMember) *api.CommandResult {
 	if c.GetNodeId() == "" {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "node_id: required")
 	}
+	admitted := a.dropAdmission(c.GetNodeId())
 	i, found := findMember(a.s.members, c.GetNodeId())
+	if !found && admitted {
+		return ok()
+	}
 	if !found {
 		return fail(api.ResultCode_RESULT_CODE_MEMBER_NOT_FOUND, "member %q not found", c.GetNodeId())
 	}
@@ -129,5 +134,52 @@ func (a *applier) setMembers(ms []*api.Member) bool {
 	}
 	a.s.members = ms
 	a.s.clusterVersion = v
+	return true
+}
+
+// maxAdmissions bounds the admitted-but-not-joined table.
+const maxAdmissions = 64
+
+// applyAdmitMember records that a node id may join from a raft address
+// (cluster version 2). Admitting an id again replaces its admission.
+func (a *applier) applyAdmitMember(c *api.AdmitMember) *api.CommandResult {
+	if a.s.clusterVersion < Version2 {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "admit_member needs cluster version %d, the cluster runs %d", Version2, a.s.clusterVersion)
+	}
+	if err := api.ValidateNodeID(c.GetNodeId()); err != nil {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "node_id: %v", err)
+	}
+	if c.GetRaftAddr() == "" {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "raft_addr: required")
+	}
+	if _, member := findMember(a.s.members, c.GetNodeId()); member {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "node %q is already a member", c.GetNodeId())
+	}
+	i, found := findAdmission(a.s.admissions, c.GetNodeId())
+	if !found && len(a.s.admissions) >= maxAdmissions {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%d admissions are pending: let them join or remove some first", maxAdmissions)
+	}
+	adm := &api.Admission{NodeId: c.GetNodeId(), RaftAddr: c.GetRaftAddr(), AdmittedAtHlc: a.nowHLC, Actor: c.GetActor()}
+	as := make([]*api.Admission, 0, len(a.s.admissions)+1)
+	as = append(as, a.s.admissions[:i]...)
+	as = append(as, adm)
+	if found {
+		i++
+	}
+	a.s.admissions = append(as, a.s.admissions[i:]...)
+	a.f.log.Info("fsm: node admitted", "node_id", adm.NodeId, "raft_addr", adm.RaftAddr, "actor", adm.Actor, "commit_hlc", a.nowHLC)
+	return ok()
+}
+
+// dropAdmission ends the admission of nodeID, if any: it joined or was
+// removed. It reports whether there was one.
+func (a *applier) dropAdmission(nodeID string) bool {
+	i, found := findAdmission(a.s.admissions, nodeID)
+	if !found {
+		return false
+	}
+	as := make([]*api.Admission, 0, len(a.s.admissions)-1)
+	as = append(as, a.s.admissions[:i]...)
+	a.s.admissions = append(as, a.s.admissions[i+1:]...)
 	return true
 }

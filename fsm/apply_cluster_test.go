@@ -142,6 +142,49 @@ func member(id string, version uint32) *api.Command {
 		NodeId: id, GrpcAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", SupportedVersion: version}}}}
 }
 
+func admit(id, raftAddr string) *api.Command {
+	return &api.Command{Body: &api.Command_AdmitMember{AdmitMember: &api.AdmitMember{NodeId: id, RaftAddr: raftAddr, Actor: "alice"}}}
+}
+
+// Admissions (cluster version 2): admitted ids wait for their node; the
+// member record or a removal ends them; version 1 refuses the command.
+func TestAdmissions(t *testing.T) {
+	v1 := bootstrappedAt(t, Version1)
+	before := v1.state()
+	wantCode(t, v1.run(admit("n4", "127.0.0.1:9")), api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
+	assertUnchanged(t, before, v1.state())
+
+	h := bootstrappedAt(t, Version2)
+	h.run(member("n1", Version2))
+	for _, tc := range []struct {
+		cmd  *api.Command
+		code api.ResultCode
+	}{
+		{admit("N4", "127.0.0.1:9"), api.ResultCode_RESULT_CODE_INVALID_ARGUMENT},
+		{admit("n4", ""), api.ResultCode_RESULT_CODE_INVALID_ARGUMENT},
+		{admit("n1", "127.0.0.1:9"), api.ResultCode_RESULT_CODE_INVALID_ARGUMENT},
+	} {
+		before := h.state()
+		wantCode(t, h.run(tc.cmd), tc.code)
+		assertUnchanged(t, before, h.state())
+	}
+	wantCode(t, h.run(admit("n4", "127.0.0.1:9")), api.ResultCode_RESULT_CODE_OK)
+	wantCode(t, h.run(admit("n5", "127.0.0.1:8")), api.ResultCode_RESULT_CODE_OK)
+	wantCode(t, h.run(admit("n4", "127.0.0.1:7")), api.ResultCode_RESULT_CODE_OK)
+	if a, ok := h.state().Admission("n4"); !ok || a.GetRaftAddr() != "127.0.0.1:7" || a.GetActor() != "alice" || len(h.state().Admissions()) != 2 {
+		t.Fatalf("admissions %v", h.state().Admissions())
+	}
+	wantCode(t, h.run(member("n4", Version2)), api.ResultCode_RESULT_CODE_OK)
+	if _, ok := h.state().Admission("n4"); ok {
+		t.Fatal("a joined node kept its admission")
+	}
+	wantCode(t, h.run(&api.Command{Body: &api.Command_RemoveMember{RemoveMember: &api.RemoveMember{NodeId: "n5"}}}), api.ResultCode_RESULT_CODE_OK)
+	if len(h.state().Admissions()) != 0 {
+		t.Fatalf("admissions %v after remove", h.state().Admissions())
+	}
+	wantCode(t, h.run(&api.Command{Body: &api.Command_RemoveMember{RemoveMember: &api.RemoveMember{NodeId: "n5"}}}), api.ResultCode_RESULT_CODE_MEMBER_NOT_FOUND)
+}
+
 func TestMembers(t *testing.T) {
 	h := bootstrapped(t, nil, nil)
 	for _, id := range []string{"n3", "n1", "n2"} {

@@ -255,6 +255,10 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 		return nil, err
 	}
 	s.members = p.GetMembers()
+	if err := checkAdmissions(p.GetAdmissions(), s.members); err != nil {
+		return nil, err
+	}
+	s.admissions = p.GetAdmissions()
 	if err := checkOps(p.GetOps(), p.GetNextOpId(), s.cat, lim.finishedOps); err != nil {
 		return nil, err
 	}
@@ -329,6 +333,24 @@ func checkMembers(ms []*api.Member) error {
 		}
 		if i > 0 && m.GetNodeId() <= ms[i-1].GetNodeId() {
 			return fmt.Errorf("members[%d] %q: not sorted or repeated", i, m.GetNodeId())
+		}
+	}
+	return nil
+}
+
+func checkAdmissions(as []*api.Admission, members []*api.Member) error {
+	if len(as) > maxAdmissions {
+		return fmt.Errorf("%d admissions, at most %d", len(as), maxAdmissions)
+	}
+	for i, a := range as {
+		if err := api.ValidateNodeID(a.GetNodeId()); err != nil || a.GetRaftAddr() == "" {
+			return fmt.Errorf("admissions[%d]: node id %q or raft address %q invalid", i, a.GetNodeId(), a.GetRaftAddr())
+		}
+		if i > 0 && a.GetNodeId() <= as[i-1].GetNodeId() {
+			return fmt.Errorf("admissions[%d] %q: not sorted or repeated", i, a.GetNodeId())
+		}
+		if _, member := findMember(members, a.GetNodeId()); member {
+			return fmt.Errorf("admissions[%d] %q: already a member", i, a.GetNodeId())
 		}
 	}
 	return nil

@@ -56,8 +56,9 @@ func restore(f *FSM, b []byte) error { return f.Restore(io.NopCloser(bytes.NewRe
 // violations, a column.
 func richState(t testing.TB) *harness {
 	h := opState(t.(*testing.T), true, compoundOp(1), medianOp(2))
-	h.run(member("n1", 1))
-	h.run(member("n2", 1))
+	h.run(member("n1", Version2))
+	h.run(member("n2", Version2))
+	h.run(admit("n3", "127.0.0.1:9"))
 	c := split(2, "p")
 	c.RequestId = "r1"
 	h.run(c)
@@ -211,6 +212,9 @@ func TestRestoreRejects(t *testing.T) {
 		{"decisions unsorted", edit(func(p *api.StateSnapshot) { p.Decisions[0], p.Decisions[1] = p.Decisions[1], p.Decisions[0] })},
 		{"decision seq not below next", edit(func(p *api.StateSnapshot) { p.NextDecisionSeq = 1 })},
 		{"members unsorted", edit(func(p *api.StateSnapshot) { p.Members[0], p.Members[1] = p.Members[1], p.Members[0] })},
+		{"admission of a member", edit(func(p *api.StateSnapshot) { p.Admissions[0].NodeId = "n1" })},
+		{"admission repeated", edit(func(p *api.StateSnapshot) { p.Admissions = append(p.Admissions, p.Admissions[0]) })},
+		{"admission without raft address", edit(func(p *api.StateSnapshot) { p.Admissions[0].RaftAddr = "" })},
 		{"request id repeated", edit(func(p *api.StateSnapshot) {
 			r := proto.Clone(p.Requests[0]).(*api.RequestRecord)
 			r.Seq = p.NextRequestSeq

@@ -32,7 +32,8 @@ type State struct {
 	sw             *api.AutoSplitSwitch
 	ceilingMs      uint64
 	lastHLC        uint64
-	members        []*api.Member // sorted by node id
+	members        []*api.Member    // sorted by node id
+	admissions     []*api.Admission // sorted by node id; cluster version 2
 	det            *detector.State
 	// ops holds the live ops and the most recent finished ones, by id.
 	ops             []*api.Op
@@ -98,6 +99,18 @@ func (s *State) Member(nodeID string) (*api.Member, bool) {
 	}
 	return s.members[i], true
 }
+
+// Admission returns the admission of a node that has not joined yet.
+func (s *State) Admission(nodeID string) (*api.Admission, bool) {
+	i, ok := findAdmission(s.admissions, nodeID)
+	if !ok {
+		return nil, false
+	}
+	return s.admissions[i], true
+}
+
+// Admissions are the admitted nodes that have not joined yet, by node id.
+func (s *State) Admissions() []*api.Admission { return s.admissions }
 
 // Detector is the detector's replicated state (nil before bootstrap).
 func (s *State) Detector() *detector.State { return s.det }
@@ -179,6 +192,7 @@ func (s *State) coreProto() *api.StateSnapshot {
 		CeilingMs:           s.ceilingMs,
 		LastHlc:             s.lastHLC,
 		Members:             s.members,
+		Admissions:          s.admissions,
 		LastColumnAtMs:      s.lastColumnAtMs,
 		LastColumnReporters: s.reporters,
 		Ops:                 s.ops,
@@ -208,6 +222,11 @@ func (s *State) Hash() [32]byte {
 func findMember(ms []*api.Member, nodeID string) (int, bool) {
 	i := sort.Search(len(ms), func(i int) bool { return ms[i].GetNodeId() >= nodeID })
 	return i, i < len(ms) && ms[i].GetNodeId() == nodeID
+}
+
+func findAdmission(as []*api.Admission, nodeID string) (int, bool) {
+	i := sort.Search(len(as), func(i int) bool { return as[i].GetNodeId() >= nodeID })
+	return i, i < len(as) && as[i].GetNodeId() == nodeID
 }
 
 func findOp(ops []*api.Op, id uint64) (int, bool) {

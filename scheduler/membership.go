@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // Membership errors returned by Join and Remove.
@@ -29,6 +30,11 @@ var (
 	// ErrTransferFailed: raft could not hand leadership over (definite:
 	// this node still leads, or leads no more; retry).
 	ErrTransferFailed = errors.New("leadership transfer failed")
+	// ErrNotAdmitted: a node asked to join under an id no admin admitted
+	// (from that raft address), in a cluster at version 2.
+	ErrNotAdmitted = errors.New("node not admitted")
+	// ErrVersionTooLow: the command needs a higher cluster version.
+	ErrVersionTooLow = errors.New("cluster version too low")
 )
 
 // maxPromotionLag is how far (in log entries) a non-voter may trail the
@@ -37,7 +43,10 @@ const maxPromotionLag = 64
 
 // Join adds a node as a non-voter and records it as a member; the leader
 // promotes it to voter once it has caught up (SPEC §9). Leader only.
-func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string) error {
+// needsAdmission is set when the caller is the node itself rather than an
+// admin: from cluster version 2 a new node must then have been admitted
+// (Admit) from the raft address it gives.
+func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, needsAdmission bool) error {
 	if !s.IsReady() {
 		return ErrNotLeader
 	}
@@ -72,6 +81,12 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string) e
 	if isMember {
 		return fmt.Errorf("%w: %q is a recorded member; remove it first", ErrMemberExists, m.NodeId)
 	}
+	if needsAdmission && st.ClusterVersion() >= fsm.Version2 {
+		adm, ok := st.Admission(m.NodeId)
+		if !ok || adm.GetRaftAddr() != m.RaftAddr {
+			return fmt.Errorf("%w: %q from raft address %s: an admin runs `hotsplitctl cluster add %s --raft-addr %s` first", ErrNotAdmitted, m.NodeId, m.RaftAddr, m.NodeId, m.RaftAddr)
+		}
+	}
 	if err := waitFuture(ctx, s.raft.AddNonvoter(raft.ServerID(m.NodeId), raft.ServerAddress(m.RaftAddr), 0, s.cfg.RaftTimeout)); err != nil {
 		return classify(err)
 	}
@@ -80,6 +95,30 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string) e
 	}
 	s.log.Info("node joined as non-voter", "node_id", m.NodeId, "raft_addr", m.RaftAddr, "grpc_addr", m.GrpcAddr)
 	s.seedSwitchFromFlag(ctx, m)
+	return nil
+}
+
+// Admit lets nodeID join later from raftAddr (cluster version 2). Leader
+// only.
+func (s *Scheduler) Admit(ctx context.Context, nodeID, raftAddr, actor string) error {
+	if !s.IsReady() {
+		return ErrNotLeader
+	}
+	st := s.fsm.State()
+	if v := st.ClusterVersion(); v < fsm.Version2 {
+		return fmt.Errorf("%w: admitting nodes needs cluster version %d, the cluster runs %d (a member has not been upgraded)", ErrVersionTooLow, fsm.Version2, v)
+	}
+	if _, ok := st.Member(nodeID); ok {
+		return fmt.Errorf("%w: %q is a member already", ErrMemberExists, nodeID)
+	}
+	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.Version2, Body: &api.Command_AdmitMember{AdmitMember: &api.AdmitMember{NodeId: nodeID, RaftAddr: raftAddr, Actor: actor}}})
+	if err != nil {
+		return err
+	}
+	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		return fmt.Errorf("admit rejected: %s", res.GetMessage())
+	}
+	s.log.Info("node admitted", "node_id", nodeID, "raft_addr", raftAddr, "actor", actor)
 	return nil
 }
 
@@ -132,6 +171,8 @@ func (s *Scheduler) Remove(ctx context.Context, nodeID string) error {
 		return err
 	}
 	_, isMember := s.fsm.State().Member(nodeID)
+	_, admitted := s.fsm.State().Admission(nodeID)
+	isMember = isMember || admitted
 	inRaft := false
 	for _, srv := range cfg.Servers {
 		inRaft = inRaft || string(srv.ID) == nodeID

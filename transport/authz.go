@@ -49,6 +49,7 @@ var authzTable = map[string]rule{
 	api.Cluster_Join_FullMethodName:               {role: RoleAdmin, node: true, self: joinerOf, limit: limitMutation},
 	api.Cluster_Remove_FullMethodName:             {role: RoleAdmin, limit: limitMutation},
 	api.Cluster_TransferLeadership_FullMethodName: {role: RoleAdmin, limit: limitMutation},
+	api.Cluster_Admit_FullMethodName:              {role: RoleAdmin, limit: limitMutation},
 }
 
 func reporterOf(req any) string {

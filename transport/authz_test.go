@@ -29,7 +29,7 @@ func allMethods(t *testing.T) []string {
 			out = append(out, fmt.Sprintf("/%s/%s", sd.FullName(), sd.Methods().Get(j).Name()))
 		}
 	}
-	if len(out) < 17 {
+	if len(out) < 18 {
 		t.Fatalf("found only %d methods", len(out))
 	}
 	return out
@@ -60,7 +60,7 @@ var specRoles = map[Role][]string{
 	RoleReader: {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain",
 		"AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader"},
 	RoleOperator: {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp"},
-	RoleAdmin:    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership"},
+	RoleAdmin:    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit"},
 	RoleNode:     {"Cluster/Join", "Cluster/Members", "Cluster/Leader"},
 }
 

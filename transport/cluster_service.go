@@ -58,7 +58,11 @@ func (c *clusterServer) Join(ctx context.Context, req *api.JoinRequest) (*api.Jo
 		return resp, err
 	}
 	m := &api.Member{NodeId: req.GetNodeId(), RaftAddr: req.GetRaftAddr(), GrpcAddr: req.GetGrpcAddr(), SupportedVersion: req.GetSupportedVersion(), AutoSplitFlag: req.GetAutoSplitFlag()}
-	if err := c.s.cfg.Sched.Join(ctx, m, req.GetClusterId()); err != nil {
+	// A node joining by itself must have been admitted; an admin's join is
+	// the admission.
+	p, _ := PrincipalFrom(ctx)
+	needsAdmission := p == nil || !p.Has(RoleAdmin)
+	if err := c.s.cfg.Sched.Join(ctx, m, req.GetClusterId(), needsAdmission); err != nil {
 		return nil, membershipError(err, c.s.leaderHint())
 	}
 	st := c.s.cfg.FSM.State()
@@ -90,7 +94,7 @@ func (c *clusterServer) Members(ctx context.Context, req *api.MembersRequest) (*
 	if err != nil {
 		return nil, err
 	}
-	return &api.MembersResponse{Members: c.s.memberStatuses(ctx, st), ClusterId: st.ClusterID(), ClusterVersion: st.ClusterVersion(), Read: info}, nil
+	return &api.MembersResponse{Members: c.s.memberStatuses(ctx, st), ClusterId: st.ClusterID(), ClusterVersion: st.ClusterVersion(), Admissions: st.Admissions(), Read: info}, nil
 }
 
 // memberStatuses joins the replicated member table with this node's view of
@@ -148,4 +152,23 @@ func (c *clusterServer) TransferLeadership(ctx context.Context, req *api.Transfe
 		return nil, membershipError(err, c.s.leaderHint())
 	}
 	return &api.TransferLeadershipResponse{LeaderId: id}, nil
+}
+
+func (c *clusterServer) Admit(ctx context.Context, req *api.AdmitRequest) (*api.AdmitResponse, error) {
+	if err := checkNodeID(req.GetNodeId()); err != nil {
+		return nil, err
+	}
+	if err := checkAddr("raft_addr", req.GetRaftAddr()); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.AdmitResponse, error) {
+		return api.NewClusterClient(cc).Admit(ctx, req)
+	}); handled {
+		return resp, err
+	}
+	actor, _ := actorOf(ctx, "")
+	if err := c.s.cfg.Sched.Admit(ctx, req.GetNodeId(), req.GetRaftAddr(), actor); err != nil {
+		return nil, membershipError(err, c.s.leaderHint())
+	}
+	return &api.AdmitResponse{Admissions: c.s.cfg.FSM.State().Admissions()}, nil
 }

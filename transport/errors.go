@@ -74,8 +74,10 @@ func membershipError(err error, hint *api.LeaderHint) error {
 	switch {
 	case errors.Is(err, scheduler.ErrMemberExists):
 		return statusWith(codes.AlreadyExists, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
-	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion):
+	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion), errors.Is(err, scheduler.ErrVersionTooLow):
 		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
+	case errors.Is(err, scheduler.ErrNotAdmitted):
+		return statusWith(codes.PermissionDenied, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
 	case errors.Is(err, scheduler.ErrNoSuchMember):
 		return statusWith(codes.NotFound, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
 	case errors.Is(err, scheduler.ErrNotVoter):

@@ -43,6 +43,7 @@ type Command struct {
 	//	*Command_SetAutoSplit
 	//	*Command_SetConfig
 	//	*Command_AbortOp
+	//	*Command_AdmitMember
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -187,6 +188,15 @@ func (x *Command) GetAbortOp() *AbortOp {
 	return nil
 }
 
+func (x *Command) GetAdmitMember() *AdmitMember {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AdmitMember); ok {
+			return x.AdmitMember
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -227,6 +237,11 @@ type Command_AbortOp struct {
 	AbortOp *AbortOp `protobuf:"bytes,18,opt,name=abort_op,json=abortOp,proto3,oneof"`
 }
 
+type Command_AdmitMember struct {
+	// Cluster version 2.
+	AdmitMember *AdmitMember `protobuf:"bytes,20,opt,name=admit_member,json=admitMember,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Body() {}
 
 func (*Command_AdvanceCeiling) isCommand_Body() {}
@@ -244,6 +259,8 @@ func (*Command_SetAutoSplit) isCommand_Body() {}
 func (*Command_SetConfig) isCommand_Body() {}
 
 func (*Command_AbortOp) isCommand_Body() {}
+
+func (*Command_AdmitMember) isCommand_Body() {}
 
 type Bootstrap struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -418,6 +435,8 @@ func (x *SetMember) GetMember() *Member {
 	return nil
 }
 
+// RemoveMember deletes a member record and, from cluster version 2, an
+// admission of that id.
 type RemoveMember struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -462,6 +481,71 @@ func (x *RemoveMember) GetNodeId() string {
 	return ""
 }
 
+// AdmitMember lets a node that does not exist yet join (cluster version 2,
+// etcd's member-add model): only a node certificate whose CN is node_id,
+// from raft_addr, may then join. The admission ends when the node's member
+// record is written or the id is removed.
+type AdmitMember struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeId   string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// The admin who admitted it.
+	Actor         string `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmitMember) Reset() {
+	*x = AdmitMember{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmitMember) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmitMember) ProtoMessage() {}
+
+func (x *AdmitMember) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmitMember.ProtoReflect.Descriptor instead.
+func (*AdmitMember) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *AdmitMember) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AdmitMember) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *AdmitMember) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
 // SplitRange is either a manual split (expected_version optional CAS) or a
 // step of a detector op (op_id and step set; validated structurally).
 type SplitRange struct {
@@ -483,7 +567,7 @@ type SplitRange struct {
 
 func (x *SplitRange) Reset() {
 	*x = SplitRange{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[5]
+	mi := &file_hotsplitv1_command_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +579,7 @@ func (x *SplitRange) String() string {
 func (*SplitRange) ProtoMessage() {}
 
 func (x *SplitRange) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[5]
+	mi := &file_hotsplitv1_command_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +592,7 @@ func (x *SplitRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SplitRange.ProtoReflect.Descriptor instead.
 func (*SplitRange) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SplitRange) GetRouteId() uint64 {
@@ -579,7 +663,7 @@ type ObserveColumn struct {
 
 func (x *ObserveColumn) Reset() {
 	*x = ObserveColumn{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[6]
+	mi := &file_hotsplitv1_command_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -591,7 +675,7 @@ func (x *ObserveColumn) String() string {
 func (*ObserveColumn) ProtoMessage() {}
 
 func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[6]
+	mi := &file_hotsplitv1_command_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -604,7 +688,7 @@ func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveColumn.ProtoReflect.Descriptor instead.
 func (*ObserveColumn) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ObserveColumn) GetWindowStartMs() uint64 {
@@ -673,7 +757,7 @@ type ColumnRow struct {
 
 func (x *ColumnRow) Reset() {
 	*x = ColumnRow{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[7]
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +769,7 @@ func (x *ColumnRow) String() string {
 func (*ColumnRow) ProtoMessage() {}
 
 func (x *ColumnRow) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[7]
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +782,7 @@ func (x *ColumnRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnRow.ProtoReflect.Descriptor instead.
 func (*ColumnRow) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ColumnRow) GetRouteId() uint64 {
@@ -770,7 +854,7 @@ type KeyEstimate struct {
 
 func (x *KeyEstimate) Reset() {
 	*x = KeyEstimate{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +866,7 @@ func (x *KeyEstimate) String() string {
 func (*KeyEstimate) ProtoMessage() {}
 
 func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +879,7 @@ func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyEstimate.ProtoReflect.Descriptor instead.
 func (*KeyEstimate) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KeyEstimate) GetKey() []byte {
@@ -832,7 +916,7 @@ type GroupLoad struct {
 
 func (x *GroupLoad) Reset() {
 	*x = GroupLoad{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +928,7 @@ func (x *GroupLoad) String() string {
 func (*GroupLoad) ProtoMessage() {}
 
 func (x *GroupLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +941,7 @@ func (x *GroupLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLoad.ProtoReflect.Descriptor instead.
 func (*GroupLoad) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GroupLoad) GetGroupId() uint64 {
@@ -909,7 +993,7 @@ type SetAutoSplit struct {
 
 func (x *SetAutoSplit) Reset() {
 	*x = SetAutoSplit{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1005,7 @@ func (x *SetAutoSplit) String() string {
 func (*SetAutoSplit) ProtoMessage() {}
 
 func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1018,7 @@ func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAutoSplit.ProtoReflect.Descriptor instead.
 func (*SetAutoSplit) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetAutoSplit) GetEnabled() bool {
@@ -984,7 +1068,7 @@ type SetConfig struct {
 
 func (x *SetConfig) Reset() {
 	*x = SetConfig{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1080,7 @@ func (x *SetConfig) String() string {
 func (*SetConfig) ProtoMessage() {}
 
 func (x *SetConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1093,7 @@ func (x *SetConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfig.ProtoReflect.Descriptor instead.
 func (*SetConfig) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetConfig) GetPatch() *ConfigPatch {
@@ -1046,7 +1130,7 @@ type AbortOp struct {
 
 func (x *AbortOp) Reset() {
 	*x = AbortOp{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1142,7 @@ func (x *AbortOp) String() string {
 func (*AbortOp) ProtoMessage() {}
 
 func (x *AbortOp) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1155,7 @@ func (x *AbortOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOp.ProtoReflect.Descriptor instead.
 func (*AbortOp) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AbortOp) GetOpId() uint64 {
@@ -1106,7 +1190,7 @@ var File_hotsplitv1_command_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\x8e\x05\n" +
+	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xcd\x05\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vmin_version\x18\x01 \x01(\rR\n" +
 	"minVersion\x12\x10\n" +
@@ -1125,7 +1209,8 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x0eset_auto_split\x18\x10 \x01(\v2\x19.hotsplit.v1.SetAutoSplitH\x00R\fsetAutoSplit\x127\n" +
 	"\n" +
 	"set_config\x18\x11 \x01(\v2\x16.hotsplit.v1.SetConfigH\x00R\tsetConfig\x121\n" +
-	"\babort_op\x18\x12 \x01(\v2\x14.hotsplit.v1.AbortOpH\x00R\aabortOpB\x06\n" +
+	"\babort_op\x18\x12 \x01(\v2\x14.hotsplit.v1.AbortOpH\x00R\aabortOp\x12=\n" +
+	"\fadmit_member\x18\x14 \x01(\v2\x18.hotsplit.v1.AdmitMemberH\x00R\vadmitMemberB\x06\n" +
 	"\x04body\"\xe1\x01\n" +
 	"\tBootstrap\x12\x1d\n" +
 	"\n" +
@@ -1142,7 +1227,11 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\tSetMember\x12+\n" +
 	"\x06member\x18\x01 \x01(\v2\x13.hotsplit.v1.MemberR\x06member\"'\n" +
 	"\fRemoveMember\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\xdc\x01\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"Y\n" +
+	"\vAdmitMember\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\"\xdc\x01\n" +
 	"\n" +
 	"SplitRange\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x1b\n" +
@@ -1212,48 +1301,50 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
 	(*AdvanceCeiling)(nil), // 2: hotsplit.v1.AdvanceCeiling
 	(*SetMember)(nil),      // 3: hotsplit.v1.SetMember
 	(*RemoveMember)(nil),   // 4: hotsplit.v1.RemoveMember
-	(*SplitRange)(nil),     // 5: hotsplit.v1.SplitRange
-	(*ObserveColumn)(nil),  // 6: hotsplit.v1.ObserveColumn
-	(*ColumnRow)(nil),      // 7: hotsplit.v1.ColumnRow
-	(*KeyEstimate)(nil),    // 8: hotsplit.v1.KeyEstimate
-	(*GroupLoad)(nil),      // 9: hotsplit.v1.GroupLoad
-	(*SetAutoSplit)(nil),   // 10: hotsplit.v1.SetAutoSplit
-	(*SetConfig)(nil),      // 11: hotsplit.v1.SetConfig
-	(*AbortOp)(nil),        // 12: hotsplit.v1.AbortOp
-	(*Config)(nil),         // 13: hotsplit.v1.Config
-	(*Member)(nil),         // 14: hotsplit.v1.Member
-	(SwitchSource)(0),      // 15: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 16: hotsplit.v1.ConfigPatch
+	(*AdmitMember)(nil),    // 5: hotsplit.v1.AdmitMember
+	(*SplitRange)(nil),     // 6: hotsplit.v1.SplitRange
+	(*ObserveColumn)(nil),  // 7: hotsplit.v1.ObserveColumn
+	(*ColumnRow)(nil),      // 8: hotsplit.v1.ColumnRow
+	(*KeyEstimate)(nil),    // 9: hotsplit.v1.KeyEstimate
+	(*GroupLoad)(nil),      // 10: hotsplit.v1.GroupLoad
+	(*SetAutoSplit)(nil),   // 11: hotsplit.v1.SetAutoSplit
+	(*SetConfig)(nil),      // 12: hotsplit.v1.SetConfig
+	(*AbortOp)(nil),        // 13: hotsplit.v1.AbortOp
+	(*Config)(nil),         // 14: hotsplit.v1.Config
+	(*Member)(nil),         // 15: hotsplit.v1.Member
+	(SwitchSource)(0),      // 16: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 17: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
 	2,  // 1: hotsplit.v1.Command.advance_ceiling:type_name -> hotsplit.v1.AdvanceCeiling
 	3,  // 2: hotsplit.v1.Command.set_member:type_name -> hotsplit.v1.SetMember
 	4,  // 3: hotsplit.v1.Command.remove_member:type_name -> hotsplit.v1.RemoveMember
-	5,  // 4: hotsplit.v1.Command.split_range:type_name -> hotsplit.v1.SplitRange
-	6,  // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
-	10, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
-	11, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
-	12, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
-	13, // 9: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	14, // 10: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
-	7,  // 11: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	9,  // 12: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	8,  // 13: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	15, // 14: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	16, // 15: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	6,  // 4: hotsplit.v1.Command.split_range:type_name -> hotsplit.v1.SplitRange
+	7,  // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
+	11, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
+	12, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
+	13, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
+	5,  // 9: hotsplit.v1.Command.admit_member:type_name -> hotsplit.v1.AdmitMember
+	14, // 10: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	15, // 11: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	8,  // 12: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
+	10, // 13: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	9,  // 14: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	16, // 15: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	17, // 16: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -1273,15 +1364,16 @@ func file_hotsplitv1_command_proto_init() {
 		(*Command_SetAutoSplit)(nil),
 		(*Command_SetConfig)(nil),
 		(*Command_AbortOp)(nil),
+		(*Command_AdmitMember)(nil),
 	}
-	file_hotsplitv1_command_proto_msgTypes[5].OneofWrappers = []any{}
+	file_hotsplitv1_command_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

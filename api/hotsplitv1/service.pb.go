@@ -2067,8 +2067,10 @@ type MembersResponse struct {
 	ClusterId      string                 `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	ClusterVersion uint32                 `protobuf:"varint,3,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
 	Read           *ReadInfo              `protobuf:"bytes,4,opt,name=read,proto3" json:"read,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Admitted nodes that have not joined yet (cluster version 2).
+	Admissions    []*Admission `protobuf:"bytes,20,rep,name=admissions,proto3" json:"admissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MembersResponse) Reset() {
@@ -2125,6 +2127,13 @@ func (x *MembersResponse) GetClusterVersion() uint32 {
 func (x *MembersResponse) GetRead() *ReadInfo {
 	if x != nil {
 		return x.Read
+	}
+	return nil
+}
+
+func (x *MembersResponse) GetAdmissions() []*Admission {
+	if x != nil {
+		return x.Admissions
 	}
 	return nil
 }
@@ -2314,6 +2323,103 @@ func (x *TransferLeadershipResponse) GetLeaderId() string {
 	return ""
 }
 
+type AdmitRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmitRequest) Reset() {
+	*x = AdmitRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmitRequest) ProtoMessage() {}
+
+func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmitRequest.ProtoReflect.Descriptor instead.
+func (*AdmitRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AdmitRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *AdmitRequest) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+type AdmitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every pending admission, sorted by node id.
+	Admissions    []*Admission `protobuf:"bytes,1,rep,name=admissions,proto3" json:"admissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdmitResponse) Reset() {
+	*x = AdmitResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdmitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdmitResponse) ProtoMessage() {}
+
+func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdmitResponse.ProtoReflect.Descriptor instead.
+func (*AdmitResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AdmitResponse) GetAdmissions() []*Admission {
+	if x != nil {
+		return x.Admissions
+	}
+	return nil
+}
+
 var File_hotsplitv1_service_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_service_proto_rawDesc = "" +
@@ -2459,13 +2565,16 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\fMemberStatus\x12+\n" +
 	"\x06member\x18\x01 \x01(\v2\x13.hotsplit.v1.MemberR\x06member\x12\x1a\n" +
 	"\bsuffrage\x18\x02 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\bR\x06leader\"\xb9\x01\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\"\xf1\x01\n" +
 	"\x0fMembersResponse\x123\n" +
 	"\amembers\x18\x01 \x03(\v2\x19.hotsplit.v1.MemberStatusR\amembers\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12'\n" +
 	"\x0fcluster_version\x18\x03 \x01(\rR\x0eclusterVersion\x12)\n" +
-	"\x04read\x18\x04 \x01(\v2\x15.hotsplit.v1.ReadInfoR\x04read\"\x0f\n" +
+	"\x04read\x18\x04 \x01(\v2\x15.hotsplit.v1.ReadInfoR\x04read\x126\n" +
+	"\n" +
+	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
+	"admissions\"\x0f\n" +
 	"\rLeaderRequest\"k\n" +
 	"\x0eLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12(\n" +
@@ -2475,7 +2584,14 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\n" +
 	"to_node_id\x18\x01 \x01(\tR\btoNodeId\"9\n" +
 	"\x1aTransferLeadershipResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId*B\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"D\n" +
+	"\fAdmitRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\"G\n" +
+	"\rAdmitResponse\x126\n" +
+	"\n" +
+	"admissions\x18\x01 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
+	"admissions*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_STALE\x10\x01*P\n" +
@@ -2500,13 +2616,14 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\aExplain\x12\x1b.hotsplit.v1.ExplainRequest\x1a\x1c.hotsplit.v1.ExplainResponse\x12J\n" +
 	"\tGetConfig\x12\x1d.hotsplit.v1.GetConfigRequest\x1a\x1e.hotsplit.v1.GetConfigResponse\x12J\n" +
 	"\tSetConfig\x12\x1d.hotsplit.v1.SetConfigRequest\x1a\x1e.hotsplit.v1.SetConfigResponse\x12D\n" +
-	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xf9\x02\n" +
+	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xb9\x03\n" +
 	"\aCluster\x12;\n" +
 	"\x04Join\x12\x18.hotsplit.v1.JoinRequest\x1a\x19.hotsplit.v1.JoinResponse\x12A\n" +
 	"\x06Remove\x12\x1a.hotsplit.v1.RemoveRequest\x1a\x1b.hotsplit.v1.RemoveResponse\x12D\n" +
 	"\aMembers\x12\x1b.hotsplit.v1.MembersRequest\x1a\x1c.hotsplit.v1.MembersResponse\x12A\n" +
 	"\x06Leader\x12\x1a.hotsplit.v1.LeaderRequest\x1a\x1b.hotsplit.v1.LeaderResponse\x12e\n" +
-	"\x12TransferLeadership\x12&.hotsplit.v1.TransferLeadershipRequest\x1a'.hotsplit.v1.TransferLeadershipResponseB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x12TransferLeadership\x12&.hotsplit.v1.TransferLeadershipRequest\x1a'.hotsplit.v1.TransferLeadershipResponse\x12>\n" +
+	"\x05Admit\x12\x19.hotsplit.v1.AdmitRequest\x1a\x1a.hotsplit.v1.AdmitResponseB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_service_proto_rawDescOnce sync.Once
@@ -2521,7 +2638,7 @@ func file_hotsplitv1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_hotsplitv1_service_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: hotsplit.v1.Consistency
 	(Outcome)(0),                       // 1: hotsplit.v1.Outcome
@@ -2562,99 +2679,106 @@ var file_hotsplitv1_service_proto_goTypes = []any{
 	(*LeaderResponse)(nil),             // 36: hotsplit.v1.LeaderResponse
 	(*TransferLeadershipRequest)(nil),  // 37: hotsplit.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil), // 38: hotsplit.v1.TransferLeadershipResponse
-	(*RouteDescriptor)(nil),            // 39: hotsplit.v1.RouteDescriptor
-	(*CatalogDelta)(nil),               // 40: hotsplit.v1.CatalogDelta
-	(*AutoSplitSwitch)(nil),            // 41: hotsplit.v1.AutoSplitSwitch
-	(*Config)(nil),                     // 42: hotsplit.v1.Config
-	(*Op)(nil),                         // 43: hotsplit.v1.Op
-	(*TrackedRoute)(nil),               // 44: hotsplit.v1.TrackedRoute
-	(*Decision)(nil),                   // 45: hotsplit.v1.Decision
-	(*ConfigPatch)(nil),                // 46: hotsplit.v1.ConfigPatch
-	(AutoSplitFlag)(0),                 // 47: hotsplit.v1.AutoSplitFlag
-	(*Member)(nil),                     // 48: hotsplit.v1.Member
-	(*ReportRequest)(nil),              // 49: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 50: hotsplit.v1.ReportResponse
+	(*AdmitRequest)(nil),               // 39: hotsplit.v1.AdmitRequest
+	(*AdmitResponse)(nil),              // 40: hotsplit.v1.AdmitResponse
+	(*RouteDescriptor)(nil),            // 41: hotsplit.v1.RouteDescriptor
+	(*CatalogDelta)(nil),               // 42: hotsplit.v1.CatalogDelta
+	(*AutoSplitSwitch)(nil),            // 43: hotsplit.v1.AutoSplitSwitch
+	(*Config)(nil),                     // 44: hotsplit.v1.Config
+	(*Op)(nil),                         // 45: hotsplit.v1.Op
+	(*TrackedRoute)(nil),               // 46: hotsplit.v1.TrackedRoute
+	(*Decision)(nil),                   // 47: hotsplit.v1.Decision
+	(*ConfigPatch)(nil),                // 48: hotsplit.v1.ConfigPatch
+	(AutoSplitFlag)(0),                 // 49: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 50: hotsplit.v1.Member
+	(*Admission)(nil),                  // 51: hotsplit.v1.Admission
+	(*ReportRequest)(nil),              // 52: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 53: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
 	1,  // 1: hotsplit.v1.ErrorOutcome.outcome:type_name -> hotsplit.v1.Outcome
 	0,  // 2: hotsplit.v1.ListRoutesRequest.consistency:type_name -> hotsplit.v1.Consistency
-	39, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
+	41, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
 	2,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 5: hotsplit.v1.GetRouteRequest.consistency:type_name -> hotsplit.v1.Consistency
-	39, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	41, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
 	2,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
-	39, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
-	39, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
-	40, // 10: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
+	41, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
+	41, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
+	42, // 10: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
 	13, // 11: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
-	39, // 12: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
+	41, // 12: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
 	0,  // 13: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
-	41, // 14: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	42, // 15: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
-	43, // 16: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
-	44, // 17: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
-	44, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
-	45, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
+	43, // 14: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	44, // 15: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
+	45, // 16: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
+	46, // 17: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
+	46, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
+	47, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
 	2,  // 20: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	41, // 21: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	43, // 21: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
 	0,  // 22: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	39, // 23: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	44, // 24: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	45, // 25: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	43, // 26: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	41, // 23: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	46, // 24: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	47, // 25: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	45, // 26: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
 	2,  // 27: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 28: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	42, // 29: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	44, // 29: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
 	2,  // 30: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	46, // 31: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	42, // 32: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	43, // 33: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	47, // 34: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	48, // 35: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	48, // 31: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	44, // 32: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	45, // 33: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	49, // 34: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	50, // 35: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
 	0,  // 36: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	48, // 37: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	50, // 37: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
 	33, // 38: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
 	2,  // 39: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	5,  // 40: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	7,  // 41: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	9,  // 42: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	11, // 43: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	14, // 44: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	49, // 45: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	16, // 46: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	18, // 47: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	20, // 48: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	22, // 49: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	24, // 50: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	26, // 51: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	28, // 52: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	30, // 53: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	32, // 54: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	35, // 55: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	37, // 56: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	6,  // 57: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	8,  // 58: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	10, // 59: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	12, // 60: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	15, // 61: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	50, // 62: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	17, // 63: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	19, // 64: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	21, // 65: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	23, // 66: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	25, // 67: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	27, // 68: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	29, // 69: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	31, // 70: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	34, // 71: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	36, // 72: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	38, // 73: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	57, // [57:74] is the sub-list for method output_type
-	40, // [40:57] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	51, // 40: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	51, // 41: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	5,  // 42: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	7,  // 43: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	9,  // 44: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	11, // 45: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	14, // 46: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	52, // 47: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	16, // 48: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	18, // 49: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	20, // 50: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	22, // 51: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	24, // 52: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	26, // 53: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	28, // 54: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	30, // 55: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	32, // 56: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	35, // 57: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	37, // 58: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	39, // 59: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
+	6,  // 60: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	8,  // 61: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	10, // 62: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	12, // 63: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	15, // 64: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	53, // 65: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	17, // 66: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	19, // 67: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	21, // 68: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	23, // 69: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	25, // 70: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	27, // 71: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	29, // 72: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	31, // 73: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	34, // 74: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	36, // 75: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	38, // 76: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	40, // 77: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	60, // [60:78] is the sub-list for method output_type
+	42, // [42:60] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }
@@ -2677,7 +2801,7 @@ func file_hotsplitv1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_service_proto_rawDesc), len(file_hotsplitv1_service_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -676,6 +676,7 @@ const (
 	Cluster_Members_FullMethodName            = "/hotsplit.v1.Cluster/Members"
 	Cluster_Leader_FullMethodName             = "/hotsplit.v1.Cluster/Leader"
 	Cluster_TransferLeadership_FullMethodName = "/hotsplit.v1.Cluster/TransferLeadership"
+	Cluster_Admit_FullMethodName              = "/hotsplit.v1.Cluster/Admit"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -687,6 +688,9 @@ type ClusterClient interface {
 	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
 	Leader(ctx context.Context, in *LeaderRequest, opts ...grpc.CallOption) (*LeaderResponse, error)
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// Admit lets a node id join later from a raft address (admin; cluster
+	// version 2): only a node certificate whose CN is that id may then join.
+	Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*AdmitResponse, error)
 }
 
 type clusterClient struct {
@@ -747,6 +751,16 @@ func (c *clusterClient) TransferLeadership(ctx context.Context, in *TransferLead
 	return out, nil
 }
 
+func (c *clusterClient) Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*AdmitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AdmitResponse)
+	err := c.cc.Invoke(ctx, Cluster_Admit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -756,6 +770,9 @@ type ClusterServer interface {
 	Members(context.Context, *MembersRequest) (*MembersResponse, error)
 	Leader(context.Context, *LeaderRequest) (*LeaderResponse, error)
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// Admit lets a node id join later from a raft address (admin; cluster
+	// version 2): only a node certificate whose CN is that id may then join.
+	Admit(context.Context, *AdmitRequest) (*AdmitResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -780,6 +797,9 @@ func (UnimplementedClusterServer) Leader(context.Context, *LeaderRequest) (*Lead
 }
 func (UnimplementedClusterServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedClusterServer) Admit(context.Context, *AdmitRequest) (*AdmitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Admit not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -892,6 +912,24 @@ func _Cluster_TransferLeadership_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Admit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AdmitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Admit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Admit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Admit(ctx, req.(*AdmitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -918,6 +956,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferLeadership",
 			Handler:    _Cluster_TransferLeadership_Handler,
+		},
+		{
+			MethodName: "Admit",
+			Handler:    _Cluster_Admit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1106,6 +1106,75 @@ func (x *Op) GetNote() string {
 	return ""
 }
 
+// Admission is a node an admin has admitted that has not joined yet.
+type Admission struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RaftAddr      string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	AdmittedAtHlc uint64                 `protobuf:"varint,3,opt,name=admitted_at_hlc,json=admittedAtHlc,proto3" json:"admitted_at_hlc,omitempty"`
+	Actor         string                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Admission) Reset() {
+	*x = Admission{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Admission) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Admission) ProtoMessage() {}
+
+func (x *Admission) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Admission.ProtoReflect.Descriptor instead.
+func (*Admission) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Admission) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Admission) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *Admission) GetAdmittedAtHlc() uint64 {
+	if x != nil {
+		return x.AdmittedAtHlc
+	}
+	return 0
+}
+
+func (x *Admission) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
 type Member struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	NodeId           string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -1120,7 +1189,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[4]
+	mi := &file_hotsplitv1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1201,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[4]
+	mi := &file_hotsplitv1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1214,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Member) GetNodeId() string {
@@ -1206,7 +1275,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[5]
+	mi := &file_hotsplitv1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1218,7 +1287,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[5]
+	mi := &file_hotsplitv1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1231,7 +1300,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Decision) GetSeq() uint64 {
@@ -1345,7 +1414,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[6]
+	mi := &file_hotsplitv1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1426,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[6]
+	mi := &file_hotsplitv1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1439,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CommandResult) GetCode() ResultCode {
@@ -1454,7 +1523,7 @@ type RequestRecord struct {
 
 func (x *RequestRecord) Reset() {
 	*x = RequestRecord{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	mi := &file_hotsplitv1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1466,7 +1535,7 @@ func (x *RequestRecord) String() string {
 func (*RequestRecord) ProtoMessage() {}
 
 func (x *RequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	mi := &file_hotsplitv1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1479,7 +1548,7 @@ func (x *RequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRecord.ProtoReflect.Descriptor instead.
 func (*RequestRecord) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RequestRecord) GetRequestId() string {
@@ -1526,13 +1595,15 @@ type StateSnapshot struct {
 	Requests            []*RequestRecord       `protobuf:"bytes,17,rep,name=requests,proto3" json:"requests,omitempty"`
 	NextRequestSeq      uint64                 `protobuf:"varint,18,opt,name=next_request_seq,json=nextRequestSeq,proto3" json:"next_request_seq,omitempty"`
 	FenceViolations     uint64                 `protobuf:"varint,19,opt,name=fence_violations,json=fenceViolations,proto3" json:"fence_violations,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Admitted nodes that have not joined yet, sorted by node id (version 2).
+	Admissions    []*Admission `protobuf:"bytes,20,rep,name=admissions,proto3" json:"admissions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[8]
+	mi := &file_hotsplitv1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1615,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[8]
+	mi := &file_hotsplitv1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1628,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StateSnapshot) GetFormatVersion() uint32 {
@@ -1693,6 +1764,13 @@ func (x *StateSnapshot) GetFenceViolations() uint64 {
 	return 0
 }
 
+func (x *StateSnapshot) GetAdmissions() []*Admission {
+	if x != nil {
+		return x.Admissions
+	}
+	return nil
+}
+
 var File_hotsplitv1_state_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_state_proto_rawDesc = "" +
@@ -1758,7 +1836,12 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x05score\x18\x10 \x01(\x04R\x05score\x12=\n" +
 	"\fstep_results\x18\x11 \x03(\v2\x1a.hotsplit.v1.CommandResultR\vstepResults\x12\x14\n" +
 	"\x05actor\x18\x12 \x01(\tR\x05actor\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\xcc\x01\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\x7f\n" +
+	"\tAdmission\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
+	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12&\n" +
+	"\x0fadmitted_at_hlc\x18\x03 \x01(\x04R\radmittedAtHlc\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\"\xcc\x01\n" +
 	"\x06Member\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
@@ -1798,7 +1881,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xc5\x06\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xfd\x06\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -1822,7 +1905,10 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x11next_decision_seq\x18\x10 \x01(\x04R\x0fnextDecisionSeq\x126\n" +
 	"\brequests\x18\x11 \x03(\v2\x1a.hotsplit.v1.RequestRecordR\brequests\x12(\n" +
 	"\x10next_request_seq\x18\x12 \x01(\x04R\x0enextRequestSeq\x12)\n" +
-	"\x10fence_violations\x18\x13 \x01(\x04R\x0ffenceViolations*k\n" +
+	"\x10fence_violations\x18\x13 \x01(\x04R\x0ffenceViolations\x126\n" +
+	"\n" +
+	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
+	"admissions*k\n" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +
@@ -1920,7 +2006,7 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
@@ -1934,14 +2020,15 @@ var file_hotsplitv1_state_proto_goTypes = []any{
 	(*Explanation)(nil),     // 9: hotsplit.v1.Explanation
 	(*TrackedRoute)(nil),    // 10: hotsplit.v1.TrackedRoute
 	(*Op)(nil),              // 11: hotsplit.v1.Op
-	(*Member)(nil),          // 12: hotsplit.v1.Member
-	(*Decision)(nil),        // 13: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 14: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 15: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 16: hotsplit.v1.StateSnapshot
-	(*RouteDescriptor)(nil), // 17: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 18: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 19: hotsplit.v1.CatalogSnapshot
+	(*Admission)(nil),       // 12: hotsplit.v1.Admission
+	(*Member)(nil),          // 13: hotsplit.v1.Member
+	(*Decision)(nil),        // 14: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 15: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 16: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 17: hotsplit.v1.StateSnapshot
+	(*RouteDescriptor)(nil), // 18: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 19: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 20: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
@@ -1952,31 +2039,32 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	1,  // 5: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
 	3,  // 6: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
 	4,  // 7: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	14, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	15, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
 	5,  // 9: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
 	6,  // 10: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
 	1,  // 11: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 12: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
 	4,  // 13: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
 	7,  // 14: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	17, // 15: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	18, // 16: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	18, // 15: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	19, // 16: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
 	8,  // 17: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
 	11, // 18: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	14, // 19: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	19, // 20: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	18, // 21: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	15, // 19: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	20, // 20: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	19, // 21: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
 	8,  // 22: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	12, // 23: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	13, // 23: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
 	10, // 24: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
 	11, // 25: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	13, // 26: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	15, // 27: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	14, // 26: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	16, // 27: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	12, // 28: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -1992,7 +2080,7 @@ func file_hotsplitv1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
 			NumEnums:      8,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

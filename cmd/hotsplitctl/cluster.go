@@ -15,12 +15,13 @@ func (a *app) clusterCmd() *cobra.Command {
 		Use:   "cluster",
 		Short: "Show and change cluster membership and leadership",
 		Example: `  hotsplitctl cluster members
+  hotsplitctl cluster add n4 --raft-addr 10.0.0.4:7000
   hotsplitctl cluster leader
   hotsplitctl cluster transfer --to n2`,
 		Args: groupArgs,
 		RunE: groupRun,
 	}
-	cmd.AddCommand(a.membersCmd(), a.leaderCmd(), a.joinCmd(), a.removeCmd(), a.transferCmd())
+	cmd.AddCommand(a.membersCmd(), a.leaderCmd(), a.addCmd(), a.joinCmd(), a.removeCmd(), a.transferCmd())
 	return cmd
 }
 
@@ -51,6 +52,9 @@ func (a *app) membersCmd() *cobra.Command {
 				}
 				t.row(m.GetMember().GetNodeId(), orDash(m.GetMember().GetGrpcAddr()), orDash(m.GetMember().GetRaftAddr()),
 					orDash(m.GetSuffrage()), leader, strconv.FormatUint(uint64(m.GetMember().GetSupportedVersion()), 10))
+			}
+			for _, adm := range resp.GetAdmissions() {
+				t.row(adm.GetNodeId(), "-", adm.GetRaftAddr(), "admitted", "", "-")
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -87,6 +91,43 @@ func (a *app) leaderCmd() *cobra.Command {
 			return err
 		},
 	}
+}
+
+func (a *app) addCmd() *cobra.Command {
+	var raftAddr string
+	cmd := &cobra.Command{
+		Use:   "add NODE_ID --raft-addr HOST:PORT",
+		Short: "Admit a new node, which may then join with its node certificate",
+		Long: `Admit a node before it starts (etcd's member-add model; cluster version 2).
+Only a node certificate whose CN is NODE_ID may then join, and only from
+--raft-addr; the node joins as a non-voter and is promoted once caught up.
+The admission ends when the node joins or 'cluster remove NODE_ID' runs.`,
+		Example: `  hotsplitctl cluster add n4 --raft-addr 10.0.0.4:7000`,
+		Args:    exactArgs("NODE_ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if raftAddr == "" {
+				return usageErrorf(cmd, "--raft-addr is required")
+			}
+			if err := client.ValidateEndpoint(raftAddr); err != nil {
+				return usageErrorf(cmd, "--raft-addr %q: %v", raftAddr, err)
+			}
+			cl, err := a.client(cmd)
+			if err != nil {
+				return err
+			}
+			resp, err := cl.Admit(cmd.Context(), &api.AdmitRequest{NodeId: args[0], RaftAddr: raftAddr})
+			if err != nil {
+				return failedMembership("cluster add "+args[0], err)
+			}
+			if a.json() {
+				return writeJSON(a.out, resp)
+			}
+			_, err = fmt.Fprintf(a.out, "admitted %s from %s; start it with --join and its node certificate\n", args[0], raftAddr)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&raftAddr, "raft-addr", "", "raft address the node will join from (required)")
+	return cmd
 }
 
 func (a *app) joinCmd() *cobra.Command {

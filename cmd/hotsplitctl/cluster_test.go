@@ -84,6 +84,17 @@ func TestClusterLeaderJoinRemoveTransfer(t *testing.T) {
 		t.Fatalf("join conflict: exit %d stderr %q, want %q", r.code, r.stderr, want)
 	}
 
+	f.set("Admit", &api.AdmitResponse{})
+	if r := ctl(t, f, "cluster", "add", "n5", "--raft-addr", "127.0.0.1:8005"); r.code != 0 || r.stdout != "admitted n5 from 127.0.0.1:8005; start it with --join and its node certificate\n" {
+		t.Errorf("add: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if ar := f.last("Admit").(*api.AdmitRequest); ar.GetNodeId() != "n5" || ar.GetRaftAddr() != "127.0.0.1:8005" {
+		t.Errorf("add sent %v", ar)
+	}
+	if r := ctl(t, f, "cluster", "add", "n5"); r.code != exitUsage || !strings.Contains(r.stderr, "--raft-addr is required") {
+		t.Errorf("add without --raft-addr: exit %d %q", r.code, r.stderr)
+	}
+
 	f.set("Remove", &api.RemoveResponse{})
 	if r := ctl(t, f, "cluster", "remove", "n4"); r.code != 0 || r.stdout != "removed n4\n" {
 		t.Errorf("remove: exit %d %q %q", r.code, r.stdout, r.stderr)

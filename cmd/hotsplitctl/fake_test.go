@@ -175,6 +175,10 @@ func (f *fakeCluster) Leader(_ context.Context, req *api.LeaderRequest) (*api.Le
 	return answer[*api.LeaderResponse](f, "Leader", req)
 }
 
+func (f *fakeCluster) Admit(_ context.Context, req *api.AdmitRequest) (*api.AdmitResponse, error) {
+	return answer[*api.AdmitResponse](f, "Admit", req)
+}
+
 func (f *fakeCluster) TransferLeadership(_ context.Context, req *api.TransferLeadershipRequest) (*api.TransferLeadershipResponse, error) {
 	return answer[*api.TransferLeadershipResponse](f, "TransferLeadership", req)
 }
