@@ -14,6 +14,7 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/transport"
 )
 
 // Config describes one node. Zero durations take raft's defaults (or the
@@ -54,6 +55,18 @@ type Config struct {
 	// NoSync skips fsync of the raft log (benchmarks that need the
 	// comparison only; never in production).
 	NoSync bool
+
+	// TokenFile holds bearer tokens (lines `name role sha256hex`, mode
+	// 0600) for clients that cannot hold a certificate; reloaded on change.
+	TokenFile string
+	// EnablePprof serves /debug/pprof/ (to admins).
+	EnablePprof bool
+	// MetricsInsecure serves /metrics without authentication (for a
+	// Prometheus that holds no client certificate).
+	MetricsInsecure bool
+	// Limits bound connections, streams, report bytes and per-identity
+	// rates (zero fields take transport's defaults).
+	Limits transport.Limits
 
 	Logger   *slog.Logger
 	Registry *prometheus.Registry

@@ -45,6 +45,7 @@ type Node struct {
 	http  *http.Server
 	store *raftboltdb.BoltStore
 	clock *hlc.Clock
+	auth  *transport.Authenticator
 
 	raftLn, grpcLn, httpLn net.Listener
 	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
@@ -87,12 +88,20 @@ func Start(cfg Config) (_ *Node, err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	installRaftMetrics()
 
+	n.auth = &transport.Authenticator{Insecure: true}
+	if cfg.TokenFile != "" {
+		if n.auth.Tokens, err = transport.LoadTokenFile(cfg.TokenFile, log); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
 	if err := n.listen(); err != nil {
 		return nil, err
 	}
+	tmetrics := transport.NewMetrics(reg)
+	n.limitListeners(cfg.Limits.WithDefaults().MaxConnections, tmetrics)
 	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store in %s: %w", cfg.DataDir, err)
@@ -182,8 +191,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	}, n.raft, n.fsm, n.clock, notify)
 	agg := scheduler.NewAggregator(scheduler.AggregatorConfig{Logger: log, Metrics: reg}, n.sched.Proposer(), n.fsm)
 	n.sched.SetLoads(agg)
-	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log, Metrics: transport.NewMetrics(reg)})
-	n.grpc = grpc.NewServer(append(n.srv.ServerOptions(), grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))...)
+	limits := cfg.Limits
+	limits.MaxMessageBytes = MaxMessageSize
+	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
+		Metrics: tmetrics, Limits: limits, Auth: n.auth})
+	n.grpc = grpc.NewServer(n.srv.ServerOptions()...)
 	n.srv.Register(n.grpc)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))
 
@@ -191,6 +203,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.cancel = cancel
 	n.goRun(func() { n.sched.Run(ctx) })
 	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
+	if n.auth.Tokens != nil {
+		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
+	}
 	n.goRun(func() {
 		if err := n.grpc.Serve(n.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			log.Error("grpc server stopped", "reason", err.Error())
@@ -259,6 +274,15 @@ func (n *Node) listen() error {
 		}
 	}
 	return nil
+}
+
+// limitListeners caps the connections of every listener (SPEC §13).
+func (n *Node) limitListeners(max int, m *transport.Metrics) {
+	n.raftLn = transport.LimitListener(n.raftLn, max, "raft", m)
+	n.grpcLn = transport.LimitListener(n.grpcLn, max, "grpc", m)
+	if n.httpLn != nil {
+		n.httpLn = transport.LimitListener(n.httpLn, max, "http", m)
+	}
 }
 
 func (n *Node) closeListeners() {

@@ -118,7 +118,7 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Permanent says that a Report error will never succeed, so the
 	// reporter drops those columns instead of retrying them. Default: gRPC
-	// InvalidArgument or ResourceExhausted.
+	// InvalidArgument (ResourceExhausted is retried: the budget frees up).
 	Permanent func(error) bool
 	// Logger receives start, catalog, and flush events and the reporters'
 	// warnings; nil discards them.
@@ -249,13 +249,12 @@ func New(cfg Config) (*Sim, error) {
 	return &Sim{cfg: cfg, total: total, log: log.With("run_id", cfg.RunID)}, nil
 }
 
-// permanent is the default Config.Permanent.
+// permanent is the default Config.Permanent: only a report the cluster can
+// never take (InvalidArgument, e.g. oversized or from a clock far ahead).
+// ResourceExhausted means the node's report budget is full for now: the
+// reporter backs off and sends the columns again.
 func permanent(err error) bool {
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.ResourceExhausted:
-		return true
-	}
-	return false
+	return status.Code(err) == codes.InvalidArgument
 }
 
 // ReporterID is the reporter id of node i.

@@ -9,6 +9,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
 // principalHeader carries, on a forwarded call, the identity the entry node
@@ -86,7 +89,13 @@ func (s *Server) admit(ctx context.Context, method string, req any) (context.Con
 		s.log.Warn("call refused", "identity", p.Name, "via", p.Via, "method", method, "reason", status.Convert(err).Message())
 		return ctx, err
 	}
-	if !forwarded && !s.limits.allow(p.Name, authzTable[method].limit) {
+	if method == api.Load_Report_FullMethodName && req != nil {
+		if err := checkReportSize(ctx, proto.Size(req.(proto.Message))); err != nil {
+			s.cfg.Metrics.refuse(refusedBadRequest)
+			return ctx, err
+		}
+	}
+	if !forwarded && p != insecurePrincipal && !s.limits.allow(p.Name, authzTable[method].limit) {
 		s.cfg.Metrics.refuse(refusedRateLimited)
 		return ctx, status.Errorf(codes.ResourceExhausted, "identity %q is over its %s rate limit on this node; back off and retry", p.Name, authzTable[method].limit)
 	}

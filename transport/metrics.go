@@ -11,10 +11,15 @@ import (
 // Metrics are the transport's Prometheus metrics; nil records nothing.
 // Labels are the gRPC method name and status code: both fixed sets.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	latency  *prometheus.HistogramVec
-	refused  *prometheus.CounterVec
+	requests     *prometheus.CounterVec
+	latency      *prometheus.HistogramVec
+	refused      *prometheus.CounterVec
+	connsRefused *prometheus.CounterVec
+	connsOpen    *prometheus.GaugeVec
 }
+
+// Listener names, the label values of the connection metrics.
+var listenerNames = []string{"grpc", "http", "raft"}
 
 // Reasons a call is refused before its handler runs (the label values of
 // hotsplit_grpc_refused_total; docs/security.md lists them).
@@ -48,7 +53,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, r := range refusedReasons {
 		m.refused.WithLabelValues(r)
 	}
-	reg.MustRegister(m.requests, m.latency, m.refused)
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hotsplit_connections_refused_total",
+		Help: "Connections closed at accept because their listener was at its cap, by listener (grpc, http, raft).",
+	}, []string{"listener"})
+	m.connsOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hotsplit_connections_open",
+		Help: "Connections open through each listener (grpc, http, raft).",
+	}, []string{"listener"})
+	for _, l := range listenerNames {
+		m.connsRefused.WithLabelValues(l)
+		m.connsOpen.WithLabelValues(l)
+	}
+	reg.MustRegister(m.requests, m.latency, m.refused, m.connsRefused, m.connsOpen)
 	return m
 }
 
@@ -64,5 +81,17 @@ func (m *Metrics) observe(fullMethod string, start time.Time, err error) {
 func (m *Metrics) refuse(reason string) {
 	if m != nil {
 		m.refused.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) refuseConn(listener string) {
+	if m != nil {
+		m.connsRefused.WithLabelValues(listener).Inc()
+	}
+}
+
+func (m *Metrics) connOpened(listener string, delta float64) {
+	if m != nil {
+		m.connsOpen.WithLabelValues(listener).Add(delta)
 	}
 }

@@ -49,8 +49,9 @@ type Config struct {
 	// certificate may forward calls on behalf of the callers it
 	// authenticated (default: the FSM's member table).
 	IsMember func(id string) bool
-	// RateLimits are the per-identity limits (zero: none).
-	RateLimits RateLimits
+	// Limits bound connections, streams, report bytes and per-identity
+	// rates (zero fields: the defaults).
+	Limits Limits
 }
 
 // LoadSink takes load reports on the leader (the column aggregator).
@@ -65,7 +66,9 @@ type Server struct {
 	fwd    *forwarder
 	auth   *Authenticator
 	codec  *requestCodec
+	lim    Limits
 	limits *limiters
+	budget *reportBudget
 }
 
 // New returns the servers of one node; register them with Register.
@@ -80,17 +83,19 @@ func New(cfg Config) *Server {
 	if auth == nil {
 		auth = &Authenticator{Insecure: true}
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, fwd: newForwarder(cfg.DialOptions), auth: auth, codec: newRequestCodec(), limits: newLimiters(cfg.RateLimits)}
+	lim := cfg.Limits.WithDefaults()
+	return &Server{cfg: cfg, log: cfg.Logger, fwd: newForwarder(cfg.DialOptions), auth: auth, codec: newRequestCodec(),
+		lim: lim, limits: newLimiters(lim.Rate), budget: &reportBudget{limit: lim.ReportBudgetBytes}}
 }
 
 // ServerOptions are the gRPC server options every node's server needs: the
-// request codec and the interceptors that admit each call.
+// request codec, the limits, and the interceptors that admit each call.
 func (s *Server) ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append(s.limitOptions(),
 		grpc.ForceServerCodecV2(s.codec),
 		grpc.ChainUnaryInterceptor(s.UnaryInterceptor()),
 		grpc.ChainStreamInterceptor(s.StreamInterceptor()),
-	}
+	)
 }
 
 // Register adds the services to g.

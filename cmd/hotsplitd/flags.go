@@ -14,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/node"
 	"github.com/hotsplit/hotsplit/sim"
+	"github.com/hotsplit/hotsplit/transport"
 )
 
 // options are the parsed command line.
@@ -86,6 +87,17 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&n.CeilingWindow, "ceilingWindow", 0, "HLC fence window (default 1s)")
 	fs.DurationVar(&n.OpStepDelay, "autoSplitOpDelay", 0, "hold a newly planned split op this long before its first step, so operators can review or abort it (default 0)")
 
+	fs.StringVar(&n.TokenFile, "tokenFile", "", "bearer tokens for clients without a certificate: lines `name role sha256hex`, mode 0600, reloaded on change (hotsplitctl certs create-token)")
+	fs.BoolVar(&n.EnablePprof, "enablePprof", false, "serve /debug/pprof/ on the HTTP port (admin role only)")
+	fs.BoolVar(&n.MetricsInsecure, "metricsInsecure", false, "serve /metrics without authentication (default: the reader role, like every other read)")
+	lim := &n.Limits
+	fs.IntVar(&lim.MaxConnections, "maxConnections", transport.DefaultMaxConnections, "open connections per listener (gRPC, HTTP, raft); more are closed at accept")
+	u32(fs, &lim.MaxConcurrentStreams, "maxConcurrentStreams", "concurrent gRPC calls per connection (default 256)")
+	fs.Int64Var(&lim.ReportBudgetBytes, "reportBudget", transport.DefaultReportBudgetBytes, "bytes of load reports a node holds in flight; more are refused (ResourceExhausted) and resent by their reporters")
+	rate := transport.DefaultRateLimits()
+	fs.Float64Var(&lim.Rate.TimestampsPerSecond, "rateLimitTimestamps", rate.TimestampsPerSecond, "GetTimestamp calls per second per identity on the node a call enters (0: no limit)")
+	fs.Float64Var(&lim.Rate.MutationsPerSecond, "rateLimitMutations", rate.MutationsPerSecond, "mutating calls per second per identity on the node a call enters (0: no limit; Load.Report is exempt)")
+
 	level := fs.String("logLevel", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.logJSON, "logJSON", false, "log JSON lines instead of text")
 	fs.BoolVar(&o.dev, "dev", false, "run a three-node demo cluster in this process on loopback")
@@ -112,6 +124,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		fmt.Fprintln(stderr, "hotsplitd: logLevel:", err)
 		return nil, err
 	}
+	lim.Rate.TimestampBurst = int(2 * lim.Rate.TimestampsPerSecond)
+	lim.Rate.MutationBurst = int(2 * lim.Rate.MutationsPerSecond)
 	if *join != "" {
 		n.Join = strings.Split(*join, ",")
 	}
