@@ -154,8 +154,12 @@ func (s *Scheduler) seedSwitchFromFlag(ctx context.Context, m *api.Member) {
 	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
 		Enabled: want, Actor: "flag@" + m.NodeId, Reason: "--autoSplit given at the start of " + m.NodeId, Source: api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG,
 	}}})
-	if err != nil || res.GetCode() != api.ResultCode_RESULT_CODE_OK {
-		s.log.Warn("could not apply the --autoSplit start flag", "node_id", m.NodeId, "reason", fmt.Sprint(err, res.GetMessage()))
+	if err != nil {
+		s.log.Warn("could not apply the --autoSplit start flag", "node_id", m.NodeId, "reason", err.Error())
+		return
+	}
+	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		s.log.Warn("could not apply the --autoSplit start flag", "node_id", m.NodeId, "reason", res.GetMessage())
 		return
 	}
 	s.log.Info("switch set from a member's --autoSplit start flag", "node_id", m.NodeId, "enabled", want)

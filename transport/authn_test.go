@@ -86,6 +86,11 @@ func TestCallerIdentity(t *testing.T) {
 	if p, _, err := ins.caller(context.Background()); err != nil || p != insecurePrincipal {
 		t.Fatalf("insecure: %+v %v", p, err)
 	}
+	for _, m := range allMethods(t) {
+		if err := authorize(insecurePrincipal, m, selfRequest(m, "someone-else")); err != nil {
+			t.Errorf("insecure node refused %s: %v", m, err)
+		}
+	}
 }
 
 func TestActorIsTheIdentity(t *testing.T) {

@@ -76,27 +76,29 @@ func actsAs(name, subject string) bool {
 // authorize decides whether p may call method with req. A refusal is
 // PermissionDenied naming the identity, the method and the role it needs.
 func authorize(p *Principal, method string, req any) error {
-	r, ok := authzTable[method]
-	if !ok {
-		return status.Errorf(codes.PermissionDenied, "identity %q may not call %s: no authorization rule for it", p.Name, method)
+	if p == insecurePrincipal {
+		return nil
 	}
-	if r.node && p.IsNode() {
+	r, ok := authzTable[method]
+	switch {
+	case !ok:
+		return status.Errorf(codes.PermissionDenied, "identity %q may not call %s: no authorization rule for it", p.Name, method)
+	case p.Has(r.role):
+		if r.selfOnly && req != nil && !actsAs(p.Name, r.self(req)) {
+			return status.Errorf(codes.PermissionDenied, "identity %q may not call %s as %q: it acts only as itself (or %q/…)", p.Name, method, r.self(req), p.Name)
+		}
+		return nil
+	case r.node && p.IsNode():
 		if r.self == nil || req == nil || r.self(req) == p.Name {
 			return nil
 		}
 		return status.Errorf(codes.PermissionDenied, "identity %q may not call %s for %q: a node acts only for its own id", p.Name, method, r.self(req))
 	}
-	if !p.Has(r.role) {
-		need := r.role.String()
-		if r.node {
-			need += " (or node, for itself)"
-		}
-		return status.Errorf(codes.PermissionDenied, "identity %q (roles %s) may not call %s: it needs role %s", p.Name, p.rolesString(), method, need)
+	need := r.role.String()
+	if r.node {
+		need += " (or node, for itself)"
 	}
-	if r.selfOnly && req != nil && !actsAs(p.Name, r.self(req)) {
-		return status.Errorf(codes.PermissionDenied, "identity %q may not call %s as %q: it acts only as itself (or %q/…)", p.Name, method, r.self(req), p.Name)
-	}
-	return nil
+	return status.Errorf(codes.PermissionDenied, "identity %q (roles %s) may not call %s: it needs role %s", p.Name, p.rolesString(), method, need)
 }
 
 // neededRole describes the role a method needs, as docs/security.md's
