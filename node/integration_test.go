@@ -11,8 +11,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -442,17 +445,42 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "reason"},
 		{"join with an id in use", func() error {
-			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: 1})
+			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion})
 			return err
 		}, codes.AlreadyExists, "n2"},
 		{"join of a foreign cluster", func() error {
-			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: 1, ClusterId: "not-this-one"})
+			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion, ClusterId: "not-this-one"})
 			return err
 		}, codes.FailedPrecondition, "cluster"},
 		{"get route with neither key nor id", func() error {
 			_, err := cl.GetRoute(ctx, &api.GetRouteRequest{})
 			return err
 		}, codes.InvalidArgument, "key"},
+		{"join of a binary too old", func() error {
+			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.Version1})
+			return err
+		}, codes.FailedPrecondition, "supports version 1"},
+		{"empty config patch", func() error {
+			_, err := auto.SetConfig(ctx, &api.SetConfigRequest{Patch: &api.ConfigPatch{}, RequestId: requestID()})
+			return err
+		}, codes.InvalidArgument, "patch"},
+		{"max_auto_routes above 2^20", func() error {
+			_, err := auto.SetConfig(ctx, &api.SetConfigRequest{Patch: &api.ConfigPatch{MaxAutoRoutes: proto.Uint32(1<<32 - 1)}, RequestId: requestID()})
+			return err
+		}, codes.InvalidArgument, "max_auto_routes"},
+		{"4097-byte boundary not ending in 0x00", func() error {
+			_, err := cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: 1, SplitKey: append(bytes.Repeat([]byte("k"), 4096), 'x'), RequestId: requestID()})
+			return err
+		}, codes.InvalidArgument, "0x00"},
+		{"node id with an upper-case letter", func() error {
+			_, err := clu.Remove(ctx, &api.RemoveRequest{NodeId: "N2"})
+			return err
+		}, codes.InvalidArgument, "node_id"},
+		{"invalid UTF-8 in a string field", func() error {
+			// protobuf refuses to encode it, so send the bytes by hand.
+			raw := protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "looking\xff")
+			return c.conn(c.leader()).Invoke(ctx, api.AutoSplit_SetEnabled_FullMethodName, raw, &api.SetEnabledResponse{}, grpc.ForceCodecV2(rawCodec{}))
+		}, codes.InvalidArgument, "reason: not valid UTF-8"},
 		{"too many timestamps", func() error {
 			_, err := cl.GetTimestamp(ctx, &api.GetTimestampRequest{Count: 1 << 20})
 			return err
@@ -484,3 +512,17 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 		t.Fatalf("cluster id changed from %s to %s", id, got)
 	}
 }
+
+// rawCodec sends a request's bytes as they are and decodes answers with
+// protobuf, to put bytes on the wire that protobuf would not encode.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
+	return mem.BufferSlice{mem.SliceBuffer(v.([]byte))}, nil
+}
+
+func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return proto.Unmarshal(data.Materialize(), v.(proto.Message))
+}
+
+func (rawCodec) Name() string { return "proto" }
