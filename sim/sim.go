@@ -91,11 +91,15 @@ type Config struct {
 	// Seed fixes the operation sequence: the driver draws from
 	// Workload.Stream(rand.New(rand.NewPCG(Seed, 0))).
 	Seed uint64
-	// RunID names the run in reporter ids, "sim-<RunID>-<i>" for node i
-	// from 0. Default: 8 random hex digits, so that a second run does not
-	// reuse the first run's reporter ids (the cluster deduplicates reports
-	// by reporter and column).
+	// RunID names the run in reporter ids, "<Identity>/<RunID>-<i>" for
+	// node i from 0. Default: 8 random hex digits, so that a second run does
+	// not reuse the first run's reporter ids (the cluster deduplicates
+	// reports by reporter and column).
 	RunID string
+	// Identity is the name the simulator's client authenticates as (its
+	// certificate CN or token name; default "sim"): a reporter may report
+	// only under its own name or a name below it.
+	Identity string
 	// SampleRate and TopK configure each node's sampler (zero: keyviz's
 	// defaults).
 	SampleRate uint32
@@ -220,6 +224,9 @@ func New(cfg Config) (*Sim, error) {
 	if total == 0 {
 		return bad("Rate %d × Duration %v is less than one operation", cfg.Rate, cfg.Duration)
 	}
+	if cfg.Identity == "" {
+		cfg.Identity = DefaultIdentity
+	}
 	if cfg.RunID == "" {
 		cfg.RunID = fmt.Sprintf("%08x", rand.Uint32())
 	}
@@ -257,8 +264,13 @@ func permanent(err error) bool {
 	return status.Code(err) == codes.InvalidArgument
 }
 
+// DefaultIdentity is the identity the simulator reports under by default.
+const DefaultIdentity = "sim"
+
 // ReporterID is the reporter id of node i.
-func (s *Sim) ReporterID(i int) string { return "sim-" + s.cfg.RunID + "-" + strconv.Itoa(i) }
+func (s *Sim) ReporterID(i int) string {
+	return s.cfg.Identity + "/" + s.cfg.RunID + "-" + strconv.Itoa(i)
+}
 
 // Planned is the number of operations the run issues unless ctx ends first.
 func (s *Sim) Planned() uint64 { return s.total }

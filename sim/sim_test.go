@@ -99,7 +99,7 @@ func TestRunCountsEveryOpOnce(t *testing.T) {
 		var sum counts
 		for i, ns := range st.Nodes {
 			got := byReporter[ns.ReporterID]
-			if ns.ReporterID != "sim-t-"+string(rune('0'+i)) || got.reads != ns.Reads || got.writes != ns.Writes {
+			if ns.ReporterID != "sim/t-"+string(rune('0'+i)) || got.reads != ns.Reads || got.writes != ns.Writes {
 				t.Errorf("nodes=%d: %s served %d/%d, the cluster has %d/%d", nodes, ns.ReporterID, ns.Reads, ns.Writes, got.reads, got.writes)
 			}
 			sum.reads += got.reads

@@ -172,8 +172,8 @@ func TestSimRunSummary(t *testing.T) {
 		"committed  600 ops in acknowledged columns, 0 in late columns (dropped by the cluster), 0 in refused columns\n",
 		"flushed    yes: every column holding an operation is settled\n",
 		"NODE     READS",
-		"\nsim-t-0  ",
-		"\nsim-t-1  ",
+		"\nsim/t-0  ",
+		"\nsim/t-1  ",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
