@@ -25,6 +25,13 @@ type splitChoice struct {
 	hotShareBP        uint32
 	medianBucket      uint32
 	isolationDecision bool // isolation chose or declined; the median was not tried
+
+	// RulesV2 numbers (balance.go).
+	hotUpperShareBP           uint32
+	leftShareBP, rightShareBP uint32
+	bucketShareBP             uint32
+	sampleRate                uint32
+	samplePoints              uint32
 }
 
 // chooseSplit picks the split key of an eligible route from its row of
@@ -81,7 +88,13 @@ func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *
 	}
 
 	c.isolationDecision = true
-	key := hot.Key
+	return isolationKeys(r, hot.Key, c)
+}
+
+// isolationKeys plans the isolation of key in r: [H, H·0x00) as one or two
+// boundaries, or a decline (already_isolated, key_too_long). It returns the
+// decline reason, 0 for a plan.
+func isolationKeys(r *catalog.RouteDescriptor, key []byte, c *splitChoice) Reason {
 	// H·0x00 is the immediate successor of H: [H, H·0x00) holds H alone.
 	succ := make([]byte, len(key)+1)
 	copy(succ, key)

@@ -62,7 +62,7 @@ func TestSetConfig(t *testing.T) {
 	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
 	s := h.state()
 	c := s.Config()
-	if c.Threshold != 1234 || c.StepMs != 1000 || c.GraceMs != 500 || c.WriteWeight != 4 || r.Config != c {
+	if c.Threshold != 1234 || c.StepMs != 1000 || c.GraceMs != 500 || c.GetWriteWeight() != 4 || r.Config != c {
 		t.Fatalf("config %v result %v", c, r.Config)
 	}
 	if s.DetectorConfig().Threshold != 1234 {
@@ -122,7 +122,7 @@ func TestValidateConfig(t *testing.T) {
 func TestApplyPatchDoesNotModifyInputs(t *testing.T) {
 	c := DefaultConfig()
 	p := &api.ConfigPatch{Threshold: new(uint64(7))}
-	out := ApplyPatch(c, p)
+	out := ApplyPatch(c, p, Version2)
 	if c.Threshold != 50000 || out.Threshold != 7 || out.Buckets != c.Buckets {
 		t.Fatalf("in %v out %v", c, out)
 	}

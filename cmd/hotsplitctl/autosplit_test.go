@@ -17,7 +17,7 @@ const nowMs = 1723456789012
 
 func configFixture() *api.Config {
 	return &api.Config{
-		Threshold: 50000, WriteWeight: 4, ReadWeight: 1, CandidateWindows: 3, CooldownMs: 600000,
+		Threshold: 50000, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1)), CandidateWindows: 3, CooldownMs: 600000,
 		MaxSplitsPerCycle: 1, MaxAutoRoutes: 1024, TopKeyShareBp: 8000, TopKeyAbsoluteFloor: 25000,
 		Buckets: 16, StepMs: 60000, OpTtlMs: 600000, SmoothingWindows: 5, GraceMs: 30000,
 	}

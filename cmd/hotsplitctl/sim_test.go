@@ -45,7 +45,7 @@ func startLoadCluster(t *testing.T) *loadCluster {
 }
 
 func (c *loadCluster) config() *api.Config {
-	return &api.Config{StepMs: 100, Buckets: 16, WriteWeight: 4, ReadWeight: 1}
+	return &api.Config{StepMs: 100, Buckets: 16, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1))}
 }
 
 func (c *loadCluster) GetConfig(context.Context, *api.GetConfigRequest) (*api.GetConfigResponse, error) {
