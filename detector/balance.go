@@ -14,17 +14,22 @@ import (
 //     whatever the evidence says.
 //  2. Single-key isolation as in version 1, but the share and floor tests
 //     use the lower confidence bound of the hot key's load (bound.go).
-//  3. Otherwise the best-balanced cut of the evidence. The evidence is a
-//     list of items in key order, each with a weight (weighted operations
-//     of the column): every sampled key, with its bucket's exact load
-//     spread over the bucket's samples in proportion to their sampled
-//     weight; and every loaded bucket no sample fell into, as one interval
-//     [Lower(j), Lower(j+1)) that no cut may enter. Without bucket evidence
-//     the samples share the row's total. The cut goes into the gap between
-//     two consecutive items where the smaller side is largest; it must
-//     leave at least MinSideShareBP of the load on each side, else the
-//     route is declined (no_split_key). The key is the shortest key in the
-//     gap, so boundaries are short and readable.
+//  3. Otherwise the best-balanced cut of the evidence (below). Never a
+//     blind midpoint: without evidence on both sides, no_split_key.
+//  4. If no cut is balanced enough because one key dominates — it clears
+//     the floor at confidence and its upper estimate clears the share —
+//     that key is isolated after all.
+//
+// The balance cut. The evidence is a list of items in key order, each with
+// a weight (weighted operations of the column): every sampled key, with its
+// bucket's exact load spread over the bucket's samples in proportion to
+// their sampled weight; and every loaded bucket no sample fell into, as one
+// interval [Lower(j), Lower(j+1)) that no cut may enter. Without bucket
+// evidence the samples share the row's total. The cut goes into the gap
+// between two consecutive items where the smaller side is largest; it must
+// leave at least MinSideShareBP of the load on each side, else the route is
+// declined (no_split_key). The key is the shortest key in the gap, so
+// boundaries are short and readable.
 //
 // Looking inside a dominant bucket is what the samples are for: when all
 // the load of a wide route sits in one sub-bucket (keys sharing a long
@@ -59,6 +64,15 @@ func chooseSplitV2(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint6
 		return c
 	}
 	balance(r, row, cfg, &c)
+	if c.decline == ReasonNoSplitKey && c.hotKey != nil && c.hotFloorOK && c.hotUpperShareBP >= cfg.TopKeyShareBP {
+		// One key dominates: no cut leaves MinSideShareBP of the load on
+		// each side, the key clears the floor at confidence and its upper
+		// estimate clears the share. Its lower bound missed the share only
+		// through sampling noise on a share that leaves the rest too thin
+		// to balance: isolate it rather than wait for a lucky column.
+		c.decline, c.isolationDecision = ReasonUnspecified, true
+		c.isolation = isolationKeys(r, c.hotKey, &c)
+	}
 	return c
 }
 
@@ -87,6 +101,7 @@ func isolateV2(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c
 
 	shareOK := c.hotShareBP >= cfg.TopKeyShareBP
 	floorOK := c.hotLowerPerMin >= cfg.TopKeyAbsoluteFloor
+	c.hotFloorOK = floorOK
 	if !shareOK || !floorOK {
 		switch {
 		case c.hotUpperShareBP >= cfg.TopKeyShareBP && c.hotUpperPerMin >= cfg.TopKeyAbsoluteFloor:

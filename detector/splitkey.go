@@ -28,6 +28,7 @@ type splitChoice struct {
 
 	// RulesV2 numbers (balance.go).
 	hotUpperShareBP           uint32
+	hotFloorOK                bool
 	leftShareBP, rightShareBP uint32
 	bucketShareBP             uint32
 	sampleRate                uint32

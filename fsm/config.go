@@ -52,7 +52,7 @@ func DefaultConfig() *api.Config {
 		OpTtlMs:               10 * 60 * 1000,
 		SmoothingWindows:      5,
 		GraceMs:               30 * 1000,
-		HoldBandBp:            DefaultHoldBandBP,
+		HoldBandBp:            proto.Uint32(DefaultHoldBandBP),
 		FloorFollowsThreshold: true,
 	}
 }
@@ -97,11 +97,13 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	fill32(&out.TopKeyShareBp, d.TopKeyShareBp)
 	if version >= Version2 {
 		out.FloorFollowsThreshold = out.TopKeyAbsoluteFloor == 0
-		fill32(&out.HoldBandBp, d.HoldBandBp)
+		if out.HoldBandBp == nil {
+			out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
+		}
 	} else {
 		// v1 knows none of the version 2 fields: they stay absent so the
 		// state hashes of mixed-version replicas agree.
-		out.HoldBandBp, out.FloorFollowsThreshold, out.NextStepMs, out.NextStepAtMs = 0, false, 0, 0
+		out.HoldBandBp, out.FloorFollowsThreshold, out.NextStepMs, out.NextStepAtMs = nil, false, 0, 0
 	}
 	fill64(&out.TopKeyAbsoluteFloor, out.Threshold/2)
 	fill32(&out.Buckets, d.Buckets)
@@ -117,8 +119,8 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 // if it still is the v1 default (half the threshold). Nothing else changes.
 func upgradeConfigV2(c *api.Config) *api.Config {
 	out := proto.Clone(c).(*api.Config)
-	if out.HoldBandBp == 0 {
-		out.HoldBandBp = DefaultHoldBandBP
+	if out.HoldBandBp == nil {
+		out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
 	}
 	out.FloorFollowsThreshold = out.GetTopKeyAbsoluteFloor() == out.GetThreshold()/2
 	return out
@@ -212,7 +214,9 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	set32(&out.SmoothingWindows, p.SmoothingWindows)
 	set64(&out.GraceMs, p.GraceMs)
 	if version >= Version2 {
-		set32(&out.HoldBandBp, p.HoldBandBp)
+		if p.HoldBandBp != nil {
+			out.HoldBandBp = proto.Uint32(*p.HoldBandBp)
+		}
 		if p.TopKeyAbsoluteFloor != nil {
 			out.FloorFollowsThreshold = *p.TopKeyAbsoluteFloor == 0
 		}

@@ -303,7 +303,7 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 		return err
 	}
 	if c := p.GetConfig(); p.GetClusterVersion() < Version2 &&
-		(c.GetHoldBandBp() != 0 || c.GetFloorFollowsThreshold() || c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0) {
+		(c.HoldBandBp != nil || c.GetFloorFollowsThreshold() || c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0) {
 		return fmt.Errorf("config holds cluster version %d settings at cluster version %d", Version2, p.GetClusterVersion())
 	}
 	sw := p.GetSwitch()

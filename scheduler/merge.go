@@ -685,3 +685,28 @@ func columnDigest(c *api.ReportColumn) uint64 {
 	}
 	return maphash.Bytes(digestSeed, b)
 }
+
+// Contribution is one reporter's column of a window.
+type Contribution struct {
+	Reporter string
+	Column   *api.ReportColumn
+}
+
+// MergeColumn is the entry the leader commits for one window of valid
+// reports (SPEC §8), for tools that replay the load pipeline without a
+// cluster (simlab): the same merge, thinning and version gating as
+// Aggregator, in one call. The contributions must share one window and step
+// and pass validation (Aggregator.Report's checks); rows of routes not in
+// cat are dropped. The result does not depend on the contributions' order.
+func MergeColumn(contribs []Contribution, cat *catalog.Catalog, dc detector.Config, clusterVersion uint32) *api.ObserveColumn {
+	if len(contribs) == 0 {
+		return nil
+	}
+	first := contribs[0].Column
+	sum := newColumnSum(first.GetWindowStartMs(), first.GetStepMs())
+	for _, c := range contribs {
+		sum.add(c.Reporter, columnDigest(c.Column), c.Column, cat)
+	}
+	entry, _ := sum.entry(cat, dc, DefaultBelowThresholdRows, clusterVersion)
+	return entry
+}

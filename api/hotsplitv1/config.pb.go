@@ -47,8 +47,9 @@ type Config struct {
 	GraceMs uint64 `protobuf:"varint,14,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
 	// Hysteresis hold band in basis points of the threshold: a column scoring
 	// in [hold_band_bp * threshold / 10000, threshold) holds a route's
-	// consecutive-over counter instead of resetting it. 0 = strict.
-	HoldBandBp uint32 `protobuf:"varint,40,opt,name=hold_band_bp,json=holdBandBp,proto3" json:"hold_band_bp,omitempty"`
+	// consecutive-over counter instead of resetting it. 0 = strict. Absent
+	// at bootstrap: the default.
+	HoldBandBp *uint32 `protobuf:"varint,40,opt,name=hold_band_bp,json=holdBandBp,proto3,oneof" json:"hold_band_bp,omitempty"`
 	// The absolute floor follows the threshold (threshold / 2) until an
 	// operator sets it; SetConfig of the threshold then moves it too.
 	FloorFollowsThreshold bool `protobuf:"varint,41,opt,name=floor_follows_threshold,json=floorFollowsThreshold,proto3" json:"floor_follows_threshold,omitempty"`
@@ -191,8 +192,8 @@ func (x *Config) GetGraceMs() uint64 {
 }
 
 func (x *Config) GetHoldBandBp() uint32 {
-	if x != nil {
-		return x.HoldBandBp
+	if x != nil && x.HoldBandBp != nil {
+		return *x.HoldBandBp
 	}
 	return 0
 }
@@ -379,7 +380,7 @@ var File_hotsplitv1_config_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xd4\x05\n" +
+	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xea\x05\n" +
 	"\x06Config\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x04R\tthreshold\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x00R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -397,15 +398,16 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\astep_ms\x18\v \x01(\x04R\x06stepMs\x12\x1a\n" +
 	"\top_ttl_ms\x18\f \x01(\x04R\aopTtlMs\x12+\n" +
 	"\x11smoothing_windows\x18\r \x01(\rR\x10smoothingWindows\x12\x19\n" +
-	"\bgrace_ms\x18\x0e \x01(\x04R\agraceMs\x12 \n" +
-	"\fhold_band_bp\x18( \x01(\rR\n" +
-	"holdBandBp\x126\n" +
+	"\bgrace_ms\x18\x0e \x01(\x04R\agraceMs\x12%\n" +
+	"\fhold_band_bp\x18( \x01(\rH\x02R\n" +
+	"holdBandBp\x88\x01\x01\x126\n" +
 	"\x17floor_follows_threshold\x18) \x01(\bR\x15floorFollowsThreshold\x12 \n" +
 	"\fnext_step_ms\x18* \x01(\x04R\n" +
 	"nextStepMs\x12%\n" +
 	"\x0fnext_step_at_ms\x18+ \x01(\x04R\fnextStepAtMsB\x0f\n" +
 	"\r_write_weightB\x0e\n" +
-	"\f_read_weight\"\x84\a\n" +
+	"\f_read_weightB\x0f\n" +
+	"\r_hold_band_bp\"\x84\a\n" +
 	"\vConfigPatch\x12!\n" +
 	"\tthreshold\x18\x01 \x01(\x04H\x00R\tthreshold\x88\x01\x01\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x01R\vwriteWeight\x88\x01\x01\x12$\n" +
