@@ -92,12 +92,19 @@ func isolateV2(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c
 	hot := &row.TopKeys[h]
 	upper := max(hot.Upper, hot.Lower)
 	lcb := lowerBound(hot.Lower, hot.Variance)
-	total := weighted(row.Reads, row.Writes, cfg)
 	c.hotKey = bytes.Clone(hot.Key)
 	c.hotLowerPerMin = perMinute(u128{0, lcb}, durMs)
 	c.hotUpperPerMin = perMinute(u128{0, upper}, durMs)
-	c.hotShareBP = shareBP(lcb, total)
-	c.hotUpperShareBP = shareBP(upper, total)
+	if s := row.SampledTotal; s > 0 && hot.Lower <= s {
+		// The share within one sample: the key's sampled weight against
+		// the row's, whose noise mostly cancels (shareLowerBound).
+		c.hotShareBP = shareLowerBound(hot.Lower, hot.Variance, s, row.SampledVariance)
+		c.hotUpperShareBP = shareBP(upper, u128{0, s})
+	} else {
+		total := weighted(row.Reads, row.Writes, cfg)
+		c.hotShareBP = shareBP(lcb, total)
+		c.hotUpperShareBP = shareBP(upper, total)
+	}
 
 	shareOK := c.hotShareBP >= cfg.TopKeyShareBP
 	floorOK := c.hotLowerPerMin >= cfg.TopKeyAbsoluteFloor

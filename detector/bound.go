@@ -66,3 +66,38 @@ func ceilSqrt(x uint64) uint64 {
 	}
 	return r + 1
 }
+
+// zMilli is z = 2.326 (one-sided 99%) in thousandths.
+const zMilli = 2 * halfZMilli
+
+// shareLowerBound is the one-sided 99% lower bound, in basis points, of
+// the share p = L/S of a key's sampled weight L (variance vl) in its row's
+// sampled weight S (variance vs), L <= S. The rest of the row, R = S − L,
+// is an independent sum of scaled Poisson counts with variance vs − vl, so
+// by the delta method sd(p) = √(R²·vl + L²·(vs−vl)) / S²; the bound is
+// p − z·sd, with √(a²+b²) taken as a+b (at most √2 too wide: it errs low).
+// A key that is nearly all of its row has a tight bound however few events
+// were sampled, which a bound on L against the exact load would not give.
+func shareLowerBound(l, vl, s, vs uint64) uint32 {
+	p := shareBP(l, u128{0, s})
+	if vl == 0 && vs == 0 {
+		return p // no sampling noise known
+	}
+	vr := vs - min(vl, vs)
+	a := mul64(s-l, ceilSqrt(vl))
+	b := mul64(l, ceilSqrt(vr))
+	// z·10000·(a+b)/S² (below 2^113 before the divisions), plus one for
+	// the two floors, so the bound errs low.
+	q := div128(div128(a.add(b).mulSmall(zMilli*10), s), s).add(u128{0, 1})
+	if q.hi != 0 || q.lo >= uint64(p) {
+		return 0
+	}
+	return p - uint32(q.lo)
+}
+
+// div128 is floor(x/d) for d > 0.
+func div128(x u128, d uint64) u128 {
+	hi := x.hi / d
+	lo, _ := bits.Div64(x.hi%d, x.lo, d)
+	return u128{hi, lo}
+}

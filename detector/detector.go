@@ -186,6 +186,11 @@ type Row struct {
 	// load lies inside a bucket), and the largest sample rate behind it.
 	Samples    []WeightedKey
 	SampleRate uint32
+	// RulesV2: the row's sampled operations scaled and weighted like the
+	// keys' Lower, and their variance; a hot key's share is measured
+	// against them (one sample). 0: unknown, the share is measured against
+	// the exact load instead.
+	SampledTotal, SampledVariance uint64
 }
 
 // Column is one cluster-wide load window [WindowStartMs, AtMs).

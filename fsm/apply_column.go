@@ -106,7 +106,7 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 		if len(row.GetTopKeys()) > maxTopKeys {
 			return invalid("rows[%d].top_keys: %d above %d", i, len(row.GetTopKeys()), maxTopKeys)
 		}
-		if version < Version2 && (len(row.GetSamples()) > 0 || row.GetSampleRate() != 0) {
+		if version < Version2 && (len(row.GetSamples()) > 0 || row.GetSampleRate() != 0 || row.GetSampledTotal() != 0 || row.GetSampledVariance() != 0) {
 			return invalid("rows[%d].samples: needs cluster version %d, the cluster is at %d", i, Version2, version)
 		}
 		if len(row.GetSamples()) > maxSamples {
@@ -141,6 +141,7 @@ func toColumn(c *api.ObserveColumn) detector.Column {
 			RouteID: r.GetRouteId(), Reads: r.GetReads(), Writes: r.GetWrites(),
 			ReadBytes: r.GetReadBytes(), WriteBytes: r.GetWriteBytes(),
 			Buckets: r.GetBuckets(), TopKDegraded: r.GetTopKDegraded(), SampleRate: r.GetSampleRate(),
+			SampledTotal: r.GetSampledTotal(), SampledVariance: r.GetSampledVariance(),
 		}
 		if len(r.GetTopKeys()) > 0 {
 			row.TopKeys = make([]detector.KeyEstimate, len(r.GetTopKeys()))

@@ -209,6 +209,7 @@ func (s *Sampler) row(e *routeEntry, c []uint64, bx *sketchBox, cfg LoadConfig) 
 		r.TopKeys = bx.ss.top()
 		r.TopKDegraded = bx.ss.degraded()
 		r.Samples = bx.res.samples()
+		r.SampledReads, r.SampledWrites = bx.reads, bx.writes
 	}
 	return r
 }

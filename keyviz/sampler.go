@@ -174,6 +174,9 @@ type sketchBox struct {
 	sealed bool // the column closed; feed the route's next box
 	ss     *spaceSaving
 	res    *reservoir
+	// The sampled reads and writes fed to ss: what the keys' shares are
+	// measured against.
+	reads, writes uint64
 }
 
 // sealedBox is installed in the entries that left the table, like
@@ -359,6 +362,11 @@ func (s *Sampler) sample(e *routeEntry, key []byte, write bool) {
 			if w != 0 {
 				bx.ss.add(key, w, write)
 				bx.res.add(key, write)
+				if write {
+					bx.writes++
+				} else {
+					bx.reads++
+				}
 			}
 			bx.mu.Unlock()
 			return

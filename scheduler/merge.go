@@ -105,6 +105,12 @@ type rowSum struct {
 	// its reporter's load (keys in keyBytes).
 	sampleRate uint32
 	samples    []sampleSum
+	// sampledTotal and sampledVar sum the reporters' sampled operations
+	// scaled and weighted like the keys' lower estimates, and their
+	// variance; sampledUnknown: a reporter with top keys sent no sampled
+	// counts (a version 1 build), so the sums are no denominator.
+	sampledTotal, sampledVar uint64
+	sampledUnknown           bool
 }
 
 // sampleSum is one reporter's sampled key with the weighted operations of
@@ -195,6 +201,7 @@ func (c *columnSum) addRow(row *api.ReportRow, ww, wr uint32) {
 	r.sampleRate = max(r.sampleRate, row.GetSampleRate())
 	c.addBuckets(r, row.GetBuckets())
 	c.addSamples(r, row, ww, wr)
+	c.addSampled(r, row, ww, wr)
 
 	top := row.GetTopKeys()
 	if len(top) == 0 {
@@ -239,6 +246,21 @@ func keyVariance(k *api.TopKeyCount, rate uint64, ww, wr uint32) uint64 {
 		return u128mulSat(r2, w)
 	}
 	return u128mulSat(r2, u128mul(uint64(max(ww, wr)), k.GetCount()-k.GetError()))
+}
+
+// addSampled adds one reporter's sampled operations to r's sampled total
+// and its variance.
+func (c *columnSum) addSampled(r *rowSum, row *api.ReportRow, ww, wr uint32) {
+	sr, sw := row.GetSampledReads(), row.GetSampledWrites()
+	if sr == 0 && sw == 0 {
+		r.sampledUnknown = r.sampledUnknown || len(row.GetTopKeys()) > 0
+		return
+	}
+	rate := uint64(row.GetSampleRate())
+	w := u128add(u128mul(uint64(ww), sw), u128mul(uint64(wr), sr))
+	r.sampledTotal = satAdd(r.sampledTotal, u128mulSat(u128{0, rate}, w))
+	v := u128add(u128mul(uint64(ww)*uint64(ww), sw), u128mul(uint64(wr)*uint64(wr), sr))
+	r.sampledVar = satAdd(r.sampledVar, u128mulSat(u128mul(rate, rate), v))
 }
 
 // addSamples collects one reporter's operation sample for r: each sampled
@@ -568,6 +590,9 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 		if v2 {
 			row.Samples = c.samplesOf(s.row)
 			row.SampleRate = s.row.sampleRate
+			if !s.row.sampledUnknown {
+				row.SampledTotal, row.SampledVariance = s.row.sampledTotal, s.row.sampledVar
+			}
 		}
 		rows = append(rows, row)
 	}

@@ -657,10 +657,16 @@ type ColumnRow struct {
 	TopKDegraded bool           `protobuf:"varint,8,opt,name=top_k_degraded,json=topKDegraded,proto3" json:"top_k_degraded,omitempty"`
 	// Cluster version 2: the merged operation sample (sorted by key, at most
 	// 128) and the largest reporter sample rate that fed the row.
-	Samples       []*WeightedKey `protobuf:"bytes,40,rep,name=samples,proto3" json:"samples,omitempty"`
-	SampleRate    uint32         `protobuf:"varint,41,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Samples    []*WeightedKey `protobuf:"bytes,40,rep,name=samples,proto3" json:"samples,omitempty"`
+	SampleRate uint32         `protobuf:"varint,41,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	// The row's sampled operations scaled and weighted like the keys' lower
+	// estimates (sum of rate * (ww * writes + wr * reads)), and their
+	// variance (sum of rate^2 * (ww^2 * writes + wr^2 * reads)); 0 when a
+	// reporter did not say (a version 1 build).
+	SampledTotal    uint64 `protobuf:"varint,42,opt,name=sampled_total,json=sampledTotal,proto3" json:"sampled_total,omitempty"`
+	SampledVariance uint64 `protobuf:"varint,43,opt,name=sampled_variance,json=sampledVariance,proto3" json:"sampled_variance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ColumnRow) Reset() {
@@ -759,6 +765,20 @@ func (x *ColumnRow) GetSamples() []*WeightedKey {
 func (x *ColumnRow) GetSampleRate() uint32 {
 	if x != nil {
 		return x.SampleRate
+	}
+	return 0
+}
+
+func (x *ColumnRow) GetSampledTotal() uint64 {
+	if x != nil {
+		return x.SampledTotal
+	}
+	return 0
+}
+
+func (x *ColumnRow) GetSampledVariance() uint64 {
+	if x != nil {
+		return x.SampledVariance
 	}
 	return 0
 }
@@ -1221,7 +1241,7 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\fgroup_totals\x18\x04 \x03(\v2\x16.hotsplit.v1.GroupLoadR\vgroupTotals\x12\x1c\n" +
 	"\treporters\x18\x05 \x03(\tR\treporters\x12!\n" +
 	"\fdropped_rows\x18\x06 \x01(\x04R\vdroppedRows\x12\x17\n" +
-	"\astep_ms\x18\a \x01(\x04R\x06stepMs\"\xde\x02\n" +
+	"\astep_ms\x18\a \x01(\x04R\x06stepMs\"\xae\x03\n" +
 	"\tColumnRow\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05reads\x18\x02 \x01(\x04R\x05reads\x12\x16\n" +
@@ -1235,7 +1255,9 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x0etop_k_degraded\x18\b \x01(\bR\ftopKDegraded\x122\n" +
 	"\asamples\x18( \x03(\v2\x18.hotsplit.v1.WeightedKeyR\asamples\x12\x1f\n" +
 	"\vsample_rate\x18) \x01(\rR\n" +
-	"sampleRate\"7\n" +
+	"sampleRate\x12#\n" +
+	"\rsampled_total\x18* \x01(\x04R\fsampledTotal\x12)\n" +
+	"\x10sampled_variance\x18+ \x01(\x04R\x0fsampledVariance\"7\n" +
 	"\vWeightedKey\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x16\n" +
 	"\x06weight\x18\x02 \x01(\x04R\x06weight\"\xb3\x01\n" +

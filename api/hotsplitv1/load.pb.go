@@ -177,7 +177,13 @@ type ReportRow struct {
 	// A uniform sample of the sampled operations of the column (at most 64
 	// distinct keys): where the load lies inside the route, for split keys
 	// that balance it. Duplicates are merged into one entry.
-	Samples       []*SampledKey `protobuf:"bytes,40,rep,name=samples,proto3" json:"samples,omitempty"`
+	Samples []*SampledKey `protobuf:"bytes,40,rep,name=samples,proto3" json:"samples,omitempty"`
+	// The sampled reads and writes of the row: every operation fed to the
+	// sketch. The leader measures a hot key's share against them (the same
+	// sample), not against the exact counts, so the share is a proportion
+	// within one sample.
+	SampledReads  uint64 `protobuf:"varint,41,opt,name=sampled_reads,json=sampledReads,proto3" json:"sampled_reads,omitempty"`
+	SampledWrites uint64 `protobuf:"varint,42,opt,name=sampled_writes,json=sampledWrites,proto3" json:"sampled_writes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -280,6 +286,20 @@ func (x *ReportRow) GetSamples() []*SampledKey {
 		return x.Samples
 	}
 	return nil
+}
+
+func (x *ReportRow) GetSampledReads() uint64 {
+	if x != nil {
+		return x.SampledReads
+	}
+	return 0
+}
+
+func (x *ReportRow) GetSampledWrites() uint64 {
+	if x != nil {
+		return x.SampledWrites
+	}
+	return 0
 }
 
 // SampledKey is one key of a row's operation sample: how many of the
@@ -505,7 +525,7 @@ const file_hotsplitv1_load_proto_rawDesc = "" +
 	"\fwrite_weight\x18\x04 \x01(\rR\vwriteWeight\x12\x1f\n" +
 	"\vread_weight\x18\x05 \x01(\rR\n" +
 	"readWeight\x12*\n" +
-	"\x04rows\x18\x06 \x03(\v2\x16.hotsplit.v1.ReportRowR\x04rows\"\xdd\x02\n" +
+	"\x04rows\x18\x06 \x03(\v2\x16.hotsplit.v1.ReportRowR\x04rows\"\xa9\x03\n" +
 	"\tReportRow\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05reads\x18\x02 \x01(\x04R\x05reads\x12\x16\n" +
@@ -519,7 +539,9 @@ const file_hotsplitv1_load_proto_rawDesc = "" +
 	"\vsample_rate\x18\b \x01(\rR\n" +
 	"sampleRate\x12$\n" +
 	"\x0etop_k_degraded\x18\t \x01(\bR\ftopKDegraded\x121\n" +
-	"\asamples\x18( \x03(\v2\x17.hotsplit.v1.SampledKeyR\asamples\"L\n" +
+	"\asamples\x18( \x03(\v2\x17.hotsplit.v1.SampledKeyR\asamples\x12#\n" +
+	"\rsampled_reads\x18) \x01(\x04R\fsampledReads\x12%\n" +
+	"\x0esampled_writes\x18* \x01(\x04R\rsampledWrites\"L\n" +
 	"\n" +
 	"SampledKey\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
