@@ -13,7 +13,8 @@ import (
 //  1. A route [H, H·0x00) holds one key: already_isolated by its shape,
 //     whatever the evidence says.
 //  2. Single-key isolation as in version 1, but the share and floor tests
-//     use the lower confidence bound of the hot key's load (bound.go).
+//     use the lower confidence bound of the hot key's load (bound.go),
+//     the share measured within the sample (isolate).
 //  3. Otherwise the best-balanced cut of the evidence (below). Never a
 //     blind midpoint: without evidence on both sides, no_split_key.
 //  4. If no cut is balanced enough because one key dominates — it clears
@@ -59,7 +60,7 @@ func chooseSplitV2(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint6
 		c.decline, c.isolation, c.isolationDecision = ReasonAlreadyIsolated, ReasonAlreadyIsolated, true
 		return c
 	}
-	c.isolation = isolateV2(cfg, r, row, durMs, &c)
+	c.isolation = isolate(cfg, r, row, durMs, &c, RulesV2)
 	if c.isolationDecision {
 		return c
 	}
@@ -74,53 +75,6 @@ func chooseSplitV2(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint6
 		c.isolation = isolationKeys(r, c.hotKey, &c)
 	}
 	return c
-}
-
-// isolateV2 is isolate with the share and floor tests on the lower
-// confidence bound. Shape-isolated routes never get here.
-func isolateV2(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *splitChoice) Reason {
-	if row.TopKDegraded {
-		return ReasonTopKDegraded
-	}
-	h := bestKey(row.TopKeys, nil)
-	if h >= 0 && !r.Contains(row.TopKeys[h].Key) {
-		h = bestKey(row.TopKeys, r)
-	}
-	if h < 0 {
-		return ReasonNoTopK
-	}
-	hot := &row.TopKeys[h]
-	upper := max(hot.Upper, hot.Lower)
-	lcb := lowerBound(hot.Lower, hot.Variance)
-	c.hotKey = bytes.Clone(hot.Key)
-	c.hotLowerPerMin = perMinute(u128{0, lcb}, durMs)
-	c.hotUpperPerMin = perMinute(u128{0, upper}, durMs)
-	if s := row.SampledTotal; s > 0 && hot.Lower <= s {
-		// The share within one sample: the key's sampled weight against
-		// the row's, whose noise mostly cancels (shareLowerBound).
-		c.hotShareBP = shareLowerBound(hot.Lower, hot.Variance, s, row.SampledVariance)
-		c.hotUpperShareBP = shareBP(upper, u128{0, s})
-	} else {
-		total := weighted(row.Reads, row.Writes, cfg)
-		c.hotShareBP = shareBP(lcb, total)
-		c.hotUpperShareBP = shareBP(upper, total)
-	}
-
-	shareOK := c.hotShareBP >= cfg.TopKeyShareBP
-	floorOK := c.hotLowerPerMin >= cfg.TopKeyAbsoluteFloor
-	c.hotFloorOK = floorOK
-	if !shareOK || !floorOK {
-		switch {
-		case c.hotUpperShareBP >= cfg.TopKeyShareBP && c.hotUpperPerMin >= cfg.TopKeyAbsoluteFloor:
-			return ReasonTopKErrorBound
-		case !shareOK:
-			return ReasonTopKShare
-		default:
-			return ReasonAbsoluteFloor
-		}
-	}
-	c.isolationDecision = true
-	return isolationKeys(r, hot.Key, c)
 }
 
 // balance tries the best-balanced cut (step 3 above) and fills c with the

@@ -309,7 +309,7 @@ func TestBalancePlansAreValid(t *testing.T) {
 func TestLowerBound(t *testing.T) {
 	cases := []struct{ lower, variance, want uint64 }{
 		{0, 0, 0}, {100, 0, 100}, {0, 100, 0},
-		{100, 100, 77},              // k = 100 events of weight 1: exact Poisson 99% bound 77.8
+		{100, 100, 77},       // k = 100 events of weight 1: exact Poisson 99% bound 77.8
 		{1000, 1000, 925},    // k = 1000: exact 927.1
 		{1600, 25_600, 1247}, // k = 100 events of weight 16 (rate 16, weight 1): 16 × 78.1
 		{10, 10, 2},          // k = 10: ceil(√10) rounds the bound down (formula 4.0, exact 4.1)

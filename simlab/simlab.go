@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -482,18 +483,7 @@ func (r *run) finish() {
 	r.res.Mean = float64(sum) / float64(max(n, 1)) / t
 }
 
+// originName is the origin's label, e.g. "balance".
 func originName(o api.SplitOrigin) string {
-	switch o {
-	case api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND:
-		return "isolation_compound"
-	case api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE:
-		return "isolation_single_lower_edge"
-	case api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE:
-		return "isolation_single_upper_edge"
-	case api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN:
-		return "sub_bucket_median"
-	case api.SplitOrigin_SPLIT_ORIGIN_BALANCE:
-		return "balance"
-	}
-	return o.String()
+	return strings.ToLower(strings.TrimPrefix(o.String(), "SPLIT_ORIGIN_"))
 }

@@ -5,6 +5,7 @@
 //
 //	go run ./cmd/simtable                  # every workload, both rule sets
 //	go run ./cmd/simtable -workloads narrow,pair -versions 2
+//	go run ./cmd/simtable -holdband        # the hold-band comparison
 package main
 
 import (
@@ -23,7 +24,15 @@ func main() {
 	workloads := flag.String("workloads", "", "comma-separated workloads (default: all)")
 	versions := flag.String("versions", "1,2", "comma-separated cluster versions whose rules to run")
 	minSeeds := flag.Int("min-seeds", 2, "seeds per workload at least")
+	holdBand := flag.Bool("holdband", false, "print the hold-band comparison instead")
 	flag.Parse()
+	if *holdBand {
+		if err := simlab.WriteHoldTable(os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "simtable:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*workloads, *versions, *minSeeds); err != nil {
 		fmt.Fprintln(os.Stderr, "simtable:", err)
 		os.Exit(1)
