@@ -251,11 +251,13 @@ func (a *applier) recordSkips(col detector.Column, det *detector.State) {
 // skipKind classifies an explanation: SUPPRESSED when the switch held back
 // an eligible route, DECLINED for every other reason a hot route was not
 // planned (no split key, a guardrail, cooldown, not ACTIVE, …), nothing
-// for a route still counting, planned, or waiting for its live op (the op
+// for a route still counting (or holding its count in the hold band),
+// cooled below the threshold, planned, or waiting for its live op (the op
 // is the decision).
 func skipKind(r detector.Reason) api.DecisionKind {
 	switch r {
-	case detector.ReasonUnspecified, detector.ReasonPlanned, detector.ReasonCounting, detector.ReasonInLiveOp:
+	case detector.ReasonUnspecified, detector.ReasonPlanned, detector.ReasonCounting, detector.ReasonInLiveOp,
+		detector.ReasonHoldBand, detector.ReasonBelowThreshold:
 		return api.DecisionKind_DECISION_KIND_UNSPECIFIED
 	case detector.ReasonSuppressedDisable:
 		return api.DecisionKind_DECISION_KIND_SUPPRESSED

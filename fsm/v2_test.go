@@ -277,3 +277,24 @@ func TestUpgradeToVersion2(t *testing.T) {
 		t.Fatalf("after the upgrade: version %d config %v", h.state().ClusterVersion(), c)
 	}
 }
+
+// A route holding its count in the hold band, or cooling below the
+// threshold, is explained but writes no decision: neither is a decline.
+func TestHoldAndCoolWriteNoDecision(t *testing.T) {
+	h := bootstrappedAt(t, 2, nil, hotConfig())
+	// hotConfig: threshold 100000/min, 1 s columns: 6000 writes are hot,
+	// 350 (84000/min) in the 80% band, 100 cold.
+	h.run(column(1000, 2000, hotRow(1, "k")))
+	before := len(h.state().Decisions())
+	h.run(column(2000, 3000, &api.ColumnRow{RouteId: 1, Writes: 350}))
+	if tr, _ := h.state().Detector().Get(1); tr.Explanation.Reason != detector.ReasonHoldBand || tr.ConsecutiveOver != 1 {
+		t.Fatalf("band column: %+v", tr)
+	}
+	h.run(column(3000, 4000, &api.ColumnRow{RouteId: 1, Writes: 100}))
+	if tr, _ := h.state().Detector().Get(1); tr.Explanation.Reason != detector.ReasonBelowThreshold || tr.ConsecutiveOver != 0 {
+		t.Fatalf("cold column: %+v", tr)
+	}
+	if n := len(h.state().Decisions()); n != before {
+		t.Fatalf("%d decisions written for hold and cool: %v", n-before, h.state().Decisions()[before:])
+	}
+}
