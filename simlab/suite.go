@@ -60,7 +60,7 @@ func Suite() []Case {
 		{Name: sim.Uniform, Load: 8, Columns: 60},
 		{Name: sim.Zipf, Load: 8, Columns: 60},
 		{Name: sim.HotRange, Load: 8, Columns: 60},
-		{Name: sim.HotKey, Load: 12, Columns: 30, MaxSeeds: 160},
+		{Name: sim.HotKey, Load: 30, Columns: 30, MaxSeeds: 160},
 		{Name: sim.Shift, Load: 8, Columns: 100, PhaseEvery: 500 * time.Second,
 			Edit: func(o *sim.WorkloadOptions) { o.ShiftEvery = 500 * time.Second }},
 		{Name: sim.Narrow, Load: 3, Columns: 40, MaxSeeds: 160},
