@@ -71,7 +71,8 @@ type ReporterConfig struct {
 	// the open column's step, at least 100 ms.
 	ResendInterval time.Duration
 	// Permanent, if set, says that an error means the cluster refused the
-	// request for good (e.g. gRPC InvalidArgument or ResourceExhausted): its
+	// request for good (e.g. gRPC InvalidArgument, ResourceExhausted, or
+	// AlreadyExists: another report of this reporter and window was taken): its
 	// columns are then dropped and counted instead of retried, so that a
 	// column the cluster will never take (say, from a clock a day ahead)
 	// cannot hold up the ones after it. Default: every error is retried.

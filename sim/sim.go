@@ -118,7 +118,8 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Permanent says that a Report error will never succeed, so the
 	// reporter drops those columns instead of retrying them. Default: gRPC
-	// InvalidArgument or ResourceExhausted.
+	// InvalidArgument, ResourceExhausted or AlreadyExists (the cluster took
+	// other content for that reporter and window).
 	Permanent func(error) bool
 	// Logger receives start, catalog, and flush events and the reporters'
 	// warnings; nil discards them.
@@ -252,7 +253,7 @@ func New(cfg Config) (*Sim, error) {
 // permanent is the default Config.Permanent.
 func permanent(err error) bool {
 	switch status.Code(err) {
-	case codes.InvalidArgument, codes.ResourceExhausted:
+	case codes.InvalidArgument, codes.ResourceExhausted, codes.AlreadyExists:
 		return true
 	}
 	return false
