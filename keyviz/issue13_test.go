@@ -52,7 +52,11 @@ func TestSketchRawCounts(t *testing.T) {
 // fed equally often lands in a 32-slot reservoir about 32% of the time
 // (chi-square over the keys, fixed seed).
 func TestReservoirUniform(t *testing.T) {
-	const keys, columns = 100, 2000
+	const keys = 100
+	columns := 2000
+	if testing.Short() {
+		columns = 500
+	}
 	in := make([]int, keys)
 	r := newReservoir(7)
 	for c := range columns {

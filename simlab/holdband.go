@@ -44,8 +44,8 @@ type HoldResult struct {
 
 const holdColumns = 30
 
-// RunHold runs scenario sc under hold band bp.
-func RunHold(sc HoldScenario, bp uint32, seed uint64) (HoldResult, error) {
+// RunHold runs scenario sc under hold band bp for the given columns.
+func RunHold(sc HoldScenario, bp uint32, seed uint64, columns int) (HoldResult, error) {
 	o := sim.DefaultWorkloadOptions()
 	o.Amplitude = sc.Amplitude
 	o.OscillateEvery = time.Duration(sc.Every) * SuiteStepMs * time.Millisecond
@@ -58,7 +58,7 @@ func RunHold(sc HoldScenario, bp uint32, seed uint64) (HoldResult, error) {
 	cfg.HoldBandBp = &bp
 	// The range gets its own route, so its load is the range's alone: the
 	// range takes the default 80% of the operations, all of mean weight.
-	res, err := Run(Spec{Workload: w, Config: cfg, Load: sc.Level / 0.8, Columns: holdColumns, Seed: seed,
+	res, err := Run(Spec{Workload: w, Config: cfg, Load: sc.Level / 0.8, Columns: columns, Seed: seed,
 		InitialSplits: [][]byte{w.Keys().Key(lo), w.Keys().Key(hi)}})
 	if err != nil {
 		return HoldResult{}, err
@@ -78,7 +78,7 @@ func WriteHoldTable(out io.Writer) error {
 	for _, sc := range HoldScenarios() {
 		fmt.Fprintf(tw, "%.2f ± %.2f\t%d col\t", sc.Level, sc.Amplitude, sc.Every)
 		for _, bp := range HoldBands {
-			r, err := RunHold(sc, bp, 1)
+			r, err := RunHold(sc, bp, 1, holdColumns)
 			if err != nil {
 				return err
 			}
