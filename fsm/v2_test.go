@@ -298,3 +298,27 @@ func TestHoldAndCoolWriteNoDecision(t *testing.T) {
 		t.Fatalf("%d decisions written for hold and cool: %v", n-before, h.state().Decisions()[before:])
 	}
 }
+
+// A version 2 state — hold band, derived floor, a pending step change,
+// explanations and decisions with their numbers, an aborted op's cooldown —
+// survives a snapshot to the byte.
+func TestSnapshotRoundTripVersion2(t *testing.T) {
+	h := bootstrappedAt(t, 2, nil, hotConfig())
+	h.run(column(1000, 2000, hotRow(1, "user42")))
+	h.run(column(2000, 3000, hotRow(1, "user42")))
+	wantCode(t, h.run(abort(1, "not now")), api.ResultCode_RESULT_CODE_OK)
+	h.run(column(3000, 4000, &api.ColumnRow{RouteId: 1, Writes: 350, SampleRate: 16, SampledTotal: 10, SampledVariance: 100,
+		Samples: []*api.WeightedKey{{Key: []byte("a"), Weight: 3}}}))
+	wantCode(t, h.run(setConfig(&api.ConfigPatch{StepMs: proto.Uint64(2000), HoldBandBp: proto.Uint32(9000)})), api.ResultCode_RESULT_CODE_OK)
+	src := h.state()
+	if src.Config().GetNextStepAtMs() == 0 || src.Config().GetHoldBandBp() != 9000 || !src.Config().GetFloorFollowsThreshold() {
+		t.Fatalf("config %v", src.Config())
+	}
+	f2 := newQuiet(Options{})
+	if err := restore(f2, persist(t, h.f)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f2.State(); got.Hash() != src.Hash() || !proto.Equal(got.Proto(), src.Proto()) {
+		t.Fatalf("restored state differs:\n%v\n%v", got.Proto(), src.Proto())
+	}
+}
