@@ -35,7 +35,7 @@ const (
 // DefaultConfig returns the SPEC §6 defaults: Ww 4, Wr 1, threshold 50000
 // weighted ops/min, 3 candidate windows, 10 min cooldown, 1 split per
 // column, 1024 auto routes, top-key share 8000 bp, absolute floor
-// threshold/2, 16 buckets, 5 smoothing windows.
+// threshold/2, 16 buckets, 5 smoothing windows, a hold band of 8000 bp.
 func DefaultConfig() Config {
 	const threshold = 50_000
 	return Config{
@@ -50,6 +50,7 @@ func DefaultConfig() Config {
 		TopKeyAbsoluteFloor: threshold / 2,
 		Buckets:             16,
 		SmoothingWindows:    5,
+		HoldBandBP:          8000,
 	}
 }
 
@@ -82,6 +83,8 @@ func (c Config) Validate() error {
 		return bad("buckets", "%d not in [1, %d]", c.Buckets, catalog.MaxBuckets)
 	case c.SmoothingWindows < 1 || c.SmoothingWindows > maxSmoothingWindows:
 		return bad("smoothing_windows", "%d not in [1, %d]", c.SmoothingWindows, maxSmoothingWindows)
+	case c.HoldBandBP > fullShareBP:
+		return bad("hold_band_bp", "%d above %d", c.HoldBandBP, fullShareBP)
 	}
 	return nil
 }

@@ -39,6 +39,9 @@ const (
 	ReasonKeyTooLong        Reason = 14
 	ReasonTopKShare         Reason = 15
 	ReasonNoTopK            Reason = 16
+	// RulesV2 only.
+	ReasonHoldBand       Reason = 40
+	ReasonBelowThreshold Reason = 41
 )
 
 // Origins (see api.SplitOrigin).
@@ -49,7 +52,36 @@ const (
 	OriginIsolationSingleLowerEdge Origin = 3
 	OriginIsolationSingleUpperEdge Origin = 4
 	OriginSubBucketMedian          Origin = 5
+	// RulesV2: the best-balanced point of the evidence (see balance).
+	OriginBalance Origin = 40
 )
+
+// Rules selects the rule set Observe applies: the replicated cluster
+// version, so that a cluster with a version 1 member keeps version 1
+// behaviour on every replica (SPEC §5). The zero value is RulesV1.
+type Rules int32
+
+// Rule sets.
+const (
+	// RulesV1: strict hysteresis, the sub-bucket median split key, and
+	// isolation on the point estimate of the hot key's load.
+	RulesV1 Rules = 1
+	// RulesV2 (cluster version 2) adds: the hold band; a split key at the
+	// best-balanced point of bucket loads and sampled keys, with at least
+	// MinSideShareBP of the load on each side by the evidence and the
+	// shortest separator as boundary (else no_split_key); isolation tests on
+	// a lower confidence bound of the hot key's load; already_isolated by
+	// the route's shape [H, H·0x00); and explanations whose score, counter
+	// and reason always come from one column, with the settings and numbers
+	// behind them.
+	RulesV2 Rules = 2
+)
+
+// MinSideShareBP is the least share of a route's load (basis points) that a
+// RulesV2 split key must put on each side, by the evidence: a split that
+// moves less than a fifth of the load away relieves too little to be worth
+// two routes.
+const MinSideShareBP = 2000
 
 // Config mirrors the detector fields of the replicated api.Config. Scores
 // and floors are weighted operations per minute; shares are basis points.
@@ -65,6 +97,9 @@ type Config struct {
 	TopKeyAbsoluteFloor uint64
 	Buckets             uint32
 	SmoothingWindows    uint32
+	// HoldBandBP (RulesV2): a column scoring in [HoldBandBP·Threshold/10000,
+	// Threshold) holds the counter instead of resetting it; 0 = strict.
+	HoldBandBP uint32
 }
 
 // Explanation is the detector's last word on one route, with the numbers
@@ -90,6 +125,17 @@ type Explanation struct {
 	MedianBucket      uint32
 	OpID              uint64
 	ProjectedRoutes   uint64
+	// RulesV2 only (see api.Explanation fields 40-49).
+	LeftShareBP        uint32
+	RightShareBP       uint32
+	BucketShareBP      uint32
+	HotKeyUpperShareBP uint32
+	SampleRate         uint32
+	Floor              uint64
+	Threshold          uint64
+	CandidateWindows   uint32
+	HoldBandBP         uint32
+	SamplePoints       uint32
 }
 
 // Tracked is the sparse per-route state (SPEC §5): kept only while the route
@@ -111,6 +157,19 @@ type Tracked struct {
 type KeyEstimate struct {
 	Key          []byte
 	Lower, Upper uint64
+	// RulesV2: the raw sampled reads and writes behind Lower, and Lower's
+	// variance as a sum of scaled Poisson counts (Σ rate²·(ww²·writes +
+	// wr²·reads)); isolation decides on the lower confidence bound of
+	// Lower (see lowerBound). Zero variance: Lower is taken as exact.
+	SampledReads, SampledWrites uint64
+	Variance                    uint64
+}
+
+// WeightedKey is one key of a row's operation sample with the weighted
+// operations it stands for.
+type WeightedKey struct {
+	Key    []byte
+	Weight uint64
 }
 
 // Row is one route's load in a column.
@@ -123,6 +182,15 @@ type Row struct {
 	Buckets      []uint64
 	TopKeys      []KeyEstimate
 	TopKDegraded bool
+	// RulesV2: a sample of the row's operations, distinct keys (where the
+	// load lies inside a bucket), and the largest sample rate behind it.
+	Samples    []WeightedKey
+	SampleRate uint32
+	// RulesV2: the row's sampled operations scaled and weighted like the
+	// keys' Lower, and their variance; a hot key's share is measured
+	// against them (one sample). 0: unknown, the share is measured against
+	// the exact load instead.
+	SampledTotal, SampledVariance uint64
 }
 
 // Column is one cluster-wide load window [WindowStartMs, AtMs).
@@ -154,6 +222,8 @@ type Input struct {
 	Enabled bool
 	// Planned ops get ids NextOpID, NextOpID+1, … in plan order.
 	NextOpID uint64
+	// Rules is the rule set (the replicated cluster version).
+	Rules Rules
 }
 
 // Plan is an op the detector decided on: one split key (one step) or two

@@ -120,12 +120,13 @@ func (f *fuzzBytes) config() Config {
 		c.TopKeyShareBP = uint32(f.fixed(2)%10_000) + 1
 		c.TopKeyAbsoluteFloor = uint64(f.byte())
 		c.CooldownMs = uint64(f.intn(4)) * minute
+		c.HoldBandBP = []uint32{0, 8000, 9999, 10_000}[f.intn(4)]
 		return c
 	}
 	return Config{
 		Threshold: f.u64(), WriteWeight: f.u32(), ReadWeight: f.u32(), CandidateWindows: f.u32(),
 		CooldownMs: f.u64(), MaxSplitsPerCycle: f.u32(), MaxAutoRoutes: f.u32(), TopKeyShareBP: f.u32(),
-		TopKeyAbsoluteFloor: f.u64(), Buckets: f.u32(), SmoothingWindows: f.u32(),
+		TopKeyAbsoluteFloor: f.u64(), Buckets: f.u32(), SmoothingWindows: f.u32(), HoldBandBP: f.u32(),
 	}
 }
 
@@ -172,8 +173,10 @@ func (f *fuzzBytes) row(c *catalog.Catalog) Row {
 		default:
 			key = f.key()
 		}
-		row.TopKeys = append(row.TopKeys, KeyEstimate{Key: key, Lower: f.u64(), Upper: f.u64()})
+		row.TopKeys = append(row.TopKeys, KeyEstimate{Key: key, Lower: f.u64(), Upper: f.u64(), Variance: f.u64()})
+		row.Samples = append(row.Samples, WeightedKey{Key: key, Weight: f.u64()})
 	}
+	row.SampleRate = f.u32()
 	return row
 }
 
@@ -228,7 +231,8 @@ func observeArbitrary(t *testing.T, b []byte) {
 		for range f.intn(6) {
 			col.Rows = append(col.Rows, f.row(c))
 		}
-		in := Input{Config: cfg, Catalog: c, NowMs: col.AtMs + uint64(f.fixed(3)), Enabled: f.intn(4) != 0, NextOpID: f.u64()}
+		in := Input{Config: cfg, Catalog: c, NowMs: col.AtMs + uint64(f.fixed(3)), Enabled: f.intn(4) != 0, NextOpID: f.u64(),
+			Rules: Rules(f.intn(3))}
 		if f.intn(8) == 0 {
 			in.NowMs = f.u64()
 		}

@@ -20,12 +20,14 @@ var reasonNames = [...]string{
 	ReasonKeyTooLong:        "key_too_long",
 	ReasonTopKShare:         "topk_share",
 	ReasonNoTopK:            "no_topk",
+	ReasonHoldBand:          "hold_band",
+	ReasonBelowThreshold:    "below_threshold",
 }
 
 // String is the reason's fixed metric label and log value, e.g.
 // "no_split_key".
 func (r Reason) String() string {
-	if r >= 0 && int(r) < len(reasonNames) {
+	if r >= 0 && int(r) < len(reasonNames) && reasonNames[r] != "" {
 		return reasonNames[r]
 	}
 	return "reason(" + strconv.Itoa(int(r)) + ")"
@@ -38,12 +40,13 @@ var originNames = [...]string{
 	OriginIsolationSingleLowerEdge: "isolation_single_lower_edge",
 	OriginIsolationSingleUpperEdge: "isolation_single_upper_edge",
 	OriginSubBucketMedian:          "sub_bucket_median",
+	OriginBalance:                  "balance",
 }
 
 // String is the origin's fixed metric label and log value (split_origin),
 // e.g. "isolation_compound".
 func (o Origin) String() string {
-	if o >= 0 && int(o) < len(originNames) {
+	if o >= 0 && int(o) < len(originNames) && originNames[o] != "" {
 		return originNames[o]
 	}
 	return "origin(" + strconv.Itoa(int(o)) + ")"

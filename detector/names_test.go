@@ -22,9 +22,21 @@ func TestNamesMatchTheAPI(t *testing.T) {
 			t.Errorf("Origin(%d) = %q, api says %q", v, got, want)
 		}
 	}
-	if len(api.Reason_name) != len(reasonNames) || len(api.SplitOrigin_name) != len(originNames) {
+	named := func(names []string) int {
+		n := 0
+		for _, s := range names {
+			if s != "" {
+				n++
+			}
+		}
+		return n
+	}
+	if len(api.Reason_name) != named(reasonNames[:]) || len(api.SplitOrigin_name) != named(originNames[:]) {
 		t.Errorf("%d reasons and %d origins here, %d and %d in the api",
-			len(reasonNames), len(originNames), len(api.Reason_name), len(api.SplitOrigin_name))
+			named(reasonNames[:]), named(originNames[:]), len(api.Reason_name), len(api.SplitOrigin_name))
+	}
+	if got := Reason(20).String(); got != "reason(20)" {
+		t.Errorf("Reason(20), a gap between the v1 and v2 values, = %q", got)
 	}
 	if got := Reason(99).String(); got != "reason(99)" {
 		t.Errorf("Reason(99) = %q", got)

@@ -131,7 +131,10 @@ func (o *observation) walk(order []int) {
 
 // visit applies the column to one route: its score (0 when absent), its
 // counter (SPEC §6.2–6.3) and, when it is hot, the explanation of why it is
-// or is not a candidate.
+// or is not a candidate. Under RulesV2 a column in the hold band holds the
+// counter, and a tracked route that is not hot is explained too (hold_band,
+// or below_threshold once when it cools), so that the explanation's score,
+// counter and reason always come from one column.
 func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	var score uint64
 	if row != nil {
@@ -140,8 +143,9 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	// An absent route has no load and no evidence: never hot, even under a
 	// zero threshold (which Config.Validate refuses).
 	hot := row != nil && score >= o.cfg.Threshold
+	band := !hot && row != nil && o.v2() && o.inHoldBand(score)
 	if prev == nil && !hot {
-		return // cold and untracked: nothing to remember
+		return // cold (or in the band with nothing to hold) and untracked
 	}
 	route := o.route(id)
 	if route == nil {
@@ -159,9 +163,12 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	e.LastScore = score
 	e.RecentScores = o.recentScores(recent, score)
 	active := route.State == catalog.StateActive
-	if active && hot {
+	switch {
+	case active && hot:
 		e.ConsecutiveOver = addSat32(counter)
-	} else {
+	case active && band:
+		e.ConsecutiveOver = counter
+	default:
 		e.ConsecutiveOver = 0
 	}
 	var cooldownLeft uint64
@@ -170,10 +177,15 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	}
 	pos := len(o.out)
 	o.out = append(o.out, e)
+	x := o.explanation(score, e.ConsecutiveOver, cooldownLeft)
 	if !hot {
+		if o.v2() {
+			// Only a counter worth holding makes hold_band: a route in the
+			// band with nothing counted yet is simply below the threshold.
+			o.explainCold(pos, x, band && active && e.ConsecutiveOver > 0)
+		}
 		return
 	}
-	x := Explanation{AtMs: o.col.AtMs, Score: score, ConsecutiveOver: e.ConsecutiveOver, CooldownLeftMs: cooldownLeft}
 	switch {
 	case !active:
 		o.explain(pos, x, ReasonNonActive)
@@ -185,6 +197,42 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 		o.explain(pos, x, ReasonCooldown)
 	default:
 		o.cands = append(o.cands, candidate{pos: pos, score: score, route: route, row: row})
+	}
+}
+
+func (o *observation) v2() bool { return o.in.Rules >= RulesV2 }
+
+// inHoldBand reports whether score (below the threshold) is at least
+// HoldBandBP of it: score·10000 >= threshold·HoldBandBP, in 128 bits.
+func (o *observation) inHoldBand(score uint64) bool {
+	return o.cfg.HoldBandBP > 0 && mul64(score, fullShareBP).cmp(mul64(o.cfg.Threshold, uint64(o.cfg.HoldBandBP))) >= 0
+}
+
+// explanation starts the explanation of this column for a route: its
+// score and counter and, under RulesV2, the settings they are judged by.
+func (o *observation) explanation(score uint64, counter uint32, cooldownLeft uint64) Explanation {
+	x := Explanation{AtMs: o.col.AtMs, Score: score, ConsecutiveOver: counter, CooldownLeftMs: cooldownLeft}
+	if o.v2() {
+		x.Threshold = o.cfg.Threshold
+		x.CandidateWindows = o.cfg.CandidateWindows
+		x.HoldBandBP = o.cfg.HoldBandBP
+		x.Floor = o.cfg.TopKeyAbsoluteFloor
+	}
+	return x
+}
+
+// explainCold explains a tracked route that is not hot in this column
+// (RulesV2): hold_band while the band holds its counter; below_threshold
+// once, when it leaves a hot or held explanation behind. A route that
+// stays cold keeps that one below_threshold explanation (it is not
+// refreshed), so its entry ages out like any other.
+func (o *observation) explainCold(pos int, x Explanation, held bool) {
+	last := o.out[pos].Explanation.Reason
+	switch {
+	case held:
+		o.explain(pos, x, ReasonHoldBand)
+	case last != ReasonUnspecified && last != ReasonBelowThreshold:
+		o.explain(pos, x, ReasonBelowThreshold)
 	}
 }
 
@@ -248,21 +296,25 @@ func (o *observation) decide() []Plan {
 	var plans []Plan
 	var reserved uint64
 	for _, cd := range o.cands {
-		ch := chooseSplit(o.cfg, cd.route, cd.row, o.durMs)
 		e := &o.out[cd.pos]
-		x := Explanation{
-			AtMs:              o.col.AtMs,
-			Score:             cd.score,
-			ConsecutiveOver:   e.ConsecutiveOver,
-			Origin:            ch.origin,
-			IsolationReason:   ch.isolation,
-			SplitKeys:         ch.keys,
-			HotKey:            ch.hotKey,
-			HotKeyLowerPerMin: ch.hotLowerPerMin,
-			HotKeyUpperPerMin: ch.hotUpperPerMin,
-			HotKeyShareBP:     ch.hotShareBP,
-			MedianBucket:      ch.medianBucket,
+		x := o.explanation(cd.score, e.ConsecutiveOver, 0)
+		var ch splitChoice
+		if o.v2() {
+			ch = chooseSplitV2(o.cfg, cd.route, cd.row, o.durMs)
+			x.LeftShareBP, x.RightShareBP = ch.leftShareBP, ch.rightShareBP
+			x.BucketShareBP, x.HotKeyUpperShareBP = ch.bucketShareBP, ch.hotUpperShareBP
+			x.SampleRate, x.SamplePoints = ch.sampleRate, ch.samplePoints
+		} else {
+			ch = chooseSplit(o.cfg, cd.route, cd.row, o.durMs)
 		}
+		x.Origin = ch.origin
+		x.IsolationReason = ch.isolation
+		x.SplitKeys = ch.keys
+		x.HotKey = ch.hotKey
+		x.HotKeyLowerPerMin = ch.hotLowerPerMin
+		x.HotKeyUpperPerMin = ch.hotUpperPerMin
+		x.HotKeyShareBP = ch.hotShareBP
+		x.MedianBucket = ch.medianBucket
 		var reason Reason
 		switch {
 		case !o.in.Enabled:

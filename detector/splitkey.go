@@ -25,6 +25,14 @@ type splitChoice struct {
 	hotShareBP        uint32
 	medianBucket      uint32
 	isolationDecision bool // isolation chose or declined; the median was not tried
+
+	// RulesV2 numbers (balance.go).
+	hotUpperShareBP           uint32
+	hotFloorOK                bool
+	leftShareBP, rightShareBP uint32
+	bucketShareBP             uint32
+	sampleRate                uint32
+	samplePoints              uint32
 }
 
 // chooseSplit picks the split key of an eligible route from its row of
@@ -32,7 +40,7 @@ type splitChoice struct {
 // (b) the sub-bucket median, else (c) decline. Never a blind midpoint.
 func chooseSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64) splitChoice {
 	var c splitChoice
-	c.isolation = isolate(cfg, r, row, durMs, &c)
+	c.isolation = isolate(cfg, r, row, durMs, &c, RulesV1)
 	if c.isolationDecision {
 		return c
 	}
@@ -41,9 +49,12 @@ func chooseSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64)
 }
 
 // isolate tries (a). It returns why isolation does not apply, so the caller
-// falls through to the median; or, with c.isolationDecision set, 0 for a
-// plan of one or two boundaries and the reason of a decline.
-func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *splitChoice) Reason {
+// falls through to the median (or balance); or, with c.isolationDecision
+// set, 0 for a plan of one or two boundaries and the reason of a decline.
+// Under RulesV2 the share and floor tests use the lower confidence bound
+// of the hot key's load (bound.go), and the share is measured within the
+// sample when the row says how much was sampled.
+func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *splitChoice, rules Rules) Reason {
 	if row.TopKDegraded {
 		return ReasonTopKDegraded
 	}
@@ -61,17 +72,34 @@ func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *
 	}
 	hot := &row.TopKeys[h]
 	upper := max(hot.Upper, hot.Lower) // an upper below the lower bound is no bound
-	total := weighted(row.Reads, row.Writes, cfg)
+	lower := hot.Lower
+	if rules >= RulesV2 {
+		lower = lowerBound(hot.Lower, hot.Variance)
+	}
 	c.hotKey = bytes.Clone(hot.Key)
-	c.hotLowerPerMin = perMinute(u128{0, hot.Lower}, durMs)
+	c.hotLowerPerMin = perMinute(u128{0, lower}, durMs)
 	c.hotUpperPerMin = perMinute(u128{0, upper}, durMs)
-	c.hotShareBP = shareBP(hot.Lower, total)
+	var upperShare uint32
+	if s := row.SampledTotal; rules >= RulesV2 && s > 0 && hot.Lower <= s {
+		// The share within one sample: the key's sampled weight against
+		// the row's, whose noise mostly cancels (shareLowerBound).
+		c.hotShareBP = shareLowerBound(hot.Lower, hot.Variance, s, row.SampledVariance)
+		upperShare = shareBP(upper, u128{0, s})
+	} else {
+		total := weighted(row.Reads, row.Writes, cfg)
+		c.hotShareBP = shareBP(lower, total)
+		upperShare = shareBP(upper, total)
+	}
+	if rules >= RulesV2 {
+		c.hotUpperShareBP = upperShare
+	}
 
 	shareOK := c.hotShareBP >= cfg.TopKeyShareBP
 	floorOK := c.hotLowerPerMin >= cfg.TopKeyAbsoluteFloor
+	c.hotFloorOK = floorOK
 	if !shareOK || !floorOK {
 		switch {
-		case shareBP(upper, total) >= cfg.TopKeyShareBP && c.hotUpperPerMin >= cfg.TopKeyAbsoluteFloor:
+		case upperShare >= cfg.TopKeyShareBP && c.hotUpperPerMin >= cfg.TopKeyAbsoluteFloor:
 			return ReasonTopKErrorBound
 		case !shareOK:
 			return ReasonTopKShare
@@ -79,9 +107,14 @@ func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *
 			return ReasonAbsoluteFloor
 		}
 	}
-
 	c.isolationDecision = true
-	key := hot.Key
+	return isolationKeys(r, hot.Key, c)
+}
+
+// isolationKeys plans the isolation of key in r: [H, H·0x00) as one or two
+// boundaries, or a decline (already_isolated, key_too_long). It returns the
+// decline reason, 0 for a plan.
+func isolationKeys(r *catalog.RouteDescriptor, key []byte, c *splitChoice) Reason {
 	// H·0x00 is the immediate successor of H: [H, H·0x00) holds H alone.
 	succ := make([]byte, len(key)+1)
 	copy(succ, key)

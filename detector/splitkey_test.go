@@ -21,6 +21,11 @@ type splitCase struct {
 	keys      [][]byte
 	isolation Reason
 	median    int // expected median bucket, checked when origin is the median
+
+	// RulesV2 cases (rules RulesV2): the expected shares of the best cut,
+	// checked when left is not 0.
+	rules       Rules
+	left, right uint32
 }
 
 // routeUnderTest builds a catalog in which [start, end) is a route and
@@ -54,7 +59,9 @@ func runSplitCase(t *testing.T, tc splitCase) {
 	if row.Writes == 0 && row.Reads == 0 {
 		row.Writes = hotWrites
 	}
-	s, plans := Observe(enabledInput(c, cfg), eligibleState(t, cfg, id), column(row))
+	in := enabledInput(c, cfg)
+	in.Rules = tc.rules
+	s, plans := Observe(in, eligibleState(t, cfg, id), column(row))
 	tr, ok := s.Get(id)
 	if !ok {
 		t.Fatalf("route %d not tracked", id)
@@ -71,6 +78,9 @@ func runSplitCase(t *testing.T, tc splitCase) {
 	}
 	if tc.origin == OriginSubBucketMedian && x.MedianBucket != uint32(tc.median) {
 		t.Errorf("median bucket = %d, want %d", x.MedianBucket, tc.median)
+	}
+	if tc.left != 0 && (x.LeftShareBP != tc.left || x.RightShareBP != tc.right) {
+		t.Errorf("shares %d|%d bp, want %d|%d", x.LeftShareBP, x.RightShareBP, tc.left, tc.right)
 	}
 	if tc.reason != ReasonPlanned {
 		if len(plans) != 0 {
@@ -96,7 +106,7 @@ func runSplitCase(t *testing.T, tc splitCase) {
 		}
 		parent = kids[1].ID // step 2 splits the right child of step 1
 	}
-	if tc.origin != OriginSubBucketMedian {
+	if tc.origin != OriginSubBucketMedian && tc.origin != OriginBalance {
 		h := tc.keys[0]
 		if tc.origin == OriginIsolationSingleLowerEdge {
 			h = h[:len(h)-1]

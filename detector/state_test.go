@@ -13,7 +13,7 @@ func TestDefaultConfigIsTheSpec(t *testing.T) {
 	want := Config{
 		Threshold: 50_000, WriteWeight: 4, ReadWeight: 1, CandidateWindows: 3,
 		CooldownMs: 600_000, MaxSplitsPerCycle: 1, MaxAutoRoutes: 1024,
-		TopKeyShareBP: 8000, TopKeyAbsoluteFloor: 25_000, Buckets: 16, SmoothingWindows: 5,
+		TopKeyShareBP: 8000, TopKeyAbsoluteFloor: 25_000, Buckets: 16, SmoothingWindows: 5, HoldBandBP: 8000,
 	}
 	if got != want {
 		t.Fatalf("DefaultConfig() = %+v\nwant %+v", got, want)

@@ -69,21 +69,25 @@ func (a *applier) resumeOp(op *api.Op) {
 
 // applySetConfig patches, validates and stores the config; every
 // hysteresis counter restarts (its evidence was scored under other rules).
+// From cluster version 2 on a step change is scheduled at a boundary both
+// steps share (ScheduleStep) instead of applying at once, so that no
+// column is lost while reporters switch.
 func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
-	if c.GetPatch() == nil {
+	p := c.GetPatch()
+	if p == nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "patch: required")
 	}
-	if a.s.clusterVersion >= Version2 && PatchIsEmpty(c.GetPatch()) {
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "patch: sets no field")
-	}
-	cfg := ApplyPatch(a.s.cfg, c.GetPatch())
-	if err := ValidateConfigAt(cfg, a.s.clusterVersion); err != nil {
+	cfg, err := PatchConfig(a.s.cfg, a.s.clusterVersion, p, a.now)
+	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
 	}
 	a.s.cfg = cfg
 	a.s.detCfg = detectorConfig(cfg)
 	a.s.det = a.s.det.ResetHysteresis()
-	changed := patchSummary(c.GetPatch())
+	changed := patchSummary(p)
+	if at := cfg.GetNextStepAtMs(); at != 0 {
+		changed += fmt.Sprintf(" (step_ms %d from window %d on)", cfg.GetNextStepMs(), at)
+	}
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: c.GetActor(), Note: a.note(c.GetNote()), Detail: changed})
 	a.f.log.Info("fsm: config set", "actor", c.GetActor(), "changed", changed, "commit_hlc", a.nowHLC)
 	return &api.CommandResult{Config: cfg}

@@ -62,7 +62,7 @@ func TestSetConfig(t *testing.T) {
 	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
 	s := h.state()
 	c := s.Config()
-	if c.Threshold != 1234 || c.StepMs != 1000 || c.GraceMs != 500 || c.WriteWeight != 4 || r.Config != c {
+	if c.Threshold != 1234 || c.StepMs != 1000 || c.GraceMs != 500 || c.GetWriteWeight() != 4 || r.Config != c {
 		t.Fatalf("config %v result %v", c, r.Config)
 	}
 	if s.DetectorConfig().Threshold != 1234 {
@@ -122,7 +122,7 @@ func TestValidateConfig(t *testing.T) {
 func TestApplyPatchDoesNotModifyInputs(t *testing.T) {
 	c := DefaultConfig()
 	p := &api.ConfigPatch{Threshold: new(uint64(7))}
-	out := ApplyPatch(c, p)
+	out := ApplyPatch(c, p, Version2)
 	if c.Threshold != 50000 || out.Threshold != 7 || out.Buckets != c.Buckets {
 		t.Fatalf("in %v out %v", c, out)
 	}
@@ -158,7 +158,7 @@ func TestSetConfigVersion2Bounds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := bootstrappedAt(t, Version2)
+			h := bootstrappedAt(t, Version2, nil, nil)
 			before := h.state()
 			r := h.run(setConfig(tc.patch))
 			wantCode(t, r, api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
@@ -167,11 +167,11 @@ func TestSetConfigVersion2Bounds(t *testing.T) {
 			}
 			assertUnchanged(t, before, h.state())
 
-			v1 := bootstrappedAt(t, Version1)
+			v1 := bootstrappedAt(t, Version1, nil, nil)
 			wantCode(t, v1.run(setConfig(tc.patch)), api.ResultCode_RESULT_CODE_OK)
 		})
 	}
-	h := bootstrappedAt(t, Version2)
+	h := bootstrappedAt(t, Version2, nil, nil)
 	wantCode(t, h.run(setConfig(&api.ConfigPatch{MaxAutoRoutes: new(uint32(MaxAutoRoutesLimit))})), api.ResultCode_RESULT_CODE_OK)
 }
 
@@ -180,7 +180,7 @@ func TestSetConfigVersion2Bounds(t *testing.T) {
 // knows no such field).
 func TestActorNote(t *testing.T) {
 	for _, v := range []uint32{Version1, Version2} {
-		h := bootstrappedAt(t, v)
+		h := bootstrappedAt(t, v, nil, nil)
 		want := ""
 		if v >= Version2 {
 			want = "alice-the-sre"

@@ -27,7 +27,7 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "initial_splits: %v", err)
 	}
-	cfg := withDefaults(b.GetConfig())
+	cfg := withDefaults(b.GetConfig(), max(1, b.GetClusterVersion()))
 	if err := ValidateConfig(cfg); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "config: %v", err)
 	}
@@ -132,6 +132,16 @@ func (a *applier) setMembers(ms []*api.Member) bool {
 	if v != a.s.clusterVersion {
 		a.f.log.Info("fsm: cluster version raised", "from", a.s.clusterVersion, "to", v)
 	}
+	if a.s.clusterVersion < Version2 && v >= Version2 && a.s.cfg != nil {
+		// The version 2 settings start at their defaults on every replica
+		// at the same entry: the hold band, and a floor that follows the
+		// threshold if it still is the version 1 default.
+		a.s.cfg = upgradeConfigV2(a.s.cfg)
+		a.s.detCfg = detectorConfig(a.s.cfg)
+		detail := fmt.Sprintf("cluster version %d: hold_band_bp=%d floor_follows_threshold=%v", v, a.s.cfg.GetHoldBandBp(), a.s.cfg.GetFloorFollowsThreshold())
+		a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: "cluster", Detail: detail})
+		a.f.log.Info("fsm: config upgraded", "detail", detail)
+	}
 	a.s.members = ms
 	a.s.clusterVersion = v
 	return true
@@ -182,4 +192,12 @@ func (a *applier) dropAdmission(nodeID string) bool {
 	as = append(as, a.s.admissions[:i]...)
 	a.s.admissions = append(as, a.s.admissions[i+1:]...)
 	return true
+}
+
+// rules is the detector rule set of a cluster version.
+func rules(version uint32) detector.Rules {
+	if version >= Version2 {
+		return detector.RulesV2
+	}
+	return detector.RulesV1
 }

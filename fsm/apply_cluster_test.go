@@ -149,12 +149,12 @@ func admit(id, raftAddr string) *api.Command {
 // Admissions (cluster version 2): admitted ids wait for their node; the
 // member record or a removal ends them; version 1 refuses the command.
 func TestAdmissions(t *testing.T) {
-	v1 := bootstrappedAt(t, Version1)
+	v1 := bootstrappedAt(t, Version1, nil, nil)
 	before := v1.state()
 	wantCode(t, v1.run(admit("n4", "127.0.0.1:9")), api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
 	assertUnchanged(t, before, v1.state())
 
-	h := bootstrappedAt(t, Version2)
+	h := bootstrappedAt(t, Version2, nil, nil)
 	h.run(member("n1", Version2))
 	for _, tc := range []struct {
 		cmd  *api.Command

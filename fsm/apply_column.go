@@ -13,6 +13,9 @@ import (
 // column; the FSM checks again because a log entry is outside bytes too.
 const (
 	maxTopKeys = 256
+	// maxSamples bounds a row's merged operation sample (the leader keeps
+	// at most 128).
+	maxSamples = 256
 )
 
 // applyObserveColumn runs the detector on one committed column: tracked
@@ -24,7 +27,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_STALE_COLUMN, "window_start_ms %d is before the last committed column's end %d",
 			c.GetWindowStartMs(), s.lastColumnAtMs)
 	}
-	if r := checkColumn(c); r != nil {
+	if r := checkColumn(c, s.clusterVersion); r != nil {
 		return r
 	}
 	col := toColumn(c)
@@ -39,6 +42,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		NowMs:    a.now,
 		Enabled:  s.sw.GetEnabled(),
 		NextOpID: s.nextOpID,
+		Rules:    rules(s.clusterVersion),
 	}, s.det, col)
 	s.det = det
 	s.lastColumnAtMs = c.GetAtMs()
@@ -59,21 +63,34 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		}
 		a.putOp(op)
 		res.PlannedOpIds = append(res.PlannedOpIds, op.GetOpId())
-		a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: p.RouteID, OpId: op.GetOpId(),
-			Origin: op.GetOrigin(), Reason: api.Reason_REASON_PLANNED, Score: p.Score, SplitKeys: op.GetSplitKeys()})
+		d := &api.Decision{Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: p.RouteID, OpId: op.GetOpId(),
+			Origin: op.GetOrigin(), Reason: api.Reason_REASON_PLANNED, Score: p.Score, SplitKeys: op.GetSplitKeys()}
+		if s.clusterVersion >= Version2 {
+			// Why this key, kept after the route is gone.
+			d.Explanation = explanationToProto(p.Explanation)
+		}
+		a.decide(d)
 		a.f.m.opPlanned()
 		a.f.log.Info("fsm: op planned", "op_id", op.GetOpId(), "route_id", p.RouteID, "split_origin", originLabel(op.GetOrigin()),
 			"score", p.Score, "consecutive_over", p.Explanation.ConsecutiveOver, "steps", len(p.Keys))
 	}
 	a.recordSkips(col, det)
 	a.f.m.column(c.GetDroppedRows(), dropped)
+	if s.clusterVersion >= Version2 {
+		if next := promoteStep(s.cfg, c.GetWindowStartMs()); next != s.cfg {
+			a.f.log.Info("fsm: step change took effect", "step_ms", next.GetStepMs(), "window_start_ms", c.GetWindowStartMs())
+			s.cfg = next
+		}
+	}
 	return res
 }
 
 // checkColumn rejects a malformed column before anything applies: the SPEC
 // §12 limits and sorted reporters here, the window and one row per route in
-// detector.Column.Validate.
-func checkColumn(c *api.ObserveColumn) *api.CommandResult {
+// detector.Column.Validate. Below cluster version 2 the version 2 fields
+// (samples, sample rates, raw counts, variances) are refused: no leader
+// emits them there.
+func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 	invalid := func(format string, args ...any) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, format, args...)
 	}
@@ -89,7 +106,21 @@ func checkColumn(c *api.ObserveColumn) *api.CommandResult {
 		if len(row.GetTopKeys()) > maxTopKeys {
 			return invalid("rows[%d].top_keys: %d above %d", i, len(row.GetTopKeys()), maxTopKeys)
 		}
+		if version < Version2 && (len(row.GetSamples()) > 0 || row.GetSampleRate() != 0 || row.GetSampledTotal() != 0 || row.GetSampledVariance() != 0) {
+			return invalid("rows[%d].samples: needs cluster version %d, the cluster is at %d", i, Version2, version)
+		}
+		if len(row.GetSamples()) > maxSamples {
+			return invalid("rows[%d].samples: %d above %d", i, len(row.GetSamples()), maxSamples)
+		}
+		for j, k := range row.GetSamples() {
+			if len(k.GetKey()) > catalog.MaxKeyLen {
+				return invalid("rows[%d].samples[%d].key: %d bytes above %d", i, j, len(k.GetKey()), catalog.MaxKeyLen)
+			}
+		}
 		for j, k := range row.GetTopKeys() {
+			if version < Version2 && (k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 || k.GetVariance() != 0) {
+				return invalid("rows[%d].top_keys[%d]: sampled counts need cluster version %d, the cluster is at %d", i, j, Version2, version)
+			}
 			if len(k.GetKey()) > catalog.MaxKeyLen {
 				return invalid("rows[%d].top_keys[%d].key: %d bytes above %d", i, j, len(k.GetKey()), catalog.MaxKeyLen)
 			}
@@ -109,12 +140,20 @@ func toColumn(c *api.ObserveColumn) detector.Column {
 		row := detector.Row{
 			RouteID: r.GetRouteId(), Reads: r.GetReads(), Writes: r.GetWrites(),
 			ReadBytes: r.GetReadBytes(), WriteBytes: r.GetWriteBytes(),
-			Buckets: r.GetBuckets(), TopKDegraded: r.GetTopKDegraded(),
+			Buckets: r.GetBuckets(), TopKDegraded: r.GetTopKDegraded(), SampleRate: r.GetSampleRate(),
+			SampledTotal: r.GetSampledTotal(), SampledVariance: r.GetSampledVariance(),
 		}
 		if len(r.GetTopKeys()) > 0 {
 			row.TopKeys = make([]detector.KeyEstimate, len(r.GetTopKeys()))
 			for j, k := range r.GetTopKeys() {
-				row.TopKeys[j] = detector.KeyEstimate{Key: k.GetKey(), Lower: k.GetLower(), Upper: k.GetUpper()}
+				row.TopKeys[j] = detector.KeyEstimate{Key: k.GetKey(), Lower: k.GetLower(), Upper: k.GetUpper(),
+					SampledReads: k.GetSampledReads(), SampledWrites: k.GetSampledWrites(), Variance: k.GetVariance()}
+			}
+		}
+		if len(r.GetSamples()) > 0 {
+			row.Samples = make([]detector.WeightedKey, len(r.GetSamples()))
+			for j, k := range r.GetSamples() {
+				row.Samples[j] = detector.WeightedKey{Key: k.GetKey(), Weight: k.GetWeight()}
 			}
 		}
 		col.Rows[i] = row
@@ -200,6 +239,9 @@ func (a *applier) recordSkips(col detector.Column, det *detector.State) {
 		if e.IsolationReason != detector.ReasonUnspecified {
 			d.Detail = "isolation not used: " + reasonLabel(api.Reason(e.IsolationReason))
 		}
+		if a.s.clusterVersion >= Version2 {
+			d.Explanation = explanationToProto(e)
+		}
 		a.decide(d)
 		a.f.log.Info("fsm: route not split", "route_id", id, "reason", reasonLabel(reason), "score", e.Score,
 			"consecutive_over", e.ConsecutiveOver, "suppressed", kind == api.DecisionKind_DECISION_KIND_SUPPRESSED)
@@ -209,11 +251,13 @@ func (a *applier) recordSkips(col detector.Column, det *detector.State) {
 // skipKind classifies an explanation: SUPPRESSED when the switch held back
 // an eligible route, DECLINED for every other reason a hot route was not
 // planned (no split key, a guardrail, cooldown, not ACTIVE, …), nothing
-// for a route still counting, planned, or waiting for its live op (the op
+// for a route still counting (or holding its count in the hold band),
+// cooled below the threshold, planned, or waiting for its live op (the op
 // is the decision).
 func skipKind(r detector.Reason) api.DecisionKind {
 	switch r {
-	case detector.ReasonUnspecified, detector.ReasonPlanned, detector.ReasonCounting, detector.ReasonInLiveOp:
+	case detector.ReasonUnspecified, detector.ReasonPlanned, detector.ReasonCounting, detector.ReasonInLiveOp,
+		detector.ReasonHoldBand, detector.ReasonBelowThreshold:
 		return api.DecisionKind_DECISION_KIND_UNSPECIFIED
 	case detector.ReasonSuppressedDisable:
 		return api.DecisionKind_DECISION_KIND_SUPPRESSED

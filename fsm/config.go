@@ -21,34 +21,52 @@ const (
 	maxDurationMs = 7 * 24 * 3600 * 1000
 )
 
+// DefaultHoldBandBP is the hysteresis hold band new (version 2) clusters
+// start with: a column scoring in [80%, 100%) of the threshold holds a
+// route's counter. Chosen from the sim comparison in docs/benchmarks.md.
+const DefaultHoldBandBP = 8000
+
+// maxLCMWaitMs bounds how far ahead a step change may take effect: the
+// boundary both steps agree on (a multiple of both) must come within a day.
+const maxLCMWaitMs = 24 * 3600 * 1000
+
 // DefaultConfig returns the SPEC §6/§8 defaults: Ww 4, Wr 1, threshold
 // 50000 weighted ops/min, 3 candidate windows, 10 min cooldown, 1 split per
-// cycle, 1024 auto routes, top-key share 80%, absolute floor threshold/2,
-// 16 buckets, a 60 s step, op TTL = cooldown, 5 smoothing windows and a
-// grace of half a step.
+// cycle, 1024 auto routes, top-key share 80%, absolute floor threshold/2
+// (following the threshold), 16 buckets, a 60 s step, op TTL = cooldown,
+// 5 smoothing windows, a grace of half a step and the hold band of
+// DefaultHoldBandBP.
 func DefaultConfig() *api.Config {
 	return &api.Config{
-		Threshold:           50000,
-		WriteWeight:         4,
-		ReadWeight:          1,
-		CandidateWindows:    3,
-		CooldownMs:          10 * 60 * 1000,
-		MaxSplitsPerCycle:   1,
-		MaxAutoRoutes:       1024,
-		TopKeyShareBp:       8000,
-		TopKeyAbsoluteFloor: 25000,
-		Buckets:             16,
-		StepMs:              60 * 1000,
-		OpTtlMs:             10 * 60 * 1000,
-		SmoothingWindows:    5,
-		GraceMs:             30 * 1000,
+		Threshold:             50000,
+		WriteWeight:           proto.Uint32(4),
+		ReadWeight:            proto.Uint32(1),
+		CandidateWindows:      3,
+		CooldownMs:            10 * 60 * 1000,
+		MaxSplitsPerCycle:     1,
+		MaxAutoRoutes:         1024,
+		TopKeyShareBp:         8000,
+		TopKeyAbsoluteFloor:   25000,
+		Buckets:               16,
+		StepMs:                60 * 1000,
+		OpTtlMs:               10 * 60 * 1000,
+		SmoothingWindows:      5,
+		GraceMs:               30 * 1000,
+		HoldBandBp:            proto.Uint32(DefaultHoldBandBP),
+		FloorFollowsThreshold: true,
 	}
 }
 
-// withDefaults returns a copy of c whose zero fields take the defaults.
-// Derived defaults follow the given values: the absolute floor is half the
-// (given) threshold, the op TTL the cooldown, the grace half the step.
-func withDefaults(c *api.Config) *api.Config {
+// withDefaults returns a copy of c (a Bootstrap config) whose unset fields
+// take the defaults. Derived defaults follow the given values: the absolute
+// floor is half the (given) threshold, the op TTL the cooldown, the grace
+// half the step.
+//
+// At cluster version 1 a zero weight is unset (the v1 rule: a zero weight
+// at bootstrap became the default). From version 2 on a weight is unset only
+// when absent, so an explicit 0 is kept; an absolute floor left unset
+// follows the threshold; and a zero hold band takes DefaultHoldBandBP.
+func withDefaults(c *api.Config, version uint32) *api.Config {
 	d := DefaultConfig()
 	out := &api.Config{}
 	if c != nil {
@@ -64,14 +82,29 @@ func withDefaults(c *api.Config) *api.Config {
 			*v = def
 		}
 	}
+	fillWeight := func(v **uint32, def *uint32) {
+		if *v == nil || (version < Version2 && **v == 0) {
+			*v = proto.Uint32(*def)
+		}
+	}
 	fill64(&out.Threshold, d.Threshold)
-	fill32(&out.WriteWeight, d.WriteWeight)
-	fill32(&out.ReadWeight, d.ReadWeight)
+	fillWeight(&out.WriteWeight, d.WriteWeight)
+	fillWeight(&out.ReadWeight, d.ReadWeight)
 	fill32(&out.CandidateWindows, d.CandidateWindows)
 	fill64(&out.CooldownMs, d.CooldownMs)
 	fill32(&out.MaxSplitsPerCycle, d.MaxSplitsPerCycle)
 	fill32(&out.MaxAutoRoutes, d.MaxAutoRoutes)
 	fill32(&out.TopKeyShareBp, d.TopKeyShareBp)
+	if version >= Version2 {
+		out.FloorFollowsThreshold = out.TopKeyAbsoluteFloor == 0
+		if out.HoldBandBp == nil {
+			out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
+		}
+	} else {
+		// v1 knows none of the version 2 fields: they stay absent so the
+		// state hashes of mixed-version replicas agree.
+		out.HoldBandBp, out.FloorFollowsThreshold, out.NextStepMs, out.NextStepAtMs = nil, false, 0, 0
+	}
 	fill64(&out.TopKeyAbsoluteFloor, out.Threshold/2)
 	fill32(&out.Buckets, d.Buckets)
 	fill64(&out.StepMs, d.StepMs)
@@ -123,6 +156,18 @@ func PatchIsEmpty(p *api.ConfigPatch) bool {
 	return p == nil || proto.Size(p) == 0
 }
 
+// upgradeConfigV2 is the config of a cluster whose version has just risen
+// to 2: the hold band takes its default and the floor follows the threshold
+// if it still is the v1 default (half the threshold). Nothing else changes.
+func upgradeConfigV2(c *api.Config) *api.Config {
+	out := proto.Clone(c).(*api.Config)
+	if out.HoldBandBp == nil {
+		out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
+	}
+	out.FloorFollowsThreshold = out.GetTopKeyAbsoluteFloor() == out.GetThreshold()/2
+	return out
+}
+
 // ValidateConfig checks every field of c; the error names the first field
 // out of range, e.g. "invalid config: threshold: must be >= 1". The
 // detector's fields are checked by detector.Config.Validate (one rule set
@@ -144,13 +189,30 @@ func ValidateConfig(c *api.Config) error {
 		return bad("op_ttl_ms", "%d not in [1, %d]", c.OpTtlMs, maxDurationMs)
 	case c.GraceMs > c.StepMs:
 		return bad("grace_ms", "%d above step_ms %d", c.GraceMs, c.StepMs)
+	case (c.NextStepMs == 0) != (c.NextStepAtMs == 0):
+		return bad("next_step_ms", "%d and next_step_at_ms %d must be set together", c.NextStepMs, c.NextStepAtMs)
+	case c.NextStepMs != 0 && (c.NextStepMs < minStepMs || c.NextStepMs > maxStepMs):
+		return bad("next_step_ms", "%d not in [%d, %d]", c.NextStepMs, minStepMs, maxStepMs)
+	case c.NextStepMs != 0 && (c.NextStepAtMs%c.StepMs != 0 || c.NextStepAtMs%c.NextStepMs != 0):
+		return bad("next_step_at_ms", "%d is not a boundary of both step_ms %d and next_step_ms %d", c.NextStepAtMs, c.StepMs, c.NextStepMs)
+	case c.NextStepMs != 0 && c.GraceMs > c.NextStepMs:
+		return bad("grace_ms", "%d above next_step_ms %d", c.GraceMs, c.NextStepMs)
 	}
 	return nil
 }
 
-// ApplyPatch returns a new Config: c with the fields set in p replaced.
-// Neither argument is modified.
-func ApplyPatch(c *api.Config, p *api.ConfigPatch) *api.Config {
+// ApplyPatch returns a new Config: c with the fields set in p replaced,
+// under the rules of cluster version `version`. Neither argument is
+// modified.
+//
+// Version 2 rules: the absolute floor follows the threshold (threshold/2)
+// while floor_follows_threshold holds; setting top_key_absolute_floor pins
+// it (floor_follows_threshold off), and setting it to 0 makes it follow the
+// threshold again. A weight set to 0 is kept as a present 0. A step_ms
+// patch is not applied here: applySetConfig schedules it (ScheduleStep).
+// At version 1 the step applies at once and a zero weight is stored absent,
+// as version 1 did.
+func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	out := &api.Config{}
 	if c != nil {
 		out = proto.Clone(c).(*api.Config)
@@ -168,9 +230,18 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch) *api.Config {
 			*dst = *v
 		}
 	}
+	setWeight := func(dst **uint32, v *uint32) {
+		switch {
+		case v == nil:
+		case *v == 0 && version < Version2:
+			*dst = nil
+		default:
+			*dst = proto.Uint32(*v)
+		}
+	}
 	set64(&out.Threshold, p.Threshold)
-	set32(&out.WriteWeight, p.WriteWeight)
-	set32(&out.ReadWeight, p.ReadWeight)
+	setWeight(&out.WriteWeight, p.WriteWeight)
+	setWeight(&out.ReadWeight, p.ReadWeight)
 	set32(&out.CandidateWindows, p.CandidateWindows)
 	set64(&out.CooldownMs, p.CooldownMs)
 	set32(&out.MaxSplitsPerCycle, p.MaxSplitsPerCycle)
@@ -178,11 +249,107 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch) *api.Config {
 	set32(&out.TopKeyShareBp, p.TopKeyShareBp)
 	set64(&out.TopKeyAbsoluteFloor, p.TopKeyAbsoluteFloor)
 	set32(&out.Buckets, p.Buckets)
-	set64(&out.StepMs, p.StepMs)
+	if version < Version2 {
+		set64(&out.StepMs, p.StepMs)
+	}
 	set64(&out.OpTtlMs, p.OpTtlMs)
 	set32(&out.SmoothingWindows, p.SmoothingWindows)
 	set64(&out.GraceMs, p.GraceMs)
+	if version >= Version2 {
+		if p.HoldBandBp != nil {
+			out.HoldBandBp = proto.Uint32(*p.HoldBandBp)
+		}
+		if p.TopKeyAbsoluteFloor != nil {
+			out.FloorFollowsThreshold = *p.TopKeyAbsoluteFloor == 0
+		}
+		if out.FloorFollowsThreshold {
+			out.TopKeyAbsoluteFloor = out.Threshold / 2
+		}
+	}
 	return out
+}
+
+// ScheduleStep returns c with a step change to newStep scheduled (cluster
+// version 2): the change takes effect at the first boundary that is a
+// multiple of both the current and the new step and lies at least two
+// current steps plus graceMs after nowMs — so every reporter hears of it
+// in a Report response before it closes its last column of the old step,
+// even one that misses a response. Re-patching the current step cancels a
+// pending change; the same pending step keeps its boundary. A change whose
+// common boundary lies more than a day ahead is refused: the steps share
+// too few boundaries.
+func ScheduleStep(c *api.Config, newStep, nowMs, graceMs uint64) (*api.Config, error) {
+	out := proto.Clone(c).(*api.Config)
+	old := out.GetStepMs()
+	switch {
+	case newStep == old:
+		out.NextStepMs, out.NextStepAtMs = 0, 0
+		return out, nil
+	case newStep == out.GetNextStepMs():
+		return out, nil
+	case newStep < minStepMs || newStep > maxStepMs || old == 0:
+		return nil, fmt.Errorf("%w: step_ms: %d not in [%d, %d]", ErrInvalidConfig, newStep, minStepMs, maxStepMs)
+	}
+	l := old / gcd(old, newStep) * newStep // both at most an hour: no overflow
+	earliest := nowMs + 2*old + graceMs
+	at := (earliest + l - 1) / l * l
+	if at-nowMs > maxLCMWaitMs {
+		return nil, fmt.Errorf("%w: step_ms: %d and the current step %d first share a boundary %d ms from now, more than a day; pick a step that divides or is a multiple of %d",
+			ErrInvalidConfig, newStep, old, at-nowMs, old)
+	}
+	out.NextStepMs, out.NextStepAtMs = newStep, at
+	return out, nil
+}
+
+// PatchConfig is the config a SetConfig of p makes of cur in a cluster at
+// version `version` at nowMs, validated; the error names the field. The FSM
+// applies exactly this; the transport calls it first so that a bad value
+// never reaches the log.
+func PatchConfig(cur *api.Config, version uint32, p *api.ConfigPatch, nowMs uint64) (*api.Config, error) {
+	if version >= Version2 && PatchIsEmpty(p) {
+		return nil, fmt.Errorf("%w: patch: sets no field", ErrInvalidConfig)
+	}
+	if version < Version2 && p.HoldBandBp != nil {
+		return nil, fmt.Errorf("%w: hold_band_bp: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, Version2, version)
+	}
+	cfg := ApplyPatch(cur, p, version)
+	if version >= Version2 && p.StepMs != nil {
+		var err error
+		if cfg, err = ScheduleStep(cfg, p.GetStepMs(), nowMs, max(cur.GetGraceMs(), cfg.GetGraceMs())); err != nil {
+			return nil, err
+		}
+	}
+	if err := ValidateConfigAt(cfg, version); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// StepAt is the step of the column whose window starts at windowStartMs:
+// the pending step from its boundary on, the current one before.
+func StepAt(c *api.Config, windowStartMs uint64) uint64 {
+	if c.GetNextStepAtMs() != 0 && windowStartMs >= c.GetNextStepAtMs() {
+		return c.GetNextStepMs()
+	}
+	return c.GetStepMs()
+}
+
+// promoteStep moves a pending step whose boundary a column at windowStartMs
+// has reached into step_ms. It returns c itself when nothing is due.
+func promoteStep(c *api.Config, windowStartMs uint64) *api.Config {
+	if c.GetNextStepAtMs() == 0 || windowStartMs < c.GetNextStepAtMs() {
+		return c
+	}
+	out := proto.Clone(c).(*api.Config)
+	out.StepMs, out.NextStepMs, out.NextStepAtMs = out.NextStepMs, 0, 0
+	return out
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // detectorConfig maps the replicated Config to the detector's view.
@@ -199,5 +366,6 @@ func detectorConfig(c *api.Config) detector.Config {
 		TopKeyAbsoluteFloor: c.GetTopKeyAbsoluteFloor(),
 		Buckets:             c.GetBuckets(),
 		SmoothingWindows:    c.GetSmoothingWindows(),
+		HoldBandBP:          c.GetHoldBandBp(),
 	}
 }

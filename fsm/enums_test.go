@@ -31,6 +31,8 @@ func TestDetectorEnumsMatchAPI(t *testing.T) {
 		"REASON_KEY_TOO_LONG":        detector.ReasonKeyTooLong,
 		"REASON_TOPK_SHARE":          detector.ReasonTopKShare,
 		"REASON_NO_TOPK":             detector.ReasonNoTopK,
+		"REASON_HOLD_BAND":           detector.ReasonHoldBand,
+		"REASON_BELOW_THRESHOLD":     detector.ReasonBelowThreshold,
 	}
 	origins := map[string]detector.Origin{
 		"SPLIT_ORIGIN_UNSPECIFIED":                 detector.OriginUnspecified,
@@ -39,6 +41,7 @@ func TestDetectorEnumsMatchAPI(t *testing.T) {
 		"SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE": detector.OriginIsolationSingleLowerEdge,
 		"SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE": detector.OriginIsolationSingleUpperEdge,
 		"SPLIT_ORIGIN_SUB_BUCKET_MEDIAN":           detector.OriginSubBucketMedian,
+		"SPLIT_ORIGIN_BALANCE":                     detector.OriginBalance,
 	}
 	check := func(desc protoreflect.EnumDescriptor, twin func(name string) (int32, bool), n int) {
 		vals := desc.Values()

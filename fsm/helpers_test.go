@@ -53,18 +53,6 @@ func bootstrapped(t testing.TB, splits [][]byte, cfg *api.Config) *harness {
 	return h
 }
 
-// bootstrappedAt returns a harness bootstrapped at the given cluster
-// version with default config and the switch on.
-func bootstrappedAt(t testing.TB, version uint32) *harness {
-	h := newHarness(t, Options{})
-	r := h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
-		ClusterId: "c1", GroupId: 7, AutoSplit: true, ClusterVersion: version}}})
-	if r.Code != api.ResultCode_RESULT_CODE_OK || h.state().ClusterVersion() != version {
-		t.Fatalf("bootstrap at version %d: %v %s (version %d)", version, r.Code, r.Message, h.state().ClusterVersion())
-	}
-	return h
-}
-
 // stamp returns the next HLC, advancing the clock by advanceMs.
 func (h *harness) stamp(advanceMs uint64) uint64 {
 	ts := hlc.Make(h.ms, 0)

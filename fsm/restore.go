@@ -306,6 +306,10 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if err := ValidateConfig(p.GetConfig()); err != nil {
 		return err
 	}
+	if c := p.GetConfig(); p.GetClusterVersion() < Version2 &&
+		(c.HoldBandBp != nil || c.GetFloorFollowsThreshold() || c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0) {
+		return fmt.Errorf("config holds cluster version %d settings at cluster version %d", Version2, p.GetClusterVersion())
+	}
 	sw := p.GetSwitch()
 	if sw == nil {
 		return errors.New("switch missing")

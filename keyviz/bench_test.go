@@ -186,7 +186,7 @@ func BenchmarkSpaceSaving(b *testing.B) {
 			i := 0
 			cpu0 := cpuNanos()
 			for b.Loop() {
-				s.add(keys[o[i&4095]], 4)
+				s.add(keys[o[i&4095]], 4, true)
 				i++
 			}
 			b.ReportMetric(float64(cpuNanos()-cpu0)/float64(b.N), "cpu-ns/op")

@@ -39,7 +39,9 @@ func (s *Sampler) NextBoundary(nowMs uint64) uint64 {
 // to itself: if the new step's boundary at or before nowMs would not come
 // after the closed column's label, the next column starts at the first
 // boundary after the label instead (and so also holds the observations made
-// before that boundary). Labels therefore strictly increase.
+// before that boundary). Labels therefore strictly increase. A scheduled
+// step change (LoadConfig.NextStepAtMs) takes effect with the first column
+// that would open at or after its boundary.
 //
 // The swap, and observations racing with it: each route's counters for the
 // open column hang behind an atomic pointer in the route's table entry (the
@@ -112,7 +114,7 @@ func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
 	s.boxMu.Unlock()
 
 	nt := s.table.Load()
-	s.arena.Store(s.arena.Load().next(nt.words, len(nt.routes)))
+	s.arena.Store(s.arena.Load().next(nt.words, len(nt.routes), s.colSeeds.next()))
 
 	col := &api.ReportColumn{
 		WindowStartMs: label,
@@ -158,12 +160,26 @@ func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
 	})
 
 	s.retired = nil
-	start := nowMs / next.StepMs * next.StepMs
-	if start <= label {
-		start = (label/next.StepMs + 1) * next.StepMs
+	start := nextStart(nowMs, label, next.StepMs)
+	if adv := next.at(start); adv != next {
+		// A scheduled step change is due: the next column is the first of
+		// the new step, from the first boundary of that step.
+		next = adv
+		start = nextStart(nowMs, label, next.StepMs)
 	}
 	s.col = openColumn{start: start, started: true, cfg: next}
 	return col
+}
+
+// nextStart is the start of the column after the one labelled label, closed
+// at nowMs: the step boundary at or before nowMs, or the first one after
+// label if that would not come after it.
+func nextStart(nowMs, label, step uint64) uint64 {
+	start := nowMs / step * step
+	if start <= label {
+		start = (label/step + 1) * step
+	}
+	return start
 }
 
 // row builds a report row from a drained block (and sketch), or nil when the
@@ -192,6 +208,8 @@ func (s *Sampler) row(e *routeEntry, c []uint64, bx *sketchBox, cfg LoadConfig) 
 		// Sealed: no one else touches ss any more.
 		r.TopKeys = bx.ss.top()
 		r.TopKDegraded = bx.ss.degraded()
+		r.Samples = bx.res.samples()
+		r.SampledReads, r.SampledWrites = bx.reads, bx.writes
 	}
 	return r
 }

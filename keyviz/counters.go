@@ -1,7 +1,6 @@
 package keyviz
 
 import (
-	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
 )
@@ -99,9 +98,9 @@ const (
 	minArenaBlocks = 64
 )
 
-func newArena(words, blocks int) *arena {
+func newArena(words, blocks int, seed uint64) *arena {
 	return &arena{
-		seed:   rand.Uint64(),
+		seed:   seed,
 		words:  alignedWords(words),
 		blocks: make([]block, blocks),
 	}
@@ -109,7 +108,7 @@ func newArena(words, blocks int) *arena {
 
 // next returns an arena sized for the use of a, given that the table needs
 // at most maxWords words in at most maxBlocks blocks.
-func (a *arena) next(maxWords, maxBlocks int) *arena {
+func (a *arena) next(maxWords, maxBlocks int, seed uint64) *arena {
 	used := min(a.nextWord.Load(), uint64(len(a.words))) + a.overflow.Load()
 	w := used + used/4
 	nb := a.nextBlock.Load() // counts heap blocks too: alloc bumps it first
@@ -117,6 +116,7 @@ func (a *arena) next(maxWords, maxBlocks int) *arena {
 	return newArena(
 		int(max(min(w, uint64(maxWords)), minArenaWords)),
 		int(max(min(b, uint64(maxBlocks)), minArenaBlocks)),
+		seed,
 	)
 }
 

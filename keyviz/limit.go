@@ -34,8 +34,8 @@ func columnBudget(id string, maxBytes int) int {
 // (the cluster deduplicates by reporter and column, so a second part would
 // be taken for a duplicate), so it sheds evidence from its lightest rows,
 // where it matters least to a detector looking for hot routes: first the
-// top keys of rows in increasing weighted load (the row is then marked
-// top_k_degraded, as its evidence is gone), then, if that is not enough,
+// top keys and operation samples of rows in increasing weighted load (the
+// row is then marked top_k_degraded, as its evidence is gone), then, if that is not enough,
 // whole rows in the same order. Rows keep their route-id order. The heaviest
 // rows — the only ones that can be hot — are the last to lose anything.
 func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows int) {
@@ -65,11 +65,14 @@ func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows
 			return strippedTopKeys, 0
 		}
 		r := col.Rows[i]
-		if len(r.TopKeys) == 0 {
+		if len(r.TopKeys) == 0 && len(r.Samples) == 0 {
 			continue
 		}
 		before := fieldSize(columnRowsField, proto.Size(r))
-		r.TopKeys, r.TopKDegraded = nil, true
+		if len(r.TopKeys) > 0 {
+			r.TopKeys, r.TopKDegraded = nil, true
+		}
+		r.Samples = nil
 		size -= before - fieldSize(columnRowsField, proto.Size(r))
 		strippedTopKeys++
 	}

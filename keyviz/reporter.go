@@ -71,7 +71,9 @@ type ReporterConfig struct {
 	// the open column's step, at least 100 ms.
 	ResendInterval time.Duration
 	// Permanent, if set, says that an error means the cluster refused the
-	// request for good (e.g. gRPC InvalidArgument; not ResourceExhausted, which means "later"): its
+	// request for good (e.g. gRPC InvalidArgument, or AlreadyExists:
+	// another report of this reporter and window was taken; not
+	// ResourceExhausted, which means "later"): its
 	// columns are then dropped and counted instead of retried, so that a
 	// column the cluster will never take (say, from a clock a day ahead)
 	// cannot hold up the ones after it. Default: every error is retried.

@@ -332,7 +332,7 @@ func TestReporterLateAcks(t *testing.T) {
 }
 
 func TestReporterAdoptsConfigAtNextBoundary(t *testing.T) {
-	cfg := &api.Config{StepMs: 1000, Buckets: 4, WriteWeight: 3, ReadWeight: 2, Threshold: 50000}
+	cfg := &api.Config{StepMs: 1000, Buckets: 4, WriteWeight: new(uint32(3)), ReadWeight: new(uint32(2)), Threshold: 50000}
 	h := startReporter(t, func(call int, req *api.ReportRequest) (*api.ReportResponse, error) {
 		resp := ackAll(req)
 		resp.Config = cfg

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -42,15 +43,20 @@ type LoadConfig struct {
 	Buckets     int
 	WriteWeight uint32
 	ReadWeight  uint32
+	// A scheduled step change: columns from NextStepAtMs on (a boundary of
+	// both steps) are NextStepMs long. 0 = none.
+	NextStepMs, NextStepAtMs uint64
 }
 
 // LoadConfigFromProto extracts the load settings of a cluster config.
 func LoadConfigFromProto(c *api.Config) LoadConfig {
 	return LoadConfig{
-		StepMs:      c.GetStepMs(),
-		Buckets:     int(c.GetBuckets()),
-		WriteWeight: c.GetWriteWeight(),
-		ReadWeight:  c.GetReadWeight(),
+		StepMs:       c.GetStepMs(),
+		Buckets:      int(c.GetBuckets()),
+		WriteWeight:  c.GetWriteWeight(),
+		ReadWeight:   c.GetReadWeight(),
+		NextStepMs:   c.GetNextStepMs(),
+		NextStepAtMs: c.GetNextStepAtMs(),
 	}
 }
 
@@ -60,8 +66,21 @@ func (c LoadConfig) validate() error {
 		return fmt.Errorf("%w: step_ms %d not in [1, %d]", ErrInvalidConfig, c.StepMs, MaxStepMs)
 	case c.Buckets < 1 || c.Buckets > maxBuckets:
 		return fmt.Errorf("%w: buckets %d not in [1, %d]", ErrInvalidConfig, c.Buckets, maxBuckets)
+	case c.NextStepAtMs != 0 && (c.NextStepMs == 0 || c.NextStepMs > MaxStepMs || c.NextStepAtMs%c.NextStepMs != 0):
+		return fmt.Errorf("%w: next_step_ms %d at %d: not a step in [1, %d] with the change on its boundary",
+			ErrInvalidConfig, c.NextStepMs, c.NextStepAtMs, MaxStepMs)
 	}
 	return nil
+}
+
+// at returns the config of a column that opens at startMs: with the
+// scheduled step once its boundary is reached.
+func (c LoadConfig) at(startMs uint64) LoadConfig {
+	if c.NextStepAtMs == 0 || startMs < c.NextStepAtMs {
+		return c
+	}
+	c.StepMs, c.NextStepMs, c.NextStepAtMs = c.NextStepMs, 0, 0
+	return c
 }
 
 // SamplerConfig configures a Sampler. Zero fields take the defaults.
@@ -73,6 +92,30 @@ type SamplerConfig struct {
 	SampleRate uint32
 	// TopK is the capacity of each route's Space-Saving sketch.
 	TopK int
+	// Seed, if not 0, makes the sampling reproducible: which observations
+	// are sampled and which the operation sample keeps follow from it (and
+	// the order of the calls). 0 draws fresh randomness, as a data node
+	// should; tools that replay a run (simlab) set it.
+	Seed uint64
+}
+
+// seedSource hands out the sampler's seeds: fresh random ones, or a fixed
+// sequence (SamplerConfig.Seed). Not safe for concurrent use; each source
+// is guarded by the mutex of its caller.
+type seedSource struct{ r *rand.Rand }
+
+func newSeedSource(seed, stream uint64) seedSource {
+	if seed == 0 {
+		return seedSource{}
+	}
+	return seedSource{rand.New(rand.NewPCG(seed, stream))}
+}
+
+func (s seedSource) next() uint64 {
+	if s.r == nil {
+		return rand.Uint64()
+	}
+	return s.r.Uint64()
 }
 
 // Sampler counts the requests a data node serves, per route, into columns
@@ -106,12 +149,14 @@ type Sampler struct {
 	// the column it lands in.
 	boxMu      sync.Mutex
 	boxWeights [2]uint64 // read, write weight of the open column
+	boxSeeds   seedSource
 
-	mu      sync.Mutex
-	col     openColumn
-	pending *LoadConfig   // adopted at the next CloseColumn
-	retired []*routeEntry // left the table during the open column
-	scratch []uint64      // drain buffer
+	mu       sync.Mutex
+	colSeeds seedSource // the arenas' sampling seeds
+	col      openColumn
+	pending  *LoadConfig   // adopted at the next CloseColumn
+	retired  []*routeEntry // left the table during the open column
+	scratch  []uint64      // drain buffer
 }
 
 // openColumn describes the column being filled.
@@ -128,6 +173,10 @@ type sketchBox struct {
 	mu     sync.Mutex
 	sealed bool // the column closed; feed the route's next box
 	ss     *spaceSaving
+	res    *reservoir
+	// The sampled reads and writes fed to ss: what the keys' shares are
+	// measured against.
+	reads, writes uint64
 }
 
 // sealedBox is installed in the entries that left the table, like
@@ -173,8 +222,10 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		col:        openColumn{cfg: l},
 		scratch:    make([]uint64, maxBlockWords),
 	}
+	s.colSeeds = newSeedSource(cfg.Seed, 1)
+	s.boxSeeds = newSeedSource(cfg.Seed, 2)
 	s.table.Store(newTable(0, false, nil))
-	s.arena.Store(newArena(minArenaWords, minArenaBlocks))
+	s.arena.Store(newArena(minArenaWords, minArenaBlocks, s.colSeeds.next()))
 	return s, nil
 }
 
@@ -309,7 +360,13 @@ func (s *Sampler) sample(e *routeEntry, key []byte, write bool) {
 				w = bx.ww
 			}
 			if w != 0 {
-				bx.ss.add(key, w)
+				bx.ss.add(key, w, write)
+				bx.res.add(key, write)
+				if write {
+					bx.writes++
+				} else {
+					bx.reads++
+				}
 			}
 			bx.mu.Unlock()
 			return
@@ -328,7 +385,8 @@ func (s *Sampler) newBox(e *routeEntry) *sketchBox {
 	if bx := e.sk.Load(); bx != nil {
 		return bx
 	}
-	bx := &sketchBox{wr: s.boxWeights[0], ww: s.boxWeights[1], ss: newSpaceSaving(s.topK)}
+	bx := &sketchBox{wr: s.boxWeights[0], ww: s.boxWeights[1], ss: newSpaceSaving(s.topK),
+		res: newReservoir(s.boxSeeds.next())}
 	e.sk.Store(bx)
 	return bx
 }

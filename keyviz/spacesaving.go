@@ -48,7 +48,10 @@ type ssEntry struct {
 	hash  uint64
 	count uint64
 	err   uint64
-	hpos  int32 // position in heap
+	// The sampled reads and writes fed to this entry since its key took
+	// the slot: count - err is exactly their weighted sum.
+	reads, writes uint64
+	hpos          int32 // position in heap
 }
 
 func newSpaceSaving(capacity int) *spaceSaving {
@@ -61,13 +64,22 @@ func newSpaceSaving(capacity int) *spaceSaving {
 	}
 }
 
-// add feeds one update of key with weight w (w > 0). Counts saturate at
-// 2^64-1 rather than wrap.
-func (s *spaceSaving) add(key []byte, w uint64) {
-	s.addHashed(key, maphash.Bytes(s.seed, key), w)
+// add feeds one update of key with weight w (w > 0), a read or a write.
+// Counts saturate at 2^64-1 rather than wrap.
+func (s *spaceSaving) add(key []byte, w uint64, write bool) {
+	s.addHashed(key, maphash.Bytes(s.seed, key), w, write)
 }
 
-func (s *spaceSaving) addHashed(key []byte, h, w uint64) {
+// event counts one sampled read or write of e.
+func (e *ssEntry) event(write bool) {
+	if write {
+		e.writes++
+	} else {
+		e.reads++
+	}
+}
+
+func (s *spaceSaving) addHashed(key []byte, h, w uint64, write bool) {
 	pos, i := s.index.find(h)
 	if i >= 0 {
 		e := &s.ents[i]
@@ -76,6 +88,7 @@ func (s *spaceSaving) addHashed(key []byte, h, w uint64) {
 		}
 		s.total = satAdd(s.total, w)
 		e.count = satAdd(e.count, w)
+		e.event(write)
 		s.down(int(e.hpos))
 		return
 	}
@@ -83,6 +96,7 @@ func (s *spaceSaving) addHashed(key []byte, h, w uint64) {
 	if len(s.ents) < s.capacity {
 		i := int32(len(s.ents))
 		s.ents = append(s.ents, ssEntry{key: bytes.Clone(key), hash: h, count: w, hpos: int32(len(s.heap))})
+		s.ents[i].event(write)
 		s.heap = append(s.heap, i)
 		s.index.set(pos, h, i)
 		s.up(len(s.heap) - 1)
@@ -95,6 +109,8 @@ func (s *spaceSaving) addHashed(key []byte, h, w uint64) {
 	e.hash = h
 	e.err = e.count
 	e.count = satAdd(e.count, w)
+	e.reads, e.writes = 0, 0
+	e.event(write)
 	pos, _ = s.index.find(h) // the removal may have moved the free cell
 	s.index.set(pos, h, i)
 	s.evicted = true
@@ -199,7 +215,7 @@ func (s *spaceSaving) top() []*api.TopKeyCount {
 	})
 	out := make([]*api.TopKeyCount, len(es))
 	for i, e := range es {
-		out[i] = &api.TopKeyCount{Key: bytes.Clone(e.key), Count: e.count, Error: e.err}
+		out[i] = &api.TopKeyCount{Key: bytes.Clone(e.key), Count: e.count, Error: e.err, SampledReads: e.reads, SampledWrites: e.writes}
 	}
 	return out
 }

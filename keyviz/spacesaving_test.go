@@ -66,7 +66,7 @@ func TestSpaceSavingGuarantees(t *testing.T) {
 			}
 			w := rapid.SampledFrom([]uint64{1, 1, 4, 7}).Draw(t, fmt.Sprint("w", i))
 			key := fmt.Sprintf("key-%02d", k)
-			s.add([]byte(key), w)
+			s.add([]byte(key), w, true)
 			exact[key] += w
 			total += w
 		}
@@ -97,7 +97,7 @@ func TestSpaceSavingTopOrder(t *testing.T) {
 		k string
 		w uint64
 	}{{"b", 3}, {"a", 3}, {"c", 9}, {"d", 1}, {"e", 2}} {
-		s.add([]byte(u.k), u.w)
+		s.add([]byte(u.k), u.w, true)
 	}
 	// "e" replaced "d" (count 1): count 3, error 1.
 	want := []struct {
@@ -160,7 +160,7 @@ func TestSpaceSavingDegraded(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSpaceSaving(tc.capacity)
 			for _, u := range tc.updates {
-				s.add([]byte(u.k), u.w)
+				s.add([]byte(u.k), u.w, true)
 			}
 			if got := s.degraded(); got != tc.want {
 				t.Fatalf("degraded = %v, want %v (min %d, total %d, evicted %v)", got, tc.want, s.min(), s.total, s.evicted)
@@ -184,13 +184,13 @@ func TestSpaceSavingDominantKeyNeverDegraded(t *testing.T) {
 		fed := uint64(0)
 		for i, k := range others {
 			if i%hotEvery == 0 && fed < h {
-				s.add([]byte("hot"), 1)
+				s.add([]byte("hot"), 1, true)
 				fed++
 			}
-			s.add([]byte(fmt.Sprint(k)), 1)
+			s.add([]byte(fmt.Sprint(k)), 1, true)
 		}
 		for ; fed < h; fed++ {
-			s.add([]byte("hot"), 1)
+			s.add([]byte("hot"), 1, true)
 		}
 		if s.degraded() {
 			t.Fatalf("degraded with hot weight %d of %d (capacity %d)", h, s.total, capacity)
@@ -207,8 +207,8 @@ func TestSaturatingArithmetic(t *testing.T) {
 		t.Fatal("satMul")
 	}
 	s := newSpaceSaving(1)
-	s.add([]byte("a"), max-1)
-	s.add([]byte("a"), 9)
+	s.add([]byte("a"), max-1, true)
+	s.add([]byte("a"), 9, true)
 	if s.min() != max || s.total != max {
 		t.Fatalf("count %d total %d, want saturation", s.min(), s.total)
 	}
@@ -218,9 +218,9 @@ func TestSaturatingArithmetic(t *testing.T) {
 // consistent; the key already present keeps counting.
 func TestSpaceSavingHashCollision(t *testing.T) {
 	s := newSpaceSaving(2)
-	s.addHashed([]byte("a"), 7, 3)
-	s.addHashed([]byte("b"), 7, 5) // same hash, other key
-	s.addHashed([]byte("a"), 7, 1)
+	s.addHashed([]byte("a"), 7, 3, false)
+	s.addHashed([]byte("b"), 7, 5, false) // same hash, other key
+	s.addHashed([]byte("a"), 7, 1, false)
 	checkHeap(t, s)
 	top := s.top()
 	if len(top) != 1 || string(top[0].Key) != "a" || top[0].Count != 4 || s.total != 4 {

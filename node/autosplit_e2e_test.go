@@ -262,9 +262,11 @@ func TestIntegrationAutoSplitsHotRangeUntilCool(t *testing.T) {
 	if len(steps) < 2 || pieces < 3 {
 		t.Fatalf("%d splits, hot range in %d routes: not split enough to cool down", len(steps), pieces)
 	}
+	// New clusters run cluster version 2: a range splits at the balance
+	// point of its evidence (version 1: the sub-bucket median).
 	for _, s := range steps {
-		if s.op.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN {
-			t.Fatalf("op %d has origin %v, want sub_bucket_median", s.op.GetOpId(), s.op.GetOrigin())
+		if s.op.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
+			t.Fatalf("op %d has origin %v, want balance", s.op.GetOpId(), s.op.GetOrigin())
 		}
 	}
 }

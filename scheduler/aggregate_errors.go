@@ -23,6 +23,12 @@ var (
 	// ErrReportBacklog: too many columns are open on the leader to take
 	// any column of the report now. Status Unavailable; resend later.
 	ErrReportBacklog = errors.New("too many load columns open")
+	// ErrConflictingReport: the reporter already reported one of the
+	// report's windows with other content (a restarted reporter reusing its
+	// id, or two processes sharing one). Nothing of the report is merged;
+	// the first contribution stands. Status AlreadyExists, naming the
+	// reporter and the window; resending fails again.
+	ErrConflictingReport = errors.New("conflicting load report")
 )
 
 // reportError is a Report failure with its gRPC status: Unwrap gives the
@@ -73,4 +79,10 @@ func notReadyReport() error {
 
 func backlogReport(open int) error {
 	return &reportError{code: codes.Unavailable, err: fmt.Errorf("load report: %d columns open: %w", open, ErrReportBacklog)}
+}
+
+func conflictingReport(reporter string, w uint64) error {
+	return &reportError{code: codes.AlreadyExists, err: fmt.Errorf(
+		"load report: reporter %q already reported window %d with different content; the first report stands: %w",
+		reporter, w, ErrConflictingReport)}
 }

@@ -11,6 +11,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // Load report limits (SPEC §12).
@@ -19,6 +20,8 @@ const (
 	MaxReportBytes = 4 << 20
 	// MaxReportTopKeys bounds the top-K entries of one report row.
 	MaxReportTopKeys = 256
+	// MaxReportSamples bounds the operation sample of one report row.
+	MaxReportSamples = 64
 	// maxFutureSteps: a column whose window ends more than this many steps
 	// after the leader's wall clock is rejected (a reporter far ahead must
 	// not hold columns open).
@@ -43,11 +46,14 @@ const (
 	rejectKeySize         = "key_size"
 	rejectOverflow        = "overflow"
 	rejectBacklog         = "backlog"
+	rejectConflict        = "conflict"
+	rejectSamples         = "samples"
 )
 
 var rejectReasons = []string{
 	rejectTooLarge, rejectReporterID, rejectStep, rejectAlignment, rejectFuture, rejectDuplicateColumn,
 	rejectDuplicateRoute, rejectSampleRate, rejectBuckets, rejectTopKeys, rejectKeySize, rejectOverflow, rejectBacklog,
+	rejectConflict, rejectSamples,
 }
 
 // rejection is why a report was refused: reason is the metric label, msg
@@ -93,11 +99,12 @@ func validateReport(req *api.ReportRequest, cat *catalog.Catalog, cfg *api.Confi
 // validateColumn checks columns[i].
 func validateColumn(c *api.ReportColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
 	path := fieldPath{col: i, row: -1}
-	step := cfg.GetStepMs()
-	if c.GetStepMs() != step {
-		return reject(rejectStep, "%s.step_ms: %d differs from the replicated step of %d", path, c.GetStepMs(), step)
-	}
 	w := c.GetWindowStartMs()
+	// A scheduled step change applies from its boundary on (fsm.StepAt).
+	step := fsm.StepAt(cfg, w)
+	if c.GetStepMs() != step {
+		return reject(rejectStep, "%s.step_ms: %d differs from the replicated step of %d for window %d", path, c.GetStepMs(), step, w)
+	}
 	if w%step != 0 {
 		return reject(rejectAlignment, "%s.window_start_ms: %d is not a multiple of step_ms %d", path, w, step)
 	}
@@ -176,6 +183,31 @@ func validateRow(row *api.ReportRow, path fieldPath, cat *catalog.Catalog, cfg *
 	}
 	if i, j, dup := duplicateKey(top); dup {
 		return reject(rejectTopKeys, "%s.top_keys[%d].key: repeats top_keys[%d]", path, j, i)
+	}
+	return validateSamples(row, path)
+}
+
+// validateSamples checks a row's raw sampled counts and operation sample:
+// a key's sampled events fit in its count (each weighs at least 1), and
+// the sample is bounded, with short keys and something in every entry.
+func validateSamples(row *api.ReportRow, path fieldPath) *rejection {
+	for k, e := range row.GetTopKeys() {
+		if ev, carry := bits.Add64(e.GetSampledReads(), e.GetSampledWrites(), 0); carry != 0 || ev > e.GetCount()-e.GetError() {
+			return reject(rejectTopKeys, "%s.top_keys[%d]: %d sampled reads and %d sampled writes exceed count - error %d",
+				path, k, e.GetSampledReads(), e.GetSampledWrites(), e.GetCount()-e.GetError())
+		}
+	}
+	ss := row.GetSamples()
+	if len(ss) > MaxReportSamples {
+		return reject(rejectSamples, "%s.samples: %d entries exceeds the limit of %d", path, len(ss), MaxReportSamples)
+	}
+	for k, e := range ss {
+		if n := len(e.GetKey()); n > catalog.MaxKeyLen {
+			return reject(rejectKeySize, "%s.samples[%d].key: %d bytes exceeds the limit of %d", path, k, n, catalog.MaxKeyLen)
+		}
+		if e.GetReads() == 0 && e.GetWrites() == 0 {
+			return reject(rejectSamples, "%s.samples[%d]: no reads and no writes", path, k)
+		}
 	}
 	return nil
 }

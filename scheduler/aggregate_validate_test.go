@@ -20,7 +20,7 @@ import (
 const validNowMs = 11_000
 
 func validateConfig() *api.Config {
-	return &api.Config{StepMs: testStep, Buckets: 16, WriteWeight: 4, ReadWeight: 1, GraceMs: testStep / 2}
+	return &api.Config{StepMs: testStep, Buckets: 16, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1)), GraceMs: testStep / 2}
 }
 
 // narrowKey ends a route [p, narrowKey) whose 8-byte bucket window spans
@@ -198,13 +198,13 @@ func FuzzReportValidation(f *testing.F) {
 		sums := map[uint64]*columnSum{}
 		for _, c := range req.GetColumns() {
 			s := newColumnSum(c.GetWindowStartMs(), c.GetStepMs())
-			s.add(req.GetReporterId(), c, cat)
+			s.add(req.GetReporterId(), 0, c, cat)
 			sums[c.GetWindowStartMs()] = s
 		}
 		dc := detector.DefaultConfig()
 		dc.Threshold = 1 // every row keeps its evidence
 		for _, s := range sums {
-			e, _ := s.entry(cat, dc, DefaultBelowThresholdRows)
+			e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, 1)
 			if err := checkEntry(e); err != nil {
 				t.Fatalf("entry from an accepted report: %v", err)
 			}

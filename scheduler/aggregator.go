@@ -101,6 +101,8 @@ type Aggregator struct {
 	belowRows int
 	seenSteps uint64
 
+	refused refusals
+
 	mu   sync.Mutex
 	term *aggTerm // nil while no term runs
 }
@@ -124,6 +126,7 @@ type aggTerm struct {
 type committedColumn struct {
 	windowStartMs uint64
 	reporters     []string // sorted
+	digests       []uint64 // of reporters[i]'s contribution
 }
 
 // openColumn is one window being assembled. done is closed once the column
@@ -210,7 +213,7 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	if r := validateReport(req, st.Catalog(), cfg, a.nowMs()); r != nil {
 		a.m.rejectedReport(r.reason)
 		a.m.dropped(dropInvalid, reportRows(req))
-		a.log.Debug("load report rejected", "reporter", req.GetReporterId(), "reason", r.reason, "detail", r.msg)
+		a.refused.record(a.log, a.nowMs(), r.reason, req.GetReporterId(), r.msg)
 		return nil, invalidReport(r)
 	}
 	resp := &api.ReportResponse{Config: cfg}
@@ -235,10 +238,20 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 // taken fails with ErrReportBacklog, having changed nothing. st is the state
 // the report was validated against: its catalog decides which rows are
 // dead.
+//
+// A report that contradicts one already taken — the same (reporter, window)
+// with other content — is refused as a whole with ErrConflictingReport
+// (AlreadyExists), changing nothing; an identical resend only waits for
+// its column, as before.
 func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([]ticket, error) {
 	cols := slices.SortedFunc(slices.Values(req.GetColumns()), func(x, y *api.ReportColumn) int {
 		return cmp.Compare(x.GetWindowStartMs(), y.GetWindowStartMs())
 	})
+	digests := make([]uint64, len(cols))
+	for i, c := range cols {
+		digests[i] = columnDigest(c)
+	}
+	reporter := req.GetReporterId()
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.term != t {
@@ -248,9 +261,15 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([
 	// its window late.
 	fresh := a.fsm.State()
 	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
-	reporter := req.GetReporterId()
+	for i, c := range cols {
+		if err := t.conflict(reporter, c.GetWindowStartMs(), digests[i]); err != nil {
+			a.m.rejectedReport(rejectConflict)
+			a.refused.record(a.log, a.nowMs(), rejectConflict, reporter, err.Error())
+			return nil, err
+		}
+	}
 	tickets := make([]ticket, 0, len(cols))
-	for _, c := range cols {
+	for i, c := range cols {
 		w, step := c.GetWindowStartMs(), c.GetStepMs()
 		if w < mark {
 			t.saw(reporter, w)
@@ -270,14 +289,16 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([
 		// contribution that arrives once the column is sealed, or under a
 		// step that changed since the column opened, is not merged: it is
 		// acknowledged as late when the column settles.
-		if !oc.sum.has(reporter) && !oc.sealed && oc.sum.stepMs == step {
-			a.m.dropped(dropDeadRoute, oc.sum.add(reporter, c, st.Catalog()))
+		if _, merged := oc.sum.digestOf(reporter); !merged && !oc.sealed && oc.sum.stepMs == step {
+			a.m.dropped(dropDeadRoute, oc.sum.add(reporter, digests[i], c, st.Catalog()))
 		}
 		tickets = append(tickets, ticket{window: w, col: oc})
 	}
 	if len(tickets) == 0 {
 		a.m.rejectedReport(rejectBacklog)
-		return nil, backlogReport(len(t.open))
+		err := backlogReport(len(t.open))
+		a.refused.record(a.log, a.nowMs(), rejectBacklog, reporter, err.Error())
+		return nil, err
 	}
 	a.m.openColumns(len(t.open))
 	t.poke()
@@ -447,7 +468,7 @@ func (a *Aggregator) nextDue(t *aggTerm) (*openColumn, time.Duration) {
 // commit proposes a sealed column once and settles it by the outcome.
 func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 	st := a.fsm.State()
-	entry, stats := oc.sum.entry(st.Catalog(), st.DetectorConfig(), a.belowRows)
+	entry, stats := oc.sum.entry(st.Catalog(), st.DetectorConfig(), a.belowRows, st.ClusterVersion())
 	w, step := entry.WindowStartMs, entry.StepMs
 	res, err := a.prop.Propose(ctx, &api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: entry}})
 
@@ -467,7 +488,7 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 		a.log.Warn("load column proposal failed; retrying", "window_start_ms", w, "attempt", oc.attempts, "reason", proposalFailure(err))
 	case res.GetCode() == api.ResultCode_RESULT_CODE_OK:
 		t.doneAtMs = max(t.doneAtMs, entry.AtMs)
-		t.remember(w, entry.Reporters)
+		t.remember(w, entry.Reporters, oc.sum)
 		t.forget(w, a.seenSteps*step)
 		a.settleLocked(t, oc, columnResult{counted: entry.Reporters})
 		a.m.columnCommitted(len(entry.Reporters), time.Duration(int64(a.nowMs())-int64(entry.AtMs))*time.Millisecond)
@@ -560,11 +581,36 @@ func (t *aggTerm) forget(w, horizon uint64) {
 	}
 }
 
-func (t *aggTerm) remember(w uint64, reporters []string) {
+func (t *aggTerm) remember(w uint64, reporters []string, sum *columnSum) {
 	if len(t.recent) == recentCommitted {
 		t.recent = slices.Delete(t.recent, 0, 1)
 	}
-	t.recent = append(t.recent, committedColumn{windowStartMs: w, reporters: reporters})
+	digests := make([]uint64, len(reporters))
+	for i, r := range reporters {
+		digests[i], _ = sum.digestOf(r)
+	}
+	t.recent = append(t.recent, committedColumn{windowStartMs: w, reporters: reporters, digests: digests})
+}
+
+// conflict returns ErrConflictingReport if reporter's contribution to
+// window w is already known — merged into an open column, or committed by
+// this term — with a digest other than d. Must hold Aggregator.mu.
+func (t *aggTerm) conflict(reporter string, w, d uint64) error {
+	if oc := t.open[w]; oc != nil {
+		if got, ok := oc.sum.digestOf(reporter); ok && got != d {
+			return conflictingReport(reporter, w)
+		}
+		return nil
+	}
+	for _, c := range t.recent {
+		if c.windowStartMs != w {
+			continue
+		}
+		if i, ok := slices.BinarySearch(c.reporters, reporter); ok && c.digests[i] != d {
+			return conflictingReport(reporter, w)
+		}
+	}
+	return nil
 }
 
 // counted reports whether reporter's contribution to window w is known to

@@ -75,9 +75,9 @@ func BenchmarkMergeReport(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		s := newColumnSum(100_000, testStep)
-		s.add("r0", first, c)
+		s.add("r0", 0, first, c)
 		b.StartTimer()
-		s.add("r1", next, c)
+		s.add("r1", 0, next, c)
 	}
 }
 
@@ -90,12 +90,12 @@ func BenchmarkAssembleEntry(b *testing.B) {
 	}
 	s := newColumnSum(100_000, testStep)
 	for r := range benchReporters {
-		s.add(fmt.Sprint("r", r), benchColumn(100_000, r), c)
+		s.add(fmt.Sprint("r", r), 0, benchColumn(100_000, r), c)
 	}
 	b.ReportAllocs()
 	var e *api.ObserveColumn
 	for b.Loop() {
-		e, _ = s.entry(c, detector.DefaultConfig(), DefaultBelowThresholdRows)
+		e, _ = s.entry(c, detector.DefaultConfig(), DefaultBelowThresholdRows, 1)
 	}
 	b.ReportMetric(float64(proto.Size(e)), "entry-bytes")
 	b.ReportMetric(float64(len(e.GetRows())), "entry-rows")

@@ -291,7 +291,7 @@ func (h *aggHarness) admitted(w uint64, reporters ...string) {
 			return false
 		}
 		for _, r := range reporters {
-			if !oc.sum.has(r) {
+			if _, ok := oc.sum.digestOf(r); !ok {
 				return false
 			}
 		}

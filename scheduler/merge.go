@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
@@ -30,6 +32,12 @@ const (
 	// minKeyTable is the slot count of a row's first key table; tables
 	// double when three quarters full.
 	minKeyTable = 16
+	// mergedSamples bounds a committed row's operation sample; more are
+	// thinned by key order (see thinSamples). maxRowSamples bounds what
+	// one row collects from its reporters (128 reporters' worth); later
+	// samples are ignored.
+	mergedSamples = 128
+	maxRowSamples = 4096
 )
 
 // keyHashSeed seeds the key tables of every column. Hash values never
@@ -52,7 +60,10 @@ var keyHashSeed = maphash.MakeSeed()
 type columnSum struct {
 	windowStartMs uint64
 	stepMs        uint64
-	reporters     map[string]struct{}
+	// reporters maps each contributor to its column's content digest, so a
+	// second, different report for the same (reporter, window) is told
+	// from a resend.
+	reporters map[string]uint64
 
 	rowIndex map[uint64]int32 // route id -> rows
 	rows     []rowSum
@@ -89,6 +100,24 @@ type rowSum struct {
 	// (tableLen 0 or a power of two) holding nkeys keys.
 	tableOff, tableLen int
 	nkeys              int
+	// sampleRate is the largest reporter sample rate merged; samples are
+	// the reporters' operation samples, each key weighted by its share of
+	// its reporter's load (keys in keyBytes).
+	sampleRate uint32
+	samples    []sampleSum
+	// sampledTotal and sampledVar sum the reporters' sampled operations
+	// scaled and weighted like the keys' lower estimates, and their
+	// variance; sampledUnknown: a reporter with top keys sent no sampled
+	// counts (a version 1 build), so the sums are no denominator.
+	sampledTotal, sampledVar uint64
+	sampledUnknown           bool
+}
+
+// sampleSum is one reporter's sampled key with the weighted operations of
+// the column it stands for.
+type sampleSum struct {
+	off, n int
+	weight uint64
 }
 
 // keySlot is one slot of a row's key table: entry is 1 + the index in keys,
@@ -104,26 +133,32 @@ type keySlot struct {
 type keySum struct {
 	off, n                  int // key bytes in keyBytes
 	lower, upper, ownAbsent uint64
+	// The raw sampled events behind lower, and lower's variance (Σ over
+	// reporters of rate²·(ww²·writes + wr²·reads)).
+	sampledReads, sampledWrites, variance uint64
 }
 
 func newColumnSum(windowStartMs, stepMs uint64) *columnSum {
 	return &columnSum{
 		windowStartMs: windowStartMs,
 		stepMs:        stepMs,
-		reporters:     make(map[string]struct{}),
+		reporters:     make(map[string]uint64),
 		rowIndex:      make(map[uint64]int32),
 	}
 }
 
-func (c *columnSum) has(reporter string) bool {
-	_, ok := c.reporters[reporter]
-	return ok
+// digestOf returns the content digest reporter's contribution was merged
+// with, and whether it was merged.
+func (c *columnSum) digestOf(reporter string) (uint64, bool) {
+	d, ok := c.reporters[reporter]
+	return d, ok
 }
 
-// add merges one reporter's validated column. Rows of routes that are not
-// live in cat are dropped; add returns how many.
-func (c *columnSum) add(reporter string, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
-	c.reporters[reporter] = struct{}{}
+// add merges one reporter's validated column (its content digest d).
+// Rows of routes that are not live in cat are dropped; add returns how
+// many.
+func (c *columnSum) add(reporter string, d uint64, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
+	c.reporters[reporter] = d
 	if c.rows == nil {
 		c.reserve(col)
 	}
@@ -132,7 +167,7 @@ func (c *columnSum) add(reporter string, col *api.ReportColumn, cat *catalog.Cat
 			dead++
 			continue
 		}
-		c.addRow(row)
+		c.addRow(row, col.GetWriteWeight(), col.GetReadWeight())
 	}
 	c.deadRows += dead
 	return dead
@@ -149,7 +184,7 @@ func (c *columnSum) add(reporter string, col *api.ReportColumn, cat *catalog.Cat
 // holds an entry with error > 0 (each replacement inserts one), and one
 // that never replaced an entry holds every key it was fed, so a key absent
 // from it had a sampled count of zero.
-func (c *columnSum) addRow(row *api.ReportRow) {
+func (c *columnSum) addRow(row *api.ReportRow, ww, wr uint32) {
 	i, ok := c.rowIndex[row.GetRouteId()]
 	if !ok {
 		i = int32(len(c.rows))
@@ -163,7 +198,10 @@ func (c *columnSum) addRow(row *api.ReportRow) {
 	r.readBytes = satAdd(r.readBytes, row.GetReadBytes())
 	r.writeBytes = satAdd(r.writeBytes, row.GetWriteBytes())
 	r.degraded = r.degraded || row.GetTopKDegraded()
+	r.sampleRate = max(r.sampleRate, row.GetSampleRate())
 	c.addBuckets(r, row.GetBuckets())
+	c.addSamples(r, row, ww, wr)
+	c.addSampled(r, row, ww, wr)
 
 	top := row.GetTopKeys()
 	if len(top) == 0 {
@@ -187,10 +225,135 @@ func (c *columnSum) addRow(row *api.ReportRow) {
 		}
 		e.lower = satAdd(e.lower, (k.GetCount()-k.GetError())*rate)
 		e.upper = satAdd(e.upper, k.GetCount()*rate)
+		e.sampledReads = satAdd(e.sampledReads, k.GetSampledReads())
+		e.sampledWrites = satAdd(e.sampledWrites, k.GetSampledWrites())
+		e.variance = satAdd(e.variance, keyVariance(k, rate, ww, wr))
 		if full {
 			e.ownAbsent = satAdd(e.ownAbsent, minScaled)
 		}
 	}
+}
+
+// keyVariance is the variance of one reporter's scaled lower count of k,
+// rate·(count − error), as a sum of Poisson counts: rate²·(ww²·writes +
+// wr²·reads) from the raw sampled events. A reporter that sends no raw
+// counts (a version 1 build) is taken to have sampled events of the larger
+// weight: rate²·max(ww, wr)·(count − error), which errs high.
+func keyVariance(k *api.TopKeyCount, rate uint64, ww, wr uint32) uint64 {
+	r2 := u128mul(rate, rate)
+	if k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 {
+		w := u128add(u128mul(uint64(ww)*uint64(ww), k.GetSampledWrites()), u128mul(uint64(wr)*uint64(wr), k.GetSampledReads()))
+		return u128mulSat(r2, w)
+	}
+	return u128mulSat(r2, u128mul(uint64(max(ww, wr)), k.GetCount()-k.GetError()))
+}
+
+// addSampled adds one reporter's sampled operations to r's sampled total
+// and its variance.
+func (c *columnSum) addSampled(r *rowSum, row *api.ReportRow, ww, wr uint32) {
+	sr, sw := row.GetSampledReads(), row.GetSampledWrites()
+	if sr == 0 && sw == 0 {
+		r.sampledUnknown = r.sampledUnknown || len(row.GetTopKeys()) > 0
+		return
+	}
+	rate := uint64(row.GetSampleRate())
+	w := u128add(u128mul(uint64(ww), sw), u128mul(uint64(wr), sr))
+	r.sampledTotal = satAdd(r.sampledTotal, u128mulSat(u128{0, rate}, w))
+	v := u128add(u128mul(uint64(ww)*uint64(ww), sw), u128mul(uint64(wr)*uint64(wr), sr))
+	r.sampledVar = satAdd(r.sampledVar, u128mulSat(u128mul(rate, rate), v))
+}
+
+// addSamples collects one reporter's operation sample for r: each sampled
+// key weighted by its share of the reporter's sampled weight times the
+// reporter's weighted load (its bucket sum), so samples of reporters with
+// more load count for more.
+func (c *columnSum) addSamples(r *rowSum, row *api.ReportRow, ww, wr uint32) {
+	ss := row.GetSamples()
+	if len(ss) == 0 {
+		return
+	}
+	var load, sampled uint64
+	for _, b := range row.GetBuckets() {
+		load = satAdd(load, b) // validated: no overflow
+	}
+	for _, s := range ss {
+		sampled = satAdd(sampled, satAdd(satMul(uint64(ww), uint64(s.GetWrites())), satMul(uint64(wr), uint64(s.GetReads()))))
+	}
+	if load == 0 || sampled == 0 {
+		return
+	}
+	for _, s := range ss {
+		if len(r.samples) >= maxRowSamples {
+			return
+		}
+		w := satAdd(satMul(uint64(ww), uint64(s.GetWrites())), satMul(uint64(wr), uint64(s.GetReads())))
+		hi, lo := bits.Mul64(load, w)
+		q, _ := bits.Div64(hi, lo, sampled) // w <= sampled: q <= load
+		if q == 0 {
+			continue
+		}
+		r.samples = append(r.samples, sampleSum{off: len(c.keyBytes), n: len(s.GetKey()), weight: q})
+		c.keyBytes = append(c.keyBytes, s.GetKey()...)
+	}
+}
+
+// samplesOf returns r's merged sample for a committed column: keys in
+// order, duplicates summed, thinned to mergedSamples. Keys share the
+// column's arena.
+func (c *columnSum) samplesOf(r *rowSum) []*api.WeightedKey {
+	if len(r.samples) == 0 {
+		return nil
+	}
+	key := func(s sampleSum) []byte { return c.keyBytes[s.off : s.off+s.n : s.off+s.n] }
+	ss := slices.Clone(r.samples)
+	slices.SortFunc(ss, func(a, b sampleSum) int { return bytes.Compare(key(a), key(b)) })
+	out := make([]*api.WeightedKey, 0, min(len(ss), mergedSamples))
+	for _, s := range ss {
+		if n := len(out); n > 0 && bytes.Equal(out[n-1].Key, key(s)) {
+			out[n-1].Weight = satAdd(out[n-1].Weight, s.weight)
+			continue
+		}
+		out = append(out, &api.WeightedKey{Key: key(s), Weight: s.weight})
+	}
+	return thinSamples(out, mergedSamples)
+}
+
+// thinSamples reduces a sorted sample to at most limit keys by systematic
+// sampling on its cumulative weight: key i is kept for every target
+// (2j+1)·W/(2·limit) that falls in its stretch of the total W, carrying
+// W/limit per target, so the cumulative weight at every kept key stays
+// within W/limit of the original's. Deterministic: the same input always
+// gives the same output.
+func thinSamples(in []*api.WeightedKey, limit int) []*api.WeightedKey {
+	if len(in) <= limit {
+		return in
+	}
+	var total uint64
+	for _, s := range in {
+		total = satAdd(total, s.Weight)
+	}
+	out := make([]*api.WeightedKey, 0, limit)
+	var cum uint64
+	j := uint64(0)
+	for _, s := range in {
+		cum = satAdd(cum, s.Weight)
+		for j < uint64(limit) {
+			// target (2j+1)·W/(2·limit), without overflow
+			hi, lo := bits.Mul64(2*j+1, total)
+			t, _ := bits.Div64(hi, lo, 2*uint64(limit))
+			if t >= cum {
+				break
+			}
+			per := total / uint64(limit)
+			if n := len(out); n > 0 && bytes.Equal(out[n-1].Key, s.Key) {
+				out[n-1].Weight = satAdd(out[n-1].Weight, per)
+			} else {
+				out = append(out, &api.WeightedKey{Key: s.Key, Weight: per})
+			}
+			j++
+		}
+	}
+	return out
 }
 
 func (c *columnSum) addBuckets(r *rowSum, b []uint64) {
@@ -317,7 +480,7 @@ func (c *columnSum) keyOf(i int32) []byte {
 // estimates returns row r's merged key estimates, highest upper bound first
 // (ties: higher lower bound, then key), at most limit of them. The keys
 // share the column's arena.
-func (c *columnSum) estimates(r *rowSum, limit int) []*api.KeyEstimate {
+func (c *columnSum) estimates(r *rowSum, limit int, v2 bool) []*api.KeyEstimate {
 	if r.nkeys == 0 {
 		return nil
 	}
@@ -332,7 +495,11 @@ func (c *columnSum) estimates(r *rowSum, limit int) []*api.KeyEstimate {
 		if r.absentUpper != math.MaxUint64 {
 			absent = r.absentUpper - e.ownAbsent // ownAbsent sums a subset of absentUpper's terms
 		}
-		out = append(out, &api.KeyEstimate{Key: c.keyOf(i), Lower: e.lower, Upper: satAdd(e.upper, absent)})
+		k := &api.KeyEstimate{Key: c.keyOf(i), Lower: e.lower, Upper: satAdd(e.upper, absent)}
+		if v2 {
+			k.SampledReads, k.SampledWrites, k.Variance = e.sampledReads, e.sampledWrites, e.variance
+		}
+		out = append(out, k)
 	}
 	slices.SortFunc(out, func(a, b *api.KeyEstimate) int {
 		if c := cmp.Compare(b.Upper, a.Upper); c != 0 {
@@ -367,7 +534,11 @@ type entryStats struct {
 // does not depend on the order the contributions arrived in (unless a row
 // exceeds maxMergeKeys, which marks it degraded): rows by route id, groups
 // by group id, reporters sorted. Buckets and keys share the sum's arenas.
-func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int) (*api.ObserveColumn, entryStats) {
+// Below cluster version 2 (version < 2) the version 2 evidence — samples,
+// sample rates, raw counts and variances — is left out: replicas of that
+// version refuse it.
+func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int, version uint32) (*api.ObserveColumn, entryStats) {
+	v2 := version >= 2
 	stats := entryStats{deadRows: c.deadRows}
 	type scored struct {
 		row   *rowSum
@@ -414,8 +585,15 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 			end := s.row.bucketOff + s.row.bucketLen
 			row.Buckets = c.buckets[s.row.bucketOff:end:end]
 		}
-		row.TopKeys = c.estimates(s.row, mergedTopKeys)
+		row.TopKeys = c.estimates(s.row, mergedTopKeys, v2)
 		row.TopKDegraded = s.row.degraded
+		if v2 {
+			row.Samples = c.samplesOf(s.row)
+			row.SampleRate = s.row.sampleRate
+			if !s.row.sampledUnknown {
+				row.SampledTotal, row.SampledVariance = s.row.sampledTotal, s.row.sampledVar
+			}
+		}
 		rows = append(rows, row)
 	}
 	for _, s := range below {
@@ -478,4 +656,82 @@ func satAdd(a, b uint64) uint64 {
 		return math.MaxUint64
 	}
 	return s
+}
+
+func satMul(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return math.MaxUint64
+	}
+	return lo
+}
+
+// u128 helpers for the variance: products of up to three 64-bit factors,
+// saturated to 64 bits at the end.
+type u128 struct{ hi, lo uint64 }
+
+func u128mul(a, b uint64) u128 {
+	hi, lo := bits.Mul64(a, b)
+	return u128{hi, lo}
+}
+
+func u128add(x, y u128) u128 {
+	lo, c := bits.Add64(x.lo, y.lo, 0)
+	hi, c2 := bits.Add64(x.hi, y.hi, c)
+	if c2 != 0 {
+		return u128{math.MaxUint64, math.MaxUint64}
+	}
+	return u128{hi, lo}
+}
+
+// u128mulSat is x·y saturated to 64 bits.
+func u128mulSat(x, y u128) uint64 {
+	if x.hi != 0 || y.hi != 0 {
+		if (x.hi|x.lo) == 0 || (y.hi|y.lo) == 0 {
+			return 0
+		}
+		return math.MaxUint64
+	}
+	return satMul(x.lo, y.lo)
+}
+
+// digestSeed seeds the content digests of reported columns; digests are
+// compared only within this process.
+var digestSeed = maphash.MakeSeed()
+
+// columnDigest fingerprints a reported column by its deterministic
+// encoding: a resend of the same column has the same digest.
+func columnDigest(c *api.ReportColumn) uint64 {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
+	if err != nil {
+		// A message that came off the wire always marshals; if it ever
+		// did not, every such column compares equal to itself only.
+		return 0
+	}
+	return maphash.Bytes(digestSeed, b)
+}
+
+// Contribution is one reporter's column of a window.
+type Contribution struct {
+	Reporter string
+	Column   *api.ReportColumn
+}
+
+// MergeColumn is the entry the leader commits for one window of valid
+// reports (SPEC §8), for tools that replay the load pipeline without a
+// cluster (simlab): the same merge, thinning and version gating as
+// Aggregator, in one call. The contributions must share one window and step
+// and pass validation (Aggregator.Report's checks); rows of routes not in
+// cat are dropped. The result does not depend on the contributions' order.
+func MergeColumn(contribs []Contribution, cat *catalog.Catalog, dc detector.Config, clusterVersion uint32) *api.ObserveColumn {
+	if len(contribs) == 0 {
+		return nil
+	}
+	first := contribs[0].Column
+	sum := newColumnSum(first.GetWindowStartMs(), first.GetStepMs())
+	for _, c := range contribs {
+		sum.add(c.Reporter, columnDigest(c.Column), c.Column, cat)
+	}
+	entry, _ := sum.entry(cat, dc, DefaultBelowThresholdRows, clusterVersion)
+	return entry
 }

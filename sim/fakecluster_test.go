@@ -58,7 +58,7 @@ func (f *fakeCluster) GetConfig(context.Context, *api.GetConfigRequest) (*api.Ge
 }
 
 func (f *fakeCluster) config() *api.Config {
-	return &api.Config{StepMs: f.stepMs, Buckets: 16, WriteWeight: 4, ReadWeight: 1}
+	return &api.Config{StepMs: f.stepMs, Buckets: 16, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1))}
 }
 
 // eventVersion is the catalog version an event brings the watcher to.

@@ -31,8 +31,9 @@ const (
 // empty key, sorts by the prefix's bytes and sees a single bucket: hence End
 // and SplitKeys, which bound the key space tightly.
 type KeySpace struct {
-	n     uint64
-	width int
+	n      uint64
+	width  int
+	prefix string // KeyPrefix unless made by NewPrefixedKeySpace
 }
 
 // NewKeySpace returns the key space of n keys, n in [MinKeySpace,
@@ -41,8 +42,22 @@ func NewKeySpace(n uint64) (KeySpace, error) {
 	if n < MinKeySpace || n > MaxKeySpace {
 		return KeySpace{}, fmt.Errorf("%w: key-space %d: want %d to %d keys", ErrInvalidWorkload, n, uint64(MinKeySpace), uint64(MaxKeySpace))
 	}
-	return KeySpace{n: n, width: max(minDigits, digits(n-1))}, nil
+	return KeySpace{n: n, width: max(minDigits, digits(n-1)), prefix: KeyPrefix}, nil
 }
+
+// NewPrefixedKeySpace returns n keys that share the given prefix, followed
+// by the key's index in the fewest decimal digits that hold n-1, so that the
+// keys share exactly the prefix (plus any leading digit all indexes share):
+// the narrow workload's "K hot keys under a common prefix of P bytes".
+func NewPrefixedKeySpace(prefix string, n uint64) (KeySpace, error) {
+	if n < MinKeySpace || n > MaxKeySpace {
+		return KeySpace{}, fmt.Errorf("%w: hot-keys %d: want %d to %d keys", ErrInvalidWorkload, n, uint64(MinKeySpace), uint64(MaxKeySpace))
+	}
+	return KeySpace{n: n, width: digits(n - 1), prefix: prefix}, nil
+}
+
+// Prefix is what every key of k starts with.
+func (k KeySpace) Prefix() string { return k.prefix }
 
 // Len is the number of keys.
 func (k KeySpace) Len() uint64 { return k.n }
@@ -51,7 +66,7 @@ func (k KeySpace) Len() uint64 { return k.n }
 // a larger index is formatted modulo 10^width, so that every key keeps its
 // width.
 func (k KeySpace) AppendKey(dst []byte, i uint64) []byte {
-	dst = append(dst, KeyPrefix...)
+	dst = append(dst, k.prefix...)
 	start := len(dst)
 	for range k.width {
 		dst = append(dst, '0')
@@ -65,17 +80,17 @@ func (k KeySpace) AppendKey(dst []byte, i uint64) []byte {
 
 // Key returns the key of index i (see AppendKey).
 func (k KeySpace) Key(i uint64) []byte {
-	return k.AppendKey(make([]byte, 0, len(KeyPrefix)+k.width), i)
+	return k.AppendKey(make([]byte, 0, len(k.prefix)+k.width), i)
 }
 
 // Index parses a key of this key space back to its index; ok is false for
 // any other byte string (wrong prefix, width or digits, or an index at or
 // beyond Len).
 func (k KeySpace) Index(key []byte) (i uint64, ok bool) {
-	if len(key) != len(KeyPrefix)+k.width || string(key[:len(KeyPrefix)]) != KeyPrefix {
+	if len(key) != len(k.prefix)+k.width || string(key[:len(k.prefix)]) != k.prefix {
 		return 0, false
 	}
-	for _, c := range key[len(KeyPrefix):] {
+	for _, c := range key[len(k.prefix):] {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
@@ -91,7 +106,7 @@ func (k KeySpace) Index(key []byte) (i uint64, ok bool) {
 // key space and its layout sorts keys by that first digit.
 func (k KeySpace) End() []byte {
 	first, last := k.Key(0), k.Key(k.n-1)
-	i := len(KeyPrefix)
+	i := len(k.prefix)
 	for first[i] == last[i] {
 		i++ // the keys differ somewhere: n >= 2
 	}

@@ -122,7 +122,9 @@ type Config struct {
 	After func(time.Duration) <-chan time.Time
 	// Permanent says that a Report error will never succeed, so the
 	// reporter drops those columns instead of retrying them. Default: gRPC
-	// InvalidArgument (ResourceExhausted is retried: the budget frees up).
+	// InvalidArgument or AlreadyExists (the cluster took other content for
+	// that reporter and window); ResourceExhausted is retried: the node's
+	// report budget frees up.
 	Permanent func(error) bool
 	// Logger receives start, catalog, and flush events and the reporters'
 	// warnings; nil discards them.
@@ -261,7 +263,11 @@ func New(cfg Config) (*Sim, error) {
 // ResourceExhausted means the node's report budget is full for now: the
 // reporter backs off and sends the columns again.
 func permanent(err error) bool {
-	return status.Code(err) == codes.InvalidArgument
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.AlreadyExists:
+		return true
+	}
+	return false
 }
 
 // DefaultIdentity is the identity the simulator reports under by default.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,15 +19,21 @@ var ErrInvalidWorkload = errors.New("invalid workload")
 
 // Workload names.
 const (
-	Uniform  = "uniform"
-	Zipf     = "zipf"
-	HotRange = "hotrange"
-	HotKey   = "hotkey"
-	Shift    = "shift"
+	Uniform    = "uniform"
+	Zipf       = "zipf"
+	HotRange   = "hotrange"
+	HotKey     = "hotkey"
+	Shift      = "shift"
+	Narrow     = "narrow"
+	Pair       = "pair"
+	Incidental = "incidental"
+	Oscillate  = "oscillate"
 )
 
 // WorkloadNames lists the workloads ParseWorkload knows, in a fixed order.
-func WorkloadNames() []string { return []string{Uniform, Zipf, HotRange, HotKey, Shift} }
+func WorkloadNames() []string {
+	return []string{Uniform, Zipf, HotRange, HotKey, Shift, Narrow, Pair, Incidental, Oscillate}
+}
 
 // Defaults of WorkloadOptions.
 const (
@@ -37,6 +44,13 @@ const (
 	DefaultHotWidth         = 0.01
 	DefaultSkew             = 1.1
 	DefaultShiftEvery       = 30 * time.Second
+	DefaultPrefixLen        = 19
+	DefaultHotKeys          = 1000
+	DefaultPairShare        = 0.45
+	DefaultIncidentalShare  = 0.01
+	DefaultAmplitude        = 0.1
+	DefaultOscillateEvery   = time.Minute
+	MaxPrefixLen            = 1024
 	MaxSkew                 = 100
 	MaxHotWidth             = 0.5
 	MinShiftEvery           = time.Millisecond
@@ -70,19 +84,44 @@ type WorkloadOptions struct {
 	// workload's hot range stays in one place, in [MinShiftEvery,
 	// MaxShiftEvery].
 	ShiftEvery time.Duration
+	// PrefixLen and HotKeys shape narrow: HotKeys keys (2 to a billion)
+	// sharing a prefix of PrefixLen bytes (1 to MaxPrefixLen), all the load
+	// uniform over them.
+	PrefixLen int
+	HotKeys   uint64
+	// PairShare is the share of the operations on each of pair's two
+	// adjacent hot keys, in (0, 0.5].
+	PairShare float64
+	// IncidentalShare is the share of the operations that write
+	// incidental's one key inside its read-hot range, in (0, 1-HotShare].
+	IncidentalShare float64
+	// Amplitude and OscillateEvery shape oscillate: the hot range's share
+	// alternates between HotShare·(1+Amplitude) and HotShare·(1−Amplitude)
+	// every OscillateEvery (in [MinShiftEvery, MaxShiftEvery]); Amplitude in
+	// [0, 1).
+	Amplitude      float64
+	OscillateEvery time.Duration
 }
 
 // DefaultWorkloadOptions returns the defaults: a million keys, half writes,
 // the workloads' own hot shares, a hot range of 1% of the keys, zipf skew
-// 1.1, and a shift every 30 s.
+// 1.1, a shift every 30 s, narrow's 1000 keys under a 19-byte prefix,
+// pair's 45% per key, incidental's 1% of writes, and oscillate's ±10%
+// every minute.
 func DefaultWorkloadOptions() WorkloadOptions {
 	return WorkloadOptions{
-		KeySpace:      DefaultKeySpace,
-		WriteFraction: DefaultWriteFraction,
-		HotShare:      defaultHotShareSentinel,
-		HotWidth:      DefaultHotWidth,
-		Skew:          DefaultSkew,
-		ShiftEvery:    DefaultShiftEvery,
+		KeySpace:        DefaultKeySpace,
+		WriteFraction:   DefaultWriteFraction,
+		HotShare:        defaultHotShareSentinel,
+		HotWidth:        DefaultHotWidth,
+		Skew:            DefaultSkew,
+		ShiftEvery:      DefaultShiftEvery,
+		PrefixLen:       DefaultPrefixLen,
+		HotKeys:         DefaultHotKeys,
+		PairShare:       DefaultPairShare,
+		IncidentalShare: DefaultIncidentalShare,
+		Amplitude:       DefaultAmplitude,
+		OscillateEvery:  DefaultOscillateEvery,
 	}
 }
 
@@ -118,10 +157,11 @@ type Stream interface {
 // ParseWorkload returns the named workload with opts, checking the options
 // the workload uses.
 func ParseWorkload(name string, opts WorkloadOptions) (Workload, error) {
-	switch name {
-	case Uniform, Zipf, HotRange, HotKey, Shift:
-	default:
+	if !slices.Contains(WorkloadNames(), name) {
 		return nil, fmt.Errorf("%w: workload %q: want one of %s", ErrInvalidWorkload, name, strings.Join(WorkloadNames(), ", "))
+	}
+	if name == Narrow {
+		return newNarrow(opts)
 	}
 	keys, err := NewKeySpace(opts.KeySpace)
 	if err != nil {
@@ -142,6 +182,10 @@ func ParseWorkload(name string, opts WorkloadOptions) (Workload, error) {
 			return nil, err
 		}
 		return &hotspot{base: b, share: share, shareT: fraction53(share), width: 1, start: golden(keys.n)}, nil
+	case Pair:
+		return newPair(b, opts)
+	case Incidental, Oscillate:
+		return newModulated(b, opts)
 	default: // HotRange, Shift
 		share, err := hotShare(opts.HotShare, DefaultHotRangeShare)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/scheduler"
 )
 
 type autoSplitServer struct {
@@ -76,9 +77,39 @@ func (a *autoSplitServer) Status(ctx context.Context, req *api.StatusRequest) (*
 	for _, t := range cooling[:min(limit, len(cooling))] {
 		resp.Cooldowns = append(resp.Cooldowns, fsm.TrackedProto(t))
 	}
-	decisions := st.Decisions()
-	resp.Recent = decisions[max(0, len(decisions)-limit):]
+	resp.Recent, resp.NextDecisionsBeforeSeq = decisionPage(st.Decisions(), req.GetDecisionsBeforeSeq(), limit)
+	resp.DecisionsKept = uint64(len(st.Decisions()))
+	resp.FinishedOps = finishedOps(st.Ops(), limit)
 	return resp, nil
+}
+
+// decisionPage returns the newest limit decisions with seq below beforeSeq
+// (0: the newest of all), oldest first, and the seq to pass for the next
+// older page (0 when this page reaches the oldest kept decision). ds is
+// oldest first with increasing seq.
+func decisionPage(ds []*api.Decision, beforeSeq uint64, limit int) ([]*api.Decision, uint64) {
+	end := len(ds)
+	if beforeSeq != 0 {
+		end, _ = slices.BinarySearchFunc(ds, beforeSeq, func(d *api.Decision, seq uint64) int { return cmp.Compare(d.GetSeq(), seq) })
+	}
+	start := max(0, end-limit)
+	var next uint64
+	if start > 0 {
+		next = ds[start].GetSeq()
+	}
+	return ds[start:end], next
+}
+
+// finishedOps returns the newest limit DONE and ABORTED ops, newest first.
+func finishedOps(ops []*api.Op, limit int) []*api.Op {
+	var out []*api.Op
+	for i := len(ops) - 1; i >= 0 && len(out) < limit; i-- {
+		switch ops[i].GetState() {
+		case api.OpState_OP_STATE_DONE, api.OpState_OP_STATE_ABORTED:
+			out = append(out, ops[i])
+		}
+	}
+	return out
 }
 
 // nowMs is this node's physical HLC reading: on the leader it includes
@@ -99,7 +130,23 @@ func (s *Server) warnings(st *fsm.State) []string {
 	if n := st.FenceViolations(); n > 0 {
 		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange arrived with a commit HLC that did not move forward)", n))
 	}
+	if c := st.Config(); c.GetNextStepAtMs() != 0 {
+		w = append(w, fmt.Sprintf("step change pending: step_ms %d -> %d from window %d (announced to reporters in every Report response)",
+			c.GetStepMs(), c.GetNextStepMs(), c.GetNextStepAtMs()))
+	}
+	if rs, ok := s.cfg.Loads.(RefusalSource); ok {
+		for _, r := range rs.RecentRefusals() {
+			w = append(w, fmt.Sprintf("load reports refused (reason %s): %d since %s, last from %s at %s: %s",
+				r.Reason, r.Count, hlc.Format(hlc.Make(r.FirstMs, 0)), r.Reporter, hlc.Format(hlc.Make(r.LastMs, 0)), r.Detail))
+		}
+	}
 	return w
+}
+
+// RefusalSource lists the load reports this node refused recently, by
+// reason (the leader's column aggregator): Status shows them as warnings.
+type RefusalSource interface {
+	RecentRefusals() []scheduler.Refusal
 }
 
 func (a *autoSplitServer) Explain(ctx context.Context, req *api.ExplainRequest) (*api.ExplainResponse, error) {
@@ -122,7 +169,7 @@ func (a *autoSplitServer) Explain(ctx context.Context, req *api.ExplainRequest) 
 	if id >= st.Catalog().NextRouteID() {
 		return nil, statusNotFound("route_id: route %d was never created (next route id %d)", id, st.Catalog().NextRouteID())
 	}
-	resp := &api.ExplainResponse{NowMs: a.s.nowMs(), Read: info}
+	resp := &api.ExplainResponse{NowMs: a.s.nowMs(), Read: info, LastColumnAtMs: st.LastColumnAtMs(), AutoSplitEnabled: st.Switch().GetEnabled()}
 	if r, ok := st.Catalog().Route(id); ok {
 		resp.Route = r.ToProto()
 	}
@@ -194,7 +241,14 @@ func (a *autoSplitServer) SetConfig(ctx context.Context, req *api.SetConfigReque
 	}
 	// Validate against the current config first so a bad value never reaches
 	// the log; the FSM validates again against the config at apply time.
-	if err := fsm.ValidateConfigAt(fsm.ApplyPatch(a.s.cfg.FSM.State().Config(), req.GetPatch()), fsm.SupportedVersion); err != nil {
+	st := a.s.cfg.FSM.State()
+	cfg, err := fsm.PatchConfig(st.Config(), st.ClusterVersion(), req.GetPatch(), a.s.nowMs())
+	if err == nil {
+		// The bounds of version 2 hold for new requests whatever the
+		// cluster's version: refusing before the log changes no replica.
+		err = fsm.ValidateConfigAt(cfg, fsm.SupportedVersion)
+	}
+	if err != nil {
 		return nil, invalid("%v", err)
 	}
 	actor, note := a.s.actor(ctx, req.GetActor())

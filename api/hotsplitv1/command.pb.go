@@ -748,11 +748,21 @@ type ColumnRow struct {
 	ReadBytes  uint64                 `protobuf:"varint,4,opt,name=read_bytes,json=readBytes,proto3" json:"read_bytes,omitempty"`
 	WriteBytes uint64                 `protobuf:"varint,5,opt,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"`
 	// Weighted operations per sub-bucket of catalog.BucketLayout(route, len).
-	Buckets       []uint64       `protobuf:"varint,6,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
-	TopKeys       []*KeyEstimate `protobuf:"bytes,7,rep,name=top_keys,json=topKeys,proto3" json:"top_keys,omitempty"`
-	TopKDegraded  bool           `protobuf:"varint,8,opt,name=top_k_degraded,json=topKDegraded,proto3" json:"top_k_degraded,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Buckets      []uint64       `protobuf:"varint,6,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
+	TopKeys      []*KeyEstimate `protobuf:"bytes,7,rep,name=top_keys,json=topKeys,proto3" json:"top_keys,omitempty"`
+	TopKDegraded bool           `protobuf:"varint,8,opt,name=top_k_degraded,json=topKDegraded,proto3" json:"top_k_degraded,omitempty"`
+	// Cluster version 2: the merged operation sample (sorted by key, at most
+	// 128) and the largest reporter sample rate that fed the row.
+	Samples    []*WeightedKey `protobuf:"bytes,40,rep,name=samples,proto3" json:"samples,omitempty"`
+	SampleRate uint32         `protobuf:"varint,41,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	// The row's sampled operations scaled and weighted like the keys' lower
+	// estimates (sum of rate * (ww * writes + wr * reads)), and their
+	// variance (sum of rate^2 * (ww^2 * writes + wr^2 * reads)); 0 when a
+	// reporter did not say (a version 1 build).
+	SampledTotal    uint64 `protobuf:"varint,42,opt,name=sampled_total,json=sampledTotal,proto3" json:"sampled_total,omitempty"`
+	SampledVariance uint64 `protobuf:"varint,43,opt,name=sampled_variance,json=sampledVariance,proto3" json:"sampled_variance,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ColumnRow) Reset() {
@@ -841,20 +851,110 @@ func (x *ColumnRow) GetTopKDegraded() bool {
 	return false
 }
 
+func (x *ColumnRow) GetSamples() []*WeightedKey {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
+func (x *ColumnRow) GetSampleRate() uint32 {
+	if x != nil {
+		return x.SampleRate
+	}
+	return 0
+}
+
+func (x *ColumnRow) GetSampledTotal() uint64 {
+	if x != nil {
+		return x.SampledTotal
+	}
+	return 0
+}
+
+func (x *ColumnRow) GetSampledVariance() uint64 {
+	if x != nil {
+		return x.SampledVariance
+	}
+	return 0
+}
+
+// WeightedKey is one key of a row's merged operation sample with the
+// weighted operations of the column it stands for (its reporter's weighted
+// load spread over that reporter's sample).
+type WeightedKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Weight        uint64                 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WeightedKey) Reset() {
+	*x = WeightedKey{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightedKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightedKey) ProtoMessage() {}
+
+func (x *WeightedKey) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightedKey.ProtoReflect.Descriptor instead.
+func (*WeightedKey) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *WeightedKey) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *WeightedKey) GetWeight() uint64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
 // KeyEstimate bounds the weighted operations on one key in one column,
 // already scaled by each reporter's sample rate.
 type KeyEstimate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Lower         uint64                 `protobuf:"varint,2,opt,name=lower,proto3" json:"lower,omitempty"`
-	Upper         uint64                 `protobuf:"varint,3,opt,name=upper,proto3" json:"upper,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Lower uint64                 `protobuf:"varint,2,opt,name=lower,proto3" json:"lower,omitempty"`
+	Upper uint64                 `protobuf:"varint,3,opt,name=upper,proto3" json:"upper,omitempty"`
+	// Cluster version 2: the raw sampled reads and writes behind lower (summed
+	// over reporters), and the variance of lower as a sum of scaled Poisson
+	// counts, sum of rate^2 * (ww^2 * writes + wr^2 * reads): the detector's
+	// lower confidence bound.
+	SampledReads  uint64 `protobuf:"varint,40,opt,name=sampled_reads,json=sampledReads,proto3" json:"sampled_reads,omitempty"`
+	SampledWrites uint64 `protobuf:"varint,41,opt,name=sampled_writes,json=sampledWrites,proto3" json:"sampled_writes,omitempty"`
+	Variance      uint64 `protobuf:"varint,42,opt,name=variance,proto3" json:"variance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeyEstimate) Reset() {
 	*x = KeyEstimate{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +966,7 @@ func (x *KeyEstimate) String() string {
 func (*KeyEstimate) ProtoMessage() {}
 
 func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +979,7 @@ func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyEstimate.ProtoReflect.Descriptor instead.
 func (*KeyEstimate) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KeyEstimate) GetKey() []byte {
@@ -903,6 +1003,27 @@ func (x *KeyEstimate) GetUpper() uint64 {
 	return 0
 }
 
+func (x *KeyEstimate) GetSampledReads() uint64 {
+	if x != nil {
+		return x.SampledReads
+	}
+	return 0
+}
+
+func (x *KeyEstimate) GetSampledWrites() uint64 {
+	if x != nil {
+		return x.SampledWrites
+	}
+	return 0
+}
+
+func (x *KeyEstimate) GetVariance() uint64 {
+	if x != nil {
+		return x.Variance
+	}
+	return 0
+}
+
 type GroupLoad struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	GroupId       uint64                 `protobuf:"varint,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
@@ -916,7 +1037,7 @@ type GroupLoad struct {
 
 func (x *GroupLoad) Reset() {
 	*x = GroupLoad{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1049,7 @@ func (x *GroupLoad) String() string {
 func (*GroupLoad) ProtoMessage() {}
 
 func (x *GroupLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1062,7 @@ func (x *GroupLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLoad.ProtoReflect.Descriptor instead.
 func (*GroupLoad) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GroupLoad) GetGroupId() uint64 {
@@ -993,7 +1114,7 @@ type SetAutoSplit struct {
 
 func (x *SetAutoSplit) Reset() {
 	*x = SetAutoSplit{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1126,7 @@ func (x *SetAutoSplit) String() string {
 func (*SetAutoSplit) ProtoMessage() {}
 
 func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1139,7 @@ func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAutoSplit.ProtoReflect.Descriptor instead.
 func (*SetAutoSplit) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SetAutoSplit) GetEnabled() bool {
@@ -1068,7 +1189,7 @@ type SetConfig struct {
 
 func (x *SetConfig) Reset() {
 	*x = SetConfig{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1201,7 @@ func (x *SetConfig) String() string {
 func (*SetConfig) ProtoMessage() {}
 
 func (x *SetConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1214,7 @@ func (x *SetConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfig.ProtoReflect.Descriptor instead.
 func (*SetConfig) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetConfig) GetPatch() *ConfigPatch {
@@ -1130,7 +1251,7 @@ type AbortOp struct {
 
 func (x *AbortOp) Reset() {
 	*x = AbortOp{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1263,7 @@ func (x *AbortOp) String() string {
 func (*AbortOp) ProtoMessage() {}
 
 func (x *AbortOp) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1276,7 @@ func (x *AbortOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOp.ProtoReflect.Descriptor instead.
 func (*AbortOp) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AbortOp) GetOpId() uint64 {
@@ -1249,7 +1370,7 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\fgroup_totals\x18\x04 \x03(\v2\x16.hotsplit.v1.GroupLoadR\vgroupTotals\x12\x1c\n" +
 	"\treporters\x18\x05 \x03(\tR\treporters\x12!\n" +
 	"\fdropped_rows\x18\x06 \x01(\x04R\vdroppedRows\x12\x17\n" +
-	"\astep_ms\x18\a \x01(\x04R\x06stepMs\"\x89\x02\n" +
+	"\astep_ms\x18\a \x01(\x04R\x06stepMs\"\xae\x03\n" +
 	"\tColumnRow\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05reads\x18\x02 \x01(\x04R\x05reads\x12\x16\n" +
@@ -1260,11 +1381,22 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"writeBytes\x12\x18\n" +
 	"\abuckets\x18\x06 \x03(\x04R\abuckets\x123\n" +
 	"\btop_keys\x18\a \x03(\v2\x18.hotsplit.v1.KeyEstimateR\atopKeys\x12$\n" +
-	"\x0etop_k_degraded\x18\b \x01(\bR\ftopKDegraded\"K\n" +
+	"\x0etop_k_degraded\x18\b \x01(\bR\ftopKDegraded\x122\n" +
+	"\asamples\x18( \x03(\v2\x18.hotsplit.v1.WeightedKeyR\asamples\x12\x1f\n" +
+	"\vsample_rate\x18) \x01(\rR\n" +
+	"sampleRate\x12#\n" +
+	"\rsampled_total\x18* \x01(\x04R\fsampledTotal\x12)\n" +
+	"\x10sampled_variance\x18+ \x01(\x04R\x0fsampledVariance\"7\n" +
+	"\vWeightedKey\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x04R\x06weight\"\xb3\x01\n" +
 	"\vKeyEstimate\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05lower\x18\x02 \x01(\x04R\x05lower\x12\x14\n" +
-	"\x05upper\x18\x03 \x01(\x04R\x05upper\"\x94\x01\n" +
+	"\x05upper\x18\x03 \x01(\x04R\x05upper\x12#\n" +
+	"\rsampled_reads\x18( \x01(\x04R\fsampledReads\x12%\n" +
+	"\x0esampled_writes\x18) \x01(\x04R\rsampledWrites\x12\x1a\n" +
+	"\bvariance\x18* \x01(\x04R\bvariance\"\x94\x01\n" +
 	"\tGroupLoad\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12\x14\n" +
 	"\x05reads\x18\x02 \x01(\x04R\x05reads\x12\x16\n" +
@@ -1301,7 +1433,7 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
@@ -1312,15 +1444,16 @@ var file_hotsplitv1_command_proto_goTypes = []any{
 	(*SplitRange)(nil),     // 6: hotsplit.v1.SplitRange
 	(*ObserveColumn)(nil),  // 7: hotsplit.v1.ObserveColumn
 	(*ColumnRow)(nil),      // 8: hotsplit.v1.ColumnRow
-	(*KeyEstimate)(nil),    // 9: hotsplit.v1.KeyEstimate
-	(*GroupLoad)(nil),      // 10: hotsplit.v1.GroupLoad
-	(*SetAutoSplit)(nil),   // 11: hotsplit.v1.SetAutoSplit
-	(*SetConfig)(nil),      // 12: hotsplit.v1.SetConfig
-	(*AbortOp)(nil),        // 13: hotsplit.v1.AbortOp
-	(*Config)(nil),         // 14: hotsplit.v1.Config
-	(*Member)(nil),         // 15: hotsplit.v1.Member
-	(SwitchSource)(0),      // 16: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 17: hotsplit.v1.ConfigPatch
+	(*WeightedKey)(nil),    // 9: hotsplit.v1.WeightedKey
+	(*KeyEstimate)(nil),    // 10: hotsplit.v1.KeyEstimate
+	(*GroupLoad)(nil),      // 11: hotsplit.v1.GroupLoad
+	(*SetAutoSplit)(nil),   // 12: hotsplit.v1.SetAutoSplit
+	(*SetConfig)(nil),      // 13: hotsplit.v1.SetConfig
+	(*AbortOp)(nil),        // 14: hotsplit.v1.AbortOp
+	(*Config)(nil),         // 15: hotsplit.v1.Config
+	(*Member)(nil),         // 16: hotsplit.v1.Member
+	(SwitchSource)(0),      // 17: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 18: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
@@ -1329,22 +1462,23 @@ var file_hotsplitv1_command_proto_depIdxs = []int32{
 	4,  // 3: hotsplit.v1.Command.remove_member:type_name -> hotsplit.v1.RemoveMember
 	6,  // 4: hotsplit.v1.Command.split_range:type_name -> hotsplit.v1.SplitRange
 	7,  // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
-	11, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
-	12, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
-	13, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
+	12, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
+	13, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
+	14, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
 	5,  // 9: hotsplit.v1.Command.admit_member:type_name -> hotsplit.v1.AdmitMember
-	14, // 10: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	15, // 11: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	15, // 10: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	16, // 11: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
 	8,  // 12: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	10, // 13: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	9,  // 14: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	16, // 15: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	17, // 16: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	11, // 13: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	10, // 14: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	9,  // 15: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
+	17, // 16: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	18, // 17: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -1373,7 +1507,7 @@ func file_hotsplitv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

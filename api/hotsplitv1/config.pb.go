@@ -25,23 +25,40 @@ const (
 // Ratios are basis points; durations are milliseconds; scores are weighted
 // operations per minute. Every field is validated before it is committed.
 type Config struct {
-	state               protoimpl.MessageState `protogen:"open.v1"`
-	Threshold           uint64                 `protobuf:"varint,1,opt,name=threshold,proto3" json:"threshold,omitempty"`
-	WriteWeight         uint32                 `protobuf:"varint,2,opt,name=write_weight,json=writeWeight,proto3" json:"write_weight,omitempty"`
-	ReadWeight          uint32                 `protobuf:"varint,3,opt,name=read_weight,json=readWeight,proto3" json:"read_weight,omitempty"`
-	CandidateWindows    uint32                 `protobuf:"varint,4,opt,name=candidate_windows,json=candidateWindows,proto3" json:"candidate_windows,omitempty"`
-	CooldownMs          uint64                 `protobuf:"varint,5,opt,name=cooldown_ms,json=cooldownMs,proto3" json:"cooldown_ms,omitempty"`
-	MaxSplitsPerCycle   uint32                 `protobuf:"varint,6,opt,name=max_splits_per_cycle,json=maxSplitsPerCycle,proto3" json:"max_splits_per_cycle,omitempty"`
-	MaxAutoRoutes       uint32                 `protobuf:"varint,7,opt,name=max_auto_routes,json=maxAutoRoutes,proto3" json:"max_auto_routes,omitempty"`
-	TopKeyShareBp       uint32                 `protobuf:"varint,8,opt,name=top_key_share_bp,json=topKeyShareBp,proto3" json:"top_key_share_bp,omitempty"`
-	TopKeyAbsoluteFloor uint64                 `protobuf:"varint,9,opt,name=top_key_absolute_floor,json=topKeyAbsoluteFloor,proto3" json:"top_key_absolute_floor,omitempty"`
-	Buckets             uint32                 `protobuf:"varint,10,opt,name=buckets,proto3" json:"buckets,omitempty"`
-	StepMs              uint64                 `protobuf:"varint,11,opt,name=step_ms,json=stepMs,proto3" json:"step_ms,omitempty"`
-	OpTtlMs             uint64                 `protobuf:"varint,12,opt,name=op_ttl_ms,json=opTtlMs,proto3" json:"op_ttl_ms,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Threshold uint64                 `protobuf:"varint,1,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	// Weights have explicit presence (cluster version 2): a zero weight given
+	// at bootstrap is kept (that kind of operation does not count), an absent
+	// one takes the default. Both zero is refused.
+	WriteWeight         *uint32 `protobuf:"varint,2,opt,name=write_weight,json=writeWeight,proto3,oneof" json:"write_weight,omitempty"`
+	ReadWeight          *uint32 `protobuf:"varint,3,opt,name=read_weight,json=readWeight,proto3,oneof" json:"read_weight,omitempty"`
+	CandidateWindows    uint32  `protobuf:"varint,4,opt,name=candidate_windows,json=candidateWindows,proto3" json:"candidate_windows,omitempty"`
+	CooldownMs          uint64  `protobuf:"varint,5,opt,name=cooldown_ms,json=cooldownMs,proto3" json:"cooldown_ms,omitempty"`
+	MaxSplitsPerCycle   uint32  `protobuf:"varint,6,opt,name=max_splits_per_cycle,json=maxSplitsPerCycle,proto3" json:"max_splits_per_cycle,omitempty"`
+	MaxAutoRoutes       uint32  `protobuf:"varint,7,opt,name=max_auto_routes,json=maxAutoRoutes,proto3" json:"max_auto_routes,omitempty"`
+	TopKeyShareBp       uint32  `protobuf:"varint,8,opt,name=top_key_share_bp,json=topKeyShareBp,proto3" json:"top_key_share_bp,omitempty"`
+	TopKeyAbsoluteFloor uint64  `protobuf:"varint,9,opt,name=top_key_absolute_floor,json=topKeyAbsoluteFloor,proto3" json:"top_key_absolute_floor,omitempty"`
+	Buckets             uint32  `protobuf:"varint,10,opt,name=buckets,proto3" json:"buckets,omitempty"`
+	StepMs              uint64  `protobuf:"varint,11,opt,name=step_ms,json=stepMs,proto3" json:"step_ms,omitempty"`
+	OpTtlMs             uint64  `protobuf:"varint,12,opt,name=op_ttl_ms,json=opTtlMs,proto3" json:"op_ttl_ms,omitempty"`
 	// Number of recent per-column scores kept for the smoothed display score.
 	SmoothingWindows uint32 `protobuf:"varint,13,opt,name=smoothing_windows,json=smoothingWindows,proto3" json:"smoothing_windows,omitempty"`
 	// Grace period after a step boundary before an incomplete column commits.
-	GraceMs       uint64 `protobuf:"varint,14,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	GraceMs uint64 `protobuf:"varint,14,opt,name=grace_ms,json=graceMs,proto3" json:"grace_ms,omitempty"`
+	// Hysteresis hold band in basis points of the threshold: a column scoring
+	// in [hold_band_bp * threshold / 10000, threshold) holds a route's
+	// consecutive-over counter instead of resetting it. 0 = strict. Absent
+	// at bootstrap: the default.
+	HoldBandBp *uint32 `protobuf:"varint,40,opt,name=hold_band_bp,json=holdBandBp,proto3,oneof" json:"hold_band_bp,omitempty"`
+	// The absolute floor follows the threshold (threshold / 2) until an
+	// operator sets it; SetConfig of the threshold then moves it too.
+	FloorFollowsThreshold bool `protobuf:"varint,41,opt,name=floor_follows_threshold,json=floorFollowsThreshold,proto3" json:"floor_follows_threshold,omitempty"`
+	// A step change waiting for its boundary: from next_step_at_ms on (a
+	// multiple of both steps, announced in every Report response at least two
+	// old steps plus the grace ahead) columns are next_step_ms long, and the
+	// change then moves into step_ms. 0 = none pending.
+	NextStepMs    uint64 `protobuf:"varint,42,opt,name=next_step_ms,json=nextStepMs,proto3" json:"next_step_ms,omitempty"`
+	NextStepAtMs  uint64 `protobuf:"varint,43,opt,name=next_step_at_ms,json=nextStepAtMs,proto3" json:"next_step_at_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,15 +101,15 @@ func (x *Config) GetThreshold() uint64 {
 }
 
 func (x *Config) GetWriteWeight() uint32 {
-	if x != nil {
-		return x.WriteWeight
+	if x != nil && x.WriteWeight != nil {
+		return *x.WriteWeight
 	}
 	return 0
 }
 
 func (x *Config) GetReadWeight() uint32 {
-	if x != nil {
-		return x.ReadWeight
+	if x != nil && x.ReadWeight != nil {
+		return *x.ReadWeight
 	}
 	return 0
 }
@@ -174,6 +191,34 @@ func (x *Config) GetGraceMs() uint64 {
 	return 0
 }
 
+func (x *Config) GetHoldBandBp() uint32 {
+	if x != nil && x.HoldBandBp != nil {
+		return *x.HoldBandBp
+	}
+	return 0
+}
+
+func (x *Config) GetFloorFollowsThreshold() bool {
+	if x != nil {
+		return x.FloorFollowsThreshold
+	}
+	return false
+}
+
+func (x *Config) GetNextStepMs() uint64 {
+	if x != nil {
+		return x.NextStepMs
+	}
+	return 0
+}
+
+func (x *Config) GetNextStepAtMs() uint64 {
+	if x != nil {
+		return x.NextStepAtMs
+	}
+	return 0
+}
+
 // ConfigPatch changes the listed fields of Config and leaves the others.
 type ConfigPatch struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -191,6 +236,7 @@ type ConfigPatch struct {
 	OpTtlMs             *uint64                `protobuf:"varint,12,opt,name=op_ttl_ms,json=opTtlMs,proto3,oneof" json:"op_ttl_ms,omitempty"`
 	SmoothingWindows    *uint32                `protobuf:"varint,13,opt,name=smoothing_windows,json=smoothingWindows,proto3,oneof" json:"smoothing_windows,omitempty"`
 	GraceMs             *uint64                `protobuf:"varint,14,opt,name=grace_ms,json=graceMs,proto3,oneof" json:"grace_ms,omitempty"`
+	HoldBandBp          *uint32                `protobuf:"varint,40,opt,name=hold_band_bp,json=holdBandBp,proto3,oneof" json:"hold_band_bp,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -323,16 +369,23 @@ func (x *ConfigPatch) GetGraceMs() uint64 {
 	return 0
 }
 
+func (x *ConfigPatch) GetHoldBandBp() uint32 {
+	if x != nil && x.HoldBandBp != nil {
+		return *x.HoldBandBp
+	}
+	return 0
+}
+
 var File_hotsplitv1_config_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\x86\x04\n" +
+	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xea\x05\n" +
 	"\x06Config\x12\x1c\n" +
-	"\tthreshold\x18\x01 \x01(\x04R\tthreshold\x12!\n" +
-	"\fwrite_weight\x18\x02 \x01(\rR\vwriteWeight\x12\x1f\n" +
-	"\vread_weight\x18\x03 \x01(\rR\n" +
-	"readWeight\x12+\n" +
+	"\tthreshold\x18\x01 \x01(\x04R\tthreshold\x12&\n" +
+	"\fwrite_weight\x18\x02 \x01(\rH\x00R\vwriteWeight\x88\x01\x01\x12$\n" +
+	"\vread_weight\x18\x03 \x01(\rH\x01R\n" +
+	"readWeight\x88\x01\x01\x12+\n" +
 	"\x11candidate_windows\x18\x04 \x01(\rR\x10candidateWindows\x12\x1f\n" +
 	"\vcooldown_ms\x18\x05 \x01(\x04R\n" +
 	"cooldownMs\x12/\n" +
@@ -345,7 +398,16 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\astep_ms\x18\v \x01(\x04R\x06stepMs\x12\x1a\n" +
 	"\top_ttl_ms\x18\f \x01(\x04R\aopTtlMs\x12+\n" +
 	"\x11smoothing_windows\x18\r \x01(\rR\x10smoothingWindows\x12\x19\n" +
-	"\bgrace_ms\x18\x0e \x01(\x04R\agraceMs\"\xcc\x06\n" +
+	"\bgrace_ms\x18\x0e \x01(\x04R\agraceMs\x12%\n" +
+	"\fhold_band_bp\x18( \x01(\rH\x02R\n" +
+	"holdBandBp\x88\x01\x01\x126\n" +
+	"\x17floor_follows_threshold\x18) \x01(\bR\x15floorFollowsThreshold\x12 \n" +
+	"\fnext_step_ms\x18* \x01(\x04R\n" +
+	"nextStepMs\x12%\n" +
+	"\x0fnext_step_at_ms\x18+ \x01(\x04R\fnextStepAtMsB\x0f\n" +
+	"\r_write_weightB\x0e\n" +
+	"\f_read_weightB\x0f\n" +
+	"\r_hold_band_bp\"\x84\a\n" +
 	"\vConfigPatch\x12!\n" +
 	"\tthreshold\x18\x01 \x01(\x04H\x00R\tthreshold\x88\x01\x01\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x01R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -364,7 +426,9 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"R\x06stepMs\x88\x01\x01\x12\x1f\n" +
 	"\top_ttl_ms\x18\f \x01(\x04H\vR\aopTtlMs\x88\x01\x01\x120\n" +
 	"\x11smoothing_windows\x18\r \x01(\rH\fR\x10smoothingWindows\x88\x01\x01\x12\x1e\n" +
-	"\bgrace_ms\x18\x0e \x01(\x04H\rR\agraceMs\x88\x01\x01B\f\n" +
+	"\bgrace_ms\x18\x0e \x01(\x04H\rR\agraceMs\x88\x01\x01\x12%\n" +
+	"\fhold_band_bp\x18( \x01(\rH\x0eR\n" +
+	"holdBandBp\x88\x01\x01B\f\n" +
 	"\n" +
 	"_thresholdB\x0f\n" +
 	"\r_write_weightB\x0e\n" +
@@ -382,7 +446,8 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\n" +
 	"_op_ttl_msB\x14\n" +
 	"\x12_smoothing_windowsB\v\n" +
-	"\t_grace_msB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\t_grace_msB\x0f\n" +
+	"\r_hold_band_bpB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_config_proto_rawDescOnce sync.Once
@@ -414,6 +479,7 @@ func file_hotsplitv1_config_proto_init() {
 	if File_hotsplitv1_config_proto != nil {
 		return
 	}
+	file_hotsplitv1_config_proto_msgTypes[0].OneofWrappers = []any{}
 	file_hotsplitv1_config_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

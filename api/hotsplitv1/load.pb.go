@@ -172,8 +172,18 @@ type ReportRow struct {
 	Buckets []uint64       `protobuf:"varint,6,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
 	TopKeys []*TopKeyCount `protobuf:"bytes,7,rep,name=top_keys,json=topKeys,proto3" json:"top_keys,omitempty"`
 	// One in sample_rate weighted operations fed the sketch (>= 1).
-	SampleRate    uint32 `protobuf:"varint,8,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
-	TopKDegraded  bool   `protobuf:"varint,9,opt,name=top_k_degraded,json=topKDegraded,proto3" json:"top_k_degraded,omitempty"`
+	SampleRate   uint32 `protobuf:"varint,8,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	TopKDegraded bool   `protobuf:"varint,9,opt,name=top_k_degraded,json=topKDegraded,proto3" json:"top_k_degraded,omitempty"`
+	// A uniform sample of the sampled operations of the column (at most 64
+	// distinct keys): where the load lies inside the route, for split keys
+	// that balance it. Duplicates are merged into one entry.
+	Samples []*SampledKey `protobuf:"bytes,40,rep,name=samples,proto3" json:"samples,omitempty"`
+	// The sampled reads and writes of the row: every operation fed to the
+	// sketch. The leader measures a hot key's share against them (the same
+	// sample), not against the exact counts, so the share is a proportion
+	// within one sample.
+	SampledReads  uint64 `protobuf:"varint,41,opt,name=sampled_reads,json=sampledReads,proto3" json:"sampled_reads,omitempty"`
+	SampledWrites uint64 `protobuf:"varint,42,opt,name=sampled_writes,json=sampledWrites,proto3" json:"sampled_writes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -271,20 +281,109 @@ func (x *ReportRow) GetTopKDegraded() bool {
 	return false
 }
 
+func (x *ReportRow) GetSamples() []*SampledKey {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
+func (x *ReportRow) GetSampledReads() uint64 {
+	if x != nil {
+		return x.SampledReads
+	}
+	return 0
+}
+
+func (x *ReportRow) GetSampledWrites() uint64 {
+	if x != nil {
+		return x.SampledWrites
+	}
+	return 0
+}
+
+// SampledKey is one key of a row's operation sample: how many of the
+// sampled operations were reads and writes of it.
+type SampledKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Reads         uint32                 `protobuf:"varint,2,opt,name=reads,proto3" json:"reads,omitempty"`
+	Writes        uint32                 `protobuf:"varint,3,opt,name=writes,proto3" json:"writes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SampledKey) Reset() {
+	*x = SampledKey{}
+	mi := &file_hotsplitv1_load_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SampledKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SampledKey) ProtoMessage() {}
+
+func (x *SampledKey) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_load_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SampledKey.ProtoReflect.Descriptor instead.
+func (*SampledKey) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_load_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SampledKey) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *SampledKey) GetReads() uint32 {
+	if x != nil {
+		return x.Reads
+	}
+	return 0
+}
+
+func (x *SampledKey) GetWrites() uint32 {
+	if x != nil {
+		return x.Writes
+	}
+	return 0
+}
+
 // TopKeyCount is one Space-Saving entry in sampled weighted operations:
 // the true sampled count lies in [count - error, count].
 type TopKeyCount struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Count         uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
-	Error         uint64                 `protobuf:"varint,3,opt,name=error,proto3" json:"error,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Count uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Error uint64                 `protobuf:"varint,3,opt,name=error,proto3" json:"error,omitempty"`
+	// Sampled reads and writes of the key since it entered the sketch (raw
+	// event counts, not scaled by the sample rate or weighted):
+	// count - error = write_weight * sampled_writes + read_weight * sampled_reads.
+	// The leader's confidence bound needs them (cluster version 2).
+	SampledReads  uint64 `protobuf:"varint,40,opt,name=sampled_reads,json=sampledReads,proto3" json:"sampled_reads,omitempty"`
+	SampledWrites uint64 `protobuf:"varint,41,opt,name=sampled_writes,json=sampledWrites,proto3" json:"sampled_writes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TopKeyCount) Reset() {
 	*x = TopKeyCount{}
-	mi := &file_hotsplitv1_load_proto_msgTypes[3]
+	mi := &file_hotsplitv1_load_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +395,7 @@ func (x *TopKeyCount) String() string {
 func (*TopKeyCount) ProtoMessage() {}
 
 func (x *TopKeyCount) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_load_proto_msgTypes[3]
+	mi := &file_hotsplitv1_load_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +408,7 @@ func (x *TopKeyCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopKeyCount.ProtoReflect.Descriptor instead.
 func (*TopKeyCount) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_load_proto_rawDescGZIP(), []int{3}
+	return file_hotsplitv1_load_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TopKeyCount) GetKey() []byte {
@@ -333,6 +432,20 @@ func (x *TopKeyCount) GetError() uint64 {
 	return 0
 }
 
+func (x *TopKeyCount) GetSampledReads() uint64 {
+	if x != nil {
+		return x.SampledReads
+	}
+	return 0
+}
+
+func (x *TopKeyCount) GetSampledWrites() uint64 {
+	if x != nil {
+		return x.SampledWrites
+	}
+	return 0
+}
+
 type ReportResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Columns whose contribution is committed (or were too late and dropped).
@@ -347,7 +460,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_hotsplitv1_load_proto_msgTypes[4]
+	mi := &file_hotsplitv1_load_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -359,7 +472,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_load_proto_msgTypes[4]
+	mi := &file_hotsplitv1_load_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -372,7 +485,7 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_load_proto_rawDescGZIP(), []int{4}
+	return file_hotsplitv1_load_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReportResponse) GetAckedWindowStarts() []uint64 {
@@ -412,7 +525,7 @@ const file_hotsplitv1_load_proto_rawDesc = "" +
 	"\fwrite_weight\x18\x04 \x01(\rR\vwriteWeight\x12\x1f\n" +
 	"\vread_weight\x18\x05 \x01(\rR\n" +
 	"readWeight\x12*\n" +
-	"\x04rows\x18\x06 \x03(\v2\x16.hotsplit.v1.ReportRowR\x04rows\"\xaa\x02\n" +
+	"\x04rows\x18\x06 \x03(\v2\x16.hotsplit.v1.ReportRowR\x04rows\"\xa9\x03\n" +
 	"\tReportRow\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05reads\x18\x02 \x01(\x04R\x05reads\x12\x16\n" +
@@ -425,11 +538,21 @@ const file_hotsplitv1_load_proto_rawDesc = "" +
 	"\btop_keys\x18\a \x03(\v2\x18.hotsplit.v1.TopKeyCountR\atopKeys\x12\x1f\n" +
 	"\vsample_rate\x18\b \x01(\rR\n" +
 	"sampleRate\x12$\n" +
-	"\x0etop_k_degraded\x18\t \x01(\bR\ftopKDegraded\"K\n" +
+	"\x0etop_k_degraded\x18\t \x01(\bR\ftopKDegraded\x121\n" +
+	"\asamples\x18( \x03(\v2\x17.hotsplit.v1.SampledKeyR\asamples\x12#\n" +
+	"\rsampled_reads\x18) \x01(\x04R\fsampledReads\x12%\n" +
+	"\x0esampled_writes\x18* \x01(\x04R\rsampledWrites\"L\n" +
+	"\n" +
+	"SampledKey\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05reads\x18\x02 \x01(\rR\x05reads\x12\x16\n" +
+	"\x06writes\x18\x03 \x01(\rR\x06writes\"\x97\x01\n" +
 	"\vTopKeyCount\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\x04R\x05error\"\x9b\x01\n" +
+	"\x05error\x18\x03 \x01(\x04R\x05error\x12#\n" +
+	"\rsampled_reads\x18( \x01(\x04R\fsampledReads\x12%\n" +
+	"\x0esampled_writes\x18) \x01(\x04R\rsampledWrites\"\x9b\x01\n" +
 	"\x0eReportResponse\x12.\n" +
 	"\x13acked_window_starts\x18\x01 \x03(\x04R\x11ackedWindowStarts\x12,\n" +
 	"\x12late_window_starts\x18\x02 \x03(\x04R\x10lateWindowStarts\x12+\n" +
@@ -447,25 +570,27 @@ func file_hotsplitv1_load_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_load_proto_rawDescData
 }
 
-var file_hotsplitv1_load_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_hotsplitv1_load_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_hotsplitv1_load_proto_goTypes = []any{
 	(*ReportRequest)(nil),  // 0: hotsplit.v1.ReportRequest
 	(*ReportColumn)(nil),   // 1: hotsplit.v1.ReportColumn
 	(*ReportRow)(nil),      // 2: hotsplit.v1.ReportRow
-	(*TopKeyCount)(nil),    // 3: hotsplit.v1.TopKeyCount
-	(*ReportResponse)(nil), // 4: hotsplit.v1.ReportResponse
-	(*Config)(nil),         // 5: hotsplit.v1.Config
+	(*SampledKey)(nil),     // 3: hotsplit.v1.SampledKey
+	(*TopKeyCount)(nil),    // 4: hotsplit.v1.TopKeyCount
+	(*ReportResponse)(nil), // 5: hotsplit.v1.ReportResponse
+	(*Config)(nil),         // 6: hotsplit.v1.Config
 }
 var file_hotsplitv1_load_proto_depIdxs = []int32{
 	1, // 0: hotsplit.v1.ReportRequest.columns:type_name -> hotsplit.v1.ReportColumn
 	2, // 1: hotsplit.v1.ReportColumn.rows:type_name -> hotsplit.v1.ReportRow
-	3, // 2: hotsplit.v1.ReportRow.top_keys:type_name -> hotsplit.v1.TopKeyCount
-	5, // 3: hotsplit.v1.ReportResponse.config:type_name -> hotsplit.v1.Config
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	4, // 2: hotsplit.v1.ReportRow.top_keys:type_name -> hotsplit.v1.TopKeyCount
+	3, // 3: hotsplit.v1.ReportRow.samples:type_name -> hotsplit.v1.SampledKey
+	6, // 4: hotsplit.v1.ReportResponse.config:type_name -> hotsplit.v1.Config
+	5, // [5:5] is the sub-list for method output_type
+	5, // [5:5] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_load_proto_init() }
@@ -480,7 +605,7 @@ func file_hotsplitv1_load_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_load_proto_rawDesc), len(file_hotsplitv1_load_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

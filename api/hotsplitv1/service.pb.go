@@ -985,9 +985,12 @@ type StatusRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Consistency Consistency            `protobuf:"varint,1,opt,name=consistency,proto3,enum=hotsplit.v1.Consistency" json:"consistency,omitempty"`
 	// How many candidates, cooldowns and decisions to return (0 = 20).
-	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Limit uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Page through the decision ring: only decisions with seq below this
+	// (0 = the newest). StatusResponse.next_decisions_before_seq continues.
+	DecisionsBeforeSeq uint64 `protobuf:"varint,40,opt,name=decisions_before_seq,json=decisionsBeforeSeq,proto3" json:"decisions_before_seq,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StatusRequest) Reset() {
@@ -1034,6 +1037,13 @@ func (x *StatusRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *StatusRequest) GetDecisionsBeforeSeq() uint64 {
+	if x != nil {
+		return x.DecisionsBeforeSeq
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Switch         *AutoSplitSwitch       `protobuf:"bytes,1,opt,name=switch,proto3" json:"switch,omitempty"`
@@ -1051,8 +1061,14 @@ type StatusResponse struct {
 	NowMs               uint64    `protobuf:"varint,11,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
 	Read                *ReadInfo `protobuf:"bytes,12,opt,name=read,proto3" json:"read,omitempty"`
 	LastColumnReporters []string  `protobuf:"bytes,13,rep,name=last_column_reporters,json=lastColumnReporters,proto3" json:"last_column_reporters,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The kept DONE and ABORTED ops, newest first (at most limit).
+	FinishedOps []*Op `protobuf:"bytes,40,rep,name=finished_ops,json=finishedOps,proto3" json:"finished_ops,omitempty"`
+	// Decisions in the ring, and the seq to pass as decisions_before_seq for
+	// the next older page (0: this page reaches the oldest kept).
+	DecisionsKept          uint64 `protobuf:"varint,41,opt,name=decisions_kept,json=decisionsKept,proto3" json:"decisions_kept,omitempty"`
+	NextDecisionsBeforeSeq uint64 `protobuf:"varint,42,opt,name=next_decisions_before_seq,json=nextDecisionsBeforeSeq,proto3" json:"next_decisions_before_seq,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1174,6 +1190,27 @@ func (x *StatusResponse) GetLastColumnReporters() []string {
 		return x.LastColumnReporters
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetFinishedOps() []*Op {
+	if x != nil {
+		return x.FinishedOps
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetDecisionsKept() uint64 {
+	if x != nil {
+		return x.DecisionsKept
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetNextDecisionsBeforeSeq() uint64 {
+	if x != nil {
+		return x.NextDecisionsBeforeSeq
+	}
+	return 0
 }
 
 type SetEnabledRequest struct {
@@ -1345,13 +1382,17 @@ type ExplainResponse struct {
 	// Absent if the route no longer exists.
 	Route *RouteDescriptor `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
 	// Absent if the detector holds no state for the route (cold).
-	Tracked       *TrackedRoute `protobuf:"bytes,2,opt,name=tracked,proto3" json:"tracked,omitempty"`
-	Decisions     []*Decision   `protobuf:"bytes,3,rep,name=decisions,proto3" json:"decisions,omitempty"`
-	Ops           []*Op         `protobuf:"bytes,4,rep,name=ops,proto3" json:"ops,omitempty"`
-	NowMs         uint64        `protobuf:"varint,5,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
-	Read          *ReadInfo     `protobuf:"bytes,6,opt,name=read,proto3" json:"read,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Tracked   *TrackedRoute `protobuf:"bytes,2,opt,name=tracked,proto3" json:"tracked,omitempty"`
+	Decisions []*Decision   `protobuf:"bytes,3,rep,name=decisions,proto3" json:"decisions,omitempty"`
+	Ops       []*Op         `protobuf:"bytes,4,rep,name=ops,proto3" json:"ops,omitempty"`
+	NowMs     uint64        `protobuf:"varint,5,opt,name=now_ms,json=nowMs,proto3" json:"now_ms,omitempty"`
+	Read      *ReadInfo     `protobuf:"bytes,6,opt,name=read,proto3" json:"read,omitempty"`
+	// The end of the last committed load column (0: none yet), and whether
+	// automatic splitting is on: what "no detector state" means.
+	LastColumnAtMs   uint64 `protobuf:"varint,40,opt,name=last_column_at_ms,json=lastColumnAtMs,proto3" json:"last_column_at_ms,omitempty"`
+	AutoSplitEnabled bool   `protobuf:"varint,41,opt,name=auto_split_enabled,json=autoSplitEnabled,proto3" json:"auto_split_enabled,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ExplainResponse) Reset() {
@@ -1424,6 +1465,20 @@ func (x *ExplainResponse) GetRead() *ReadInfo {
 		return x.Read
 	}
 	return nil
+}
+
+func (x *ExplainResponse) GetLastColumnAtMs() uint64 {
+	if x != nil {
+		return x.LastColumnAtMs
+	}
+	return 0
+}
+
+func (x *ExplainResponse) GetAutoSplitEnabled() bool {
+	if x != nil {
+		return x.AutoSplitEnabled
+	}
+	return false
 }
 
 type GetConfigRequest struct {
@@ -2485,10 +2540,11 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"B\n" +
 	"\x14GetTimestampResponse\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"a\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"\x93\x01\n" +
 	"\rStatusRequest\x12:\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xcd\x04\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\x120\n" +
+	"\x14decisions_before_seq\x18( \x01(\x04R\x12decisionsBeforeSeq\"\xe3\x05\n" +
 	"\x0eStatusResponse\x124\n" +
 	"\x06switch\x18\x01 \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\x12+\n" +
 	"\x06config\x18\x02 \x01(\v2\x13.hotsplit.v1.ConfigR\x06config\x12)\n" +
@@ -2506,7 +2562,10 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"liveRoutes\x12\x15\n" +
 	"\x06now_ms\x18\v \x01(\x04R\x05nowMs\x12)\n" +
 	"\x04read\x18\f \x01(\v2\x15.hotsplit.v1.ReadInfoR\x04read\x122\n" +
-	"\x15last_column_reporters\x18\r \x03(\tR\x13lastColumnReporters\"z\n" +
+	"\x15last_column_reporters\x18\r \x03(\tR\x13lastColumnReporters\x122\n" +
+	"\ffinished_ops\x18( \x03(\v2\x0f.hotsplit.v1.OpR\vfinishedOps\x12%\n" +
+	"\x0edecisions_kept\x18) \x01(\x04R\rdecisionsKept\x129\n" +
+	"\x19next_decisions_before_seq\x18* \x01(\x04R\x16nextDecisionsBeforeSeq\"z\n" +
 	"\x11SetEnabledRequest\x12\x18\n" +
 	"\aenabled\x18\x01 \x01(\bR\aenabled\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
@@ -2517,14 +2576,16 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x06switch\x18\x01 \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\"g\n" +
 	"\x0eExplainRequest\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12:\n" +
-	"\vconsistency\x18\x02 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"\x94\x02\n" +
+	"\vconsistency\x18\x02 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"\xed\x02\n" +
 	"\x0fExplainResponse\x122\n" +
 	"\x05route\x18\x01 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x05route\x123\n" +
 	"\atracked\x18\x02 \x01(\v2\x19.hotsplit.v1.TrackedRouteR\atracked\x123\n" +
 	"\tdecisions\x18\x03 \x03(\v2\x15.hotsplit.v1.DecisionR\tdecisions\x12!\n" +
 	"\x03ops\x18\x04 \x03(\v2\x0f.hotsplit.v1.OpR\x03ops\x12\x15\n" +
 	"\x06now_ms\x18\x05 \x01(\x04R\x05nowMs\x12)\n" +
-	"\x04read\x18\x06 \x01(\v2\x15.hotsplit.v1.ReadInfoR\x04read\"N\n" +
+	"\x04read\x18\x06 \x01(\v2\x15.hotsplit.v1.ReadInfoR\x04read\x12)\n" +
+	"\x11last_column_at_ms\x18( \x01(\x04R\x0elastColumnAtMs\x12,\n" +
+	"\x12auto_split_enabled\x18) \x01(\bR\x10autoSplitEnabled\"N\n" +
 	"\x10GetConfigRequest\x12:\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"k\n" +
 	"\x11GetConfigResponse\x12+\n" +
@@ -2717,68 +2778,69 @@ var file_hotsplitv1_service_proto_depIdxs = []int32{
 	46, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
 	47, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
 	2,  // 20: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	43, // 21: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	0,  // 22: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	41, // 23: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	46, // 24: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	47, // 25: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	45, // 26: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
-	2,  // 27: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
-	0,  // 28: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	44, // 29: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
-	2,  // 30: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	48, // 31: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	44, // 32: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	45, // 33: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	49, // 34: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	50, // 35: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
-	0,  // 36: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	50, // 37: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
-	33, // 38: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
-	2,  // 39: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	51, // 40: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
-	51, // 41: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
-	5,  // 42: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	7,  // 43: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	9,  // 44: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	11, // 45: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	14, // 46: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	52, // 47: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	16, // 48: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	18, // 49: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	20, // 50: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	22, // 51: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	24, // 52: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	26, // 53: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	28, // 54: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	30, // 55: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	32, // 56: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	35, // 57: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	37, // 58: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	39, // 59: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
-	6,  // 60: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	8,  // 61: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	10, // 62: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	12, // 63: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	15, // 64: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	53, // 65: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	17, // 66: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	19, // 67: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	21, // 68: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	23, // 69: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	25, // 70: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	27, // 71: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	29, // 72: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	31, // 73: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	34, // 74: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	36, // 75: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	38, // 76: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	40, // 77: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
-	60, // [60:78] is the sub-list for method output_type
-	42, // [42:60] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	45, // 21: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
+	43, // 22: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	0,  // 23: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
+	41, // 24: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	46, // 25: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	47, // 26: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	45, // 27: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	2,  // 28: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
+	0,  // 29: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
+	44, // 30: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	2,  // 31: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
+	48, // 32: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	44, // 33: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	45, // 34: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	49, // 35: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	50, // 36: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	0,  // 37: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
+	50, // 38: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	33, // 39: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
+	2,  // 40: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
+	51, // 41: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	51, // 42: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	5,  // 43: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	7,  // 44: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	9,  // 45: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	11, // 46: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	14, // 47: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	52, // 48: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	16, // 49: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	18, // 50: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	20, // 51: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	22, // 52: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	24, // 53: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	26, // 54: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	28, // 55: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	30, // 56: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	32, // 57: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	35, // 58: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	37, // 59: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	39, // 60: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
+	6,  // 61: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	8,  // 62: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	10, // 63: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	12, // 64: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	15, // 65: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	53, // 66: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	17, // 67: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	19, // 68: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	21, // 69: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	23, // 70: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	25, // 71: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	27, // 72: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	29, // 73: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	31, // 74: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	34, // 75: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	36, // 76: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	38, // 77: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	40, // 78: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	61, // [61:79] is the sub-list for method output_type
+	43, // [43:61] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }

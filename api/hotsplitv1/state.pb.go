@@ -82,17 +82,21 @@ const (
 	SplitOrigin_SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE SplitOrigin = 3
 	SplitOrigin_SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE SplitOrigin = 4
 	SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN           SplitOrigin = 5
+	// Cluster version 2: the shortest separator at the best-balanced point of
+	// the evidence (bucket loads, sampled keys inside the busiest bucket).
+	SplitOrigin_SPLIT_ORIGIN_BALANCE SplitOrigin = 40
 )
 
 // Enum value maps for SplitOrigin.
 var (
 	SplitOrigin_name = map[int32]string{
-		0: "SPLIT_ORIGIN_UNSPECIFIED",
-		1: "SPLIT_ORIGIN_MANUAL",
-		2: "SPLIT_ORIGIN_ISOLATION_COMPOUND",
-		3: "SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE",
-		4: "SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE",
-		5: "SPLIT_ORIGIN_SUB_BUCKET_MEDIAN",
+		0:  "SPLIT_ORIGIN_UNSPECIFIED",
+		1:  "SPLIT_ORIGIN_MANUAL",
+		2:  "SPLIT_ORIGIN_ISOLATION_COMPOUND",
+		3:  "SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE",
+		4:  "SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE",
+		5:  "SPLIT_ORIGIN_SUB_BUCKET_MEDIAN",
+		40: "SPLIT_ORIGIN_BALANCE",
 	}
 	SplitOrigin_value = map[string]int32{
 		"SPLIT_ORIGIN_UNSPECIFIED":                 0,
@@ -101,6 +105,7 @@ var (
 		"SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE": 3,
 		"SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE": 4,
 		"SPLIT_ORIGIN_SUB_BUCKET_MEDIAN":           5,
+		"SPLIT_ORIGIN_BALANCE":                     40,
 	}
 )
 
@@ -154,6 +159,9 @@ const (
 	Reason_REASON_KEY_TOO_LONG     Reason = 14
 	Reason_REASON_TOPK_SHARE       Reason = 15 // hot key share below topKeyShare
 	Reason_REASON_NO_TOPK          Reason = 16 // no top-K evidence at all
+	// Cluster version 2.
+	Reason_REASON_HOLD_BAND       Reason = 40 // below threshold, inside the hold band: counter held
+	Reason_REASON_BELOW_THRESHOLD Reason = 41 // was hot, now below threshold (and the hold band): counter reset
 )
 
 // Enum value maps for Reason.
@@ -176,6 +184,8 @@ var (
 		14: "REASON_KEY_TOO_LONG",
 		15: "REASON_TOPK_SHARE",
 		16: "REASON_NO_TOPK",
+		40: "REASON_HOLD_BAND",
+		41: "REASON_BELOW_THRESHOLD",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -195,6 +205,8 @@ var (
 		"REASON_KEY_TOO_LONG":        14,
 		"REASON_TOPK_SHARE":          15,
 		"REASON_NO_TOPK":             16,
+		"REASON_HOLD_BAND":           40,
+		"REASON_BELOW_THRESHOLD":     41,
 	}
 )
 
@@ -672,8 +684,30 @@ type Explanation struct {
 	OpId              uint64   `protobuf:"varint,16,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
 	// For REASON_ROUTE_CAP: the route count the plan would have reached.
 	ProjectedRoutes uint64 `protobuf:"varint,17,opt,name=projected_routes,json=projectedRoutes,proto3" json:"projected_routes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Cluster version 2: the numbers behind a split key and the settings
+	// they were judged by, so the explanation stands on its own.
+	// The shares of the route's load on each side of the chosen (or, for a
+	// decline, the best) split key, by the evidence.
+	LeftShareBp  uint32 `protobuf:"varint,40,opt,name=left_share_bp,json=leftShareBp,proto3" json:"left_share_bp,omitempty"`
+	RightShareBp uint32 `protobuf:"varint,41,opt,name=right_share_bp,json=rightShareBp,proto3" json:"right_share_bp,omitempty"`
+	// Share of the route's load in the bucket the key lies in or next to
+	// (median_bucket).
+	BucketShareBp uint32 `protobuf:"varint,42,opt,name=bucket_share_bp,json=bucketShareBp,proto3" json:"bucket_share_bp,omitempty"`
+	// hot_key_share_bp is the share of the key's lower confidence bound;
+	// this is the share of its upper estimate.
+	HotKeyUpperShareBp uint32 `protobuf:"varint,43,opt,name=hot_key_upper_share_bp,json=hotKeyUpperShareBp,proto3" json:"hot_key_upper_share_bp,omitempty"`
+	// Largest reporter sample rate behind the row (1 in sample_rate).
+	SampleRate uint32 `protobuf:"varint,44,opt,name=sample_rate,json=sampleRate,proto3" json:"sample_rate,omitempty"`
+	// The settings of that column: absolute floor, threshold, candidate
+	// windows, hold band.
+	Floor            uint64 `protobuf:"varint,45,opt,name=floor,proto3" json:"floor,omitempty"`
+	Threshold        uint64 `protobuf:"varint,46,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	CandidateWindows uint32 `protobuf:"varint,47,opt,name=candidate_windows,json=candidateWindows,proto3" json:"candidate_windows,omitempty"`
+	HoldBandBp       uint32 `protobuf:"varint,48,opt,name=hold_band_bp,json=holdBandBp,proto3" json:"hold_band_bp,omitempty"`
+	// Sampled keys the balance point was placed among (0: bucket loads only).
+	SamplePoints  uint32 `protobuf:"varint,49,opt,name=sample_points,json=samplePoints,proto3" json:"sample_points,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Explanation) Reset() {
@@ -821,6 +855,76 @@ func (x *Explanation) GetOpId() uint64 {
 func (x *Explanation) GetProjectedRoutes() uint64 {
 	if x != nil {
 		return x.ProjectedRoutes
+	}
+	return 0
+}
+
+func (x *Explanation) GetLeftShareBp() uint32 {
+	if x != nil {
+		return x.LeftShareBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetRightShareBp() uint32 {
+	if x != nil {
+		return x.RightShareBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetBucketShareBp() uint32 {
+	if x != nil {
+		return x.BucketShareBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetHotKeyUpperShareBp() uint32 {
+	if x != nil {
+		return x.HotKeyUpperShareBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetSampleRate() uint32 {
+	if x != nil {
+		return x.SampleRate
+	}
+	return 0
+}
+
+func (x *Explanation) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *Explanation) GetThreshold() uint64 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *Explanation) GetCandidateWindows() uint32 {
+	if x != nil {
+		return x.CandidateWindows
+	}
+	return 0
+}
+
+func (x *Explanation) GetHoldBandBp() uint32 {
+	if x != nil {
+		return x.HoldBandBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetSamplePoints() uint32 {
+	if x != nil {
+		return x.SamplePoints
 	}
 	return 0
 }
@@ -1268,7 +1372,10 @@ type Decision struct {
 	Detail      string                 `protobuf:"bytes,11,opt,name=detail,proto3" json:"detail,omitempty"`
 	AbortReason OpAbortReason          `protobuf:"varint,12,opt,name=abort_reason,json=abortReason,proto3,enum=hotsplit.v1.OpAbortReason" json:"abort_reason,omitempty"`
 	// The self-declared actor text beside the identity in actor (version 2).
-	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	// Cluster version 2: for PLANNED and DECLINED, the explanation with the
+	// numbers behind the decision, kept after the route is gone.
+	Explanation   *Explanation `protobuf:"bytes,40,opt,name=explanation,proto3" json:"explanation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1392,6 +1499,13 @@ func (x *Decision) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *Decision) GetExplanation() *Explanation {
+	if x != nil {
+		return x.Explanation
+	}
+	return nil
 }
 
 // CommandResult is what Apply answers; it is also stored in the request-id
@@ -1782,7 +1896,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x121\n" +
 	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\x12$\n" +
 	"\x0echanged_at_hlc\x18\x05 \x01(\x04R\fchangedAtHlc\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\x90\x05\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\xff\a\n" +
 	"\vExplanation\x12+\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x13.hotsplit.v1.ReasonR\x06reason\x120\n" +
 	"\x06origin\x18\x02 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\x06origin\x12>\n" +
@@ -1802,7 +1916,19 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x10hot_key_share_bp\x18\x0e \x01(\rR\rhotKeyShareBp\x12#\n" +
 	"\rmedian_bucket\x18\x0f \x01(\rR\fmedianBucket\x12\x13\n" +
 	"\x05op_id\x18\x10 \x01(\x04R\x04opId\x12)\n" +
-	"\x10projected_routes\x18\x11 \x01(\x04R\x0fprojectedRoutes\"\x80\x02\n" +
+	"\x10projected_routes\x18\x11 \x01(\x04R\x0fprojectedRoutes\x12\"\n" +
+	"\rleft_share_bp\x18( \x01(\rR\vleftShareBp\x12$\n" +
+	"\x0eright_share_bp\x18) \x01(\rR\frightShareBp\x12&\n" +
+	"\x0fbucket_share_bp\x18* \x01(\rR\rbucketShareBp\x122\n" +
+	"\x16hot_key_upper_share_bp\x18+ \x01(\rR\x12hotKeyUpperShareBp\x12\x1f\n" +
+	"\vsample_rate\x18, \x01(\rR\n" +
+	"sampleRate\x12\x14\n" +
+	"\x05floor\x18- \x01(\x04R\x05floor\x12\x1c\n" +
+	"\tthreshold\x18. \x01(\x04R\tthreshold\x12+\n" +
+	"\x11candidate_windows\x18/ \x01(\rR\x10candidateWindows\x12 \n" +
+	"\fhold_band_bp\x180 \x01(\rR\n" +
+	"holdBandBp\x12#\n" +
+	"\rsample_points\x181 \x01(\rR\fsamplePoints\"\x80\x02\n" +
 	"\fTrackedRoute\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12)\n" +
 	"\x10consecutive_over\x18\x02 \x01(\rR\x0fconsecutiveOver\x12\x1d\n" +
@@ -1847,7 +1973,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12+\n" +
 	"\x11supported_version\x18\x04 \x01(\rR\x10supportedVersion\x12B\n" +
-	"\x0fauto_split_flag\x18\x05 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\xa7\x03\n" +
+	"\x0fauto_split_flag\x18\x05 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\xe3\x03\n" +
 	"\bDecision\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06at_hlc\x18\x02 \x01(\x04R\x05atHlc\x12-\n" +
@@ -1863,7 +1989,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	" \x01(\tR\x05actor\x12\x16\n" +
 	"\x06detail\x18\v \x01(\tR\x06detail\x12=\n" +
 	"\fabort_reason\x18\f \x01(\x0e2\x1a.hotsplit.v1.OpAbortReasonR\vabortReason\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\x97\x03\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\x12:\n" +
+	"\vexplanation\x18( \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\"\x97\x03\n" +
 	"\rCommandResult\x12+\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x17.hotsplit.v1.ResultCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +
@@ -1912,14 +2039,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +
-	"\x16SWITCH_SOURCE_OPERATOR\x10\x02*\xe9\x01\n" +
+	"\x16SWITCH_SOURCE_OPERATOR\x10\x02*\x83\x02\n" +
 	"\vSplitOrigin\x12\x1c\n" +
 	"\x18SPLIT_ORIGIN_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13SPLIT_ORIGIN_MANUAL\x10\x01\x12#\n" +
 	"\x1fSPLIT_ORIGIN_ISOLATION_COMPOUND\x10\x02\x12,\n" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE\x10\x03\x12,\n" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE\x10\x04\x12\"\n" +
-	"\x1eSPLIT_ORIGIN_SUB_BUCKET_MEDIAN\x10\x05*\xab\x03\n" +
+	"\x1eSPLIT_ORIGIN_SUB_BUCKET_MEDIAN\x10\x05\x12\x18\n" +
+	"\x14SPLIT_ORIGIN_BALANCE\x10(*\xdd\x03\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_PLANNED\x10\x01\x12\x13\n" +
@@ -1938,7 +2066,9 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x17REASON_ALREADY_ISOLATED\x10\r\x12\x17\n" +
 	"\x13REASON_KEY_TOO_LONG\x10\x0e\x12\x15\n" +
 	"\x11REASON_TOPK_SHARE\x10\x0f\x12\x12\n" +
-	"\x0eREASON_NO_TOPK\x10\x10*\x8d\x01\n" +
+	"\x0eREASON_NO_TOPK\x10\x10\x12\x14\n" +
+	"\x10REASON_HOLD_BAND\x10(\x12\x1a\n" +
+	"\x16REASON_BELOW_THRESHOLD\x10)*\x8d\x01\n" +
 	"\aOpState\x12\x18\n" +
 	"\x14OP_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OP_STATE_PENDING\x10\x01\x12\x14\n" +
@@ -2045,26 +2175,27 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	1,  // 11: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 12: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
 	4,  // 13: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	7,  // 14: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	18, // 15: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	19, // 16: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	8,  // 17: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	11, // 18: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	15, // 19: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	20, // 20: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	19, // 21: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	8,  // 22: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	13, // 23: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	10, // 24: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	11, // 25: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	14, // 26: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	16, // 27: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	12, // 28: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	9,  // 14: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	7,  // 15: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	18, // 16: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	19, // 17: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	8,  // 18: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	11, // 19: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	15, // 20: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	20, // 21: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	19, // 22: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	8,  // 23: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	13, // 24: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	10, // 25: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	11, // 26: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	14, // 27: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	16, // 28: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	12, // 29: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }

@@ -31,6 +31,8 @@ commands show is the same on every member.`,
 
 func (a *app) statusCmd() *cobra.Command {
 	var limit uint32
+	var all bool
+	var before uint64
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the switch, config, live ops, candidates, cooldowns and recent decisions",
@@ -39,18 +41,34 @@ from where), warnings such as members started with a differing --autoSplit
 flag, the config, the last committed load column and how far behind it is,
 live split operations with their next step, the top candidates with their
 consecutive-over count and per-column and smoothed scores, routes in cooldown
-with the time left, and the most recent decisions with origin and reason.`,
+with the time left, the most recent finished operations, and the most recent
+decisions with origin and reason. The cluster keeps its last 256 decisions:
+--all pages through every one of them, --before SEQ shows the page of
+decisions older than SEQ.`,
 		Example: `  hotsplitctl autosplit status
-  hotsplitctl autosplit status --limit 50 -o json`,
+  hotsplitctl autosplit status --limit 50 -o json
+  hotsplitctl autosplit status --all`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := a.client(cmd)
 			if err != nil {
 				return err
 			}
-			resp, err := cl.Status(cmd.Context(), &api.StatusRequest{Consistency: a.readConsistency(), Limit: limit})
+			req := &api.StatusRequest{Consistency: a.readConsistency(), Limit: limit, DecisionsBeforeSeq: before}
+			resp, err := cl.Status(cmd.Context(), req)
 			if err != nil {
 				return failed("autosplit status", err)
+			}
+			// --all: follow the pages back to the oldest kept decision,
+			// then show them oldest first as one list.
+			for all && resp.GetNextDecisionsBeforeSeq() != 0 {
+				req.DecisionsBeforeSeq = resp.GetNextDecisionsBeforeSeq()
+				page, err := cl.Status(cmd.Context(), req)
+				if err != nil {
+					return failed("autosplit status", err)
+				}
+				resp.Recent = append(page.GetRecent(), resp.GetRecent()...)
+				resp.NextDecisionsBeforeSeq = page.GetNextDecisionsBeforeSeq()
 			}
 			if a.json() {
 				return writeJSON(a.out, resp)
@@ -58,7 +76,9 @@ with the time left, and the most recent decisions with origin and reason.`,
 			return writeStatus(a.out, resp)
 		},
 	}
-	cmd.Flags().Uint32Var(&limit, "limit", 0, "how many candidates, cooldowns and decisions to show (0: the server's default, 20)")
+	cmd.Flags().Uint32Var(&limit, "limit", 0, "how many candidates, cooldowns, finished ops and decisions per page (0: the server's default, 20)")
+	cmd.Flags().BoolVar(&all, "all", false, "show every decision the cluster keeps, page by page")
+	cmd.Flags().Uint64Var(&before, "before", 0, "show the page of decisions older than this seq")
 	return cmd
 }
 
@@ -131,7 +151,19 @@ func writeStatus(w io.Writer, s *api.StatusResponse) error {
 		}
 	}
 
-	section(w, "recent decisions", len(s.GetRecent()))
+	section(w, "finished ops", len(s.GetFinishedOps()))
+	if err := opTable(w, s.GetFinishedOps()); err != nil {
+		return err
+	}
+
+	title := "recent decisions"
+	if kept := s.GetDecisionsKept(); kept > uint64(len(s.GetRecent())) {
+		title = fmt.Sprintf("recent decisions, %d of the %d kept", len(s.GetRecent()), kept)
+		if next := s.GetNextDecisionsBeforeSeq(); next != 0 {
+			title += fmt.Sprintf(" (--before %d for older, --all for every one)", next)
+		}
+	}
+	section(w, title, len(s.GetRecent()))
 	return decisionTable(w, s.GetRecent())
 }
 
@@ -184,10 +216,10 @@ func smoothed(t *api.TrackedRoute) string {
 	return strconv.FormatUint(mean, 10)
 }
 
-// timeLeft is until-now as a duration, or "over" once passed.
+// timeLeft is until-now as a duration, or "ended" once passed.
 func timeLeft(untilMs, nowMs uint64) string {
 	if untilMs <= nowMs {
-		return "over"
+		return "ended"
 	}
 	return formatMs(untilMs - nowMs)
 }
@@ -203,7 +235,11 @@ func explanationSummary(t *api.TrackedRoute, nowMs uint64) string {
 	case api.Reason_REASON_PLANNED:
 		s += fmt.Sprintf(" %s (%s)", formatOpID(e.GetOpId()), enumOrDash(e.GetOrigin()))
 	case api.Reason_REASON_COOLDOWN:
-		s += " (" + timeLeft(t.GetCooldownUntilMs(), nowMs) + " left)"
+		if t.GetCooldownUntilMs() > nowMs {
+			s += " (" + timeLeft(t.GetCooldownUntilMs(), nowMs) + " left)"
+		} else {
+			s += " (ended)"
+		}
 	case api.Reason_REASON_IN_LIVE_OP:
 		s += " (" + formatOpID(e.GetOpId()) + ")"
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -17,7 +18,7 @@ const nowMs = 1723456789012
 
 func configFixture() *api.Config {
 	return &api.Config{
-		Threshold: 50000, WriteWeight: 4, ReadWeight: 1, CandidateWindows: 3, CooldownMs: 600000,
+		Threshold: 50000, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1)), CandidateWindows: 3, CooldownMs: 600000,
 		MaxSplitsPerCycle: 1, MaxAutoRoutes: 1024, TopKeyShareBp: 8000, TopKeyAbsoluteFloor: 25000,
 		Buckets: 16, StepMs: 60000, OpTtlMs: 600000, SmoothingWindows: 5, GraceMs: 30000,
 	}
@@ -95,7 +96,9 @@ func TestAutosplitStatusTable(t *testing.T) {
 		`cooldowns (2)`,
 		`ROUTE  UNTIL                     LEFT`,
 		`r9     2024-08-12 10:04:01.012Z  4m12s`,
-		`r11    2024-08-12 09:59:49.011Z  over`,
+		`r11    2024-08-12 09:59:49.011Z  ended`,
+		``,
+		`finished ops: none`,
 		``,
 		`recent decisions (2)`,
 		`SEQ  AT                                              KIND     ROUTE  OP    ORIGIN              REASON   SCORE   DETAIL`,
@@ -201,5 +204,51 @@ func TestAutosplitAbort(t *testing.T) {
 	r = ctl(t, f, "autosplit", "abort", "12")
 	if want := "hotsplitctl: autosplit abort op12: FailedPrecondition from " + f.addr + ": op 12 already finished (not applied)\n"; r.code != exitRefused || r.stderr != want {
 		t.Fatalf("exit %d stderr %q, want %q", r.code, r.stderr, want)
+	}
+}
+
+// --all pages back through every decision the cluster keeps and shows
+// them oldest first; finished ops have their own section.
+func TestAutosplitStatusAllDecisions(t *testing.T) {
+	f := startCluster(t)
+	dec := func(seq uint64) *api.Decision {
+		return &api.Decision{Seq: seq, AtHlc: splitHLC, Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: "a", Detail: fmt.Sprint("d", seq)}
+	}
+	newest := statusFixture()
+	newest.Recent = []*api.Decision{dec(5), dec(6)}
+	newest.DecisionsKept, newest.NextDecisionsBeforeSeq = 6, 5
+	newest.FinishedOps = []*api.Op{{OpId: 11, ParentRouteId: 3, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE,
+		State: api.OpState_OP_STATE_ABORTED, AbortReason: api.OpAbortReason_OP_ABORT_REASON_OPERATOR, CreatedHlc: splitHLC}}
+	f.set("Status", newest)
+	f.set("Status@5", &api.StatusResponse{Recent: []*api.Decision{dec(3), dec(4)}, DecisionsKept: 6, NextDecisionsBeforeSeq: 3})
+	f.set("Status@3", &api.StatusResponse{Recent: []*api.Decision{dec(1), dec(2)}, DecisionsKept: 6})
+
+	r := ctl(t, f, "autosplit", "status", "--limit", "2")
+	for _, w := range []string{
+		"finished ops (1)",
+		"op11  r3     balance  aborted (operator)",
+		"recent decisions, 2 of the 6 kept (--before 5 for older, --all for every one) (2)",
+	} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("status lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	r = ctl(t, f, "autosplit", "status", "--limit", "2", "--all")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	last := -1
+	for seq := 1; seq <= 6; seq++ {
+		i := strings.Index(r.stdout, fmt.Sprintf("d%d\n", seq))
+		if i < 0 || i < last {
+			t.Fatalf("decision %d missing or out of order:\n%s", seq, r.stdout)
+		}
+		last = i
+	}
+	if !strings.Contains(r.stdout, "recent decisions (6)") {
+		t.Errorf("all six not shown as one list:\n%s", r.stdout)
+	}
+	if f.calls("Status@5") != 1 || f.calls("Status@3") != 1 {
+		t.Fatalf("pages asked: @5 %d, @3 %d", f.calls("Status@5"), f.calls("Status@3"))
 	}
 }

@@ -229,6 +229,10 @@ func parseFieldValue(fd protoreflect.FieldDescriptor, name, val string, asDurati
 // configTable prints every Config field with its value and, where it
 // helps, the value in a readable unit. Fields named in changed (as
 // field=value) are marked "(changed)".
+// firstV2ConfigField is the first Config field of cluster version 2; the
+// table leaves such fields out while they are unset.
+const firstV2ConfigField = 40
+
 func configTable(w io.Writer, cfg *api.Config, changed []string) error {
 	mark := map[string]bool{}
 	for _, c := range changed {
@@ -245,6 +249,9 @@ func configTable(w io.Writer, cfg *api.Config, changed []string) error {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Number() < rows[j].Number() })
 	for _, fd := range rows {
 		name := string(fd.Name())
+		if fd.Number() >= firstV2ConfigField && !m.Has(fd) {
+			continue // a cluster version 2 setting that is not in use
+		}
 		v := m.Get(fd)
 		var value string
 		var n uint64
@@ -257,6 +264,10 @@ func configTable(w io.Writer, cfg *api.Config, changed []string) error {
 		}
 		meaning := ""
 		switch {
+		case name == "next_step_at_ms":
+			meaning = "from " + formatWall(n)
+		case name == "floor_follows_threshold":
+			meaning = "top_key_absolute_floor is threshold/2 until set"
 		case strings.HasSuffix(name, "_ms"):
 			meaning = formatMs(n)
 		case strings.HasSuffix(name, "_bp"):

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 func (a *app) explainCmd() *cobra.Command {
@@ -60,56 +61,50 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 	t.row("verdict", verdict(r, cfg))
 	tr := r.GetTracked()
 	e := tr.GetExplanation()
+	if tr == nil {
+		// The route is gone (or cold): the decision ring still holds the
+		// numbers behind its last plan or decline.
+		if d := lastExplained(r.GetDecisions()); d != nil {
+			e = d.GetExplanation()
+			t.row("explained", fmt.Sprintf("decision %d kept in the decision ring", d.GetSeq()))
+		}
+	}
 	if tr != nil {
-		if e.GetScore() != 0 || tr.GetLastScore() != 0 {
-			score := e.GetScore()
-			if score == 0 {
-				score = tr.GetLastScore()
-			}
+		// The explanation's numbers all come from the column it names;
+		// a later column's score and counter are shown apart.
+		score, counter := e.GetScore(), e.GetConsecutiveOver()
+		if e == nil || (score == 0 && e.GetAtMs() == 0) {
+			score, counter = tr.GetLastScore(), tr.GetConsecutiveOver()
+		}
+		if score != 0 {
 			s := fmt.Sprintf("%d weighted ops/min", score)
-			if cfg != nil {
-				s += fmt.Sprintf(" (threshold %d)", cfg.GetThreshold())
+			if th := thresholdOf(e, cfg); th != 0 {
+				s += fmt.Sprintf(" (threshold %d)", th)
 			}
 			t.row("score", s)
 		}
 		if len(tr.GetRecentScores()) > 0 {
 			t.row("smoothed", smoothed(tr)+fmt.Sprintf(" over %d columns (display only)", len(tr.GetRecentScores())))
 		}
-		over := fmt.Sprintf("%d columns over threshold", tr.GetConsecutiveOver())
-		if cfg != nil {
-			over += fmt.Sprintf(" (needs %d)", cfg.GetCandidateWindows())
+		over := fmt.Sprintf("%d columns over threshold", counter)
+		if n := windowsOf(e, cfg); n != 0 {
+			over += fmt.Sprintf(" (needs %d)", n)
 		}
 		t.row("consecutive", over)
-		if tr.GetCooldownUntilMs() != 0 {
-			t.row("cooldown", fmt.Sprintf("until %s (%s left)", formatWall(tr.GetCooldownUntilMs()), timeLeft(tr.GetCooldownUntilMs(), r.GetNowMs())))
+		if e != nil && (tr.GetLastScore() != e.GetScore() || tr.GetConsecutiveOver() != e.GetConsecutiveOver()) {
+			t.row("last column", fmt.Sprintf("score %d, %d columns over threshold (explained above: the column of %s)",
+				tr.GetLastScore(), tr.GetConsecutiveOver(), formatWall(e.GetAtMs())))
+		}
+		if until := tr.GetCooldownUntilMs(); until != 0 {
+			left := timeLeft(until, r.GetNowMs()) + " left"
+			if until <= r.GetNowMs() {
+				left = "ended"
+			}
+			t.row("cooldown", fmt.Sprintf("until %s (%s)", formatWall(until), left))
 		}
 	}
 	if e != nil {
-		if e.GetIsolationReason() != api.Reason_REASON_UNSPECIFIED {
-			t.row("isolation", "not used: "+isolationWhy(e, cfg))
-		}
-		if len(e.GetHotKey()) > 0 {
-			s := fmt.Sprintf("%s: %d..%d weighted ops/min, share %s of the route",
-				formatKey(e.GetHotKey()), e.GetHotKeyLowerPerMin(), e.GetHotKeyUpperPerMin(), formatBP(uint64(e.GetHotKeyShareBp())))
-			if cfg != nil {
-				s += fmt.Sprintf(" (isolation needs %s and %d ops/min)", formatBP(uint64(cfg.GetTopKeyShareBp())), cfg.GetTopKeyAbsoluteFloor())
-			}
-			t.row("hot key", s)
-		}
-		if e.GetOrigin() == api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN {
-			t.row("median", "bucket "+strconv.FormatUint(uint64(e.GetMedianBucket()), 10))
-		}
-		if len(e.GetSplitKeys()) > 0 {
-			t.row("split keys", formatKeys(e.GetSplitKeys()))
-		}
-		if e.GetOpId() != 0 {
-			t.row("op", formatOpID(e.GetOpId()))
-		}
-		since := ""
-		if e.GetRepeats() > 0 {
-			since = fmt.Sprintf(" (same reason since %s, %d repeats)", formatWall(e.GetFirstAtMs()), e.GetRepeats())
-		}
-		t.row("explained", "at "+formatWall(e.GetAtMs())+since)
+		explanationRows(t, e, cfg)
 	}
 	if cfgErr != nil {
 		t.row("note", "thresholds not shown: "+describeCause(cfgErr))
@@ -128,34 +123,165 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 	return opTable(w, r.GetOps())
 }
 
+// explanationRows prints the numbers behind an explanation: why isolation
+// was not used, the hot key, the cut of a balance split and its shares,
+// the split keys, the op.
+func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
+	if e.GetIsolationReason() != api.Reason_REASON_UNSPECIFIED {
+		t.row("isolation", "not used: "+isolationWhy(e, cfg))
+	}
+	if len(e.GetHotKey()) > 0 {
+		s := fmt.Sprintf("%s: %d..%d weighted ops/min, share %s of the route",
+			formatKey(e.GetHotKey()), e.GetHotKeyLowerPerMin(), e.GetHotKeyUpperPerMin(), formatBP(uint64(e.GetHotKeyShareBp())))
+		if up := e.GetHotKeyUpperShareBp(); up != 0 {
+			s = fmt.Sprintf("%s: %d (99%% lower bound)..%d weighted ops/min, share %s..%s of the route",
+				formatKey(e.GetHotKey()), e.GetHotKeyLowerPerMin(), e.GetHotKeyUpperPerMin(), formatBP(uint64(e.GetHotKeyShareBp())), formatBP(uint64(up)))
+		}
+		if share, floor := shareOf(e, cfg), floorOf(e, cfg); share != 0 || floor != 0 {
+			s += fmt.Sprintf(" (isolation needs %s and %d ops/min)", formatBP(uint64(share)), floor)
+		}
+		if rate := e.GetSampleRate(); rate != 0 {
+			s += fmt.Sprintf(", sampled 1 in %d", rate)
+		}
+		t.row("hot key", s)
+	}
+	if e.GetOrigin() == api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN {
+		t.row("median", "bucket "+strconv.FormatUint(uint64(e.GetMedianBucket()), 10))
+	}
+	if l, r := e.GetLeftShareBp(), e.GetRightShareBp(); l != 0 || r != 0 {
+		s := fmt.Sprintf("%s | %s of the load on each side", formatBP(uint64(l)), formatBP(uint64(r)))
+		if e.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
+			s = "best cut: " + s + " (each side needs 20.00%)"
+		}
+		s += fmt.Sprintf("; bucket %d holds %s", e.GetMedianBucket(), formatBP(uint64(e.GetBucketShareBp())))
+		if n := e.GetSamplePoints(); n != 0 {
+			s += fmt.Sprintf(", placed among %d sampled keys", n)
+		}
+		t.row("balance", s)
+	}
+	if len(e.GetSplitKeys()) > 0 {
+		t.row("split keys", formatKeys(e.GetSplitKeys()))
+	}
+	if e.GetOpId() != 0 {
+		t.row("op", formatOpID(e.GetOpId()))
+	}
+	since := ""
+	if e.GetRepeats() > 0 {
+		since = fmt.Sprintf(" (same reason since %s, %d repeats)", formatWall(e.GetFirstAtMs()), e.GetRepeats())
+	}
+	if e.GetAtMs() != 0 {
+		t.row("explained", "at "+formatWall(e.GetAtMs())+since)
+	}
+}
+
+// lastExplained is the newest decision carrying an explanation.
+func lastExplained(ds []*api.Decision) *api.Decision {
+	for i := len(ds) - 1; i >= 0; i-- {
+		if ds[i].GetExplanation() != nil {
+			return ds[i]
+		}
+	}
+	return nil
+}
+
+// The settings an explanation was judged by: its own (cluster version 2
+// records them) or else the current config's.
+func thresholdOf(e *api.Explanation, cfg *api.Config) uint64 {
+	if v := e.GetThreshold(); v != 0 {
+		return v
+	}
+	return cfg.GetThreshold()
+}
+
+func windowsOf(e *api.Explanation, cfg *api.Config) uint32 {
+	if v := e.GetCandidateWindows(); v != 0 {
+		return v
+	}
+	return cfg.GetCandidateWindows()
+}
+
+func floorOf(e *api.Explanation, cfg *api.Config) uint64 {
+	if v := e.GetFloor(); v != 0 {
+		return v
+	}
+	return cfg.GetTopKeyAbsoluteFloor()
+}
+
+func shareOf(_ *api.Explanation, cfg *api.Config) uint32 { return cfg.GetTopKeyShareBp() }
+
 // verdict is the one-line answer to "why (not)?".
 func verdict(r *api.ExplainResponse, cfg *api.Config) string {
 	tr, now := r.GetTracked(), r.GetNowMs()
 	e := tr.GetExplanation()
 	switch {
 	case r.GetRoute() == nil && e == nil:
+		if d := lastExplained(r.GetDecisions()); d != nil {
+			return fmt.Sprintf("the route no longer exists; its last explanation (decision %d): %s", d.GetSeq(),
+				reasonVerdict(d.GetExplanation(), nil, r, cfg))
+		}
 		return "the route no longer exists and the detector holds no state for it (see decisions)"
 	case tr == nil:
-		return "not split: cold (the detector holds no state for this route: its score is below the threshold and it is not in cooldown)"
+		return coldVerdict(r)
 	case e == nil && tr.GetCooldownUntilMs() > now:
 		return fmt.Sprintf("not split: cooldown (%s left)", timeLeft(tr.GetCooldownUntilMs(), now))
 	case e == nil:
 		return fmt.Sprintf("not split yet: counting (%s)", overOf(tr, cfg))
 	}
+	return reasonVerdict(e, tr, r, cfg)
+}
+
+// coldVerdict explains a live route the detector holds no state for: no
+// column to judge it by yet, or below the threshold.
+func coldVerdict(r *api.ExplainResponse) string {
+	last := r.GetLastColumnAtMs()
+	born := hlc.Physical(r.GetRoute().GetSplitAtHlc())
+	var s string
+	switch {
+	case last == 0:
+		s = "nothing to judge yet: no load column has been committed"
+	case born != 0 && born >= last:
+		s = fmt.Sprintf("nothing to judge yet: no load column has been committed since the route was created at %s", formatWall(born))
+	default:
+		s = "not split: cold (the detector holds no state for this route: its score is below the threshold and it is not in cooldown)"
+	}
+	if last != 0 && !r.GetAutoSplitEnabled() {
+		s += "; automatic splitting is off"
+	}
+	return s
+}
+
+// reasonVerdict words an explanation's reason; tr (the route's current
+// state, nil for a gone route) gives the cooldown left.
+func reasonVerdict(e *api.Explanation, tr *api.TrackedRoute, r *api.ExplainResponse, cfg *api.Config) string {
+	now := r.GetNowMs()
 	reason := enumName(e.GetReason())
 	switch e.GetReason() {
 	case api.Reason_REASON_PLANNED:
 		return fmt.Sprintf("split planned: %s, origin %s, at %s", formatOpID(e.GetOpId()), enumOrDash(e.GetOrigin()), formatKeys(e.GetSplitKeys()))
 	case api.Reason_REASON_COUNTING:
-		return fmt.Sprintf("not split yet: counting (%s)", overOf(tr, cfg))
+		return fmt.Sprintf("not split yet: counting (%d of %d consecutive columns over threshold)", e.GetConsecutiveOver(), windowsOf(e, cfg))
+	case api.Reason_REASON_HOLD_BAND:
+		return fmt.Sprintf("not split yet: hold_band (score %d is below the threshold %d but within the hold band from %s of it: the count holds at %d of %d)",
+			e.GetScore(), thresholdOf(e, cfg), formatBP(uint64(e.GetHoldBandBp())), e.GetConsecutiveOver(), windowsOf(e, cfg))
+	case api.Reason_REASON_BELOW_THRESHOLD:
+		return fmt.Sprintf("not split: below_threshold since %s (score %d, threshold %d: the count went back to 0)",
+			formatWall(e.GetAtMs()), e.GetScore(), thresholdOf(e, cfg))
 	case api.Reason_REASON_COOLDOWN:
-		left := timeLeft(tr.GetCooldownUntilMs(), now)
-		if tr.GetCooldownUntilMs() == 0 {
-			left = formatMs(e.GetCooldownLeftMs())
+		left := formatMs(e.GetCooldownLeftMs())
+		if until := tr.GetCooldownUntilMs(); until > now {
+			left = timeLeft(until, now)
+		} else if tr != nil && until != 0 {
+			return "not split: cooldown (ended; the next hot column decides)"
 		}
 		return fmt.Sprintf("not split: cooldown (%s left)", left)
 	case api.Reason_REASON_NO_SPLIT_KEY:
+		if l, rt := e.GetLeftShareBp(), e.GetRightShareBp(); l != 0 || rt != 0 {
+			return fmt.Sprintf("not split: no_split_key (no cut puts 20%% of the load on each side by the evidence: the best leaves %s | %s; hotsplit never splits at a blind midpoint)",
+				formatBP(uint64(l)), formatBP(uint64(rt)))
+		}
 		return "not split: no_split_key (no hot key to isolate and no usable sub-bucket median; hotsplit never splits at a blind midpoint)"
+	case api.Reason_REASON_ALREADY_ISOLATED:
+		return "not split: already_isolated (the route holds one key; it cannot be split further)"
 	case api.Reason_REASON_ROUTE_CAP:
 		s := fmt.Sprintf("not split: route_cap (the plan would make %d routes", e.GetProjectedRoutes())
 		if cfg != nil {
@@ -208,7 +334,7 @@ func isolationWhy(e *api.Explanation, cfg *api.Config) string {
 	case api.Reason_REASON_TOPK_DEGRADED:
 		return name + " (a reporter's top-K sketch was degraded, so the evidence is not trusted)"
 	case api.Reason_REASON_ALREADY_ISOLATED:
-		return name + " (the route already holds only the hot key)"
+		return name + " (the route already holds only one key)"
 	case api.Reason_REASON_KEY_TOO_LONG:
 		return name + " (the hot key is too long to isolate as [H, H\\x00))"
 	case api.Reason_REASON_NO_TOPK:

@@ -100,8 +100,61 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 		{
 			name: "counting",
 			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 2, LastScore: 70000,
-				Explanation: &api.Explanation{Reason: api.Reason_REASON_COUNTING, Score: 70000}}},
+				Explanation: &api.Explanation{Reason: api.Reason_REASON_COUNTING, Score: 70000, ConsecutiveOver: 2, AtMs: nowMs - 1000}}},
 			want: []string{"verdict      not split yet: counting (2 of 3 consecutive columns over threshold)"},
+		},
+		{
+			// Issue 13: a route that cooled shows the explanation's own
+			// column, never a stale counter beside a fresh score.
+			name: "below threshold after being hot",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 0, LastScore: 1200,
+				Explanation: &api.Explanation{Reason: api.Reason_REASON_BELOW_THRESHOLD, Score: 36000, AtMs: nowMs - 60000,
+					Threshold: 60000, CandidateWindows: 3}}},
+			want: []string{
+				"verdict      not split: below_threshold since 2024-08-12 09:58:49.012Z (score 36000, threshold 60000: the count went back to 0)",
+				"score        36000 weighted ops/min (threshold 60000)",
+				"consecutive  0 columns over threshold (needs 3)",
+				"last column  score 1200, 0 columns over threshold (explained above: the column of 2024-08-12 09:58:49.012Z)",
+			},
+		},
+		{
+			name: "hold band",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 2, LastScore: 45000,
+				Explanation: &api.Explanation{Reason: api.Reason_REASON_HOLD_BAND, Score: 45000, ConsecutiveOver: 2, AtMs: nowMs,
+					Threshold: 50000, CandidateWindows: 3, HoldBandBp: 8000}}},
+			want: []string{"verdict      not split yet: hold_band (score 45000 is below the threshold 50000 but within the hold band from 80.00% of it: the count holds at 2 of 3)"},
+		},
+		{
+			name: "no balanced key, with the numbers",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_NO_SPLIT_KEY, IsolationReason: api.Reason_REASON_TOPK_SHARE, Score: 70000, ConsecutiveOver: 3,
+				LeftShareBp: 1000, RightShareBp: 9000, MedianBucket: 7, BucketShareBp: 10000})},
+			want: []string{
+				"verdict      not split: no_split_key (no cut puts 20% of the load on each side by the evidence: the best leaves 10.00% | 90.00%; hotsplit never splits at a blind midpoint)",
+				"balance      best cut: 10.00% | 90.00% of the load on each side (each side needs 20.00%); bucket 7 holds 100.00%",
+			},
+		},
+		{
+			name: "planned balance split",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, OpId: 13, Score: 70000, ConsecutiveOver: 3,
+				SplitKeys: [][]byte{[]byte("user:0050/")}, LeftShareBp: 4900, RightShareBp: 5100, MedianBucket: 7, BucketShareBp: 10000, SamplePoints: 60,
+				HotKey: []byte("user:0049"), HotKeyShareBp: 120, HotKeyUpperShareBp: 200, HotKeyLowerPerMin: 840, HotKeyUpperPerMin: 1400,
+				SampleRate: 16, Floor: 35000, IsolationReason: api.Reason_REASON_TOPK_SHARE})},
+			want: []string{
+				`verdict      split planned: op13, origin balance, at "user:0050/"`,
+				"balance      49.00% | 51.00% of the load on each side; bucket 7 holds 100.00%, placed among 60 sampled keys",
+				`hot key      "user:0049": 840 (99% lower bound)..1400 weighted ops/min, share 1.20%..2.00% of the route (isolation needs 80.00% and 35000 ops/min), sampled 1 in 16`,
+			},
+		},
+		{
+			name: "cooldown ended",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 4, LastScore: 61000,
+				CooldownUntilMs: nowMs - 5000, Explanation: &api.Explanation{Reason: api.Reason_REASON_COOLDOWN, Score: 61000, ConsecutiveOver: 4, AtMs: nowMs - 9000}}},
+			want: []string{
+				"verdict      not split: cooldown (ended; the next hot column decides)",
+				"cooldown     until 2024-08-12 09:59:44.012Z (ended)",
+			},
 		},
 		{
 			name: "route cap",
@@ -118,8 +171,32 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 		},
 		{
 			name: "cold",
-			resp: &api.ExplainResponse{Route: route, NowMs: nowMs},
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, LastColumnAtMs: nowMs - 1000, AutoSplitEnabled: true},
 			want: []string{"verdict      not split: cold (the detector holds no state for this route: its score is below the threshold and it is not in cooldown)"},
+		},
+		{
+			name: "no column yet is not cold",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs},
+			want: []string{"verdict      nothing to judge yet: no load column has been committed"},
+		},
+		{
+			name: "created after the last column is not cold",
+			resp: &api.ExplainResponse{Route: &api.RouteDescriptor{RouteId: 9, Start: []byte("g"), End: []byte("m"), GroupId: 1,
+				State: api.RouteState_ROUTE_STATE_ACTIVE, SplitAtHlc: splitHLC}, NowMs: nowMs, LastColumnAtMs: 1723456780000},
+			want: []string{"verdict      nothing to judge yet: no load column has been committed since the route was created at 2024-08-12 09:59:49.012Z; automatic splitting is off"},
+		},
+		{
+			name: "gone, with its plan's numbers from the decision ring",
+			resp: &api.ExplainResponse{NowMs: nowMs, Decisions: []*api.Decision{{Seq: 51, AtHlc: splitHLC, Kind: api.DecisionKind_DECISION_KIND_PLANNED,
+				RouteId: 9, OpId: 14, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, Reason: api.Reason_REASON_PLANNED, SplitKeys: [][]byte{[]byte("h")},
+				Explanation: &api.Explanation{Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, OpId: 14,
+					SplitKeys: [][]byte{[]byte("h")}, LeftShareBp: 5000, RightShareBp: 5000, MedianBucket: 3, BucketShareBp: 9000, SamplePoints: 12}}}},
+			want: []string{
+				"route        r9 (no longer exists)",
+				`verdict      the route no longer exists; its last explanation (decision 51): split planned: op14, origin balance, at "h"`,
+				"explained    decision 51 kept in the decision ring",
+				"balance      50.00% | 50.00% of the load on each side; bucket 3 holds 90.00%, placed among 12 sampled keys",
+			},
 		},
 		{
 			name: "gone",

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -135,7 +136,12 @@ func (f *fakeCluster) WatchRoutes(req *api.WatchRoutesRequest, s grpc.ServerStre
 	return nil
 }
 
+// Status answers a request for an older page of decisions with the
+// response set as "Status@SEQ", if any.
 func (f *fakeCluster) Status(_ context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	if b := req.GetDecisionsBeforeSeq(); b != 0 {
+		return answer[*api.StatusResponse](f, fmt.Sprintf("Status@%d", b), req)
+	}
 	return answer[*api.StatusResponse](f, "Status", req)
 }
 

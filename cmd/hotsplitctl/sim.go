@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,14 +35,26 @@ type simFlags struct {
 	hotWidth   float64
 	skew       float64
 	shiftEvery time.Duration
+	prefixLen  int
+	hotKeys    uint64
+	pairShare  float64
+	incShare   float64
+	amplitude  float64
+	oscEvery   time.Duration
 }
 
 // workloadFlags names the flags that only some workloads use.
 var workloadFlags = map[string][]string{
-	"hot-share":   {sim.HotKey, sim.HotRange, sim.Shift},
-	"hot-width":   {sim.HotRange, sim.Shift},
-	"skew":        {sim.Zipf},
-	"shift-every": {sim.Shift},
+	"hot-share":        {sim.HotKey, sim.HotRange, sim.Shift, sim.Incidental, sim.Oscillate},
+	"hot-width":        {sim.HotRange, sim.Shift, sim.Incidental, sim.Oscillate},
+	"skew":             {sim.Zipf},
+	"shift-every":      {sim.Shift},
+	"prefix-len":       {sim.Narrow},
+	"hot-keys":         {sim.Narrow},
+	"pair-share":       {sim.Pair},
+	"incidental-share": {sim.Incidental},
+	"amplitude":        {sim.Oscillate},
+	"oscillate-every":  {sim.Oscillate},
 }
 
 func (a *app) simCmd() *cobra.Command {
@@ -68,6 +81,14 @@ Workloads:
             of the key space, the rest uniform
   hotkey    --hot-share of the operations on one key, the rest uniform
   shift     hotrange whose range moves every --shift-every
+  narrow    --hot-keys keys under a common prefix of --prefix-len bytes, all
+            the load uniform over them (keys are the prefix and an index)
+  pair      two adjacent keys with --pair-share of the operations each, the
+            rest uniform
+  incidental  hotrange read-only, plus one key in it written by
+            --incidental-share of the operations
+  oscillate hotrange whose share alternates between hot-share·(1±amplitude)
+            every --oscillate-every
 
 The first operation waits for the cluster's next step boundary (see
 'hotsplitctl autosplit config get'), so that every column the nodes report
@@ -98,6 +119,12 @@ summary.`,
 	fl.Float64Var(&f.hotWidth, "hot-width", def.HotWidth, "hot range's share of the key space (hotrange, shift)")
 	fl.Float64Var(&f.skew, "skew", def.Skew, "zipf exponent, above 1")
 	fl.DurationVar(&f.shiftEvery, "shift-every", def.ShiftEvery, "how long the shift workload's hot range stays in place")
+	fl.IntVar(&f.prefixLen, "prefix-len", def.PrefixLen, "narrow: bytes of the hot keys' common prefix")
+	fl.Uint64Var(&f.hotKeys, "hot-keys", def.HotKeys, "narrow: number of hot keys")
+	fl.Float64Var(&f.pairShare, "pair-share", def.PairShare, "pair: share of operations on each of the two keys, up to 0.5")
+	fl.Float64Var(&f.incShare, "incidental-share", def.IncidentalShare, "incidental: share of operations that write the incidental key")
+	fl.Float64Var(&f.amplitude, "amplitude", def.Amplitude, "oscillate: relative swing of the hot range's share, 0 to 1")
+	fl.DurationVar(&f.oscEvery, "oscillate-every", def.OscillateEvery, "oscillate: how long each phase lasts")
 	return cmd
 }
 
@@ -119,17 +146,23 @@ func (f simFlags) parseSim(cmd *cobra.Command) (sim.Workload, error) {
 		return nil, usageErrorf(cmd, "--nodes %d: want 1 to %d", f.nodes, sim.MaxNodes)
 	}
 	w, err := sim.ParseWorkload(f.workload, sim.WorkloadOptions{
-		KeySpace:      f.keySpace,
-		WriteFraction: f.writeFrac,
-		HotShare:      f.hotShare,
-		HotWidth:      f.hotWidth,
-		Skew:          f.skew,
-		ShiftEvery:    f.shiftEvery,
+		KeySpace:        f.keySpace,
+		WriteFraction:   f.writeFrac,
+		HotShare:        f.hotShare,
+		HotWidth:        f.hotWidth,
+		Skew:            f.skew,
+		ShiftEvery:      f.shiftEvery,
+		PrefixLen:       f.prefixLen,
+		HotKeys:         f.hotKeys,
+		PairShare:       f.pairShare,
+		IncidentalShare: f.incShare,
+		Amplitude:       f.amplitude,
+		OscillateEvery:  f.oscEvery,
 	})
 	if err != nil {
 		return nil, usageErr(cmd, err)
 	}
-	for _, name := range []string{"hot-share", "hot-width", "skew", "shift-every"} {
+	for _, name := range slices.Sorted(maps.Keys(workloadFlags)) {
 		users := workloadFlags[name]
 		if fl.Changed(name) && !slices.Contains(users, f.workload) {
 			return nil, usageErrorf(cmd, "--%s does not apply to --workload %s (only to %s)", name, f.workload, strings.Join(users, ", "))

@@ -45,7 +45,7 @@ func startLoadCluster(t *testing.T) *loadCluster {
 }
 
 func (c *loadCluster) config() *api.Config {
-	return &api.Config{StepMs: 100, Buckets: 16, WriteWeight: 4, ReadWeight: 1}
+	return &api.Config{StepMs: 100, Buckets: 16, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1))}
 }
 
 func (c *loadCluster) GetConfig(context.Context, *api.GetConfigRequest) (*api.GetConfigResponse, error) {
@@ -124,6 +124,11 @@ func TestSimFlagValidation(t *testing.T) {
 		{with("--nodes", "0"), "sim: --nodes 0: want 1 to 1024"},
 		{with("--skew", "1.5"), "sim: --skew does not apply to --workload hotkey (only to zipf)"},
 		{with("--shift-every", "5s"), "--shift-every does not apply to --workload hotkey (only to shift)"},
+		{with("--prefix-len", "4"), "--prefix-len does not apply to --workload hotkey (only to narrow)"},
+		{with("--workload", "narrow", "--prefix-len", "0"), "prefix-len 0: want 1 to 1024 bytes"},
+		{with("--workload", "pair", "--pair-share", "0.6"), "pair-share 0.6: want a share in (0, 0.5]"},
+		{with("--workload", "incidental", "--incidental-share", "0.5"), "incidental-share 0.5: want a share in (0, 1-hot-share]"},
+		{with("--workload", "oscillate", "--amplitude", "1"), "amplitude 1: want [0, 1)"},
 		{with("--hot-share", "2"), "hot-share 2: want a share in (0, 1]"},
 		{with("--write-fraction", "-1"), "write-fraction -1"},
 		{with("--key-space", "1"), "key-space 1: want 2 to"},

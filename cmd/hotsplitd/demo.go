@@ -134,7 +134,7 @@ func eventLine(st *fsm.State, d *api.Decision) string {
 	case api.DecisionKind_DECISION_KIND_SPLIT_APPLIED:
 		return fmt.Sprintf("split r%d at %s (%s, %s)", d.GetRouteId(), keys(), origin, perMin(d.GetScore()))
 	case api.DecisionKind_DECISION_KIND_OP_DONE:
-		if d.GetOrigin() == api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN {
+		if o := d.GetOrigin(); o == api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN || o == api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
 			return ""
 		}
 		if r := st.Catalog().Lookup(hotKeyOf(d)); r != nil {

@@ -66,8 +66,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	cfg := &api.Config{}
 	n.BootstrapConfig = cfg
 	fs.Uint64Var(&cfg.Threshold, "autoSplitThreshold", 0, "weighted ops/min a route must reach (default 50000)")
-	u32(fs, &cfg.WriteWeight, "autoSplitWriteWeight", "weight of a write (default 4)")
-	u32(fs, &cfg.ReadWeight, "autoSplitReadWeight", "weight of a read (default 1)")
+	optU32(fs, &cfg.WriteWeight, "autoSplitWriteWeight", "weight of a write (default 4; 0: writes do not count)")
+	optU32(fs, &cfg.ReadWeight, "autoSplitReadWeight", "weight of a read (default 1; 0: reads do not count)")
 	u32(fs, &cfg.CandidateWindows, "autoSplitCandidateWindows", "consecutive hot columns before a split (default 3)")
 	msDuration(fs, &cfg.CooldownMs, "autoSplitCooldown", "cooldown of a split's children (default 10m)")
 	u32(fs, &cfg.MaxSplitsPerCycle, "autoSplitMaxPerCycle", "split ops planned per column at most (default 1)")
@@ -209,6 +209,20 @@ func u32(fs *flag.FlagSet, dst *uint32, name, usage string) {
 			return fmt.Errorf("want a non-negative integer, got %q", s)
 		}
 		*dst = uint32(v)
+		return nil
+	})
+}
+
+// optU32 is u32 for a field with presence: given at all (0 included), it is
+// set; not given, it stays absent and the cluster's default applies.
+func optU32(fs *flag.FlagSet, dst **uint32, name, usage string) {
+	fs.Func(name, usage, func(s string) error {
+		v, err := strconv.ParseUint(s, 10, 32)
+		if err != nil {
+			return fmt.Errorf("want a non-negative integer, got %q", s)
+		}
+		x := uint32(v)
+		*dst = &x
 		return nil
 	})
 }

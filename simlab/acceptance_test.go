@@ -1,0 +1,200 @@
+package simlab
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/sim"
+)
+
+// Issue 13's acceptance, measured through the whole pipeline. Under
+// -short (CI's unit stage) each test runs a fast subset; the long suite
+// (`.ci/run long`) runs them in full.
+
+// longEnough is how many seeds (or trials) to run: few under -short.
+func longEnough(short, long int) int {
+	if testing.Short() {
+		return short
+	}
+	return long
+}
+
+// TestNarrowConvergesWithinBound: K = 1000 hot keys under a P-byte prefix
+// in one route covering everything, uniform load at 3× the threshold: the
+// hottest route is below the threshold within ⌈log2(3)⌉ + 2 = 4 automatic
+// splits, counting every split of the run, for P = 4, 19 and 40. The full
+// test runs at the production step and cooldown (60 s, 10 min).
+func TestNarrowConvergesWithinBound(t *testing.T) {
+	const load = 3.0
+	bound := int(math.Ceil(math.Log2(load))) + 2
+	prefixes := []int{4, 19, 40}
+	cfg := SuiteConfig() // 10 s step: six times cheaper
+	if !testing.Short() {
+		cfg = nil // production defaults
+	} else {
+		prefixes = []int{19}
+	}
+	for _, p := range prefixes {
+		o := sim.DefaultWorkloadOptions()
+		o.PrefixLen, o.HotKeys = p, 1000
+		w, err := sim.ParseWorkload(sim.Narrow, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seed := uint64(1); seed <= uint64(longEnough(1, 5)); seed++ {
+			res, err := Run(Spec{Workload: w, Config: cfg, Load: load, Columns: longEnough(22, 40), Seed: seed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("P=%d seed %d: relief at column %d after %d splits; %d splits in all, %d routes, hottest %.2f× threshold",
+				p, seed, res.ReliefColumn, res.SplitsToRelief, res.Splits, res.Routes, res.Hottest)
+			if res.ReliefColumn < 0 || res.Splits > bound {
+				t.Fatalf("P=%d seed %d: relief column %d, %d splits in the run; want relief within %d splits",
+					p, seed, res.ReliefColumn, res.Splits, bound)
+			}
+		}
+	}
+}
+
+// TestPairBothKeysIsolated: two adjacent keys with 45% each. Issue 13's
+// restated bound (no pair rule, docs/design.md): both isolated within
+// 2 × candidateWindows + cooldown/step + 4 steps of onset, in at most 5
+// splits.
+func TestPairBothKeysIsolated(t *testing.T) {
+	w, err := sim.ParseWorkload(sim.Pair, sim.DefaultWorkloadOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := SuiteConfig()
+	bound := 2*3 + int(SuiteCooldownMs/SuiteStepMs) + 4
+	for seed := uint64(1); seed <= uint64(longEnough(1, 40)); seed++ {
+		res, err := Run(Spec{Workload: w, Config: cfg, Load: 4, Columns: bound + 2, Seed: seed, Watch: watchKeys(w)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := max(res.IsolatedAt[0], res.IsolatedAt[1])
+		if res.IsolatedAt[0] < 0 || res.IsolatedAt[1] < 0 || last > bound || res.Splits > 5 {
+			t.Fatalf("seed %d: isolated at columns %v (bound %d) with %d splits (%v)", seed, res.IsolatedAt, bound, res.Splits, res.ByOrigin)
+		}
+	}
+}
+
+// TestEmptyChildren: across every workload of the suite, at most 5% of
+// the children of median or balance splits receive under 1% of their
+// parent's load in the three columns after their split, over at least 100
+// such splits per workload (fixed seeds). Under -short: two workloads, a
+// few seeds.
+func TestEmptyChildren(t *testing.T) {
+	cases := Suite()
+	if testing.Short() {
+		cases = []Case{{Name: sim.Narrow, Load: 3, Columns: 22, MinBalanceSplits: 3, MaxSeeds: 1}}
+	}
+	var rows []Row
+	for _, c := range cases {
+		row, err := RunCase(c, fsm.Version2, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, row)
+		_, balance, empty, _ := row.Sum()
+		need := c.MinBalanceSplits
+		if need == 0 {
+			need = 100
+		}
+		if balance < need {
+			t.Errorf("%s: %d balance splits over %d seeds, want at least %d", c.Name, balance, row.Seeds, need)
+		}
+		if empty*100 > 5*2*balance {
+			t.Errorf("%s: %d of %d children got under 1%% of their parent's load", c.Name, empty, 2*balance)
+		}
+	}
+	if !testing.Short() {
+		if err := WriteTable(os.Stdout, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestIncidentalKeyIsolation: the confidence-bound floor test, as a
+// statistical test with fixed seeds. Over 10,000 independent columns (five
+// seeds) at sample rate 16 and a 6 s step — the floor is then worth about
+// 39 sampled events of the key per column — a key at 0.8× the floor is
+// planned for isolation in at most 1% of them and a key at 2× the floor
+// in at least 99%. At the 1 s step (a dozen events) only the first half
+// holds, and version 1's point estimate fails it (about a quarter).
+func TestIncidentalKeyIsolation(t *testing.T) {
+	trials := longEnough(50, 2000) // per seed, five seeds
+	rate := func(mult float64, stepMs uint64, v uint32) float64 {
+		planned := 0
+		for seed := uint64(1); seed <= 5; seed++ {
+			n, err := IsolationTrials(TrialSpec{FloorMultiple: mult, StepMs: stepMs, Trials: trials, Seed: seed, ClusterVersion: v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			planned += n
+		}
+		return float64(planned) / float64(5*trials)
+	}
+	check := func(name string, got float64, ok bool) {
+		t.Helper()
+		t.Logf("%s: planned in %.2f%% of %d columns", name, 100*got, 5*trials)
+		if !ok {
+			t.Errorf("%s: planned in %.2f%%", name, 100*got)
+		}
+	}
+	below, above := rate(0.8, 6000, fsm.Version2), rate(2, 6000, fsm.Version2)
+	check("v2, 6 s, key at 0.8× the floor", below, below <= 0.01)
+	check("v2, 6 s, key at 2× the floor", above, above >= 0.99)
+	small := rate(0.8, 1000, fsm.Version2)
+	check("v2, 1 s, key at 0.8× the floor", small, small <= 0.01)
+	if !testing.Short() {
+		naive := rate(0.8, 1000, fsm.Version1)
+		check("v1 (point estimate), 1 s, key at 0.8× the floor", naive, naive > 0.1)
+	}
+}
+
+// TestHoldBandComparison: the comparison the hold band's default rests on
+// (docs/benchmarks.md). A route oscillating ±10% around the threshold
+// splits under the default band and never under strict hysteresis; one
+// whose peaks stay below the threshold never splits.
+func TestHoldBandComparison(t *testing.T) {
+	scenarios := map[string]HoldScenario{"around": {1.00, 0.10, 1}, "below": {0.90, 0.10, 1}}
+	columns := longEnough(8, holdColumns)
+	for name, sc := range scenarios {
+		for _, bp := range []uint32{0, fsm.DefaultHoldBandBP} {
+			r, err := RunHold(sc, bp, 1, columns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSplit := name == "around" && bp == fsm.DefaultHoldBandBP
+			if (r.Splits > 0) != wantSplit {
+				t.Errorf("%s, hold %d: %d splits (first at column %d), want a split: %v", name, bp, r.Splits, r.FirstSplit, wantSplit)
+			}
+		}
+	}
+	if !testing.Short() {
+		if err := WriteHoldTable(os.Stdout); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRunsAreReproducible: the same spec and seed give the same result.
+func TestRunsAreReproducible(t *testing.T) {
+	w, err := sim.ParseWorkload(sim.HotRange, sim.DefaultWorkloadOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Workload: w, Config: SuiteConfig(), Load: 2, Columns: 8, Seed: 7}
+	a, err := Run(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Run(spec)
+	if fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", b) {
+		t.Fatalf("two runs differ:\n%+v\n%+v", a, b)
+	}
+}

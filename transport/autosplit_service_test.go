@@ -1,0 +1,81 @@
+package transport
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/scheduler"
+)
+
+func decisions(seqs ...uint64) []*api.Decision {
+	out := make([]*api.Decision, len(seqs))
+	for i, s := range seqs {
+		out[i] = &api.Decision{Seq: s}
+	}
+	return out
+}
+
+func seqsOf(ds []*api.Decision) []uint64 {
+	out := make([]uint64, len(ds))
+	for i, d := range ds {
+		out[i] = d.GetSeq()
+	}
+	return out
+}
+
+// Status pages through the whole decision ring, newest page first.
+func TestDecisionPage(t *testing.T) {
+	ring := decisions(3, 4, 5, 6, 7, 8, 9)
+	cases := []struct {
+		before   uint64
+		limit    int
+		want     []uint64
+		nextPage uint64
+	}{
+		{0, 3, []uint64{7, 8, 9}, 7},
+		{7, 3, []uint64{4, 5, 6}, 4},
+		{4, 3, []uint64{3}, 0},
+		{0, 20, []uint64{3, 4, 5, 6, 7, 8, 9}, 0},
+		{3, 3, []uint64{}, 0},
+		{100, 2, []uint64{8, 9}, 8},
+	}
+	for _, tc := range cases {
+		got, next := decisionPage(ring, tc.before, tc.limit)
+		if !slices.Equal(seqsOf(got), tc.want) || next != tc.nextPage {
+			t.Errorf("decisionPage(before %d, limit %d) = %v next %d, want %v next %d", tc.before, tc.limit, seqsOf(got), next, tc.want, tc.nextPage)
+		}
+	}
+}
+
+func TestFinishedOps(t *testing.T) {
+	ops := []*api.Op{
+		{OpId: 1, State: api.OpState_OP_STATE_DONE}, {OpId: 2, State: api.OpState_OP_STATE_RUNNING},
+		{OpId: 3, State: api.OpState_OP_STATE_ABORTED}, {OpId: 4, State: api.OpState_OP_STATE_DONE},
+	}
+	got := finishedOps(ops, 2)
+	if len(got) != 2 || got[0].GetOpId() != 4 || got[1].GetOpId() != 3 {
+		t.Fatalf("finishedOps = %v, want ops 4 and 3, newest first", got)
+	}
+}
+
+type refusalSink struct{ refs []scheduler.Refusal }
+
+func (r refusalSink) Report(context.Context, *api.ReportRequest) (*api.ReportResponse, error) {
+	return nil, nil
+}
+func (r refusalSink) RecentRefusals() []scheduler.Refusal { return r.refs }
+
+// Refused reports show up as status warnings with their reason.
+func TestWarningsListRefusedReports(t *testing.T) {
+	s := &Server{cfg: Config{Loads: refusalSink{[]scheduler.Refusal{{Reason: "step", Count: 1200, FirstMs: 1_700_000_000_000,
+		LastMs: 1_700_000_060_000, Reporter: "dn3", Detail: "columns[0].step_ms: 60000 differs from the replicated step of 5000 for window 1700000055000"}}}}}
+	w := s.warnings(fsm.New(fsm.Options{}).State())
+	if len(w) != 1 || !strings.Contains(w[0], "load reports refused (reason step): 1200 since") ||
+		!strings.Contains(w[0], "last from dn3") || !strings.Contains(w[0], "columns[0].step_ms") {
+		t.Fatalf("warnings %q", w)
+	}
+}
