@@ -71,7 +71,7 @@ func (c *testCluster) startSimSampled(t testing.TB, workload string, opts sim.Wo
 	for _, n := range c.running() {
 		eps = append(eps, n.GRPCAddr())
 	}
-	cl, err := client.New(client.Config{Endpoints: eps})
+	cl, err := client.New(client.Config{Endpoints: eps, TLS: adminTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,9 @@ func newTestClusterIn(t testing.TB, dir string, n int, tweak func(*Config)) *tes
 }
 
 // start runs a node with cfg on fresh loopback listeners; the advertised
-// addresses are fixed on first start so a restarted node keeps them.
+// addresses are fixed on first start so a restarted node keeps them. A
+// node runs TLS with certificates under <dir>/certs unless cfg sets TLS or
+// Insecure.
 func (c *testCluster) start(cfg Config) *Node {
 	c.t.Helper()
 	if prev, ok := c.cfgs[cfg.ID]; ok {
@@ -99,6 +101,9 @@ func (c *testCluster) start(cfg Config) *Node {
 		cfg.RaftAddr, cfg.GRPCAddr = r.Addr().String(), g.Addr().String()
 		r.Close()
 		g.Close()
+	}
+	if cfg.TLS == nil && !cfg.Insecure {
+		cfg.TLS = nodeTLS(c.t, filepath.Join(c.dir, "certs"), cfg.ID)
 	}
 	n, err := Start(cfg)
 	if err != nil {
@@ -181,7 +186,11 @@ func (c *testCluster) conn(id string) *grpc.ClientConn {
 	if cc, ok := c.conns[id]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(c.cfgs[id].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := adminCreds(c.t)
+	if c.cfgs[id].Insecure {
+		creds = grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	cc, err := grpc.NewClient(c.cfgs[id].GRPCAddr, creds)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -442,7 +442,7 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "reason"},
 		{"join with an id in use", func() error {
-			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: 1})
+			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion})
 			return err
 		}, codes.AlreadyExists, "n2"},
 		{"join of a foreign cluster", func() error {

@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,11 +23,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
 )
@@ -45,6 +49,9 @@ type Node struct {
 	http  *http.Server
 	store *raftboltdb.BoltStore
 	clock *hlc.Clock
+	// tls holds the node's certificate material; nil when Insecure.
+	tls    *pki.Reloader
+	stream io.Closer // raft's stream layer, closed by raft's transport
 
 	raftLn, grpcLn, httpLn net.Listener
 	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
@@ -73,6 +80,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, log: log, halted: make(chan struct{})}
 	defer func() {
 		if err != nil {
+			if n.stream != nil {
+				n.stream.Close()
+			}
 			n.closeListeners()
 			if n.store != nil {
 				n.store.Close()
@@ -87,6 +97,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	installRaftMetrics()
 
+	if cfg.Insecure {
+		log.Warn("running without TLS (--insecure): anything that can reach the raft, gRPC or HTTP port can read and change this cluster")
+	} else if err := n.startTLS(); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
 	}
@@ -113,10 +128,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	if dialer == nil {
 		dialer = defaultDialer(cfg.ID)
 	}
-	stream, err := newStreamLayer(n.raftLn, n.advertisedRaft(), dialer)
+	stream, err := n.newStreamLayer(dialer, reg)
 	if err != nil {
 		return nil, err
 	}
+	n.stream = stream
 	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})}
 
 	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg)})
@@ -169,8 +185,12 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.Bootstrap {
 		boot = &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
 	}
+	var peerCredentials credentials.TransportCredentials = insecure.NewCredentials()
+	if n.tls != nil {
+		peerCredentials = newPeerCreds(n.tls, n.grpcMemberAt)
+	}
 	dialOpts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(peerCredentials),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 	}
@@ -183,12 +203,22 @@ func Start(cfg Config) (_ *Node, err error) {
 	agg := scheduler.NewAggregator(scheduler.AggregatorConfig{Logger: log, Metrics: reg}, n.sched.Proposer(), n.fsm)
 	n.sched.SetLoads(agg)
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log, Metrics: transport.NewMetrics(reg)})
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize), grpc.ChainUnaryInterceptor(n.srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(n.srv.StreamInterceptor()))
+	srvOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize), grpc.ChainUnaryInterceptor(n.srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(n.srv.StreamInterceptor())}
+	if n.tls != nil {
+		// Client certificates are optional here: peers and certificate
+		// clients present one, token clients do not; the verified chain
+		// reaches handlers in the peer's credentials.TLSInfo.
+		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(n.tls.ServerConfig(tls.VerifyClientCertIfGiven))))
+	}
+	n.grpc = grpc.NewServer(srvOpts...)
 	n.srv.Register(n.grpc)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	if n.tls != nil {
+		n.goRun(func() { n.tls.Run(ctx) })
+	}
 	n.goRun(func() { n.sched.Run(ctx) })
 	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
 	n.goRun(func() {
@@ -198,8 +228,15 @@ func Start(cfg Config) (_ *Node, err error) {
 	})
 	if n.httpLn != nil {
 		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		serve := func() error { return n.http.Serve(n.httpLn) }
+		if n.tls != nil {
+			// Client certificates optional: handlers find a verified one in
+			// r.TLS.VerifiedChains.
+			n.http.TLSConfig = n.tls.ServerConfig(tls.VerifyClientCertIfGiven, "h2", "http/1.1")
+			serve = func() error { return n.http.ServeTLS(n.httpLn, "", "") }
+		}
 		n.goRun(func() {
-			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server stopped", "reason", err.Error())
 			}
 		})
