@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -84,7 +85,8 @@ func (a *app) createCACmd() *cobra.Command {
 		Long: `Make a new CA for one cluster. ca.crt goes to every node (--tlsCA) and every
 client (--cacert); keep ca.key offline: whoever holds it can mint any node or
 admin identity of the cluster.`,
-		Args: exactArgs(),
+		Example: `  hotsplitctl certs create-ca --dir certs --name prod-eu1`,
+		Args:    exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			v, err := f.validity(cmd)
 			if err != nil {
@@ -250,4 +252,11 @@ func ipStrings(ips []net.IP) []string {
 		out[i] = ip.String()
 	}
 	return out
+}
+
+func mkdir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("certificate directory: %w", err)
+	}
+	return nil
 }

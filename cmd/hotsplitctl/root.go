@@ -179,7 +179,7 @@ func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 		RequestTimeout: a.timeout,
 		// Scaled to the time budget so that a short --timeout still leaves
 		// room for every retry.
-		Backoff: max(min(a.timeout/100, client.DefaultBackoff), time.Millisecond),
+		Backoff:  max(min(a.timeout/100, client.DefaultBackoff), time.Millisecond),
 		Logger:   logger,
 		Actor:    a.actor,
 		Insecure: a.insecure,

@@ -35,7 +35,7 @@ func startLoadCluster(t *testing.T) *loadCluster {
 		t.Fatal(err)
 	}
 	c := &loadCluster{addr: lis.Addr().String(), columns: map[string]map[uint64]*api.ReportColumn{}}
-	s := grpc.NewServer()
+	s := grpc.NewServer(testServerCreds(t))
 	api.RegisterCatalogServer(s, c)
 	api.RegisterAutoSplitServer(s, c)
 	api.RegisterLoadServer(s, c)
