@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -73,7 +74,11 @@ func tlsFromFiles(cfg Config) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: client certificate %s / key %s: %v", ErrBadTLSConfig, cfg.CertFile, cfg.KeyFile, err)
 		}
-		t.Certificates = []tls.Certificate{pair}
+		// Always presented, even when the server's list of acceptable CAs
+		// does not name its issuer (crypto/tls would then send nothing and
+		// the call would arrive anonymous): a wrong certificate fails the
+		// handshake and says so.
+		t.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
 	}
 	return t, nil
 }
@@ -90,8 +95,29 @@ func (h handshakeRecorder) ClientHandshake(ctx context.Context, authority string
 	conn, info, err := h.TransportCredentials.ClientHandshake(ctx, authority, raw)
 	if err != nil {
 		h.ec.setDialErr(fmt.Errorf("TLS handshake: %w", err))
+		return nil, nil, err
 	}
-	return conn, info, err
+	return &firstReadConn{Conn: conn, ec: h.ec}, info, nil
+}
+
+// firstReadConn records a read error that comes before the server's first
+// byte. Under TLS 1.3 a server refuses a client certificate after the
+// client's side of the handshake is done, so its alert ("remote error:
+// tls: unknown certificate authority") arrives on the first read.
+type firstReadConn struct {
+	net.Conn
+	ec  *endpointConn
+	got atomic.Bool
+}
+
+func (c *firstReadConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.got.Store(true)
+	} else if err != nil && !c.got.Swap(true) { // the first error only
+		c.ec.setDialErr(fmt.Errorf("the server closed the connection before answering: %w", err))
+	}
+	return n, err
 }
 
 func (h handshakeRecorder) Clone() credentials.TransportCredentials {
