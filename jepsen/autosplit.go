@@ -101,7 +101,12 @@ func startAuto(ctx context.Context, c *cluster.Cluster, cfg AutoSplit, seed uint
 func (a *autoRun) wait() { a.wg.Wait() }
 
 func (a *autoRun) runSim(ctx context.Context, seed uint64) {
-	cl, err := client.New(client.Config{Endpoints: a.c.Endpoints(), Actor: "jepsen-sim", RequestTimeout: 3 * time.Second})
+	creds, err := a.c.ClientTLS("jepsen-sim", "admin")
+	if err != nil {
+		a.note("sim client: %v", err)
+		return
+	}
+	cl, err := client.New(client.Config{Endpoints: a.c.Endpoints(), Actor: "jepsen-sim", RequestTimeout: 3 * time.Second, TLS: creds})
 	if err != nil {
 		a.note("sim client: %v", err)
 		return

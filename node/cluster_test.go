@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -303,19 +301,14 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// businessHash hashes the replicated state minus what moves on its own or
-// records a request without applying it: the fence (ceiling, last HLC) and
-// the request-id table. "A rejected request changed nothing" compares it.
+// businessHash is stateBusinessHash of the node (statehash.go).
 func businessHash(t testing.TB, n *Node) string {
 	t.Helper()
-	p := n.FSM().State().Proto()
-	p.CeilingMs, p.LastHlc, p.Requests, p.NextRequestSeq = 0, 0, nil, 0
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	h, err := stateBusinessHash(n.FSM().State())
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return h
 }
 
 // waitBusinessConverged waits until every running node shows the same
