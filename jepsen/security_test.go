@@ -54,7 +54,7 @@ func TestIntegrationRaftPortRefusesPlaintext(t *testing.T) {
 	defer attacker.Close()
 	for _, n := range c.Nodes {
 		req := &raft.AppendEntriesRequest{
-			RPCHeader: raft.RPCHeader{ID: []byte("evil"), Addr: []byte(attacker.LocalAddr())},
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("evil"), Addr: []byte(attacker.LocalAddr())},
 			Term:      before[n.ID].Term + 5, PrevLogEntry: before[n.ID].LastIndex, PrevLogTerm: before[n.ID].Term,
 			Entries:           []*raft.Log{{Index: before[n.ID].LastIndex + 1, Term: before[n.ID].Term + 5, Type: raft.LogCommand, Data: []byte("set_auto_split")}},
 			LeaderCommitIndex: before[n.ID].LastIndex + 1,

@@ -26,9 +26,12 @@ type Dialer interface {
 
 // Raft stream layer limits (SPEC §13): a connection that has not finished
 // its TLS handshake and member check within raftHandshakeTimeout is closed,
-// and at most raftMaxHandshakes connections may be at that stage at once;
-// more are closed on arrival. Raft connections are few and long-lived (a
-// pool of 3 per peer), so the cap only ever bites a flood.
+// and at most raftMaxHandshakes connections may be at that stage at once: a
+// new one beyond the cap evicts the oldest, so idle connections cannot
+// hold every slot and lock a member out (a member's handshake takes a few
+// round trips; an attacker must open connections faster than that to
+// starve it). Raft connections are few and long-lived (a pool of 3 per
+// peer), so the cap only ever bites a flood.
 const (
 	raftHandshakeTimeout = 3 * time.Second
 	raftMaxHandshakes    = 64
@@ -77,15 +80,19 @@ func (s *plainStream) Dial(address raft.ServerAddress, timeout time.Duration) (n
 type secureStream struct {
 	streamConfig
 	verified  chan net.Conn
-	slots     chan struct{} // one token per connection still handshaking
 	closed    chan struct{}
 	ctx       context.Context // ends at Close: aborts handshakes in flight
 	cancel    context.CancelFunc
 	closeOnce sync.Once
 	wg        sync.WaitGroup
 
-	mu    sync.Mutex // guards conns
+	mu    sync.Mutex // guards conns, handshaking and inFlight
 	conns map[*tls.Conn]string
+	// handshaking holds the raw connections still in handshake, with
+	// their arrival; inFlight counts their goroutines, evicted ones
+	// included until they return (at most twice the cap).
+	handshaking map[net.Conn]time.Time
+	inFlight    int
 }
 
 // streamConfig is what a secureStream is built from.
@@ -130,7 +137,7 @@ func newSecureStream(cfg streamConfig) *secureStream {
 	s := &secureStream{
 		streamConfig: cfg,
 		verified:     make(chan net.Conn),
-		slots:        make(chan struct{}, cfg.maxHandshakes),
+		handshaking:  map[net.Conn]time.Time{},
 		closed:       make(chan struct{}),
 		conns:        map[*tls.Conn]string{},
 	}
@@ -190,9 +197,7 @@ func (s *secureStream) acceptLoop() {
 			continue
 		}
 		delay = 0
-		select {
-		case s.slots <- struct{}{}:
-		default:
+		if !s.admitHandshake(c) {
 			s.refused(refusedHandshakeCap)
 			c.Close()
 			continue
@@ -202,17 +207,65 @@ func (s *secureStream) acceptLoop() {
 	}
 }
 
+// admitHandshake registers c as handshaking, evicting the oldest
+// handshake when the cap is reached. It refuses c only when evicted
+// handshakes have not returned yet and twice the cap are in flight.
+func (s *secureStream) admitHandshake(c net.Conn) bool {
+	s.mu.Lock()
+	if s.inFlight >= 2*s.maxHandshakes {
+		s.mu.Unlock()
+		return false
+	}
+	var oldest net.Conn
+	if len(s.handshaking) >= s.maxHandshakes {
+		var at time.Time
+		for hc, t := range s.handshaking {
+			if oldest == nil || t.Before(at) {
+				oldest, at = hc, t
+			}
+		}
+		delete(s.handshaking, oldest)
+	}
+	s.handshaking[c] = time.Now()
+	s.inFlight++
+	s.mu.Unlock()
+	if oldest != nil {
+		s.refused(refusedHandshakeCap)
+		oldest.Close()
+	}
+	return true
+}
+
+// endHandshake unregisters raw; evicted is true when admitHandshake had
+// already closed it for a newer connection.
+func (s *secureStream) endHandshake(raw net.Conn) (evicted bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inFlight--
+	if _, ok := s.handshaking[raw]; !ok {
+		return true
+	}
+	delete(s.handshaking, raw)
+	return false
+}
+
 // handshake verifies one inbound connection and hands it to Accept.
 func (s *secureStream) handshake(raw net.Conn) {
 	defer s.wg.Done()
 	ctx, cancel := context.WithTimeout(s.ctx, s.handshakeTimeout)
 	tc, id, reason, err := s.verifyInbound(ctx, raw)
 	cancel()
-	<-s.slots
+	evicted := s.endHandshake(raw)
 	if err != nil {
 		raw.Close()
-		s.refused(reason)
+		if !evicted { // an eviction was counted when it happened
+			s.refused(reason)
+		}
 		s.log.Debug("raft connection refused", "remote", raw.RemoteAddr().String(), "reason", reason+": "+err.Error())
+		return
+	}
+	if evicted { // lost the race with its eviction: the peer redials
+		tc.Close()
 		return
 	}
 	s.mu.Lock()

@@ -181,12 +181,13 @@ func TestSecureStreamRefusesUnverifiedPeers(t *testing.T) {
 }
 
 // TestSecureStreamHandshakeCapAndDeadline: connections that never start a
-// handshake hold at most the cap, more are closed on arrival, and each is
-// closed when the deadline passes, after which a member gets through.
+// handshake hold at most the cap (a new one evicts the oldest), so a
+// member still gets through at once while they sit there; each is closed
+// when the deadline passes.
 func TestSecureStreamHandshakeCapAndDeadline(t *testing.T) {
 	const capacity = 4
 	fx := newStreamFixture(t, "n1", []string{"n2"}, func(c *streamConfig) {
-		c.maxHandshakes, c.handshakeTimeout = capacity, 300*time.Millisecond
+		c.maxHandshakes, c.handshakeTimeout = capacity, 2*time.Second
 	})
 	var idle []net.Conn
 	for range capacity + 3 {
@@ -201,8 +202,14 @@ func TestSecureStreamHandshakeCapAndDeadline(t *testing.T) {
 			c.Close()
 		}
 	}()
-	waitFor(t, 5*time.Second, "3 connections over the cap refused", func() bool { return fx.refused(refusedHandshakeCap) == 3 })
-	waitFor(t, 5*time.Second, "the idle connections timed out", func() bool { return fx.refused(refusedHandshake) == capacity })
+	waitFor(t, 5*time.Second, "the 3 oldest idle connections evicted", func() bool { return fx.refused(refusedHandshakeCap) == 3 })
+	for i, c := range idle[:3] {
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+			t.Errorf("evicted connection %d: read %v, want EOF", i, err)
+		}
+	}
+	t0 := time.Now()
 	c, err := tls.Dial("tcp", fx.addr, peerTLS(t, testCA(t), "n2"))
 	if err != nil {
 		t.Fatal(err)
@@ -211,9 +218,16 @@ func TestSecureStreamHandshakeCapAndDeadline(t *testing.T) {
 	select {
 	case got := <-fx.accepted:
 		got.Close()
-	case <-time.After(5 * time.Second):
-		t.Fatal("a member's connection was not accepted after the flood timed out")
+	case <-time.After(time.Second):
+		t.Fatal("a member was locked out by idle connections holding the handshake slots")
 	}
+	if d := time.Since(t0); d > time.Second {
+		t.Errorf("the member waited %v", d)
+	}
+	// The member's arrival evicted one more; the other capacity-1 time out.
+	waitFor(t, 5*time.Second, "the idle connections timed out", func() bool {
+		return fx.refused(refusedHandshake) == capacity-1 && fx.refused(refusedHandshakeCap) == 4
+	})
 }
 
 // TestSecureStreamClosesRemovedMember: once the membership check stops
