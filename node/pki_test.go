@@ -87,11 +87,7 @@ func clientTLS(t testing.TB, name string, roles ...string) *tls.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := p.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: testCA(t).Pool(), Certificates: []tls.Certificate{cert}}
+	c := pairTLS(t, p)
 	clientTLSCache[name] = c
 	return c.Clone()
 }
@@ -102,4 +98,14 @@ func adminTLS(t testing.TB) *tls.Config { return clientTLS(t, "test-admin", "adm
 // adminCreds dials a test node as the admin client.
 func adminCreds(t testing.TB) grpc.DialOption {
 	return grpc.WithTransportCredentials(credentials.NewTLS(adminTLS(t)))
+}
+
+// pairTLS is a client config presenting p and trusting the test CA.
+func pairTLS(t testing.TB, p *pki.Pair) *tls.Config {
+	t.Helper()
+	c, err := p.ClientTLS(testCA(t).Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -81,19 +81,15 @@ func (fx *streamFixture) setMember(id string, in bool) {
 // (nil: no client certificate), trusting the test CA.
 func peerTLS(t *testing.T, ca *pki.CA, id string) *tls.Config {
 	t.Helper()
-	cfg := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: testCA(t).Pool(), ServerName: "127.0.0.1"}
 	if ca == nil {
-		return cfg
+		return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: testCA(t).Pool(), ServerName: "127.0.0.1"}
 	}
 	p, err := ca.NewNode(id, pki.NodeOptions{IPs: []net.IP{net.ParseIP("127.0.0.1")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := p.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Certificates = []tls.Certificate{cert}
+	cfg := pairTLS(t, p)
+	cfg.ServerName = "127.0.0.1"
 	return cfg
 }
 

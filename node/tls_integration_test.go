@@ -43,15 +43,7 @@ func serialAt(t *testing.T, addr string, cfg *tls.Config, protos ...string) *big
 // memberTLS is a client config holding a fresh node certificate for id.
 func memberTLS(t *testing.T, id string) *tls.Config {
 	t.Helper()
-	p, err := testCA(t).NewNode(id, pki.NodeOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := p.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: testCA(t).Pool(), Certificates: []tls.Certificate{cert}}
+	return peerTLS(t, testCA(t), id)
 }
 
 // TestIntegrationTLSRotationUnderLoad replaces the certificate and key of
@@ -211,8 +203,8 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	badCert, _ := bad.TLSCertificate()
-	badTLS := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: testCA(t).Pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{badCert}}
+	badTLS := pairTLS(t, bad)
+	badTLS.ServerName = "127.0.0.1"
 	var halfOpen, badHandshakes atomic.Int64
 	flood := func() (stop func()) {
 		fctx, cancel := context.WithCancel(ctx)

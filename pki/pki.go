@@ -225,6 +225,16 @@ func (p *Pair) TLSCertificate() (tls.Certificate, error) {
 	return tls.X509KeyPair(p.CertPEM, p.KeyPEM)
 }
 
+// ClientTLS is a TLS 1.3 client config presenting the pair and trusting
+// roots (e.g. CA.Pool()).
+func (p *Pair) ClientTLS(roots *x509.CertPool) (*tls.Config, error) {
+	cert, err := p.TLSCertificate()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: roots, Certificates: []tls.Certificate{cert}}, nil
+}
+
 // Write stores the certificate (0644) and key (0600). Without replace it
 // refuses to overwrite either file; with replace each file is swapped in by
 // rename, so a reader sees the old or the new file, never half of one.

@@ -124,9 +124,9 @@ func testTLS(t *testing.T) (*server.TLSFiles, *tls.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert, err := p.TLSCertificate()
+	cfg, err := p.ClientTLS(ca.Pool())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cert}}
+	return f, cfg
 }

@@ -197,11 +197,7 @@ func (c *Cluster) ClientTLS(name string, roles ...string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cert, err := p.TLSCertificate()
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: c.ca.Pool(), Certificates: []tls.Certificate{cert}}, nil
+	return p.ClientTLS(c.ca.Pool())
 }
 
 // Endpoints are the gRPC addresses of all nodes.
