@@ -37,6 +37,9 @@ import (
 // MaxMessageSize bounds one gRPC message: a 4 MiB load report plus framing.
 const MaxMessageSize = 4<<20 + 64<<10
 
+// grpcHandshakeTimeout bounds a gRPC connection's TLS handshake.
+const grpcHandshakeTimeout = 5 * time.Second
+
 // Node is one running hotsplit server.
 type Node struct {
 	cfg   Config
@@ -208,7 +211,10 @@ func Start(cfg Config) (_ *Node, err error) {
 		// Client certificates are optional here: peers and certificate
 		// clients present one, token clients do not; the verified chain
 		// reaches handlers in the peer's credentials.TLSInfo.
-		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(n.tls.ServerConfig(tls.VerifyClientCertIfGiven))))
+		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(n.tls.ServerConfig(tls.VerifyClientCertIfGiven))),
+			// A connection that has not finished its TLS handshake (and
+			// HTTP/2 preface) by then is closed (gRPC's default: 120 s).
+			grpc.ConnectionTimeout(grpcHandshakeTimeout))
 	}
 	n.grpc = grpc.NewServer(srvOpts...)
 	n.srv.Register(n.grpc)
