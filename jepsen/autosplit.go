@@ -182,12 +182,28 @@ func (a *autoRun) watchFailpoint(ctx context.Context) {
 		if err != nil {
 			a.note("re-arming the failpoint: %v", err)
 			a.clearFailpoints(ctx)
+			a.restartTripped(ctx)
 			return
 		}
 		a.note("failpoint re-armed on every node")
 	}
 	a.note("failpoint: %d trips without a two-step op; giving up", maxTrips)
 	a.clearFailpoints(ctx)
+}
+
+// restartTripped restarts every node whose last run ended at a
+// failpoint (status 137) and is down. While rearmAfter waits for a node
+// that is down for another fault, it does not watch for trips: an armed
+// node that leads then can apply the same step entry late, trip, and would
+// otherwise stay down for the rest of the run.
+func (a *autoRun) restartTripped(ctx context.Context) {
+	for _, n := range a.c.Nodes {
+		exits := n.Exits()
+		if !n.Running() && len(exits) > 0 && exits[len(exits)-1].Status == 137 {
+			a.note("failpoint also stopped %s while re-arming", n.ID)
+			a.restartLater(ctx, n)
+		}
+	}
 }
 
 // restartLater restarts n after RestartAfter (unless ctx ends first).
