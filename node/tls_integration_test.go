@@ -218,7 +218,8 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 		for _, n := range c.running() {
 			addr := n.RaftAddr()
 			// Half-open: twice the handshake cap of idle connections, each
-			// reopened 250 ms after the node closes it (eviction, deadline).
+			// reopened 1 s after the node closes it (eviction, deadline), so
+			// the cap stays full and evicting.
 			for range 2 * raftMaxHandshakes {
 				wg.Add(1)
 				go func() {
@@ -244,11 +245,11 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 							}
 							conn.Close()
 						}
-						pause(250 * time.Millisecond)
+						pause(time.Second)
 					}
 				}()
 			}
-			// Bad certificates: a handshake every 10 ms per node.
+			// Bad certificates: a handshake every 20 ms per node.
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -259,18 +260,18 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 						conn.Close()
 					}
 					badHandshakes.Add(1)
-					pause(10 * time.Millisecond)
+					pause(20 * time.Millisecond)
 				}
 			}()
 		}
 		return func() { cancel(); wg.Wait() }
 	}
-	// Quiet and flooded phases in the order Q F F Q Q F: a split costs a
-	// little more as the catalog grows, and this order gives both kinds
+	// Quiet and flooded phases in the order Q F F Q Q F F Q: a split costs
+	// a little more as the catalog grows, and this order gives both kinds
 	// the same mean position.
 	var quiet, flooded []time.Duration
 	var cpuQuiet, cpuFlood time.Duration
-	for phase, floodOn := range []bool{false, true, true, false, false, true} {
+	for phase, floodOn := range []bool{false, true, true, false, false, true, true, false} {
 		var stop func()
 		if floodOn {
 			stop = flood()
@@ -281,7 +282,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 			}
 		}
 		c0 := cpuTime()
-		lat := splits(700 * time.Millisecond)
+		lat := splits(600 * time.Millisecond)
 		if floodOn {
 			flooded, cpuFlood = append(flooded, lat...), cpuFlood+cpuTime()-c0
 			stop()
