@@ -136,7 +136,13 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.stream = stream
-	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})}
+	// MaxRPCsInFlight 1 turns raft's pipelined replication off: in v1.7.2
+	// its pipeline can deadlock when a follower answers Success=false (the
+	// decoder exits, the sender parks on a full channel, replication to that
+	// follower stops for good and Shutdown waits forever; see
+	// docs/design.md). Each follower then gets one AppendEntries at a time,
+	// batching whatever queued meanwhile.
+	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog})}
 
 	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg)})
 	notify := make(chan bool, 16)
