@@ -364,7 +364,12 @@ func TestIntegrationInsecureSmoke(t *testing.T) {
 	if err != nil || resp.Term != term+5 {
 		t.Fatalf("plaintext AppendEntries to an insecure node: %v, answered term %d (was %d)", err, resp.Term, term)
 	}
-	c.waitLeaderReady(20 * time.Second)
+	// The follower's new term deposes the leader at its next heartbeat; a
+	// leader of a later term serves again.
+	waitFor(t, 20*time.Second, "a leader at the attacker's term or later", func() bool {
+		id := c.leader()
+		return id != "" && c.node(id).Raft().CurrentTerm() >= term+5
+	})
 	c.mustSplit(c.leader(), "t")
 }
 
