@@ -20,7 +20,7 @@ func BenchmarkReport(b *testing.B) {
 	req := &api.ReportRequest{ReporterId: "dn1"}
 	ctx := context.Background()
 	b.Run("client", func(b *testing.B) {
-		c, err := New(Config{Endpoints: []string{f.addr}})
+		c, err := New(Config{Endpoints: []string{f.addr}, Insecure: true})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,7 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -64,6 +65,28 @@ type Config struct {
 	// self-declared: servers record the authenticated identity as the actor
 	// and keep this text as a note beside it.
 	Actor string
+
+	// Transport security: exactly one of TLS, the CACertFile set, or
+	// Insecure.
+	//
+	// TLS is used as given except that its minimum version is raised to TLS
+	// 1.3; gRPC sets ServerName to each endpoint's host, which the server's
+	// certificate must carry as an IP or DNS name. A long-lived process
+	// rotating its client certificate sets GetClientCertificate.
+	TLS *tls.Config
+	// CACertFile is the cluster's CA bundle (PEM); CertFile and KeyFile the
+	// client certificate (CN = name, O = roles) and its key, both or
+	// neither (a client without a certificate needs a Token). Read once by
+	// New.
+	CACertFile, CertFile, KeyFile string
+	// Token is a bearer token sent with every call as the metadata
+	// "authorization: Bearer <token>", for clients that cannot hold a
+	// certificate.
+	Token string
+	// Insecure connects without TLS, to a cluster started with --insecure.
+	// Anything on the network path can read and change the traffic,
+	// including a Token.
+	Insecure bool
 }
 
 // Client is a connection to a hotsplit cluster. It is safe for concurrent
@@ -77,6 +100,8 @@ type Client struct {
 	backoff        time.Duration
 	log            *slog.Logger
 	actor          string
+	creds          credentials.TransportCredentials
+	perRPC         credentials.PerRPCCredentials // nil without a token
 
 	mu     sync.Mutex
 	conns  map[string]*endpointConn // by address; endpoints and hints
@@ -112,7 +137,12 @@ func New(cfg Config) (*Client, error) {
 	case cfg.Backoff < 0:
 		return nil, fmt.Errorf("client: Config.Backoff is negative (%v)", cfg.Backoff)
 	}
+	creds, err := transportCredentials(cfg)
+	if err != nil {
+		return nil, err
+	}
 	c := &Client{
+		creds:          creds,
 		endpoints:      eps,
 		dialTimeout:    orDefault(cfg.DialTimeout, DefaultDialTimeout),
 		requestTimeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
@@ -122,6 +152,9 @@ func New(cfg Config) (*Client, error) {
 		actor:          cfg.Actor,
 		conns:          make(map[string]*endpointConn),
 		hinted:         make(map[string]bool),
+	}
+	if cfg.Token != "" {
+		c.perRPC = bearer{token: cfg.Token, secure: !cfg.Insecure}
 	}
 	switch {
 	case c.maxRetries == 0:
@@ -210,6 +243,12 @@ func (e *endpointConn) dial(ctx context.Context, addr string) (net.Conn, error) 
 	return conn, err
 }
 
+func (e *endpointConn) setDialErr(err error) {
+	e.mu.Lock()
+	e.dialErr = err
+	e.mu.Unlock()
+}
+
 func (e *endpointConn) lastDialErr() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -228,15 +267,19 @@ func (c *Client) conn(addr string) (*endpointConn, error) {
 		return ec, nil
 	}
 	ec := &endpointConn{}
-	cc, err := grpc.NewClient("passthrough:///"+addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(handshakeRecorder{c.creds, ec}),
 		grpc.WithContextDialer(ec.dial),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: c.backoff, Multiplier: 2, Jitter: 0.2, MaxDelay: MaxBackoff},
 			MinConnectTimeout: c.dialTimeout,
 		}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
-	)
+	}
+	if c.perRPC != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(c.perRPC))
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("client: connection to %s: %w", addr, err)
 	}

@@ -65,7 +65,7 @@ func TestNewBadEndpoints(t *testing.T) {
 		}
 	}
 	good := []string{"127.0.0.1:7001", "[::1]:7001", "localhost:1", "node-3.example:65535"}
-	c, err := New(Config{Endpoints: append(good, good[0])})
+	c, err := New(Config{Endpoints: append(good, good[0]), Insecure: true})
 	if err != nil {
 		t.Fatalf("New(%q) = %v", good, err)
 	}

@@ -15,7 +15,10 @@
 // generated API: it never interprets routes, configs or reasons, and it never
 // decides on its own that a write "probably" failed.
 //
-// Transport security: connections use insecure (plaintext) credentials until
-// TLS lands (SPEC §12). hotsplit services must only listen on trusted
-// networks; the actor a client sends is self-declared.
+// Transport security: TLS 1.3 with the cluster's CA (Config.TLS or
+// Config.CACertFile), and an identity the cluster authenticates: a client
+// certificate (CN = name, O = roles) or a bearer token (Config.Token, sent
+// as "authorization: Bearer <token>"). Plaintext only when asked for with
+// Config.Insecure, for a cluster started with --insecure; New refuses a
+// Config that names neither (ErrNoTransportSecurity).
 package client

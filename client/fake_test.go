@@ -9,7 +9,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 
@@ -31,8 +33,12 @@ type fakeNode struct {
 	get    func(n int, req *api.GetRouteRequest) (*api.GetRouteResponse, error)
 	watch  func(n int, req *api.WatchRoutesRequest, s grpc.ServerStreamingServer[api.WatchRoutesResponse]) error
 	report func(n int, req *api.ReportRequest) (*api.ReportResponse, error)
+	// creds serve TLS when set; the default is plaintext.
+	creds credentials.TransportCredentials
 
 	mu       sync.Mutex
+	auth     []string // "authorization" metadata seen, in order
+	peerCN   []string // verified client certificate CN per call ("" without one)
 	calls    map[string]int
 	headerID []string // RequestIDHeader metadata seen, in order
 	splits   []*api.SplitRangeRequest
@@ -48,7 +54,11 @@ func startFakeB(t testing.TB, f *fakeNode) *fakeNode {
 	}
 	f.addr = lis.Addr().String()
 	f.calls = map[string]int{}
-	s := grpc.NewServer()
+	var opts []grpc.ServerOption
+	if f.creds != nil {
+		opts = append(opts, grpc.Creds(f.creds))
+	}
+	s := grpc.NewServer(opts...)
 	api.RegisterCatalogServer(s, f)
 	api.RegisterAutoSplitServer(s, f)
 	api.RegisterClusterServer(s, f)
@@ -77,7 +87,15 @@ func (f *fakeNode) count(ctx context.Context, method string) int {
 	f.calls[method]++
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		f.headerID = append(f.headerID, md.Get(RequestIDHeader)...)
+		f.auth = append(f.auth, md.Get("authorization")...)
 	}
+	cn := ""
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 {
+			cn = ti.State.VerifiedChains[0][0].Subject.CommonName
+		}
+	}
+	f.peerCN = append(f.peerCN, cn)
 	return f.calls[method]
 }
 
@@ -161,8 +179,12 @@ func withDetails(t *testing.T, code codes.Code, msg string, details ...protoMess
 }
 
 // testClient returns a client with fast retries, closed at the end of t.
+// Without TLS settings it talks plaintext to the (plaintext) fakes.
 func testClient(t *testing.T, cfg Config) *Client {
 	t.Helper()
+	if cfg.TLS == nil && cfg.CACertFile == "" {
+		cfg.Insecure = true
+	}
 	if cfg.Backoff == 0 {
 		cfg.Backoff = time.Millisecond
 	}

@@ -101,7 +101,12 @@ func startAuto(ctx context.Context, c *cluster.Cluster, cfg AutoSplit, seed uint
 func (a *autoRun) wait() { a.wg.Wait() }
 
 func (a *autoRun) runSim(ctx context.Context, seed uint64) {
-	cl, err := client.New(client.Config{Endpoints: a.c.Endpoints(), Actor: "jepsen-sim", RequestTimeout: 3 * time.Second})
+	creds, err := a.c.ClientTLS("jepsen-sim", "admin")
+	if err != nil {
+		a.note("sim client: %v", err)
+		return
+	}
+	cl, err := client.New(client.Config{Endpoints: a.c.Endpoints(), Actor: "jepsen-sim", RequestTimeout: 3 * time.Second, TLS: creds})
 	if err != nil {
 		a.note("sim client: %v", err)
 		return
@@ -114,7 +119,7 @@ func (a *autoRun) runSim(ctx context.Context, seed uint64) {
 			return
 		}
 		s, err := sim.New(sim.Config{Cluster: cl, Workload: w, Nodes: a.cfg.SimNodes, Rate: a.cfg.Rate, Duration: ph.Duration,
-			Seed: seed + uint64(i), RunID: fmt.Sprintf("j%d-%d", seed%100000, i)})
+			Seed: seed + uint64(i), RunID: fmt.Sprintf("j%d-%d", seed%100000, i), Identity: "jepsen-sim"})
 		if err != nil {
 			a.note("sim phase %d: %v", i, err)
 			return
@@ -177,12 +182,28 @@ func (a *autoRun) watchFailpoint(ctx context.Context) {
 		if err != nil {
 			a.note("re-arming the failpoint: %v", err)
 			a.clearFailpoints(ctx)
+			a.restartTripped(ctx)
 			return
 		}
 		a.note("failpoint re-armed on every node")
 	}
 	a.note("failpoint: %d trips without a two-step op; giving up", maxTrips)
 	a.clearFailpoints(ctx)
+}
+
+// restartTripped restarts every node whose last run ended at a
+// failpoint (status 137) and is down. While rearmAfter waits for a node
+// that is down for another fault, it does not watch for trips: an armed
+// node that leads then can apply the same step entry late, trip, and would
+// otherwise stay down for the rest of the run.
+func (a *autoRun) restartTripped(ctx context.Context) {
+	for _, n := range a.c.Nodes {
+		exits := n.Exits()
+		if !n.Running() && len(exits) > 0 && exits[len(exits)-1].Status == 137 {
+			a.note("failpoint also stopped %s while re-arming", n.ID)
+			a.restartLater(ctx, n)
+		}
+	}
 }
 
 // restartLater restarts n after RestartAfter (unless ctx ends first).

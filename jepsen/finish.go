@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/jepsen/checker"
@@ -61,7 +61,7 @@ func finish(ctx context.Context, c *cluster.Cluster, logf func(string, ...any)) 
 	}
 	in.Committed = committed
 	for i := range nodes {
-		if err := watch(hctx, c.Nodes[i], versions[i], &nodes[i]); err != nil {
+		if err := watch(hctx, c, c.Nodes[i], versions[i], &nodes[i]); err != nil {
 			return in, err
 		}
 	}
@@ -150,13 +150,17 @@ const watchHistory = 1000
 
 // watch reads one node's own catalog history, up to version upTo, from
 // that node alone.
-func watch(ctx context.Context, n *cluster.Node, upTo uint64, f *checker.NodeFinal) error {
+func watch(ctx context.Context, c *cluster.Cluster, n *cluster.Node, upTo uint64, f *checker.NodeFinal) error {
 	from := uint64(1)
 	if upTo > watchHistory {
 		from = upTo - watchHistory
 	}
 	f.WatchFrom = from
-	cc, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+	creds, err := c.ClientTLS("jepsen-finish", "admin")
+	if err != nil {
+		return err
+	}
+	cc, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(creds)),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		return err

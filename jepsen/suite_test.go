@@ -4,6 +4,7 @@ package jepsen
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"os"
@@ -138,9 +139,15 @@ func rotated(c *cluster.Cluster, n int, timeout time.Duration, mix Mix) []Client
 	specs := make([]ClientSpec, n)
 	for i := range specs {
 		e := append(slices.Clone(eps[i%len(eps):]), eps[:i%len(eps)]...)
-		specs[i] = ClientSpec{Endpoints: e, Timeout: timeout, Mix: mix}
+		specs[i] = ClientSpec{Endpoints: e, Timeout: timeout, Mix: mix, TLS: adminCerts(c)}
 	}
 	return specs
+}
+
+// adminCerts gives each worker an admin certificate under its own name, so
+// each client's mutations are recorded under its identity.
+func adminCerts(c *cluster.Cluster) func(string) (*tls.Config, error) {
+	return func(name string) (*tls.Config, error) { return c.ClientTLS(name, "admin") }
 }
 
 // pinnedReaders gives perNode read-only clients to every node, each
@@ -149,7 +156,7 @@ func pinnedReaders(c *cluster.Cluster, perNode int, timeout time.Duration) []Cli
 	var specs []ClientSpec
 	for _, n := range c.Nodes {
 		for range perNode {
-			specs = append(specs, ClientSpec{Endpoints: []string{n.GRPCAddr}, Timeout: timeout, Mix: Mix{Read: 1}, Pinned: true})
+			specs = append(specs, ClientSpec{Endpoints: []string{n.GRPCAddr}, Timeout: timeout, Mix: Mix{Read: 1}, Pinned: true, TLS: adminCerts(c)})
 		}
 	}
 	return specs

@@ -5,6 +5,7 @@ package jepsen
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -90,8 +91,11 @@ type workload struct {
 // per-call timeout and its mix.
 type ClientSpec struct {
 	Endpoints []string
-	Timeout   time.Duration
-	Mix       Mix
+	// TLS makes the client's TLS config: a certificate of the cluster CA
+	// for the given name, and the CA.
+	TLS     func(name string) (*tls.Config, error)
+	Timeout time.Duration
+	Mix     Mix
 	// Pinned: never reorder the endpoints (negative controls aim readers
 	// at one node).
 	Pinned bool
@@ -110,7 +114,12 @@ type worker struct {
 }
 
 func (k *worker) connect() error {
-	cl, err := client.New(client.Config{Endpoints: k.spec.Endpoints, Actor: fmt.Sprintf("jepsen-c%d", k.id),
+	name := fmt.Sprintf("jepsen-c%d", k.id)
+	creds, err := k.spec.TLS(name)
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(client.Config{Endpoints: k.spec.Endpoints, Actor: name, TLS: creds,
 		RequestTimeout: k.spec.Timeout, DialTimeout: time.Second, MaxRetries: 3, Backoff: 50 * time.Millisecond})
 	if err != nil {
 		return err

@@ -71,7 +71,7 @@ func (c *testCluster) startSimSampled(t testing.TB, workload string, opts sim.Wo
 	for _, n := range c.running() {
 		eps = append(eps, n.GRPCAddr())
 	}
-	cl, err := client.New(client.Config{Endpoints: eps})
+	cl, err := client.New(client.Config{Endpoints: eps, TLS: adminTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func (c *testCluster) startSimSampled(t testing.TB, workload string, opts sim.Wo
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := sim.New(sim.Config{Cluster: cl, Workload: w, Nodes: 3, Rate: rate, Duration: d, Seed: seed, SampleRate: sampleRate, Logger: slog.New(slog.DiscardHandler)})
+	s, err := sim.New(sim.Config{Cluster: cl, Workload: w, Nodes: 3, Rate: rate, Duration: d, Seed: seed, SampleRate: sampleRate, Identity: testAdmin, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

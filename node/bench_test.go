@@ -130,11 +130,36 @@ func (s timedLogStore) StoreLogs(ls []*raft.Log) error {
 
 func (s timedLogStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
 
+// transports are the two ways a cluster runs, compared in one run by the
+// benchmarks below: mutual TLS (the default) and --insecure.
+var transports = []struct {
+	name     string
+	insecure bool
+}{{"tls", false}, {"plaintext", true}}
+
 // BenchmarkSplitCommitLatency reports manual split commit latency on a
-// 3-node loopback cluster with fsync on, beside F (fdatasync) and B (bbolt
-// update) measured in the same run on the same filesystem, and where the
-// time goes. Run: go test -run '^$' -bench SplitCommitLatency -benchtime 500x ./node/
+// 3-node loopback cluster with fsync on, over TLS and plaintext, beside F
+// (fdatasync) and B (bbolt update) measured in the same run on the same
+// filesystem, and where the time goes. Run:
+// go test -run '^$' -bench SplitCommitLatency -benchtime 500x ./node/
 func BenchmarkSplitCommitLatency(b *testing.B) {
+	p50 := map[string]time.Duration{}
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) {
+			if d := splitCommitLatency(b, tr.insecure); d > 0 {
+				p50[tr.name] = d
+			}
+		})
+	}
+	if p50["tls"] > 0 && p50["plaintext"] > 0 {
+		ratio := float64(p50["tls"]) / float64(p50["plaintext"])
+		b.Logf("split commit p50: TLS %v, plaintext %v, ratio %.2f (goal <= 1.2): %v", p50["tls"], p50["plaintext"], ratio, ratio <= 1.2)
+	}
+}
+
+// splitCommitLatency is one run of BenchmarkSplitCommitLatency; it returns
+// the p50, 0 for the framework's probe run.
+func splitCommitLatency(b *testing.B, insecure bool) time.Duration {
 	dir, fs := benchDir(b)
 	const probes = 300
 	fd := fdatasyncLatency(b, dir, probes)
@@ -147,6 +172,7 @@ func BenchmarkSplitCommitLatency(b *testing.B) {
 		writes[cfg.ID] = w
 		cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore { return timedLogStore{s, &storeMu, w} }
 		cfg.CeilingWindow = 10 * time.Second // keep fence renewals out of the way
+		cfg.Insecure = insecure
 	})
 	leader := c.leader()
 	cl := c.catalogClient(leader)
@@ -181,7 +207,7 @@ func BenchmarkSplitCommitLatency(b *testing.B) {
 	}
 	b.StopTimer()
 	if b.N < 100 {
-		return // the framework's probe run: too few splits to report
+		return 0 // the framework's probe run: too few splits to report
 	}
 	storeMu.Lock()
 	defer storeMu.Unlock()
@@ -210,6 +236,7 @@ func BenchmarkSplitCommitLatency(b *testing.B) {
 		b.Logf("breakdown: follower log write p50 %v; client gRPC round trip p50 %v; remainder (replication hop, apply, response) ~%v",
 			percentile(follower, 0.5), percentile(rpc, 0.5), p50-percentile(*writes[leader], 0.5)-percentile(follower, 0.5)-percentile(rpc, 0.5))
 	}
+	return p50
 }
 
 // BenchmarkListRoutesLinearizable measures linearizable ListRoutes of a
@@ -241,9 +268,15 @@ func BenchmarkListRoutesLinearizable(b *testing.B) {
 }
 
 // BenchmarkGetTimestamp measures GetTimestamp batches (of 100) per second
-// against the leader, 8 concurrent callers.
+// against the leader, 8 concurrent callers, over TLS and plaintext.
 func BenchmarkGetTimestamp(b *testing.B) {
-	c := newTestCluster(b, 3, nil)
+	for _, tr := range transports {
+		b.Run(tr.name, func(b *testing.B) { getTimestamp(b, tr.insecure) })
+	}
+}
+
+func getTimestamp(b *testing.B, insecure bool) {
+	c := newTestCluster(b, 3, func(cfg *Config) { cfg.Insecure = insecure })
 	cl := c.catalogClient(c.leader())
 	ctx := context.Background()
 	var fails atomic.Int64

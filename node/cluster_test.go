@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -89,7 +87,9 @@ func newTestClusterIn(t testing.TB, dir string, n int, tweak func(*Config)) *tes
 }
 
 // start runs a node with cfg on fresh loopback listeners; the advertised
-// addresses are fixed on first start so a restarted node keeps them.
+// addresses are fixed on first start so a restarted node keeps them. A
+// node runs TLS with certificates under <dir>/certs unless cfg sets TLS or
+// Insecure.
 func (c *testCluster) start(cfg Config) *Node {
 	c.t.Helper()
 	if prev, ok := c.cfgs[cfg.ID]; ok {
@@ -99,6 +99,12 @@ func (c *testCluster) start(cfg Config) *Node {
 		cfg.RaftAddr, cfg.GRPCAddr = r.Addr().String(), g.Addr().String()
 		r.Close()
 		g.Close()
+		if len(cfg.Join) > 0 && !cfg.Insecure {
+			c.admit(cfg.ID, cfg.RaftAddr)
+		}
+	}
+	if cfg.TLS == nil && !cfg.Insecure {
+		cfg.TLS = nodeTLS(c.t, filepath.Join(c.dir, "certs"), cfg.ID)
 	}
 	n, err := Start(cfg)
 	if err != nil {
@@ -108,6 +114,16 @@ func (c *testCluster) start(cfg Config) *Node {
 	c.nodes[cfg.ID], c.cfgs[cfg.ID] = n, cfg
 	c.mu.Unlock()
 	return n
+}
+
+// admit lets a new node join with its own certificate, as an admin does
+// with `hotsplitctl cluster add` (cluster version 2).
+func (c *testCluster) admit(id, raftAddr string) {
+	c.t.Helper()
+	lead := c.waitLeaderReady(20 * time.Second)
+	if _, err := c.clusterClient(lead).Admit(ctxT(c.t, 10*time.Second), &api.AdmitRequest{NodeId: id, RaftAddr: raftAddr}); err != nil {
+		c.t.Fatalf("admit %s: %v", id, err)
+	}
 }
 
 func (c *testCluster) node(id string) *Node {
@@ -181,7 +197,11 @@ func (c *testCluster) conn(id string) *grpc.ClientConn {
 	if cc, ok := c.conns[id]; ok {
 		return cc
 	}
-	cc, err := grpc.NewClient(c.cfgs[id].GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := adminCreds(c.t)
+	if c.cfgs[id].Insecure {
+		creds = grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	cc, err := grpc.NewClient(c.cfgs[id].GRPCAddr, creds)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -294,19 +314,14 @@ func ctxT(t testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// businessHash hashes the replicated state minus what moves on its own or
-// records a request without applying it: the fence (ceiling, last HLC) and
-// the request-id table. "A rejected request changed nothing" compares it.
+// businessHash is stateBusinessHash of the node (statehash.go).
 func businessHash(t testing.TB, n *Node) string {
 	t.Helper()
-	p := n.FSM().State().Proto()
-	p.CeilingMs, p.LastHlc, p.Requests, p.NextRequestSeq = 0, 0, nil, 0
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	h, err := stateBusinessHash(n.FSM().State())
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	return h
 }
 
 // waitBusinessConverged waits until every running node shows the same

@@ -56,6 +56,14 @@ type Config struct {
 	// comparison only; never in production).
 	NoSync bool
 
+	// TLS names the node's certificate, key and CA bundle: mutual TLS 1.3
+	// on the raft port, gRPC (client certificates optional there; the
+	// authorization layer demands a certificate or a token) and HTTP.
+	// Exactly one of TLS and Insecure must be set.
+	TLS *TLSFiles
+	// Insecure runs every port in plaintext: anyone who can reach a port
+	// can read and change the cluster. One WARN line at every start.
+	Insecure bool
 	// TokenFile holds bearer tokens (lines `name role sha256hex`, mode
 	// 0600) for clients that cannot hold a certificate; reloaded on change.
 	TokenFile string
@@ -96,6 +104,14 @@ func (c *Config) validate() error {
 	}
 	if c.GRPCAddr == "" && c.GRPCListener == nil {
 		errs = append(errs, errors.New("grpcAddr: must be set"))
+	}
+	switch {
+	case c.TLS == nil && !c.Insecure:
+		errs = append(errs, errors.New("tls: no certificate: set TLS (certificate, key and CA files) or, for a plaintext cluster on a trusted network, Insecure"))
+	case c.TLS != nil && c.Insecure:
+		errs = append(errs, errors.New("tls: TLS and Insecure both set; choose one"))
+	case c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "" || c.TLS.CAFile == ""):
+		errs = append(errs, errors.New("tls: CertFile, KeyFile and CAFile must all be set"))
 	}
 	if c.Bootstrap && len(c.Join) > 0 {
 		errs = append(errs, errors.New("bootstrap and join: choose one (bootstrap forms a new cluster, join enters an existing one)"))

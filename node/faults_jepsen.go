@@ -227,10 +227,16 @@ func registerJepsenHandlers(mux *http.ServeMux, n *Node) {
 	mux.HandleFunc("GET /jepsen/state", func(w http.ResponseWriter, _ *http.Request) {
 		st := n.fsm.State()
 		h := st.Hash()
+		bh, err := stateBusinessHash(st)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		json.NewEncoder(w).Encode(map[string]any{
 			"node_id": n.cfg.ID, "raft_state": n.raft.State().String(), "applied_index": st.Index(),
 			"hash": fmt.Sprintf("%x", h), "catalog_version": catalogVersion(st),
 			"ready": n.sched.IsReady(), "last_index": n.raft.LastIndex(),
+			"term": n.raft.CurrentTerm(), "business_hash": bh,
 		})
 	})
 }

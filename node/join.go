@@ -48,7 +48,11 @@ func (n *Node) joinLoop(ctx context.Context, self *api.Member, endpoints []strin
 	if ctx.Err() != nil {
 		return
 	}
-	cl, err := client.New(client.Config{Endpoints: endpoints, Logger: n.log})
+	ccfg := client.Config{Endpoints: endpoints, Logger: n.log, Insecure: n.tls == nil}
+	if n.tls != nil {
+		ccfg.TLS = n.joinTLS()
+	}
+	cl, err := client.New(ccfg)
 	if err != nil {
 		n.halt(fmt.Errorf("join: %w", err))
 		return

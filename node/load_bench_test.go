@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -79,7 +78,7 @@ func loadScale(b *testing.B, replicas int) {
 	// Reporters are data nodes: encoding their reports is their CPU, not
 	// the leader's. Every report is encoded before the clock starts and
 	// sent as bytes, so the two shared cores go to the cluster.
-	cc, err := grpc.NewClient(leader.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(leader.GRPCAddr(), adminCreds(b))
 	if err != nil {
 		b.Fatal(err)
 	}

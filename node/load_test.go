@@ -110,7 +110,7 @@ func committedColumns(t testing.TB, n *Node) map[uint64]*api.ObserveColumn {
 
 func clientFor(t testing.TB, addrs ...string) *client.Client {
 	t.Helper()
-	cl, err := client.New(client.Config{Endpoints: addrs, RequestTimeout: 5 * time.Second})
+	cl, err := client.New(client.Config{Endpoints: addrs, RequestTimeout: 5 * time.Second, TLS: adminTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

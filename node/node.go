@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,17 +23,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
 )
 
 // MaxMessageSize bounds one gRPC message: a 4 MiB load report plus framing.
 const MaxMessageSize = 4<<20 + 64<<10
+
+// grpcHandshakeTimeout bounds a gRPC connection's TLS handshake.
+const grpcHandshakeTimeout = 5 * time.Second
 
 // Node is one running hotsplit server.
 type Node struct {
@@ -46,6 +53,9 @@ type Node struct {
 	store *raftboltdb.BoltStore
 	clock *hlc.Clock
 	auth  *transport.Authenticator
+	// tls holds the node's certificate material; nil when Insecure.
+	tls    *pki.Reloader
+	stream io.Closer // raft's stream layer, closed by raft's transport
 
 	raftLn, grpcLn, httpLn net.Listener
 	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
@@ -74,6 +84,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, log: log, halted: make(chan struct{})}
 	defer func() {
 		if err != nil {
+			if n.stream != nil {
+				n.stream.Close()
+			}
 			n.closeListeners()
 			if n.store != nil {
 				n.store.Close()
@@ -88,7 +101,12 @@ func Start(cfg Config) (_ *Node, err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	installRaftMetrics()
 
-	n.auth = &transport.Authenticator{Insecure: true}
+	if cfg.Insecure {
+		log.Warn("running without TLS (--insecure): anything that can reach the raft, gRPC or HTTP port can read and change this cluster")
+	} else if err := n.startTLS(); err != nil {
+		return nil, err
+	}
+	n.auth = &transport.Authenticator{Insecure: cfg.Insecure}
 	if cfg.TokenFile != "" {
 		if n.auth.Tokens, err = transport.LoadTokenFile(cfg.TokenFile, log); err != nil {
 			return nil, err
@@ -122,11 +140,18 @@ func Start(cfg Config) (_ *Node, err error) {
 	if dialer == nil {
 		dialer = defaultDialer(cfg.ID)
 	}
-	stream, err := newStreamLayer(n.raftLn, n.advertisedRaft(), dialer)
+	stream, err := n.newStreamLayer(dialer, reg)
 	if err != nil {
 		return nil, err
 	}
-	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})}
+	n.stream = stream
+	// MaxRPCsInFlight 1 turns raft's pipelined replication off: in v1.7.2
+	// its pipeline can deadlock when a follower answers Success=false (the
+	// decoder exits, the sender parks on a full channel, replication to that
+	// follower stops for good and Shutdown waits forever; see
+	// docs/design.md). Each follower then gets one AppendEntries at a time,
+	// batching whatever queued meanwhile.
+	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog})}
 
 	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg)})
 	notify := make(chan bool, 16)
@@ -178,8 +203,12 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.Bootstrap {
 		boot = &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
 	}
+	var peerCredentials credentials.TransportCredentials = insecure.NewCredentials()
+	if n.tls != nil {
+		peerCredentials = newPeerCreds(n.tls, n.grpcMemberAt)
+	}
 	dialOpts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(peerCredentials),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 	}
@@ -195,12 +224,25 @@ func Start(cfg Config) (_ *Node, err error) {
 	limits.MaxMessageBytes = MaxMessageSize
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
 		Metrics: tmetrics, Limits: limits, Auth: n.auth})
-	n.grpc = grpc.NewServer(n.srv.ServerOptions()...)
+	// A connection that has not finished its TLS handshake and HTTP/2
+	// preface by then is closed, freeing its slot under the connection cap
+	// (gRPC's default: 120 s).
+	srvOpts := append(n.srv.ServerOptions(), grpc.ConnectionTimeout(grpcHandshakeTimeout))
+	if n.tls != nil {
+		// Client certificates are optional here: peers and certificate
+		// clients present one, token clients do not; the verified chain
+		// reaches the authorization layer in the peer's credentials.TLSInfo.
+		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(n.tls.ServerConfig(tls.VerifyClientCertIfGiven))))
+	}
+	n.grpc = grpc.NewServer(srvOpts...)
 	n.srv.Register(n.grpc)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	if n.tls != nil {
+		n.goRun(func() { n.tls.Run(ctx) })
+	}
 	n.goRun(func() { n.sched.Run(ctx) })
 	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
 	if n.auth.Tokens != nil {
@@ -213,8 +255,15 @@ func Start(cfg Config) (_ *Node, err error) {
 	})
 	if n.httpLn != nil {
 		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		serve := func() error { return n.http.Serve(n.httpLn) }
+		if n.tls != nil {
+			// Client certificates optional: handlers find a verified one in
+			// r.TLS.VerifiedChains.
+			n.http.TLSConfig = n.tls.ServerConfig(tls.VerifyClientCertIfGiven, "h2", "http/1.1")
+			serve = func() error { return n.http.ServeTLS(n.httpLn, "", "") }
+		}
 		n.goRun(func() {
-			if err := n.http.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("http server stopped", "reason", err.Error())
 			}
 		})

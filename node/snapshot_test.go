@@ -119,7 +119,7 @@ func TestIntegrationBrokenSnapshotIsRefused(t *testing.T) {
 	// The broken snapshot alone: the node must not start.
 	dir := t.TempDir()
 	writeSnapshot(t, dir, index, term, conf, brokenCopy(st.Proto()))
-	cfg := Config{ID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quietLogger()}
+	cfg := Config{ID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quietLogger(), TLS: nodeTLS(t, t.TempDir(), "n1")}
 	cfg.RaftListener, cfg.GRPCListener = listen(t), listen(t)
 	n, err := Start(cfg)
 	if err == nil {

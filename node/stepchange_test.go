@@ -58,7 +58,7 @@ func TestIntegrationStepChangeUnderLoad(t *testing.T) {
 	for _, n := range c.running() {
 		eps = append(eps, n.GRPCAddr())
 	}
-	cl, err := client.New(client.Config{Endpoints: eps})
+	cl, err := client.New(client.Config{Endpoints: eps, TLS: adminTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestIntegrationStepChangeUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := sim.New(sim.Config{Cluster: lossy, Workload: w, Nodes: 3, Rate: rate, Duration: 8 * time.Second, Seed: 13,
-		Logger: slog.New(slog.DiscardHandler)})
+		Identity: testAdmin, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -402,7 +402,7 @@ func (s *Scheduler) ensureSelfMember(ctx context.Context) {
 	}
 	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: cloneMember(self)}}})
 	switch {
-	case err != nil:
+	case err != nil: // res is nil: reading it would panic
 		s.log.Warn("could not record this node as a member", "reason", err.Error())
 	case res.GetCode() != api.ResultCode_RESULT_CODE_OK:
 		s.log.Warn("could not record this node as a member", "reason", res.GetMessage())

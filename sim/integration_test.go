@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -13,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
 	server "github.com/hotsplit/hotsplit/node"
+	"github.com/hotsplit/hotsplit/pki"
 )
 
 // TestIntegrationRunAgainstCluster runs the simulator against a real
@@ -27,8 +29,10 @@ func TestIntegrationRunAgainstCluster(t *testing.T) {
 	w := mustWorkload(t, HotKey, nil)
 	raftLn, grpcLn := listenLocal(t), listenLocal(t)
 	on := true
+	nodeTLS, clientTLS := testTLS(t)
 	n, err := server.Start(server.Config{
-		ID: "n1", DataDir: filepath.Join(t.TempDir(), "n1"), Bootstrap: true,
+		TLS: nodeTLS,
+		ID:  "n1", DataDir: filepath.Join(t.TempDir(), "n1"), Bootstrap: true,
 		RaftAddr: raftLn.Addr().String(), GRPCAddr: grpcLn.Addr().String(),
 		RaftListener: raftLn, GRPCListener: grpcLn,
 		InitialSplits:    w.Keys().SplitKeys(1),
@@ -47,7 +51,7 @@ func TestIntegrationRunAgainstCluster(t *testing.T) {
 		defer cancel()
 		n.Close(ctx)
 	})
-	cl, err := client.New(client.Config{Endpoints: []string{n.GRPCAddr()}})
+	cl, err := client.New(client.Config{Endpoints: []string{n.GRPCAddr()}, TLS: clientTLS})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,4 +97,36 @@ func listenLocal(t *testing.T) net.Listener {
 		t.Fatal(err)
 	}
 	return ln
+}
+
+// testTLS writes a CA and a node certificate for n1 (127.0.0.1) and returns
+// the node's files and a client config of a reporter+reader certificate, as
+// a data node embedding keyviz would hold.
+func testTLS(t *testing.T) (*server.TLSFiles, *tls.Config) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.NewCA("sim-test", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &server.TLSFiles{CertFile: filepath.Join(dir, "n1.crt"), KeyFile: filepath.Join(dir, "n1.key"), CAFile: filepath.Join(dir, "ca.crt")}
+	if err := ca.Write(f.CAFile, filepath.Join(dir, "ca.key"), false); err != nil {
+		t.Fatal(err)
+	}
+	node, err := ca.NewNode("n1", pki.NodeOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := node.Write(f.CertFile, f.KeyFile, false); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ca.NewClient("sim", []string{"reporter", "reader"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := p.ClientTLS(ca.Pool())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, cfg
 }

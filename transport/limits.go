@@ -77,9 +77,6 @@ func (l Limits) WithDefaults() Limits {
 	return l
 }
 
-// handshakeTimeout bounds a new connection's TLS and HTTP/2 handshakes.
-const handshakeTimeout = 10 * time.Second
-
 // minReportCharge is the least a report is charged (decoding costs more
 // memory than its wire bytes).
 const minReportCharge = 16 << 10
@@ -154,10 +151,6 @@ func checkReportSize(ctx context.Context, size int) error {
 func (s *Server) limitOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(s.tapHandle),
-		// A connection that has not finished its TLS and HTTP/2 handshakes
-		// by then is closed, so a flood of silent connections frees its
-		// slots under the connection cap (gRPC's default is 120 s).
-		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.MaxConcurrentStreams(s.lim.MaxConcurrentStreams),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: s.lim.KeepaliveMinTime, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: s.lim.IdleTimeout}),

@@ -46,7 +46,7 @@ func startCluster(t *testing.T) *fakeCluster {
 		errs: map[string]error{},
 		reqs: map[string][]proto.Message{},
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(testServerCreds(t))
 	api.RegisterCatalogServer(s, f)
 	api.RegisterAutoSplitServer(s, f)
 	api.RegisterClusterServer(s, f)
@@ -215,8 +215,15 @@ type result struct {
 
 var testEnv = env{
 	getenv: func(k string) string {
-		if k == "USER" {
+		switch k {
+		case "USER":
 			return "alice"
+		case "HOTSPLIT_CACERT":
+			return testCerts.ca
+		case "HOTSPLIT_CERT":
+			return testCerts.cert
+		case "HOTSPLIT_KEY":
+			return testCerts.key
 		}
 		return ""
 	},

@@ -39,6 +39,11 @@ type app struct {
 	timeout     time.Duration
 	verbose     bool
 
+	// Transport security ($HOTSPLIT_CACERT, $HOTSPLIT_CERT, $HOTSPLIT_KEY,
+	// $HOTSPLIT_TOKEN set the defaults).
+	caCert, cert, key, token string
+	insecure                 bool
+
 	cl *client.Client
 }
 
@@ -75,7 +80,10 @@ failed precondition; nothing was applied); 2 usage error (nothing was sent);
 been applied: the error prints its request id; re-run with --request-id ID to
 learn the result).
 
-Connections are plaintext: run hotsplit only on trusted networks.`,
+Connections are TLS 1.3: --cacert names the cluster's CA, and you prove who
+you are with a client certificate (--cert/--key: CN = your name, O = your
+roles) or a bearer token (--token). --insecure talks plaintext to a cluster
+started with --insecure. 'hotsplitctl certs' makes the certificates.`,
 		Example: `  hotsplitctl --endpoints 127.0.0.1:7001,127.0.0.1:7002 routes list
   HOTSPLIT_ENDPOINTS=127.0.0.1:7001 hotsplitctl autosplit status -o json`,
 		Args:              groupArgs,
@@ -98,8 +106,13 @@ Connections are plaintext: run hotsplit only on trusted networks.`,
 	pf.StringVarP(&a.output, "output", "o", "table", "output format: table or json (the protobuf JSON mapping of the response)")
 	pf.StringVar(&a.actor, "actor", a.defaultActor(), "a note recorded with mutations beside your authenticated identity (the certificate CN or token name is the actor)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log connection attempts and retries to stderr")
+	pf.StringVar(&a.caCert, "cacert", a.env.getenv("HOTSPLIT_CACERT"), "the cluster's CA certificate, PEM ($HOTSPLIT_CACERT)")
+	pf.StringVar(&a.cert, "cert", a.env.getenv("HOTSPLIT_CERT"), "your client certificate, PEM ($HOTSPLIT_CERT)")
+	pf.StringVar(&a.key, "key", a.env.getenv("HOTSPLIT_KEY"), "the key of --cert, PEM ($HOTSPLIT_KEY)")
+	pf.StringVar(&a.token, "token", a.env.getenv("HOTSPLIT_TOKEN"), "a bearer token instead of a client certificate ($HOTSPLIT_TOKEN)")
+	pf.BoolVar(&a.insecure, "insecure", false, "plaintext, for a cluster started with --insecure (no TLS: anyone on the path can read and change the traffic)")
 
-	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.simCmd())
+	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.simCmd(), a.certsCmd())
 	return root
 }
 
@@ -153,6 +166,9 @@ func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 		}
 		eps = append(eps, ep)
 	}
+	if err := a.checkSecurityFlags(cmd); err != nil {
+		return nil, err
+	}
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if a.verbose {
 		logger = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -163,15 +179,47 @@ func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 		RequestTimeout: a.timeout,
 		// Scaled to the time budget so that a short --timeout still leaves
 		// room for every retry.
-		Backoff: max(min(a.timeout/100, client.DefaultBackoff), time.Millisecond),
-		Logger:  logger,
-		Actor:   a.actor,
+		Backoff:  max(min(a.timeout/100, client.DefaultBackoff), time.Millisecond),
+		Logger:   logger,
+		Actor:    a.actor,
+		Insecure: a.insecure,
+		Token:    a.token,
+		// Files only when TLS is on: with --insecure the environment's
+		// certificate settings do not apply.
+		CACertFile: unless(a.insecure, a.caCert),
+		CertFile:   unless(a.insecure, a.cert),
+		KeyFile:    unless(a.insecure, a.key),
 	})
 	if err != nil {
 		return nil, usageErr(cmd, err)
 	}
 	a.cl = cl
 	return cl, nil
+}
+
+// checkSecurityFlags refuses, before anything is sent, a command line that
+// says nothing about TLS or says contradictory things.
+func (a *app) checkSecurityFlags(cmd *cobra.Command) error {
+	switch {
+	case a.insecure && (cmd.Flags().Changed("cacert") || cmd.Flags().Changed("cert") || cmd.Flags().Changed("key")):
+		return usageErrorf(cmd, "--insecure together with --cacert/--cert/--key: choose one")
+	case a.insecure:
+		return nil
+	case a.caCert == "":
+		return usageErrorf(cmd, "no TLS trust: give --cacert (or $HOTSPLIT_CACERT) with --cert/--key (or --token), or --insecure for a cluster started with --insecure")
+	case (a.cert == "") != (a.key == ""):
+		return usageErrorf(cmd, "--cert and --key go together ($HOTSPLIT_CERT, $HOTSPLIT_KEY)")
+	case a.cert == "" && a.token == "":
+		return usageErrorf(cmd, "no identity: give --cert/--key (or $HOTSPLIT_CERT/$HOTSPLIT_KEY) or --token ($HOTSPLIT_TOKEN)")
+	}
+	return nil
+}
+
+func unless(cond bool, s string) string {
+	if cond {
+		return ""
+	}
+	return s
 }
 
 func (a *app) json() bool { return a.output == "json" }

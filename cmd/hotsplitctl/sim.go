@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -28,6 +29,7 @@ type simFlags struct {
 	duration   time.Duration
 	seed       uint64
 	runID      string
+	identity   string
 	progress   bool
 	keySpace   uint64
 	writeFrac  float64
@@ -110,6 +112,7 @@ summary.`,
 	fl.DurationVar(&f.duration, "duration", 0, fmt.Sprintf("how long to issue operations, at most %v (required)", sim.MaxDuration))
 	fl.Uint64Var(&f.seed, "seed", 1, "seed of the operation sequence")
 	fl.StringVar(&f.runID, "run-id", "", "run id in the reporter ids (default: random)")
+	fl.StringVar(&f.identity, "identity", "", "the name you authenticate as (a reporter reports only under it): default the CN of --cert, else "+sim.DefaultIdentity)
 	fl.BoolVar(&f.progress, "progress", true, "show a progress line on stderr")
 	def := sim.DefaultWorkloadOptions()
 	fl.Uint64Var(&f.keySpace, "key-space", def.KeySpace, "number of distinct keys")
@@ -192,6 +195,7 @@ func (a *app) runSim(cmd *cobra.Command, f simFlags) error {
 		Duration: f.duration,
 		Seed:     f.seed,
 		RunID:    f.runID,
+		Identity: a.simIdentity(f.identity),
 		Logger:   logger,
 	})
 	if err != nil {
@@ -428,4 +432,18 @@ func writeSimSummary(w io.Writer, s simSummary) error {
 			strconv.FormatUint(c.Dropped, 10), strconv.FormatUint(c.Refused, 10), strconv.Itoa(c.Pending))
 	}
 	return nt.flush()
+}
+
+// simIdentity is the name the simulator's reporters report under: the one
+// given, or the CN of the client certificate, or sim's default (for a token
+// or an insecure cluster).
+func (a *app) simIdentity(given string) string {
+	if given != "" || a.insecure || a.cert == "" {
+		return given
+	}
+	certs, err := pki.ReadCerts(a.cert)
+	if err != nil || len(certs) == 0 {
+		return "" // the connection reports the unreadable certificate
+	}
+	return certs[0].Subject.CommonName
 }

@@ -35,7 +35,7 @@ func startLoadCluster(t *testing.T) *loadCluster {
 		t.Fatal(err)
 	}
 	c := &loadCluster{addr: lis.Addr().String(), columns: map[string]map[uint64]*api.ReportColumn{}}
-	s := grpc.NewServer()
+	s := grpc.NewServer(testServerCreds(t))
 	api.RegisterCatalogServer(s, c)
 	api.RegisterAutoSplitServer(s, c)
 	api.RegisterLoadServer(s, c)
@@ -176,9 +176,9 @@ func TestSimRunSummary(t *testing.T) {
 		"catalog    version 1, 1 routes (1 versions received, 0 watch failures)\n",
 		"committed  600 ops in acknowledged columns, 0 in late columns (dropped by the cluster), 0 in refused columns\n",
 		"flushed    yes: every column holding an operation is settled\n",
-		"NODE     READS",
-		"\nsim/t-0  ",
-		"\nsim/t-1  ",
+		"NODE       READS",
+		"\nalice/t-0  ",
+		"\nalice/t-1  ",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, r.stdout)

@@ -55,8 +55,9 @@ func demoDefaults(o *options) {
 
 // runDemoLoad puts the simulated data plane's load on the demo cluster
 // until ctx ends: the chosen workload, or a hot key then a shifting range.
-func runDemoLoad(ctx context.Context, endpoints []string, o *options, log *slog.Logger, out io.Writer) {
-	cl, err := client.New(client.Config{Endpoints: endpoints, Actor: "demo"})
+func runDemoLoad(ctx context.Context, endpoints []string, certs devCerts, o *options, log *slog.Logger, out io.Writer) {
+	cl, err := client.New(client.Config{Endpoints: endpoints, Actor: "demo",
+		CACertFile: certs.file("ca.crt"), CertFile: certs.file("client-" + demoClient + ".crt"), KeyFile: certs.file("client-" + demoClient + ".key")})
 	if err != nil {
 		fmt.Fprintln(out, "demo load:", err)
 		return
@@ -78,7 +79,7 @@ func runDemoLoad(ctx context.Context, endpoints []string, o *options, log *slog.
 			fmt.Fprintln(out, "demo load:", err)
 			return
 		}
-		s, err := sim.New(sim.Config{Cluster: cl, Workload: w, Nodes: 3, Rate: o.devRate, Duration: p.d, Seed: uint64(i + 1), Logger: log})
+		s, err := sim.New(sim.Config{Cluster: cl, Workload: w, Nodes: 3, Rate: o.devRate, Duration: p.d, Seed: uint64(i + 1), Identity: demoClient, Logger: log})
 		if err != nil {
 			fmt.Fprintln(out, "demo load:", err)
 			return

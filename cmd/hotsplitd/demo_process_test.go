@@ -55,22 +55,40 @@ func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 		close(lines)
 		io.Copy(io.Discard, stdout)
 	}()
+	// The README tour pastes the printed export line; so does this test.
 	var endpoints string
-	var out []string
+	var env, out []string
 	deadline := time.After(30 * time.Second)
-	for endpoints == "" {
+	for env == nil {
 		select {
 		case l, ok := <-lines:
 			if !ok {
 				t.Fatalf("demo exited: %v", out)
 			}
 			out = append(out, l)
-			if rest, ok := strings.CutPrefix(l, "hotsplitctl endpoints: "); ok {
-				endpoints = rest
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "export "); ok {
+				env = strings.Fields(rest)
 			}
 		case <-deadline:
-			t.Fatalf("no endpoints line in 30s: %v", out)
+			t.Fatalf("no export line in 30s: %v", out)
 		}
+	}
+	for _, want := range []string{"HOTSPLIT_ENDPOINTS", "HOTSPLIT_CACERT", "HOTSPLIT_CERT", "HOTSPLIT_KEY"} {
+		found := false
+		for _, kv := range env {
+			k, v, _ := strings.Cut(kv, "=")
+			found = found || k == want && v != ""
+			if k == "HOTSPLIT_ENDPOINTS" {
+				endpoints = v
+			}
+		}
+		if !found {
+			t.Fatalf("export line %q lacks %s", env, want)
+		}
+	}
+	// The export line is all the CLI needs: without it, it refuses.
+	if _, err := ctl(t, hotsplitctl, []string{"HOTSPLIT_CACERT=", "HOTSPLIT_CERT=", "HOTSPLIT_KEY="}, endpoints, "cluster", "leader"); err == nil || !strings.Contains(err.Error(), "--cacert") {
+		t.Fatalf("hotsplitctl without the export line: %v, want a refusal naming --cacert", err)
 	}
 	ks, err := sim.NewKeySpace(sim.DefaultKeySpace)
 	if err != nil {
@@ -83,7 +101,7 @@ func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 	lo, _, _ := w.Hotspot(0)
 	hot := ks.Key(lo)
 	eventually(t, 60*time.Second, "the hot key isolated", func() error {
-		got, err := ctl(t, hotsplitctl, endpoints, "routes", "get", string(hot), "-o", "json")
+		got, err := ctl(t, hotsplitctl, env, endpoints, "routes", "get", string(hot), "-o", "json")
 		if err != nil {
 			return err
 		}

@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/hotsplit/hotsplit/node"
+	"github.com/hotsplit/hotsplit/pki"
 )
 
 const devNodes = 3
 
-// runDev starts a three-node cluster on loopback in this process, prints
-// how to reach it, and runs until ctx ends.
-func runDev(ctx context.Context, o *options, out io.Writer) error {
+// runDev starts a three-node cluster on loopback in this process, with TLS
+// from an ephemeral CA, prints how to reach it, and runs until ctx ends.
+func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer) error {
 	dir := o.devDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "hotsplit-dev-")
@@ -29,6 +30,10 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 		dir = tmp
 	}
 	demoDefaults(o)
+	certs, err := devPKI(filepath.Join(dir, "certs"))
+	if err != nil {
+		return err
+	}
 	listeners, err := devListeners(o.devPorts)
 	if err != nil {
 		return err
@@ -48,11 +53,15 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr = "", "", ""
 		cfg.RaftListener, cfg.GRPCListener, cfg.HTTPListener = listeners[3*i], listeners[3*i+1], listeners[3*i+2]
 		cfg.Logger = o.node.Logger.With("node", cfg.ID)
+		cfg.TLS = &node.TLSFiles{CertFile: certs.file("node-" + cfg.ID + ".crt"), KeyFile: certs.file("node-" + cfg.ID + ".key"), CAFile: certs.file("ca.crt"), ReloadInterval: o.tls.ReloadInterval}
 		devTiming(&cfg)
 		if i == 0 {
 			cfg.Bootstrap, cfg.Join = true, nil
 		} else {
 			cfg.Bootstrap, cfg.Join = false, []string{nodes[0].GRPCAddr()}
+			if err := admitDev(ctx, nodes[0], cfg.ID, listeners[3*i].Addr().String()); err != nil {
+				return err
+			}
 		}
 		n, err := node.Start(cfg)
 		if err != nil {
@@ -66,24 +75,100 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 		https = append(https, n.HTTPAddr())
 	}
 	ep := strings.Join(endpoints, ",")
+	admin := []string{certs.file("client-admin.crt"), certs.file("client-admin.key")}
 	fmt.Fprintf(out, "hotsplitctl endpoints: %s\n", ep)
-	fmt.Fprintf(out, "metrics: http://%s/metrics (and the other nodes at %s)\n", https[0], strings.Join(https[1:], ", "))
-	fmt.Fprintf(out, "look closer:\n  export HOTSPLIT_ENDPOINTS=%s\n  go run ./cmd/hotsplitctl routes list\n  go run ./cmd/hotsplitctl autosplit status\n  go run ./cmd/hotsplitctl autosplit explain ROUTE_ID\n  go run ./cmd/hotsplitctl routes watch\n", ep)
-	fmt.Fprintf(out, "data: %s   (Ctrl-C stops the demo)\n", dir)
+	fmt.Fprintf(out, "metrics: curl --cacert %s --cert %s --key %s https://%s/metrics (and the other nodes at %s)\n", certs.file("ca.crt"), admin[0], admin[1], https[0], strings.Join(https[1:], ", "))
+	fmt.Fprintf(out, "look closer (TLS with the demo's throwaway CA; you are its admin):\n  export HOTSPLIT_ENDPOINTS=%s HOTSPLIT_CACERT=%s HOTSPLIT_CERT=%s HOTSPLIT_KEY=%s\n", ep, certs.file("ca.crt"), admin[0], admin[1])
+	fmt.Fprintf(out, "  go run ./cmd/hotsplitctl routes list\n  go run ./cmd/hotsplitctl autosplit status\n  go run ./cmd/hotsplitctl autosplit explain ROUTE_ID\n  go run ./cmd/hotsplitctl routes watch\n")
+	fmt.Fprintf(out, "data and certificates: %s   (Ctrl-C stops the demo)\n", dir)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	go printEvents(loadCtx, nodes[0], out)
 	if o.devWorkload != "none" {
-		go runDemoLoad(loadCtx, endpoints, o, o.node.Logger, out)
+		go runDemoLoad(loadCtx, endpoints, certs, o, o.node.Logger, out)
 	}
-	select {
-	case <-ctx.Done():
-	case <-nodes[0].Halted():
-	case <-nodes[1].Halted():
-	case <-nodes[2].Halted():
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-nodes[0].Halted():
+			return nil
+		case <-nodes[1].Halted():
+			return nil
+		case <-nodes[2].Halted():
+			return nil
+		case <-hup:
+			for _, n := range nodes {
+				reloadTLS(o.node.Logger, n)
+			}
+		}
+	}
+}
+
+// admitDev admits a demo node before it starts, as an admin would with
+// `hotsplitctl cluster add`: a node joins with its own certificate only
+// once admitted (cluster version 2).
+func admitDev(ctx context.Context, leader *node.Node, id, raftAddr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for !leader.Scheduler().IsReady() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("admit %s: %s did not become a ready leader: %w", id, leader.ID(), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if err := leader.Scheduler().Admit(ctx, id, raftAddr, "dev"); err != nil {
+		return fmt.Errorf("admit %s: %w", id, err)
 	}
 	return nil
 }
+
+// devCerts is the demo's certificate directory.
+type devCerts string
+
+func (d devCerts) file(name string) string { return filepath.Join(string(d), name) }
+
+// devPKI makes the demo's throwaway CA and, signed by it, a certificate
+// per node (127.0.0.1 and localhost), an admin client certificate for the
+// operator at the terminal and a reporter+reader one for the simulated data
+// plane. A --devDir kept from an earlier run gets fresh ones.
+func devPKI(dir string) (devCerts, error) {
+	d := devCerts(dir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return d, fmt.Errorf("dev certificates: %w", err)
+	}
+	ca, err := pki.NewCA("hotsplit-dev", 0)
+	if err != nil {
+		return d, err
+	}
+	if err := ca.Write(d.file("ca.crt"), d.file("ca.key"), true); err != nil {
+		return d, err
+	}
+	for i := range devNodes {
+		id := fmt.Sprintf("n%d", i+1)
+		p, err := ca.NewNode(id, pki.NodeOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}})
+		if err != nil {
+			return d, err
+		}
+		if err := p.Write(d.file("node-"+id+".crt"), d.file("node-"+id+".key"), true); err != nil {
+			return d, err
+		}
+	}
+	for name, roles := range map[string][]string{"admin": {"admin"}, demoClient: {"reporter", "reader"}} {
+		p, err := ca.NewClient(name, roles, 0)
+		if err != nil {
+			return d, err
+		}
+		if err := p.Write(d.file("client-"+name+".crt"), d.file("client-"+name+".key"), true); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// demoClient is the identity of the demo's simulated data plane.
+const demoClient = "demo-sim"
 
 // devTiming makes the demo react quickly on loopback unless flags say
 // otherwise.

@@ -28,6 +28,7 @@ type options struct {
 	devWorkload string
 	devRate     int
 	autoSplit   autoSplitFlag
+	tls         node.TLSFiles
 }
 
 // autoSplitFlag remembers whether --autoSplit was given at all: only an
@@ -87,6 +88,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&n.CeilingWindow, "ceilingWindow", 0, "HLC fence window (default 1s)")
 	fs.DurationVar(&n.OpStepDelay, "autoSplitOpDelay", 0, "hold a newly planned split op this long before its first step, so operators can review or abort it (default 0)")
 
+	fs.StringVar(&o.tls.CertFile, "tlsCert", "", "this node's certificate (PEM; CN = --id, O = node, IP/DNS names of its addresses): hotsplitctl certs create-node")
+	fs.StringVar(&o.tls.KeyFile, "tlsKey", "", "the key of --tlsCert (PEM)")
+	fs.StringVar(&o.tls.CAFile, "tlsCA", "", "the cluster's CA bundle (PEM): peers and clients must hold certificates it signed")
+	fs.DurationVar(&o.tls.ReloadInterval, "tlsReloadInterval", node.DefaultTLSReloadInterval, "how often the TLS files are checked for changes (they are also re-read on SIGHUP; 0: only on SIGHUP)")
+	fs.BoolVar(&n.Insecure, "insecure", false, "run without TLS: anything that can reach a port can read and change the cluster (trusted networks only)")
 	fs.StringVar(&n.TokenFile, "tokenFile", "", "bearer tokens for clients without a certificate: lines `name role sha256hex`, mode 0600, reloaded on change (hotsplitctl certs create-token)")
 	fs.BoolVar(&n.EnablePprof, "enablePprof", false, "serve /debug/pprof/ on the HTTP port (admin role only)")
 	fs.BoolVar(&n.MetricsInsecure, "metricsInsecure", false, "serve /metrics without authentication (default: the reader role, like every other read)")
@@ -108,8 +114,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: hotsplitd [flags]\n\nRun one hotsplit node, or --dev for a demo cluster.\n\nExamples:\n"+
 			"  hotsplitd --dev\n"+
-			"  hotsplitd --id n1 --dataDir /var/lib/hotsplit --bootstrap --autoSplit\n"+
-			"  hotsplitd --id n2 --dataDir /var/lib/hotsplit --raftAddr 10.0.0.2:7000 --grpcAddr 10.0.0.2:7001 --join 10.0.0.1:7001\n\nFlags:\n")
+			"  hotsplitd --id n1 --dataDir /var/lib/hotsplit --bootstrap --autoSplit --tlsCert n1.crt --tlsKey n1.key --tlsCA ca.crt\n"+
+			"  hotsplitd --id n2 --dataDir /var/lib/hotsplit --raftAddr 10.0.0.2:7000 --grpcAddr 10.0.0.2:7001 --join 10.0.0.1:7001 --tlsCert n2.crt --tlsKey n2.key --tlsCA ca.crt\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -139,21 +145,21 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		n.AutoSplit = &v
 	}
 	n.Logger = newLogger(os.Stderr, o.logLevel, o.logJSON)
+	check := requireNodeFlags
 	if o.dev {
-		if err := checkDevFlags(o); err != nil {
-			fmt.Fprintln(stderr, "hotsplitd:", err)
-			return nil, err
-		}
-	} else {
-		if err := requireNodeFlags(n); err != nil {
-			fmt.Fprintln(stderr, "hotsplitd:", err)
-			return nil, err
-		}
+		check = checkDevFlags
+	}
+	if err := check(o); err != nil {
+		fmt.Fprintln(stderr, "hotsplitd:", err)
+		return nil, err
 	}
 	return o, nil
 }
 
 func checkDevFlags(o *options) error {
+	if o.node.Insecure || o.tls.CertFile != "" || o.tls.KeyFile != "" || o.tls.CAFile != "" {
+		return errors.New("--dev makes its own CA and certificates and always runs TLS: drop --insecure and --tls*")
+	}
 	if o.devRate < 1 || o.devRate > sim.MaxRate {
 		return fmt.Errorf("--devRate: %d not in 1..%d", o.devRate, sim.MaxRate)
 	}
@@ -166,7 +172,8 @@ func checkDevFlags(o *options) error {
 	return nil
 }
 
-func requireNodeFlags(n *node.Config) error {
+func requireNodeFlags(o *options) error {
+	n := &o.node
 	var errs []error
 	if n.ID == "" {
 		errs = append(errs, errors.New("--id is required"))
@@ -174,7 +181,37 @@ func requireNodeFlags(n *node.Config) error {
 	if n.DataDir == "" {
 		errs = append(errs, errors.New("--dataDir is required"))
 	}
+	if err := tlsFlags(o); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// tlsFlags puts the TLS files into the node config: secure by default,
+// plaintext only with --insecure (SPEC §13).
+func tlsFlags(o *options) error {
+	f := o.tls
+	var missing []string
+	for _, fl := range []struct{ name, v string }{{"--tlsCert", f.CertFile}, {"--tlsKey", f.KeyFile}, {"--tlsCA", f.CAFile}} {
+		if fl.v == "" {
+			missing = append(missing, fl.name)
+		}
+	}
+	switch {
+	case o.node.Insecure && len(missing) < 3:
+		return errors.New("--insecure together with --tlsCert/--tlsKey/--tlsCA: choose one")
+	case o.node.Insecure:
+		return nil
+	case len(missing) == 3:
+		return errors.New("no TLS certificate: give --tlsCert, --tlsKey and --tlsCA (make them with `hotsplitctl certs create-ca` and `hotsplitctl certs create-node ID --ip ADDR`, see docs/security.md), or --insecure to run plaintext on a trusted network, or --dev for a local demo")
+	case len(missing) > 0:
+		return fmt.Errorf("TLS needs --tlsCert, --tlsKey and --tlsCA together: %s missing", strings.Join(missing, " and "))
+	}
+	if f.ReloadInterval == 0 {
+		f.ReloadInterval = -1 // only on SIGHUP
+	}
+	o.node.TLS = &f
+	return nil
 }
 
 // parseKeys splits a comma-separated key list, interpreting Go escapes.

@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -25,14 +27,15 @@ import (
 	"github.com/hotsplit/hotsplit/client"
 )
 
-// startOne starts a single bootstrapped node with extra flags and waits
-// until it leads.
-func startOne(t *testing.T, extra ...string) (*proc, string) {
+// startOne starts a single bootstrapped TLS node with extra flags and
+// waits until it leads.
+func startOne(t *testing.T, extra ...string) (*proc, certDir) {
 	t.Helper()
 	hotsplitd, hotsplitctl := binaries(t)
 	dir := t.TempDir()
+	certs := makeCerts(t, hotsplitctl, filepath.Join(dir, "certs"), "n1")
 	p := &proc{id: "n1", dataDir: filepath.Join(dir, "n1"), raft: freePort(t), grpc: freePort(t), http: freePort(t),
-		logPath: filepath.Join(dir, "n1.log"), args: append([]string{"--bootstrap"}, extra...)}
+		logPath: filepath.Join(dir, "n1.log"), args: append(append(certs.nodeArgs("n1"), "--bootstrap"), extra...)}
 	t.Cleanup(func() {
 		p.stop()
 		if t.Failed() {
@@ -42,10 +45,41 @@ func startOne(t *testing.T, extra ...string) (*proc, string) {
 	})
 	p.start(t, hotsplitd)
 	eventually(t, 20*time.Second, "a ready leader", func() error {
-		_, err := ctl(t, hotsplitctl, p.grpc, "routes", "list")
+		_, err := ctl(t, hotsplitctl, certs.adminEnv(), p.grpc, "routes", "list")
 		return err
 	})
-	return p, hotsplitctl
+	return p, certs
+}
+
+// adminClient connects to endpoint as the test admin.
+func (d certDir) adminClient(t *testing.T, endpoint string, cfg client.Config) *client.Client {
+	t.Helper()
+	f := func(n string) string { return filepath.Join(string(d), n) }
+	cfg.Endpoints = []string{endpoint}
+	cfg.CACertFile, cfg.CertFile, cfg.KeyFile = f("ca.crt"), f("client-admin.crt"), f("client-admin.key")
+	cl, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// adminHTTP is an HTTPS client presenting the test admin's certificate.
+func (d certDir) adminHTTP(t *testing.T) *http.Client {
+	t.Helper()
+	f := func(n string) string { return filepath.Join(string(d), n) }
+	pair, err := tls.LoadX509KeyPair(f("client-admin.crt"), f("client-admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := os.ReadFile(f("ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}}}
 }
 
 // procStatus reads a field of /proc/PID/status in bytes (VmHWM, VmRSS).
@@ -70,10 +104,10 @@ func procStatus(t *testing.T, pid int, field string) int64 {
 	return 0
 }
 
-// metric reads one sample of a node's /metrics, 0 if absent.
-func metric(t *testing.T, httpAddr, name string) float64 {
+// metric reads one sample of a node's /metrics (as the admin), 0 if absent.
+func metric(t *testing.T, hc *http.Client, httpAddr, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	resp, err := hc.Get("https://" + httpAddr + "/metrics")
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
@@ -114,11 +148,8 @@ func TestIntegrationReportFloodStaysBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds and runs hotsplitd processes")
 	}
-	p, _ := startOne(t, "--autoSplitStep", "1s", "--initialSplits", "b,c,d")
-	cl, err := client.New(client.Config{Endpoints: []string{p.grpc}, MaxRetries: -1, RequestTimeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, certs := startOne(t, "--autoSplitStep", "1s", "--initialSplits", "b,c,d")
+	cl := certs.adminClient(t, p.grpc, client.Config{MaxRetries: -1, RequestTimeout: 20 * time.Second})
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -144,7 +175,7 @@ func TestIntegrationReportFloodStaysBounded(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				req := floodReport(list.GetRoutes(), cfg, fmt.Sprintf("flood/%d", i), window)
+				req := floodReport(list.GetRoutes(), cfg, fmt.Sprintf("admin/flood-%d", i), window)
 				for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
 					_, err := cl.Report(ctx, req)
 					switch status.Code(err) {
@@ -171,7 +202,7 @@ func TestIntegrationReportFloodStaysBounded(t *testing.T) {
 		}
 	}
 	hwm := procStatus(t, p.cmd.Process.Pid, "VmHWM")
-	heap := metric(t, p.http, "go_memstats_heap_inuse_bytes")
+	heap := metric(t, certs.adminHTTP(t), p.http, "go_memstats_heap_inuse_bytes")
 	t.Logf("%d reports of %d bytes counted, %d refusals (ResourceExhausted, resent); leader RSS before %d MiB, peak %d MiB, heap in use after %.0f MiB",
 		counted.Load(), proto.Size(floodReport(list.GetRoutes(), cfg, "flood/0", 0)), refused.Load(), base>>20, hwm>>20, heap/(1<<20))
 	if counted.Load() != reporters*rounds {
@@ -191,7 +222,9 @@ func TestIntegrationConnectionFloodIsCapped(t *testing.T) {
 	}
 	const limit, flood = 200, 600
 	raiseFileLimit(t, flood+200)
-	p, hotsplitctl := startOne(t, "--maxConnections", strconv.Itoa(limit))
+	p, certs := startOne(t, "--maxConnections", strconv.Itoa(limit))
+	_, hotsplitctl := binaries(t)
+	hc := certs.adminHTTP(t)
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -206,8 +239,8 @@ func TestIntegrationConnectionFloodIsCapped(t *testing.T) {
 		conns = append(conns, c)
 	}
 	eventually(t, 10*time.Second, "the excess refused", func() error {
-		refusedN := metric(t, p.http, `hotsplit_connections_refused_total{listener="grpc"}`)
-		open := metric(t, p.http, `hotsplit_connections_open{listener="grpc"}`)
+		refusedN := metric(t, hc, p.http, `hotsplit_connections_refused_total{listener="grpc"}`)
+		open := metric(t, hc, p.http, `hotsplit_connections_open{listener="grpc"}`)
 		if open > limit || refusedN < flood-limit {
 			return fmt.Errorf("open %v (cap %d), refused %v of %d", open, limit, refusedN, flood)
 		}
@@ -218,7 +251,7 @@ func TestIntegrationConnectionFloodIsCapped(t *testing.T) {
 	}
 	conns = nil
 	eventually(t, 10*time.Second, "served again after the flood", func() error {
-		_, err := ctl(t, hotsplitctl, p.grpc, "routes", "list")
+		_, err := ctl(t, hotsplitctl, certs.adminEnv(), p.grpc, "routes", "list")
 		return err
 	})
 }

@@ -17,10 +17,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// SIGHUP re-reads the TLS files (they are also polled).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if opts.dev {
-		err = runDev(ctx, opts, os.Stdout)
+		err = runDev(ctx, opts, hup, os.Stdout)
 	} else {
-		err = runNode(ctx, opts)
+		err = runNode(ctx, opts, hup)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "hotsplitd:", err)

@@ -103,10 +103,44 @@ func (p *proc) stop() {
 	}
 }
 
-// ctl runs hotsplitctl against endpoints and returns stdout.
-func ctl(t *testing.T, bin, endpoints string, args ...string) (string, error) {
+// certDir holds a test cluster's certificates, made with the hotsplitctl
+// binary as an operator would (README): ca.crt, node-<id>.crt/.key and
+// client-admin.crt/.key.
+type certDir string
+
+func makeCerts(t *testing.T, hotsplitctl, dir string, ids ...string) certDir {
+	t.Helper()
+	cmds := [][]string{{"create-ca"}, {"create-client", "admin", "--role", "admin"}}
+	for _, id := range ids {
+		cmds = append(cmds, []string{"create-node", id, "--ip", "127.0.0.1"})
+	}
+	for _, c := range cmds {
+		out, err := exec.Command(hotsplitctl, append(append([]string{"certs"}, c...), "--dir", dir)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("hotsplitctl certs %s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+	return certDir(dir)
+}
+
+// nodeArgs are the TLS flags of node id.
+func (d certDir) nodeArgs(id string) []string {
+	f := func(n string) string { return filepath.Join(string(d), n) }
+	return []string{"--tlsCert", f("node-" + id + ".crt"), "--tlsKey", f("node-" + id + ".key"), "--tlsCA", f("ca.crt")}
+}
+
+// adminEnv is the environment of an admin's hotsplitctl.
+func (d certDir) adminEnv() []string {
+	f := func(n string) string { return filepath.Join(string(d), n) }
+	return []string{"HOTSPLIT_CACERT=" + f("ca.crt"), "HOTSPLIT_CERT=" + f("client-admin.crt"), "HOTSPLIT_KEY=" + f("client-admin.key")}
+}
+
+// ctl runs hotsplitctl against endpoints with env added to its
+// environment and returns stdout.
+func ctl(t *testing.T, bin string, env []string, endpoints string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--endpoints", endpoints, "--timeout", "3s"}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -114,6 +148,17 @@ func ctl(t *testing.T, bin, endpoints string, args ...string) (string, error) {
 		return out.String(), fmt.Errorf("hotsplitctl %s: %v: %s", strings.Join(args, " "), err, errb.String())
 	}
 	return out.String(), nil
+}
+
+// admit runs `hotsplitctl cluster add` for p through endpoint, as the
+// admin does before a new node starts (a node joins with its own
+// certificate only once admitted).
+func admit(t *testing.T, hotsplitctl string, env []string, endpoint string, p *proc) {
+	t.Helper()
+	eventually(t, 20*time.Second, "admitted "+p.id, func() error {
+		_, err := ctl(t, hotsplitctl, env, endpoint, "cluster", "add", p.id, "--raft-addr", p.raft)
+		return err
+	})
 }
 
 func eventually(t *testing.T, d time.Duration, what string, f func() error) {
@@ -155,9 +200,11 @@ func TestIntegrationProcessCluster(t *testing.T) {
 		ids = append(ids, id)
 		procs[id] = &proc{id: id, dataDir: filepath.Join(dir, id), raft: freePort(t), grpc: freePort(t), http: freePort(t), logPath: filepath.Join(dir, id+".log")}
 	}
-	procs["n1"].args = []string{"--bootstrap"}
-	procs["n2"].args = []string{"--join", procs["n1"].grpc}
-	procs["n3"].args = []string{"--join", procs["n1"].grpc}
+	certs := makeCerts(t, hotsplitctl, filepath.Join(dir, "certs"), ids...)
+	env := certs.adminEnv()
+	procs["n1"].args = append(certs.nodeArgs("n1"), "--bootstrap")
+	procs["n2"].args = append(certs.nodeArgs("n2"), "--join", procs["n1"].grpc)
+	procs["n3"].args = append(certs.nodeArgs("n3"), "--join", procs["n1"].grpc)
 	t.Cleanup(func() {
 		for _, id := range ids {
 			procs[id].stop()
@@ -169,13 +216,15 @@ func TestIntegrationProcessCluster(t *testing.T) {
 			}
 		}
 	})
-	for _, id := range ids {
+	procs["n1"].start(t, hotsplitd)
+	for _, id := range ids[1:] {
+		admit(t, hotsplitctl, env, procs["n1"].grpc, procs[id])
 		procs[id].start(t, hotsplitd)
 	}
 	all := strings.Join([]string{procs["n1"].grpc, procs["n2"].grpc, procs["n3"].grpc}, ",")
 
 	eventually(t, 30*time.Second, "three voters", func() error {
-		out, err := ctl(t, hotsplitctl, all, "cluster", "members", "-o", "json")
+		out, err := ctl(t, hotsplitctl, env, all, "cluster", "members", "-o", "json")
 		if err != nil {
 			return err
 		}
@@ -185,7 +234,7 @@ func TestIntegrationProcessCluster(t *testing.T) {
 		return nil
 	})
 	leader := func() string {
-		out, err := ctl(t, hotsplitctl, all, "cluster", "leader", "-o", "json")
+		out, err := ctl(t, hotsplitctl, env, all, "cluster", "leader", "-o", "json")
 		if err != nil {
 			return ""
 		}
@@ -210,7 +259,7 @@ func TestIntegrationProcessCluster(t *testing.T) {
 		}
 	}
 	splitVia := func(endpoint, key string) error {
-		out, err := ctl(t, hotsplitctl, endpoint, "routes", "get", key, "-o", "json")
+		out, err := ctl(t, hotsplitctl, env, endpoint, "routes", "get", key, "-o", "json")
 		if err != nil {
 			return err
 		}
@@ -222,7 +271,7 @@ func TestIntegrationProcessCluster(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &r); err != nil || r.Route.RouteID == "" {
 			return fmt.Errorf("routes get %s: %v: %s", key, err, out)
 		}
-		_, err = ctl(t, hotsplitctl, endpoint, "split", r.Route.RouteID, key)
+		_, err = ctl(t, hotsplitctl, env, endpoint, "split", r.Route.RouteID, key)
 		return err
 	}
 	if err := splitVia(procs[follower].grpc, "m"); err != nil {
@@ -244,7 +293,7 @@ func TestIntegrationProcessCluster(t *testing.T) {
 	eventually(t, 20*time.Second, "the same catalog on every node", func() error {
 		var first string
 		for _, id := range ids {
-			out, err := ctl(t, hotsplitctl, procs[id].grpc, "routes", "list", "--consistency", "stale", "-o", "json")
+			out, err := ctl(t, hotsplitctl, env, procs[id].grpc, "routes", "list", "--consistency", "stale", "-o", "json")
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/hotsplit/hotsplit/node"
@@ -10,14 +12,20 @@ import (
 
 // runNode runs one node until ctx ends (SIGINT/SIGTERM), then stops it
 // gracefully: a leader hands leadership over first.
-func runNode(ctx context.Context, o *options) error {
+func runNode(ctx context.Context, o *options, hup <-chan os.Signal) error {
 	n, err := node.Start(o.node)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case <-n.Halted():
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			waiting = false
+		case <-n.Halted():
+			waiting = false
+		case <-hup:
+			reloadTLS(o.node.Logger, n)
+		}
 	}
 	o.node.Logger.Info("stopping")
 	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -26,4 +34,12 @@ func runNode(ctx context.Context, o *options) error {
 		return fmt.Errorf("stop: %w", err)
 	}
 	return nil
+}
+
+// reloadTLS re-reads a node's TLS files on SIGHUP; a failure keeps the
+// previous set (the node logs why).
+func reloadTLS(log *slog.Logger, n *node.Node) {
+	if err := n.ReloadTLS(); err == nil {
+		log.Info("SIGHUP: TLS files re-read", "node_id", n.ID())
+	}
 }

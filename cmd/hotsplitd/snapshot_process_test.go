@@ -22,7 +22,7 @@ func TestIntegrationProcessRefusesBrokenSnapshot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs hotsplitd")
 	}
-	hotsplitd, _ := binaries(t)
+	hotsplitd, hotsplitctl := binaries(t)
 	dir := filepath.Join(t.TempDir(), "n1")
 	store, err := raft.NewFileSnapshotStore(dir, 3, nil)
 	if err != nil {
@@ -49,7 +49,8 @@ func TestIntegrationProcessRefusesBrokenSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(hotsplitd, "--id", "n1", "--dataDir", dir, "--raftAddr", freePort(t), "--grpcAddr", freePort(t), "--httpAddr", "")
+	certs := makeCerts(t, hotsplitctl, filepath.Join(t.TempDir(), "certs"), "n1")
+	cmd := exec.Command(hotsplitd, append([]string{"--id", "n1", "--dataDir", dir, "--raftAddr", freePort(t), "--grpcAddr", freePort(t), "--httpAddr", ""}, certs.nodeArgs("n1")...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	done := make(chan error, 1)

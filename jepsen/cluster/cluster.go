@@ -6,6 +6,11 @@
 // to cut links, shift clocks, set failpoints and negative controls, and
 // read a node's state.
 //
+// Every cluster runs mutual TLS as production does: Start makes a CA and
+// the node certificates under Dir/certs (package pki), the HTTP seam is
+// spoken over https with an admin client certificate, and ClientTLS gives
+// workloads certificates of the same CA.
+//
 // It decides nothing about faults or workloads (the scenarios do) and it
 // never touches an address outside 127.0.0.0/8.
 package cluster
@@ -13,6 +18,7 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +32,10 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/pki"
 )
 
 // Build compiles hotsplitd from the module at moduleRoot with the jepsen
@@ -58,6 +68,7 @@ type Cluster struct {
 	cfg   Config
 	Nodes []*Node
 	http  *http.Client
+	ca    *pki.CA
 }
 
 // Node is one hotsplitd process with a fixed identity, addresses and data
@@ -93,8 +104,25 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Nodes < 1 {
 		return nil, errors.New("cluster: Nodes must be at least 1")
 	}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	c := &Cluster{cfg: cfg, http: hc}
+	ca, err := pki.NewCA("jepsen", 0)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, ca: ca}
+	admin, err := c.ClientTLS("jepsen-admin", "admin")
+	if err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: admin}}
+	c.http = hc
+	certs := filepath.Join(cfg.Dir, "certs")
+	if err := os.MkdirAll(certs, 0o700); err != nil {
+		return nil, err
+	}
+	caFile := filepath.Join(certs, "ca.crt")
+	if err := os.WriteFile(caFile, ca.CertPEM(), 0o644); err != nil {
+		return nil, err
+	}
 	ports, err := freePorts(3 * cfg.Nodes)
 	if err != nil {
 		return nil, err
@@ -103,7 +131,16 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		id := fmt.Sprintf("n%d", i+1)
 		n := &Node{ID: id, RaftAddr: ports[3*i], GRPCAddr: ports[3*i+1], HTTPAddr: ports[3*i+2],
 			DataDir: filepath.Join(cfg.Dir, id), LogPath: filepath.Join(cfg.Dir, id+".log"), bin: cfg.Binary, env: cfg.Env, http: hc}
-		n.args = append([]string{"--id", id, "--dataDir", n.DataDir, "--raftAddr", n.RaftAddr, "--grpcAddr", n.GRPCAddr, "--httpAddr", n.HTTPAddr}, cfg.Args...)
+		p, err := ca.NewNode(id, pki.NodeOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+		if err != nil {
+			return nil, err
+		}
+		crt, key := filepath.Join(certs, id+".crt"), filepath.Join(certs, id+".key")
+		if err := p.Write(crt, key, true); err != nil {
+			return nil, err
+		}
+		n.args = append([]string{"--id", id, "--dataDir", n.DataDir, "--raftAddr", n.RaftAddr, "--grpcAddr", n.GRPCAddr, "--httpAddr", n.HTTPAddr,
+			"--tlsCert", crt, "--tlsKey", key, "--tlsCA", caFile}, cfg.Args...)
 		if i == 0 {
 			n.args = append(n.args, "--bootstrap")
 			n.args = append(n.args, cfg.BootstrapArgs...)
@@ -119,6 +156,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		c.Close()
 		return nil, fmt.Errorf("bootstrap node: %w", err)
 	}
+	if err := c.admitAll(ctx, admin); err != nil {
+		c.Close()
+		return nil, err
+	}
 	for _, n := range c.Nodes[1:] {
 		if err := n.Start(); err != nil {
 			c.Close()
@@ -132,6 +173,23 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		}
 	}
 	return c, nil
+}
+
+// admitAll admits every node but the first, as an admin does before a new
+// node starts (`hotsplitctl cluster add`): a node joins with its own
+// certificate only once admitted.
+func (c *Cluster) admitAll(ctx context.Context, admin *tls.Config) error {
+	cl, err := client.New(client.Config{Endpoints: []string{c.Nodes[0].GRPCAddr}, TLS: admin})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for _, n := range c.Nodes[1:] {
+		if _, err := cl.Admit(ctx, &api.AdmitRequest{NodeId: n.ID, RaftAddr: n.RaftAddr}); err != nil {
+			return fmt.Errorf("admit %s: %w", n.ID, err)
+		}
+	}
+	return nil
 }
 
 // freePorts returns n distinct loopback addresses that were free a moment
@@ -153,6 +211,16 @@ func freePorts(n int) ([]string, error) {
 		out = append(out, ln.Addr().String())
 	}
 	return out, nil
+}
+
+// ClientTLS is a client TLS config with a fresh certificate of the
+// cluster's CA: CN = name, one O per role.
+func (c *Cluster) ClientTLS(name string, roles ...string) (*tls.Config, error) {
+	p, err := c.ca.NewClient(name, roles, 0)
+	if err != nil {
+		return nil, err
+	}
+	return p.ClientTLS(c.ca.Pool())
 }
 
 // Endpoints are the gRPC addresses of all nodes.
@@ -340,7 +408,7 @@ func (n *Node) WaitReady(ctx context.Context) error {
 func (n *Node) poll(ctx context.Context, path string) error {
 	var last error
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+path, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+n.HTTPAddr+path, nil)
 		resp, err := n.http.Do(req)
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
@@ -371,12 +439,16 @@ type State struct {
 	CatalogVersion uint64 `json:"catalog_version"`
 	Ready          bool   `json:"ready"`
 	LastIndex      uint64 `json:"last_index"`
+	Term           uint64 `json:"term"`
+	// BusinessHash is the state's hash without the fence and the
+	// request-id table, which move on their own.
+	BusinessHash string `json:"business_hash"`
 }
 
 // State reads the node's state over its jepsen seam.
 func (n *Node) State(ctx context.Context) (State, error) {
 	var st State
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr+"/jepsen/state", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+n.HTTPAddr+"/jepsen/state", nil)
 	if err != nil {
 		return st, err
 	}
@@ -394,12 +466,31 @@ func (n *Node) State(ctx context.Context) (State, error) {
 	return st, nil
 }
 
+// Metrics reads the node's /metrics (Prometheus text) over the seam's
+// https client.
+func (n *Node) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+n.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := n.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("node %s metrics: %w", n.ID, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("node %s metrics: HTTP %d", n.ID, resp.StatusCode)
+	}
+	return string(b), err
+}
+
 func (n *Node) post(ctx context.Context, path string, body any) error {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+n.HTTPAddr+path, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+n.HTTPAddr+path, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func TestPartitionCutsBothSides(t *testing.T) {
 	c := &Cluster{}
 	for _, id := range []string{"n1", "n2", "n3"} {
 		n := sleeper(t, id)
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			var body struct {
 				Cut []string `json:"cut"`
 			}
@@ -78,6 +78,7 @@ func TestPartitionCutsBothSides(t *testing.T) {
 		}))
 		t.Cleanup(srv.Close)
 		n.HTTPAddr = srv.Listener.Addr().String()
+		n.http = srv.Client() // the seam is https
 		n.RaftAddr, n.GRPCAddr = id+"-raft", id+"-grpc"
 		if err := n.Start(); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,218 @@
+package node
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/hotsplit/hotsplit/pki"
+)
+
+// TLSFiles names a node's certificate (CN = node id, O = node), its key and
+// the cluster's CA bundle, all PEM. The files are re-read when they change
+// and on ReloadTLS; new connections use the new set, existing ones keep
+// theirs.
+type TLSFiles struct {
+	CertFile, KeyFile, CAFile string
+	// ReloadInterval is how often the files are checked for changes
+	// (default DefaultTLSReloadInterval; negative: only on ReloadTLS).
+	ReloadInterval time.Duration
+}
+
+// DefaultTLSReloadInterval is how often a node checks its TLS files.
+const DefaultTLSReloadInterval = 5 * time.Second
+
+// startTLS loads the node's TLS files; the certificate must be a node
+// certificate naming this node, on start and on every reload.
+func (n *Node) startTLS() error {
+	f := n.cfg.TLS
+	interval := f.ReloadInterval
+	switch {
+	case interval == 0:
+		interval = DefaultTLSReloadInterval
+	case interval < 0:
+		interval = 0
+	}
+	r, err := pki.NewReloader(pki.ReloaderConfig{
+		CertFile: f.CertFile, KeyFile: f.KeyFile, CAFile: f.CAFile, Interval: interval, Logger: n.log,
+		Check: func(leaf *x509.Certificate) error { return checkOwnCert(leaf, n.cfg.ID) },
+	})
+	if err != nil {
+		return fmt.Errorf("tls: %w", err)
+	}
+	n.tls = r
+	reg := n.cfg.Registry
+	for _, res := range []string{"ok", "kept_previous"} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "hotsplit_tls_reloads_total", Help: "Reloads of the TLS files: ok (new connections use them) or kept_previous (the files did not make a valid set; see the WARN line).",
+			ConstLabels: prometheus.Labels{"result": res},
+		}, func() float64 {
+			ok, failed := r.Stats()
+			if res == "ok" {
+				return float64(ok)
+			}
+			return float64(failed)
+		}))
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hotsplit_tls_cert_not_after_seconds", Help: "Expiry of the node certificate new connections present, in Unix seconds.",
+	}, func() float64 { return float64(r.Leaf().NotAfter.Unix()) }))
+	return nil
+}
+
+func checkOwnCert(leaf *x509.Certificate, id string) error {
+	if !pki.IsNode(leaf) {
+		return fmt.Errorf("CN=%q O=%v is not a node certificate (want O=node and the serverAuth and clientAuth key usages: hotsplitctl certs create-node %s)", leaf.Subject.CommonName, leaf.Subject.Organization, id)
+	}
+	if leaf.Subject.CommonName != id {
+		return fmt.Errorf("names node %q, this node is %q (peers check the CN against the member they expect)", leaf.Subject.CommonName, id)
+	}
+	return nil
+}
+
+// ReloadTLS re-reads the TLS files now (SIGHUP). On failure the previous
+// set stays in use. Without TLS it does nothing.
+func (n *Node) ReloadTLS() error {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls.Reload()
+}
+
+// TLSCertificate is the certificate new connections get, nil without TLS.
+func (n *Node) TLSCertificate() *x509.Certificate {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls.Leaf()
+}
+
+// checkPeerNode checks a verified peer certificate of a node this node
+// dialled: a node certificate, of the member expected at that address when
+// one is known, else of a node admit accepts (nil admit: any node).
+func checkPeerNode(leaf *x509.Certificate, expected string, admit func(string) bool) error {
+	id := leaf.Subject.CommonName
+	switch {
+	case !pki.IsNode(leaf):
+		return fmt.Errorf("peer certificate CN=%q O=%v is not a node certificate", id, leaf.Subject.Organization)
+	case expected != "" && id != expected:
+		return fmt.Errorf("peer certificate names node %q, the member at this address is %q", id, expected)
+	case expected == "" && admit != nil && !admit(id):
+		return fmt.Errorf("peer certificate names node %q, which is not a member", id)
+	}
+	return nil
+}
+
+// raftAdmits is the raft port's membership check: the peer's id is a
+// server of raft's latest configuration (which includes a node being
+// added as soon as the leader appends it); a node that has no
+// configuration yet (fresh, before its first entry) admits any node
+// certificate of the cluster CA, since it cannot know its members.
+func (n *Node) raftAdmits(id string) bool {
+	servers, ok := n.raftServers()
+	if !ok {
+		return false
+	}
+	if len(servers) == 0 {
+		return true
+	}
+	for _, s := range servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// raftMemberAt names the server raft knows at a raft address, "" if none.
+func (n *Node) raftMemberAt(addr string) string {
+	servers, _ := n.raftServers()
+	for _, s := range servers {
+		if string(s.Address) == addr {
+			return string(s.ID)
+		}
+	}
+	return ""
+}
+
+func (n *Node) raftServers() ([]raft.Server, bool) {
+	r := n.raftRef.Load()
+	if r == nil {
+		return nil, false // raft not started yet: admit no one
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return nil, false
+	}
+	return f.Configuration().Servers, true
+}
+
+// grpcMemberAt names the member whose gRPC address is addr, "" if none.
+func (n *Node) grpcMemberAt(addr string) string {
+	for _, m := range n.fsm.State().Members() {
+		if m.GrpcAddr == addr {
+			return m.NodeId
+		}
+	}
+	return ""
+}
+
+// peerCreds are the gRPC transport credentials of node-to-node calls
+// (forwarding to the leader, peer progress): mutual TLS with this node's
+// certificate, built per handshake from the current files, and a check that
+// the peer is the member expected at the dialled address (gRPC passes the
+// address, port included, as the authority).
+type peerCreds struct {
+	credentials.TransportCredentials // Info and the unused server side
+	tls                              *pki.Reloader
+	expectAt                         func(addr string) string
+}
+
+func newPeerCreds(r *pki.Reloader, expectAt func(string) string) *peerCreds {
+	return &peerCreds{TransportCredentials: credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13}), tls: r, expectAt: expectAt}
+}
+
+func (p *peerCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	host, _, err := net.SplitHostPort(authority)
+	if err != nil {
+		host = authority
+	}
+	conn, info, err := credentials.NewTLS(p.tls.ClientConfig(host)).ClientHandshake(ctx, authority, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	ti, ok := info.(credentials.TLSInfo)
+	if !ok || len(ti.State.PeerCertificates) == 0 {
+		conn.Close()
+		return nil, nil, fmt.Errorf("peer %s: no TLS peer certificate", authority)
+	}
+	if err := checkPeerNode(ti.State.PeerCertificates[0], p.expectAt(authority), nil); err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("peer %s: %w", authority, err)
+	}
+	return conn, info, nil
+}
+
+func (p *peerCreds) Clone() credentials.TransportCredentials {
+	c := *p
+	return &c
+}
+
+// joinTLS is the client TLS config of the join loop: this node's current
+// certificate, and a server that must hold a node certificate of the
+// cluster CA (the addresses come from --join, so no member id is known for
+// them). The client package sets the server name per endpoint.
+func (n *Node) joinTLS() *tls.Config {
+	cfg := n.tls.ClientConfig("")
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		return checkPeerNode(cs.PeerCertificates[0], "", nil)
+	}
+	return cfg
+}
