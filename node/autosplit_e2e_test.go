@@ -195,7 +195,7 @@ func TestIntegrationAutoIsolatesHotKey(t *testing.T) {
 	run.halt()
 	c.waitConverged(10 * time.Second)
 
-	log := commands(t, c.node(c.leader()))
+	log := commands(t, c.leaderNode())
 	onset := onsetMs(t, log)
 	_, steps := replayLog(t, log)
 	if len(steps) != 2 || steps[0].op.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND {
@@ -228,7 +228,7 @@ func TestIntegrationAutoSplitsHotRangeUntilCool(t *testing.T) {
 	coolColumns := 0
 	var lastCol uint64
 	waitFor(t, 30*time.Second, "no route of the hot range above the threshold", func() bool {
-		st := c.node(c.leader()).FSM().State()
+		st := c.leaderNode().FSM().State()
 		if st.LastColumnAtMs() == lastCol {
 			return false
 		}
@@ -250,9 +250,9 @@ func TestIntegrationAutoSplitsHotRangeUntilCool(t *testing.T) {
 		return coolColumns >= 5
 	})
 	run.halt()
-	_, steps := replayLog(t, commands(t, c.node(c.leader())))
+	_, steps := replayLog(t, commands(t, c.leaderNode()))
 	pieces := 0
-	c.node(c.leader()).FSM().State().Catalog().Ascend(func(r *catalog.RouteDescriptor) bool {
+	c.leaderNode().FSM().State().Catalog().Ascend(func(r *catalog.RouteDescriptor) bool {
 		if overlaps(r) {
 			pieces++
 		}
@@ -280,14 +280,14 @@ func TestIntegrationAutoUniformBelowThresholdNeverSplits(t *testing.T) {
 	<-run.done
 	run.done <- nil
 	c.waitConverged(10 * time.Second)
-	log := commands(t, c.node(c.leader()))
+	log := commands(t, c.leaderNode())
 	columns := 0
 	for _, e := range log {
 		if col := e.cmd.GetObserveColumn(); col != nil && len(col.Rows) > 0 {
 			columns++
 		}
 	}
-	st := c.node(c.leader()).FSM().State()
+	st := c.leaderNode().FSM().State()
 	t.Logf("%d columns with load committed; catalog version %d", columns, st.Catalog().Version())
 	if columns < steps-5 {
 		t.Fatalf("only %d columns committed in %d steps: the load did not reach the detector", columns, steps)
@@ -310,7 +310,7 @@ func TestIntegrationAutoFollowsShiftingHotspotRespectingCooldown(t *testing.T) {
 	<-run.done
 	run.done <- nil
 	c.waitConverged(10 * time.Second)
-	log := commands(t, c.node(c.leader()))
+	log := commands(t, c.leaderNode())
 	onset := onsetMs(t, log)
 	_, steps := replayLog(t, log)
 	w, _ := sim.ParseWorkload(sim.Shift, opts)
@@ -364,7 +364,7 @@ func TestIntegrationSwitchOrdering(t *testing.T) {
 	pendingOp := func() *api.Op {
 		var op *api.Op
 		waitFor(t, 15*time.Second, "a planned op", func() bool {
-			ops := c.node(c.leader()).FSM().State().LiveOps()
+			ops := c.leaderNode().FSM().State().LiveOps()
 			if len(ops) == 1 && ops[0].State == api.OpState_OP_STATE_PENDING {
 				op = ops[0]
 			}
@@ -373,7 +373,7 @@ func TestIntegrationSwitchOrdering(t *testing.T) {
 		return op
 	}
 	opState := func(id uint64) *api.Op {
-		op, _ := c.node(c.leader()).FSM().State().Op(id)
+		op, _ := c.leaderNode().FSM().State().Op(id)
 		return op
 	}
 
@@ -385,7 +385,7 @@ func TestIntegrationSwitchOrdering(t *testing.T) {
 	}
 	paused := opState(stale.OpId)
 	waitFor(t, 5*time.Second, "the pause to outlast op_ttl on the leader's clock", func() bool {
-		now := hlc.Physical(c.node(c.leader()).Scheduler().Clock().Now())
+		now := hlc.Physical(c.leaderNode().Scheduler().Clock().Now())
 		return now > hlc.Physical(paused.PausedAtHlc)+cfg.OpTtlMs
 	})
 	setSwitch(true)
@@ -398,8 +398,8 @@ func TestIntegrationSwitchOrdering(t *testing.T) {
 	// before the disable would.
 	op := pendingOp()
 	setSwitch(false)
-	version := c.node(c.leader()).FSM().State().Catalog().Version()
-	leader := c.node(c.leader())
+	version := c.leaderNode().FSM().State().Catalog().Version()
+	leader := c.leaderNode()
 	res, err := leader.Scheduler().Proposer().Propose(ctxT(t, 10*time.Second), &api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
 		RouteId: op.TargetRouteId, SplitKey: op.SplitKeys[0], OpId: op.OpId, Step: 1, Actor: "stale scheduler"}}})
 	if err != nil {
@@ -451,7 +451,7 @@ func TestIntegrationAutoStatusAndExplain(t *testing.T) {
 		if !bytes.Equal(iso.Start, hot) {
 			return false
 		}
-		tr, ok := c.node(c.leader()).FSM().State().Detector().Get(iso.ID)
+		tr, ok := c.leaderNode().FSM().State().Detector().Get(iso.ID)
 		return ok && tr.Explanation.Reason == detector.ReasonCooldown
 	})
 	via := c.followers()[0]
@@ -468,7 +468,7 @@ func TestIntegrationAutoStatusAndExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !st.GetSwitch().GetEnabled() || st.GetConfig().GetStepMs() != stepMs || st.GetLastColumnAtMs() == 0 ||
-		len(st.GetCooldowns()) == 0 || len(st.GetCandidates()) == 0 || len(st.GetRecent()) == 0 || st.GetLiveRoutes() != uint64(c.node(c.leader()).FSM().State().Catalog().Len()) {
+		len(st.GetCooldowns()) == 0 || len(st.GetCandidates()) == 0 || len(st.GetRecent()) == 0 || st.GetLiveRoutes() != uint64(c.leaderNode().FSM().State().Catalog().Len()) {
 		t.Fatalf("status lacks something: %v", st)
 	}
 	origins := map[api.SplitOrigin]bool{}

@@ -11,7 +11,7 @@ import (
 func TestIntegrationAutoSplitStartFlag(t *testing.T) {
 	skipShort(t)
 	c := newTestCluster(t, 3, nil) // bootstrapped without --autoSplit: off
-	sw := func() *api.AutoSplitSwitch { return c.node(c.leader()).FSM().State().Switch() }
+	sw := func() *api.AutoSplitSwitch { return c.leaderNode().FSM().State().Switch() }
 	if sw().Enabled {
 		t.Fatal("switch on without any flag")
 	}
@@ -38,7 +38,7 @@ func TestIntegrationAutoSplitStartFlag(t *testing.T) {
 	}
 	restartWith("n3", true)
 	waitFor(t, 15*time.Second, "n3's record to carry its start flag", func() bool {
-		m, ok := c.node(c.leader()).FSM().State().Member("n3")
+		m, ok := c.leaderNode().FSM().State().Member("n3")
 		return ok && m.AutoSplitFlag == api.AutoSplitFlag_AUTO_SPLIT_FLAG_ON
 	})
 	c.waitBusinessConverged(10 * time.Second)

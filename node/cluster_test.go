@@ -236,6 +236,13 @@ func (c *testCluster) waitLeaderReady(d time.Duration) string {
 	return id
 }
 
+// leaderNode is the node whose leader duties are ready, waiting (bounded)
+// through an election: c.node(c.leader()) is nil while there is none.
+func (c *testCluster) leaderNode() *Node {
+	c.t.Helper()
+	return c.node(c.waitLeaderReady(10 * time.Second))
+}
+
 func (c *testCluster) followers() []string {
 	var out []string
 	for _, n := range c.running() {

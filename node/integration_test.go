@@ -155,7 +155,7 @@ func TestIntegrationSingleProposerUnderLoad(t *testing.T) {
 	if ops.Load() < 100 {
 		t.Fatalf("only %d operations committed", ops.Load())
 	}
-	checkLogHLCs(t, c.node(c.leader()))
+	checkLogHLCs(t, c.leaderNode())
 }
 
 // checkLogHLCs reads a node's raft log and checks that the stamped commands
@@ -236,7 +236,7 @@ func TestIntegrationLeaderChangesKeepTimeMonotonic(t *testing.T) {
 		}
 	}
 	c.waitConverged(10 * time.Second)
-	checkLogHLCs(t, c.node(c.leader()))
+	checkLogHLCs(t, c.leaderNode())
 	checkRealTimeOrder(t, calls)
 	t.Logf("%d GetTimestamp batches across 20 leader changes", len(calls))
 }
@@ -300,7 +300,7 @@ func TestIntegrationCASAndRequestIDs(t *testing.T) {
 		t.Fatalf("resent request answered %v, first answer was %v", again, first)
 	}
 	c.waitConverged(5 * time.Second)
-	if v := c.node(c.leader()).FSM().State().Catalog().Version(); v != r.Read.CatalogVersion+1 {
+	if v := c.leaderNode().FSM().State().Catalog().Version(); v != r.Read.CatalogVersion+1 {
 		t.Fatalf("catalog at version %d: the resent split applied twice?", v)
 	}
 }
@@ -322,7 +322,7 @@ func TestIntegrationKillSwitchSurvivesRestart(t *testing.T) {
 				t.Fatalf("status on %s: %v", n.ID(), err)
 			}
 			sw := st.Switch
-			if sw.Enabled || sw.Actor != "ops@example" || sw.Reason != "incident 42" || sw.Source != api.SwitchSource_SWITCH_SOURCE_OPERATOR || sw.ChangedAtHlc == 0 {
+			if sw.Enabled || sw.Actor != testAdmin || sw.Note != "ops@example" || sw.Reason != "incident 42" || sw.Source != api.SwitchSource_SWITCH_SOURCE_OPERATOR || sw.ChangedAtHlc == 0 {
 				t.Fatalf("status on %s shows switch %v", n.ID(), sw)
 			}
 		}
@@ -371,7 +371,7 @@ func TestIntegrationWatchRoutes(t *testing.T) {
 	for _, k := range []string{"q", "s", "u"} {
 		c.mustSplit(c.leader(), k)
 	}
-	seen := c.node(c.leader()).FSM().State().Catalog().Version()
+	seen := c.leaderNode().FSM().State().Catalog().Version()
 	c.restart(lagger)
 	lstream, err := c.catalogClient(lagger).WatchRoutes(ctx, &api.WatchRoutesRequest{FromVersion: seen})
 	if err != nil {

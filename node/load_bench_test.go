@@ -45,7 +45,7 @@ func loadScale(b *testing.B, replicas int) {
 		n.BootstrapConfig = &api.Config{StepMs: stepMs, GraceMs: graceMs, Threshold: 60_000}
 		n.CeilingWindow = 2 * time.Second
 	})
-	leader := c.node(c.leader())
+	leader := c.leaderNode()
 	cat := leader.FSM().State().Catalog()
 	var descs []*catalog.RouteDescriptor
 	cat.Ascend(func(r *catalog.RouteDescriptor) bool { descs = append(descs, r); return true })
@@ -102,7 +102,7 @@ func loadScale(b *testing.B, replicas int) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			req, err := proto.Marshal(&api.ReportRequest{ReporterId: fmt.Sprintf("scale-%d", r)})
+			req, err := proto.Marshal(&api.ReportRequest{ReporterId: fmt.Sprintf("%s/scale-%d", testAdmin, r)})
 			if err != nil {
 				b.Fatal(err)
 			}

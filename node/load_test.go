@@ -46,7 +46,7 @@ func newTestReporter(id int) *testReporter {
 	return &testReporter{id: id, pending: map[uint64]*api.ReportColumn{}, counted: map[uint64]bool{}, late: map[uint64]bool{}}
 }
 
-func (r *testReporter) name() string { return fmt.Sprintf("rep-%d", r.id) }
+func (r *testReporter) name() string { return fmt.Sprintf("%s/rep-%d", testAdmin, r.id) }
 
 // send reports every pending column through cl; errors keep them pending.
 func (r *testReporter) send(ctx context.Context, cl *client.Client) error {
@@ -204,7 +204,7 @@ func TestIntegrationLoadExactlyOnceAcrossLeaderKill(t *testing.T) {
 	c.waitLeaderReady(5 * time.Second)
 	c.waitConverged(10 * time.Second)
 
-	cols := committedColumns(t, c.node(c.leader()))
+	cols := committedColumns(t, c.leaderNode())
 	countedTotal, committedTotal := uint64(0), uint64(0)
 	for k := range columns {
 		w := first + uint64(k)*loadStepMs
@@ -215,7 +215,7 @@ func TestIntegrationLoadExactlyOnceAcrossLeaderKill(t *testing.T) {
 			for _, id := range col.Reporters {
 				listed[id] = true
 				var n int
-				fmt.Sscanf(id, "rep-%d", &n)
+				fmt.Sscanf(id, testAdmin+"/rep-%d", &n)
 				want += contribution(n, w)
 			}
 			var got uint64
@@ -291,14 +291,14 @@ func TestIntegrationLoadReporterFromTheFutureIsRejected(t *testing.T) {
 	if !normal.counted[now] {
 		t.Fatalf("the on-time reporter's column was not acknowledged as counted: late=%v", normal.late)
 	}
-	cols := committedColumns(t, c.node(c.leader()))
-	if col := cols[now]; col == nil || len(col.Reporters) != 1 || col.Reporters[0] != "rep-1" {
+	cols := committedColumns(t, c.leaderNode())
+	if col := cols[now]; col == nil || len(col.Reporters) != 1 || col.Reporters[0] != testAdmin+"/rep-1" {
 		t.Fatalf("column %d: %v", now, col)
 	}
 	if _, ok := cols[w]; ok {
 		t.Fatal("the future column was committed")
 	}
-	if n := metricValue(t, c.node(c.leader()), "hotsplit_columns_rejected_reports_total"); n < 1 {
+	if n := metricValue(t, c.leaderNode(), "hotsplit_columns_rejected_reports_total"); n < 1 {
 		t.Fatalf("the rejected report was not counted (%v)", n)
 	}
 }

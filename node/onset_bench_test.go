@@ -78,7 +78,7 @@ func onsetRun(b *testing.B, workload string, seed uint64) (steps float64, first,
 	run := c.startSimSampled(b, workload, sim.DefaultWorkloadOptions(), rate, 5*time.Second, seed, 1)
 	<-run.done
 	run.done <- nil
-	log := commands(b, c.node(c.leader()))
+	log := commands(b, c.leaderNode())
 	var splitMs uint64
 	for _, e := range log {
 		if col := e.cmd.GetObserveColumn(); col != nil && len(col.Rows) > 0 {

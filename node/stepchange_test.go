@@ -80,7 +80,7 @@ func TestIntegrationStepChangeUnderLoad(t *testing.T) {
 
 	// Under load for a while, then the step changes.
 	waitFor(t, 20*time.Second, "columns with load", func() bool {
-		return c.node(c.leader()).FSM().State().LastColumnAtMs() > 0 && s.Stats().OpsAcked > 2*rate/5
+		return c.leaderNode().FSM().State().LastColumnAtMs() > 0 && s.Stats().OpsAcked > 2*rate/5
 	})
 	leader := c.leader()
 	resp, err := c.autoClient(leader).SetConfig(ctx, &api.SetConfigRequest{Actor: "test",
@@ -110,7 +110,7 @@ func TestIntegrationStepChangeUnderLoad(t *testing.T) {
 	// boundary, new step from it.
 	var prevAt uint64
 	var before, after int
-	for _, e := range commands(t, c.node(c.leader())) {
+	for _, e := range commands(t, c.leaderNode()) {
 		col := e.cmd.GetObserveColumn()
 		if col == nil {
 			continue
@@ -133,7 +133,7 @@ func TestIntegrationStepChangeUnderLoad(t *testing.T) {
 	if before == 0 || after < 3 {
 		t.Fatalf("%d columns before the boundary and %d after: the change was not under load", before, after)
 	}
-	if got := c.node(c.leader()).FSM().State().Config(); got.GetStepMs() != newStep || got.GetNextStepAtMs() != 0 {
+	if got := c.leaderNode().FSM().State().Config(); got.GetStepMs() != newStep || got.GetNextStepAtMs() != 0 {
 		t.Fatalf("config at the end: %v", got)
 	}
 }

@@ -40,10 +40,14 @@ type RateLimits struct {
 }
 
 // DefaultRateLimits are generous for any one client: a data node takes
-// timestamps in batches of up to 10,000, an operator mutates by hand.
+// timestamps in batches of up to 10,000, automation splits in bursts. A
+// burst is ten seconds' worth (BurstFor).
 func DefaultRateLimits() RateLimits {
-	return RateLimits{TimestampsPerSecond: 2000, TimestampBurst: 4000, MutationsPerSecond: 50, MutationBurst: 100}
+	return RateLimits{TimestampsPerSecond: 5000, TimestampBurst: BurstFor(5000), MutationsPerSecond: 100, MutationBurst: BurstFor(100)}
 }
+
+// BurstFor is the burst of a per-second rate: ten seconds' worth.
+func BurstFor(perSecond float64) int { return int(10 * perSecond) }
 
 // maxLimitedIdentities bounds the limiter table; identities come from
 // certificates and tokens the operator issued, so the bound is only met by

@@ -130,8 +130,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		fmt.Fprintln(stderr, "hotsplitd: logLevel:", err)
 		return nil, err
 	}
-	lim.Rate.TimestampBurst = int(2 * lim.Rate.TimestampsPerSecond)
-	lim.Rate.MutationBurst = int(2 * lim.Rate.MutationsPerSecond)
+	lim.Rate.TimestampBurst = transport.BurstFor(lim.Rate.TimestampsPerSecond)
+	lim.Rate.MutationBurst = transport.BurstFor(lim.Rate.MutationsPerSecond)
 	if *join != "" {
 		n.Join = strings.Split(*join, ",")
 	}
