@@ -185,7 +185,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log, Metrics: transport.NewMetrics(reg)})
 	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize), grpc.ChainUnaryInterceptor(n.srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(n.srv.StreamInterceptor()))
 	n.srv.Register(n.grpc)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_seconds", Help: "How far the HLC this node knows (issued, observed or applied) runs ahead of its own clock, in seconds; 0 when it does not. Issuing never moves it ahead; observing an old leader's ceiling may, by up to one fence window plus the clock offset between the two."}, n.hlcSkewSeconds))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
@@ -207,6 +207,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.goRun(func() { n.announce(ctx, self, existing) })
 	log.Info("node started", "raft_addr", n.advertisedRaft(), "grpc_addr", n.advertisedGRPC(), "http_addr", n.HTTPAddr(), "existing_state", existing)
 	return n, nil
+}
+
+// hlcSkewSeconds is HLC − wall on this node. A follower issues nothing, so
+// its own clock's last value says nothing: the HLC it knows is the last
+// applied entry's (without that, the gauge read the whole Unix epoch on
+// followers).
+func (n *Node) hlcSkewSeconds() float64 {
+	return float64(n.clock.AheadMs(max(n.clock.Last(), n.fsm.State().LastHLC()))) / 1000
 }
 
 func autoSplitFlag(v *bool) api.AutoSplitFlag {

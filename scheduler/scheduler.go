@@ -261,14 +261,23 @@ func (s *Scheduler) verifyLeader(ctx context.Context) error {
 	}
 }
 
+// TimestampWait bounds how long a batch waits for the physical clock to
+// reach its millisecond (hlc.ErrAheadOfClock) before the request fails as
+// definitely not issued (Unavailable). One millisecond holds 65,536
+// timestamps, so only a flood or a fresh leader whose clock trails the old
+// ceiling waits at all.
+const TimestampWait = 5 * time.Millisecond
+
 // Timestamps reserves a batch of n fenced timestamps and confirms leadership
 // before returning them, so a deposed leader that has not noticed yet cannot
-// hand out values that a client could see before a newer leader's.
+// hand out values that a client could see before a newer leader's. A batch
+// never carries the HLC past the physical clock (SPEC §13): it waits up to
+// TimestampWait for the clock, then fails with ErrNotReady.
 func (s *Scheduler) Timestamps(ctx context.Context, n uint64) (uint64, error) {
 	if !s.IsReady() {
 		return 0, ErrNotLeader
 	}
-	first, err := s.clock.NextFencedBatch(n)
+	first, err := s.clock.NextFencedBatchWait(n, TimestampWait)
 	if err != nil {
 		if errors.Is(err, hlc.ErrBatchSize) {
 			return 0, err
@@ -351,8 +360,15 @@ func (s *Scheduler) establishFence(ctx context.Context) error {
 	return s.advanceCeiling(ctx)
 }
 
+// advanceCeiling commits and then installs a new fence. The ceiling is
+// computed from the physical clock, not from the HLC: were it computed from
+// the HLC, every renewal would let the HLC run one more window ahead, and a
+// timestamp flood could push it ahead of wall time without bound. It is at
+// least one millisecond above the last timestamp, so a new leader whose
+// clock trails an observed old ceiling can still stamp its entries (within
+// that millisecond) instead of stalling until its clock catches up.
 func (s *Scheduler) advanceCeiling(ctx context.Context) error {
-	ceiling := hlc.Physical(s.clock.Now()) + uint64(s.cfg.CeilingWindow.Milliseconds())
+	ceiling := max(s.clock.PhysicalNow()+uint64(s.cfg.CeilingWindow.Milliseconds()), hlc.Physical(s.clock.Last())+1)
 	res, err := s.proposer.proposeUnfenced(ctx, &api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{CeilingMs: ceiling}}})
 	if err != nil {
 		return err
