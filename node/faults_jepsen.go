@@ -188,6 +188,7 @@ func (f faultFSM) StoreConfiguration(index uint64, c raft.Configuration) {
 
 func registerJepsenHandlers(mux *http.ServeMux, n *Node) {
 	registerControlHandlers(mux, n)
+	registerDiskHandler(mux, n)
 	mux.HandleFunc("POST /jepsen/net", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Cut     []string         `json:"cut"`

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +44,9 @@ type Node struct {
 	http  *http.Server
 	store *raftboltdb.BoltStore
 	clock *hlc.Clock
+	// legacyEntries counts log entries read without a checksum (written
+	// before this build first opened the data dir).
+	legacyEntries atomic.Uint64
 
 	raftLn, grpcLn, httpLn net.Listener
 	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
@@ -57,6 +59,7 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 	halted    chan struct{} // closed when Halt was called
+	halting   atomic.Bool   // set by the first halt
 }
 
 // Start opens the data dir, starts raft, the leader duties, gRPC and HTTP,
@@ -93,21 +96,19 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := n.listen(); err != nil {
 		return nil, err
 	}
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
+	logs, stable, err := n.openStores()
 	if err != nil {
-		return nil, fmt.Errorf("open raft store in %s: %w", cfg.DataDir, err)
+		return nil, err
 	}
 	hlog := hclog.FromStandardLogger(slog.NewLogLogger(log.Handler(), slog.LevelInfo), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, hlog)
+	if err := removeStaleSnapshotTemps(cfg.DataDir, log); err != nil {
+		return nil, err
+	}
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store in %s: %w", cfg.DataDir, err)
 	}
-	var base raft.LogStore = n.store
-	if cfg.wrapLogStore != nil {
-		base = cfg.wrapLogStore(base)
-	}
-	logs := fatalLogStore{LogStore: base, halt: n.halt}
-	stable := fatalStableStore{StableStore: n.store, halt: n.halt}
+	snaps := n.wrapSnapshots(fileSnaps)
 
 	dialer := cfg.Dialer
 	if dialer == nil {
@@ -144,13 +145,18 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
 	}
+	restoring, err := checkSnapshotCoverage(snaps, logs, cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
 	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
-	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader)}
+	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader), halt: n.halt, snapshot: restoring}
 	n.raft, err = raft.NewRaft(rc, restores, logs, stable, snaps, trans)
 	if err != nil {
-		// e.g. every snapshot failed to restore: there is nothing safe to serve.
+		// e.g. the snapshot failed to restore: there is nothing safe to serve.
 		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.explain(err))
 	}
+	restores.running()
 	n.raftRef.Store(n.raft)
 	if cfg.Bootstrap && !existing {
 		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
@@ -320,13 +326,18 @@ func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
 // Halted is closed when the node stopped itself because it must not go on.
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
-// halt stops the node for good: a failed write to the log or stable store,
-// or an entry this build cannot apply (SPEC §12).
+// halt stops the node for good: a storage fault, an entry this build
+// cannot apply, a diverged state, a clock off from the cluster (SPEC §12).
+// The first caller logs one ERROR line and, in a real process, exits 1;
+// every other caller blocks in a real process (the exit is under way, and
+// returning an error into raft would make it panic) and returns at once
+// when a test installed Config.Halt.
 func (n *Node) halt(err error) {
-	select {
-	case <-n.halted:
+	if !n.halting.CompareAndSwap(false, true) {
+		if n.cfg.Halt == nil {
+			select {}
+		}
 		return
-	default:
 	}
 	close(n.halted)
 	n.log.Error("stopping: "+err.Error(), "reason", "halt")

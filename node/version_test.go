@@ -27,7 +27,8 @@ func TestIntegrationDataDirAboveSupportedVersionIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.SetUint64(clusterVersionKey, fsm.SupportedVersion+1); err != nil {
+	sealed := &checksumStableStore{inner: store, path: "raft.db"}
+	if err := sealed.SetUint64(clusterVersionKey, fsm.SupportedVersion+1); err != nil {
 		t.Fatal(err)
 	}
 	store.Close()

@@ -417,8 +417,11 @@ func (s *Scheduler) ensureSelfMember(ctx context.Context) {
 		return
 	}
 	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: cloneMember(self)}}})
-	if err != nil || res.GetCode() != api.ResultCode_RESULT_CODE_OK {
-		s.log.Warn("could not record this node as a member", "reason", fmt.Sprint(err, res.GetMessage()))
+	switch {
+	case err != nil:
+		s.log.Warn("could not record this node as a member", "reason", err.Error())
+	case res.GetCode() != api.ResultCode_RESULT_CODE_OK:
+		s.log.Warn("could not record this node as a member", "reason", res.GetMessage())
 	}
 }
 
