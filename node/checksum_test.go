@@ -145,7 +145,9 @@ func (panicStore) GetLog(uint64, *raft.Log) error { panic("invalid page type: 42
 
 type decodeErrStore struct{ raft.LogStore }
 
-func (decodeErrStore) GetLog(uint64, *raft.Log) error { return errors.New("msgpack decode error [pos 3]") }
+func (decodeErrStore) GetLog(uint64, *raft.Log) error {
+	return errors.New("msgpack decode error [pos 3]")
+}
 
 func TestChecksumPanicsAndDecodeErrorsHalt(t *testing.T) {
 	for name, inner := range map[string]raft.LogStore{"panic": panicStore{raft.NewInmemStore()}, "decode": decodeErrStore{raft.NewInmemStore()}} {
