@@ -49,11 +49,12 @@ const (
 	kindSetAutoSplit   = "set_auto_split"
 	kindSetConfig      = "set_config"
 	kindAbortOp        = "abort_op"
+	kindCheckState     = "check_state"
 	kindInvalid        = "invalid"
 )
 
 var commandKinds = []string{kindBootstrap, kindAdvanceCeiling, kindSetMember, kindRemoveMember,
-	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindInvalid}
+	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindCheckState, kindInvalid}
 
 func commandKind(c *api.Command) string {
 	switch c.GetBody().(type) {
@@ -75,6 +76,8 @@ func commandKind(c *api.Command) string {
 		return kindSetConfig
 	case *api.Command_AbortOp:
 		return kindAbortOp
+	case *api.Command_CheckState:
+		return kindCheckState
 	}
 	return kindInvalid
 }

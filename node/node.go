@@ -120,7 +120,13 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hlog})}
 
-	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg)})
+	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
+		PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
+			return n.srv.PeerStateHash(ctx, m.GrpcAddr, index)
+		},
+		Diverged: n.diverged,
+	})
+	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg), OnCheckState: checks.Capture})
 	notify := make(chan bool, 16)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -180,8 +186,13 @@ func Start(cfg Config) (_ *Node, err error) {
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 	}
+	clockMon := scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset),
+		HaltAfter: cfg.ClockOffsetHalt, Halt: n.halt, Logger: log, Registerer: reg,
+		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.srv.PeerClockPing(ctx, m.GrpcAddr) },
+	})
 	n.sched = scheduler.New(scheduler.Config{
 		Self: self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
+		ClockMonitor: clockMon, StateChecks: checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.srv.PeerAppliedIndex(ctx, m.GrpcAddr)
 		},
@@ -196,6 +207,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.goRun(func() { n.sched.Run(ctx) })
+	n.goRun(func() { clockMon.Run(ctx) })
+	n.goRun(func() { checks.Run(ctx) })
 	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
 	n.goRun(func() {
 		if err := n.grpc.Serve(n.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -221,6 +234,23 @@ func Start(cfg Config) (_ *Node, err error) {
 // followers).
 func (n *Node) hlcSkewSeconds() float64 {
 	return float64(n.clock.AheadMs(max(n.clock.Last(), n.fsm.State().LastHLC()))) / 1000
+}
+
+// Defaults of the integrity settings (SPEC §13).
+const (
+	DefaultMaxClockOffset     = 500 * time.Millisecond
+	DefaultStateCheckInterval = 10 * time.Minute
+)
+
+// orDefault maps a zero duration to def and a negative one to 0 (off).
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 func autoSplitFlag(v *bool) api.AutoSplitFlag {

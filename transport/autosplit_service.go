@@ -99,7 +99,7 @@ func (s *Server) warnings(st *fsm.State) []string {
 	if n := st.FenceViolations(); n > 0 {
 		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange arrived with a commit HLC that did not move forward)", n))
 	}
-	return w
+	return append(w, s.cfg.Sched.Warnings()...)
 }
 
 func (a *autoSplitServer) Explain(ctx context.Context, req *api.ExplainRequest) (*api.ExplainResponse, error) {

@@ -43,6 +43,7 @@ type Command struct {
 	//	*Command_SetAutoSplit
 	//	*Command_SetConfig
 	//	*Command_AbortOp
+	//	*Command_CheckState
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -187,6 +188,15 @@ func (x *Command) GetAbortOp() *AbortOp {
 	return nil
 }
 
+func (x *Command) GetCheckState() *CheckState {
+	if x != nil {
+		if x, ok := x.Body.(*Command_CheckState); ok {
+			return x.CheckState
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -227,6 +237,10 @@ type Command_AbortOp struct {
 	AbortOp *AbortOp `protobuf:"bytes,18,opt,name=abort_op,json=abortOp,proto3,oneof"`
 }
 
+type Command_CheckState struct {
+	CheckState *CheckState `protobuf:"bytes,30,opt,name=check_state,json=checkState,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Body() {}
 
 func (*Command_AdvanceCeiling) isCommand_Body() {}
@@ -244,6 +258,8 @@ func (*Command_SetAutoSplit) isCommand_Body() {}
 func (*Command_SetConfig) isCommand_Body() {}
 
 func (*Command_AbortOp) isCommand_Body() {}
+
+func (*Command_CheckState) isCommand_Body() {}
 
 type Bootstrap struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1063,11 +1079,58 @@ func (x *AbortOp) GetReason() string {
 	return ""
 }
 
+// CheckState is the cross-replica state check marker (cluster version 2):
+// every replica hashes its state right after applying it and the members
+// compare their hashes (SPEC §13). It changes no replicated state.
+type CheckState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actor         string                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckState) Reset() {
+	*x = CheckState{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckState) ProtoMessage() {}
+
+func (x *CheckState) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckState.ProtoReflect.Descriptor instead.
+func (*CheckState) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *CheckState) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
 var File_hotsplitv1_command_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\x8e\x05\n" +
+	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xca\x05\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vmin_version\x18\x01 \x01(\rR\n" +
 	"minVersion\x12\x10\n" +
@@ -1086,7 +1149,9 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x0eset_auto_split\x18\x10 \x01(\v2\x19.hotsplit.v1.SetAutoSplitH\x00R\fsetAutoSplit\x127\n" +
 	"\n" +
 	"set_config\x18\x11 \x01(\v2\x16.hotsplit.v1.SetConfigH\x00R\tsetConfig\x121\n" +
-	"\babort_op\x18\x12 \x01(\v2\x14.hotsplit.v1.AbortOpH\x00R\aabortOpB\x06\n" +
+	"\babort_op\x18\x12 \x01(\v2\x14.hotsplit.v1.AbortOpH\x00R\aabortOp\x12:\n" +
+	"\vcheck_state\x18\x1e \x01(\v2\x17.hotsplit.v1.CheckStateH\x00R\n" +
+	"checkStateB\x06\n" +
 	"\x04body\"\xe1\x01\n" +
 	"\tBootstrap\x12\x1d\n" +
 	"\n" +
@@ -1155,7 +1220,10 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\aAbortOp\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reasonB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\"\n" +
+	"\n" +
+	"CheckState\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actorB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_command_proto_rawDescOnce sync.Once
@@ -1169,7 +1237,7 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
@@ -1184,10 +1252,11 @@ var file_hotsplitv1_command_proto_goTypes = []any{
 	(*SetAutoSplit)(nil),   // 10: hotsplit.v1.SetAutoSplit
 	(*SetConfig)(nil),      // 11: hotsplit.v1.SetConfig
 	(*AbortOp)(nil),        // 12: hotsplit.v1.AbortOp
-	(*Config)(nil),         // 13: hotsplit.v1.Config
-	(*Member)(nil),         // 14: hotsplit.v1.Member
-	(SwitchSource)(0),      // 15: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 16: hotsplit.v1.ConfigPatch
+	(*CheckState)(nil),     // 13: hotsplit.v1.CheckState
+	(*Config)(nil),         // 14: hotsplit.v1.Config
+	(*Member)(nil),         // 15: hotsplit.v1.Member
+	(SwitchSource)(0),      // 16: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 17: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
@@ -1199,18 +1268,19 @@ var file_hotsplitv1_command_proto_depIdxs = []int32{
 	10, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
 	11, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
 	12, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
-	13, // 9: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	14, // 10: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
-	7,  // 11: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	9,  // 12: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	8,  // 13: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	15, // 14: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	16, // 15: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	13, // 9: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
+	14, // 10: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	15, // 11: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	7,  // 12: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
+	9,  // 13: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	8,  // 14: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	16, // 15: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	17, // 16: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -1230,6 +1300,7 @@ func file_hotsplitv1_command_proto_init() {
 		(*Command_SetAutoSplit)(nil),
 		(*Command_SetConfig)(nil),
 		(*Command_AbortOp)(nil),
+		(*Command_CheckState)(nil),
 	}
 	file_hotsplitv1_command_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
@@ -1238,7 +1309,7 @@ func file_hotsplitv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
