@@ -220,12 +220,13 @@ func (c *StateChecker) judge(ctx context.Context, rec *checkRecord) {
 	slices.SortFunc(reports, func(a, b *api.StateReport) int { return strings.Compare(a.GetNodeId(), b.GetNodeId()) })
 	verdict := &api.CheckStateResponse{Index: rec.index, Reports: reports, Diverged: judgeReports(reports)}
 	rec.verdict = verdict
-	c.record(verdict)
-	for _, id := range verdict.Diverged {
-		if id == c.cfg.Self && c.cfg.Diverged != nil {
-			c.cfg.Diverged(rec.index, rec.st, verdict)
-		}
+	if slices.Contains(verdict.Diverged, c.cfg.Self) && c.cfg.Diverged != nil {
+		// The node's one stop line says it all.
+		c.record(verdict, false)
+		c.cfg.Diverged(rec.index, rec.st, verdict)
+		return
 	}
+	c.record(verdict, true)
 }
 
 // judgeReports sets each report's outcome and returns the diverged nodes.
@@ -286,7 +287,7 @@ var stateOutcomes = map[api.StateOutcome]string{
 }
 
 // record keeps the verdict for status, sets the gauge and logs it.
-func (c *StateChecker) record(v *api.CheckStateResponse) {
+func (c *StateChecker) record(v *api.CheckStateResponse, logIt bool) {
 	c.mu.Lock()
 	if c.last == nil || v.GetIndex() >= c.last.GetIndex() {
 		c.last = v
@@ -301,11 +302,13 @@ func (c *StateChecker) record(v *api.CheckStateResponse) {
 			c.gauge.WithLabelValues(name).Set(float64(counts[name]))
 		}
 	}
-	if len(v.GetDiverged()) > 0 {
+	switch {
+	case !logIt:
+	case len(v.GetDiverged()) > 0:
 		c.cfg.Logger.Error("state check: replicas diverged", "index", v.GetIndex(), "diverged", strings.Join(v.GetDiverged(), ","), "reports", formatReports(v.GetReports()))
-		return
+	default:
+		c.cfg.Logger.Info("state check", "index", v.GetIndex(), "reports", formatReports(v.GetReports()))
 	}
-	c.cfg.Logger.Info("state check", "index", v.GetIndex(), "reports", formatReports(v.GetReports()))
 }
 
 func formatReports(rs []*api.StateReport) string {

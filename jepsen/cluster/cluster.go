@@ -371,6 +371,13 @@ type State struct {
 	CatalogVersion uint64 `json:"catalog_version"`
 	Ready          bool   `json:"ready"`
 	LastIndex      uint64 `json:"last_index"`
+	Term           uint64 `json:"term"`
+	CeilingMs      uint64 `json:"ceiling_ms"`
+	// HLCSkewMs is HLC − wall as the node knows it, against its own
+	// (shifted) clock.
+	HLCSkewMs uint64 `json:"hlc_skew_ms"`
+	// ClockOff: the node's clock is off from a majority (it refuses to lead).
+	ClockOff bool `json:"clock_off"`
 }
 
 // State reads the node's state over its jepsen seam.
@@ -428,6 +435,46 @@ func (n *Node) SetNet(ctx context.Context, cut []string, delayMs map[string]int6
 // SetClock shifts the node's HLC physical source by offsetMs.
 func (n *Node) SetClock(ctx context.Context, offsetMs int64) error {
 	return n.post(ctx, "/jepsen/clock", map[string]any{"offset_ms": offsetMs})
+}
+
+// SetDiskFullAfter makes the node's log and snapshot writes fail with
+// ENOSPC once it has written bytes more (negative: a disk with room again).
+func (n *Node) SetDiskFullAfter(ctx context.Context, bytes int64) error {
+	return n.post(ctx, "/jepsen/disk", map[string]any{"full_after_bytes": bytes})
+}
+
+// CorruptState makes the node's next applied entry corrupt its in-memory
+// state (a silent divergence the cross-replica state check must catch).
+func (n *Node) CorruptState(ctx context.Context) error {
+	return n.post(ctx, "/jepsen/corrupt", map[string]any{})
+}
+
+// Rename gives the node a new id and an empty data dir, joining through
+// the given gRPC addresses at its next Start: a node whose data was lost
+// comes back under a new id (SPEC §9). It must not be running.
+func (n *Node) Rename(id string, join []string) error {
+	if n.Running() {
+		return fmt.Errorf("node %s is running", n.ID)
+	}
+	if err := os.RemoveAll(n.DataDir); err != nil {
+		return err
+	}
+	args := []string{"--id", id}
+	for i := 0; i < len(n.args); i++ {
+		switch n.args[i] {
+		case "--id":
+			i++
+		case "--join":
+			i++
+		case "--bootstrap":
+		default:
+			args = append(args, n.args[i])
+		}
+	}
+	n.mu.Lock()
+	n.ID, n.args = id, append(args, "--join", strings.Join(join, ","))
+	n.mu.Unlock()
+	return nil
 }
 
 // Failpoint is a condition on which the node exits at once (status 137).
