@@ -108,4 +108,3 @@ func containsAll(ws []string, sub string) bool {
 	}
 	return false
 }
-
