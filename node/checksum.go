@@ -40,7 +40,17 @@ func EntryChecksum(index, term uint64, typ raft.LogType, data []byte) uint32 {
 	binary.BigEndian.PutUint64(hdr[:8], index)
 	binary.BigEndian.PutUint64(hdr[8:16], term)
 	hdr[16] = byte(typ)
-	return crc32.Update(crc32.Update(0, castagnoli, hdr[:]), castagnoli, data)
+	return crc32.Update(crcBytes(0, hdr[:]), castagnoli, data)
+}
+
+// crcBytes is crc32.Update(crc, castagnoli, p) for a few bytes, written out
+// so that a header on the stack does not escape to the heap on every read.
+func crcBytes(crc uint32, p []byte) uint32 {
+	crc = ^crc
+	for _, b := range p {
+		crc = castagnoli[byte(crc)^b] ^ crc>>8
+	}
+	return ^crc
 }
 
 // splitEntryTag returns the checksum and the original Extensions of an

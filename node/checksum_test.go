@@ -276,3 +276,19 @@ func TestChecksumMatchesTheJepsenReader(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkChecksumGetLog: verifying and stripping a checksum on the read
+// path adds no allocation to the store's own.
+func BenchmarkChecksumGetLog(b *testing.B) {
+	s, _, _ := newChecked(1)
+	logs := entries(1, 1)
+	logs[0].Data = make([]byte, 512)
+	s.StoreLogs(logs)
+	var l raft.Log
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.GetLog(1, &l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -202,6 +202,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log, Metrics: transport.NewMetrics(reg)})
 	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize), grpc.ChainUnaryInterceptor(n.srv.UnaryInterceptor()), grpc.ChainStreamInterceptor(n.srv.StreamInterceptor()))
 	n.srv.Register(n.grpc)
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hotsplit_log_legacy_entries_read_total", Help: "Raft log entries read without a checksum because an earlier build wrote them (below checksummed_from)."},
+		func() float64 { return float64(n.legacyEntries.Load()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_seconds", Help: "How far the HLC this node knows (issued, observed or applied) runs ahead of its own clock, in seconds; 0 when it does not. Issuing never moves it ahead; observing an old leader's ceiling may, by up to one fence window plus the clock offset between the two."}, n.hlcSkewSeconds))
 
 	ctx, cancel := context.WithCancel(context.Background())
