@@ -137,15 +137,42 @@ func (c *Clock) NextFenced() (uint64, error) {
 // never moves the HLC ahead of the wall clock. NextFencedBatchWait waits
 // for the clock instead.
 func (c *Clock) NextFencedBatch(n uint64) (uint64, error) {
-	first, _, err := c.tryBatch(n)
-	return first, err
+	r := c.reserve(n)
+	return r.first, r.err(n)
 }
 
-// tryBatch is NextFencedBatch; on ErrAheadOfClock it also returns the
-// physical millisecond the clock must reach for the batch to fit.
-func (c *Clock) tryBatch(n uint64) (first, needMs uint64, err error) {
+// reservation is the outcome of one reserve attempt; errors are only
+// formatted (allocated) once the caller gives up.
+type reservation struct {
+	status           reserveStatus
+	first, end       uint64 // the batch; end is set on refusals too
+	nowMs, ceilingMs uint64
+}
+
+type reserveStatus uint8
+
+const (
+	reserved reserveStatus = iota
+	badSize
+	pastCeiling
+	aheadOfClock
+)
+
+func (r reservation) err(n uint64) error {
+	switch r.status {
+	case badSize:
+		return fmt.Errorf("%w: %d (want 1..%d)", ErrBatchSize, n, MaxBatch)
+	case pastCeiling:
+		return fmt.Errorf("%w: next %s at or past ceiling %d ms", ErrCeilingExpired, Format(r.end), r.ceilingMs)
+	case aheadOfClock:
+		return fmt.Errorf("%w: batch of %d would end at %s, the clock reads %d ms", ErrAheadOfClock, n, Format(r.end), r.nowMs)
+	}
+	return nil
+}
+
+func (c *Clock) reserve(n uint64) reservation {
 	if n == 0 || n > MaxBatch {
-		return 0, 0, fmt.Errorf("%w: %d (want 1..%d)", ErrBatchSize, n, MaxBatch)
+		return reservation{status: badSize}
 	}
 	for {
 		last := c.last.Load()
@@ -153,13 +180,13 @@ func (c *Clock) tryBatch(n uint64) (first, needMs uint64, err error) {
 		first := candidate(last, now)
 		end := first + n - 1
 		if ceiling := c.ceilingMs.Load(); Physical(end) >= ceiling {
-			return 0, 0, fmt.Errorf("%w: next %s at or past ceiling %d ms", ErrCeilingExpired, Format(end), ceiling)
+			return reservation{status: pastCeiling, end: end, ceilingMs: ceiling}
 		}
 		if Physical(end) > max(now, Physical(last)) {
-			return 0, Physical(end), fmt.Errorf("%w: batch of %d would end at %s, the clock reads %d ms", ErrAheadOfClock, n, Format(end), now)
+			return reservation{status: aheadOfClock, end: end, nowMs: now}
 		}
 		if c.last.CompareAndSwap(last, end) {
-			return first, 0, nil
+			return reservation{first: first, end: end}
 		}
 	}
 }
@@ -175,9 +202,9 @@ const aheadPoll = 200 * time.Microsecond
 func (c *Clock) NextFencedBatchWait(n uint64, maxWait time.Duration) (uint64, error) {
 	var deadline time.Time
 	for {
-		first, need, err := c.tryBatch(n)
-		if !errors.Is(err, ErrAheadOfClock) {
-			return first, err
+		r := c.reserve(n)
+		if r.status != aheadOfClock {
+			return r.first, r.err(n)
 		}
 		now := time.Now()
 		if deadline.IsZero() {
@@ -185,9 +212,9 @@ func (c *Clock) NextFencedBatchWait(n uint64, maxWait time.Duration) (uint64, er
 		}
 		// The clock must still move this far; a millisecond of slack covers
 		// reading it in the middle of one.
-		gap := time.Duration(int64(need)-int64(c.physicalNow())) * time.Millisecond
+		gap := time.Duration(int64(Physical(r.end))-int64(c.physicalNow())) * time.Millisecond
 		if now.After(deadline) || gap > deadline.Sub(now)+time.Millisecond {
-			return 0, err
+			return 0, r.err(n)
 		}
 		time.Sleep(aheadPoll)
 	}
