@@ -358,7 +358,7 @@ func (s *Scheduler) Timestamps(ctx context.Context, n uint64) (uint64, error) {
 	}
 	first, err := s.clock.NextFencedBatchWait(n, TimestampWait)
 	if err != nil {
-		if errors.Is(err, hlc.ErrBatchSize) {
+		if errors.Is(err, hlc.ErrBatchSize) || errors.Is(err, hlc.ErrAheadOfClock) {
 			return 0, err
 		}
 		return 0, fmt.Errorf("%w: %w", ErrNotReady, err)
