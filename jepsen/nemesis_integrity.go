@@ -71,14 +71,11 @@ func (n *nemesis) flood(context.Context) (func(context.Context) error, string, e
 	return heal, fmt.Sprintf("%s: %d clients × %d timestamps per call", TimestampFlood, FloodClients, FloodBatch), nil
 }
 
-// straddle shifts a follower's clock below or above the bound and makes
-// it leader.
-func (n *nemesis) straddle(ctx context.Context, f Fault) (func(context.Context) error, string, error) {
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	leader, err := n.c.WaitLeader(lctx)
+// pickFollower picks a running follower of the current leader.
+func (n *nemesis) pickFollower(ctx context.Context, pick uint64) (*cluster.Node, error) {
+	leader, err := n.c.WaitLeader(ctx)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	var followers []*cluster.Node
 	for _, x := range n.running() {
@@ -87,9 +84,20 @@ func (n *nemesis) straddle(ctx context.Context, f Fault) (func(context.Context) 
 		}
 	}
 	if len(followers) == 0 {
-		return nil, "", fmt.Errorf("no running follower")
+		return nil, fmt.Errorf("no running follower")
 	}
-	x := followers[f.Pick%uint64(len(followers))]
+	return followers[pick%uint64(len(followers))], nil
+}
+
+// straddle shifts a follower's clock below or above the bound and makes
+// it leader.
+func (n *nemesis) straddle(ctx context.Context, f Fault) (func(context.Context) error, string, error) {
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	x, err := n.pickFollower(lctx, f.Pick)
+	if err != nil {
+		return nil, "", err
+	}
 	above := f.Pick%2 == 0
 	offset := StraddleBelow
 	if above {
@@ -182,20 +190,10 @@ func waitNode(ctx context.Context, x *cluster.Node, cond func(cluster.State) boo
 func (n *nemesis) bitFlip(ctx context.Context, f Fault) (func(context.Context) error, string, error) {
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	leader, err := n.c.WaitLeader(lctx)
+	x, err := n.pickFollower(lctx, f.Pick)
 	if err != nil {
 		return nil, "", err
 	}
-	var followers []*cluster.Node
-	for _, x := range n.running() {
-		if x != leader {
-			followers = append(followers, x)
-		}
-	}
-	if len(followers) == 0 {
-		return nil, "", fmt.Errorf("no running follower")
-	}
-	x := followers[f.Pick%uint64(len(followers))]
 	if err := x.Stop(10 * time.Second); err != nil {
 		return nil, "", err
 	}
