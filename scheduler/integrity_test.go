@@ -257,7 +257,9 @@ type clockRig struct {
 func newClockRig(t *testing.T, maxOffset time.Duration, peers ...string) *clockRig {
 	rig := &clockRig{offset: map[string]int64{}, delay: map[string]time.Duration{}}
 	local := hlc.New(nil)
-	rig.m = NewClockMonitor(ClockConfig{Self: "n1", MaxOffset: maxOffset, HaltAfter: time.Minute, Logger: slog.New(slog.DiscardHandler),
+	// An in-process ping takes microseconds; the RTT bound leaves room
+	// for a loaded machine running the race detector.
+	rig.m = NewClockMonitor(ClockConfig{Self: "n1", MaxOffset: maxOffset, MaxRTT: 500 * time.Millisecond, HaltAfter: time.Minute, Logger: slog.New(slog.DiscardHandler),
 		Halt: func(err error) { rig.halted = append(rig.halted, err) },
 		Ping: func(ctx context.Context, m *api.Member) (int64, error) {
 			rig.mu.Lock()
@@ -294,7 +296,7 @@ func TestClockMonitorOffFromAMajority(t *testing.T) {
 		// One peer off: that peer is the odd one, not this node.
 		{"one other off", map[string]int64{"n2": 2000, "n3": 0}, nil, false},
 		// A sample whose round trip exceeds the bound says nothing.
-		{"slow answers", map[string]int64{"n2": 2000, "n3": 2000}, map[string]time.Duration{"n2": 300 * time.Millisecond, "n3": 300 * time.Millisecond}, false},
+		{"slow answers", map[string]int64{"n2": 2000, "n3": 2000}, map[string]time.Duration{"n2": 600 * time.Millisecond, "n3": 600 * time.Millisecond}, false},
 		{"just within the bound", map[string]int64{"n2": 450, "n3": 450}, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
