@@ -57,3 +57,13 @@ func (c *Client) Admit(ctx context.Context, req *api.AdmitRequest) (*api.AdmitRe
 			return api.NewClusterClient(cc).Admit(ctx, req)
 		})
 }
+
+// CheckState runs the cross-replica state check on the leader: it commits
+// a marker and returns every member's state hash at its index (a mutation:
+// it writes a log entry; request id as for Join).
+func (c *Client) CheckState(ctx context.Context, req *api.CheckStateRequest) (*api.CheckStateResponse, error) {
+	return invoke(ctx, c, call{name: "CheckState", mutation: true, requestID: NewRequestID()},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.CheckStateResponse, error) {
+			return api.NewClusterClient(cc).CheckState(ctx, req)
+		})
+}

@@ -73,7 +73,18 @@ type Options struct {
 	HistorySize int
 	// Metrics receives apply-side counters; nil disables them.
 	Metrics *Metrics
+	// OnCheckState receives, inside Apply of a CheckState marker, the state
+	// right after it and its index, before it is published. It must not
+	// block or modify the state: capture the pointer (O(1)) and hash it on
+	// another goroutine. nil: nothing is captured.
+	OnCheckState func(index uint64, s *State)
 }
+
+// StateHashFormat names how State.Hash is computed (sha256 of the
+// deterministic protobuf encoding of State.Proto). Replicas compare hashes
+// only within one format; change it whenever that encoding may change for
+// an unchanged state.
+const StateHashFormat = 1
 
 // Result is what Apply returns for every entry (through
 // raft.ApplyFuture.Response). Business failures are in Result.Code, never a

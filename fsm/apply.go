@@ -47,6 +47,12 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 			ns.nextRequestSeq++
 		}
 	}
+	f.seams.perturb(&ns)
+	if a.checkState && f.onCheckState != nil {
+		// Before publishing: a StateHash answer that sees this index
+		// applied must also find the capture.
+		f.onCheckState(l.Index, &ns)
+	}
 	f.publish(&ns)
 	f.m.applied(kind, t0)
 	return res
@@ -80,6 +86,9 @@ type applier struct {
 	prevHLC, nowHLC, now uint64
 	// haltErr, when set by a handler, halts instead of publishing.
 	haltErr error
+	// checkState is set by applyCheckState: the published state is handed
+	// to Options.OnCheckState.
+	checkState bool
 }
 
 func (a *applier) dispatch() *api.CommandResult {
@@ -112,6 +121,8 @@ func (a *applier) dispatch() *api.CommandResult {
 		return a.applyAbortOp(b.AbortOp)
 	case *api.Command_AdmitMember:
 		return a.applyAdmitMember(b.AdmitMember)
+	case *api.Command_CheckState:
+		return a.applyCheckState(b.CheckState)
 	}
 	// DecodeCommand refused every other body already.
 	a.haltErr = fmt.Errorf("%w: %T", ErrUnknownCommand, a.cmd.GetBody())

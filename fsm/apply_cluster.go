@@ -201,3 +201,15 @@ func rules(version uint32) detector.Rules {
 	}
 	return detector.RulesV1
 }
+
+// applyCheckState accepts the cross-replica state check marker (cluster
+// version 2). It changes nothing replicated: each replica hashes its state
+// at this index outside Apply (Options.OnCheckState).
+func (a *applier) applyCheckState(c *api.CheckState) *api.CommandResult {
+	if a.s.clusterVersion < Version2 {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "check_state needs cluster version %d, the cluster runs %d", Version2, a.s.clusterVersion)
+	}
+	a.checkState = true
+	a.f.log.Info("fsm: state check marker", "actor", c.GetActor())
+	return ok()
+}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
@@ -248,5 +250,43 @@ func TestClusterVersion(t *testing.T) {
 	h.run(member("n1", SupportedVersion+1))
 	if len(h.halts) != 1 || h.state() != before {
 		t.Fatalf("version above supported: halts %v, state replaced %v", h.halts, h.state() != before)
+	}
+}
+
+// The state check marker is a version-2 command: refused below it with the
+// state unchanged; at version 2 it hands the state at its index to the
+// hook before publishing, and changes nothing replicated.
+func TestCheckState(t *testing.T) {
+	type capture struct {
+		index uint64
+		s     *State
+	}
+	for _, version := range []uint32{Version1, Version2} {
+		var got []capture
+		h := &harness{t: t, ms: startMs}
+		h.f = newQuiet(Options{Halt: func(err error) { h.halts = append(h.halts, err) }, OnCheckState: func(i uint64, s *State) {
+			if h.f.State().Index() >= i {
+				t.Errorf("state at %d published before the capture", i)
+			}
+			got = append(got, capture{i, s})
+		}})
+		h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c1", GroupId: 1, ClusterVersion: version}}})
+		before := h.f.State()
+		r := h.run(&api.Command{Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: "op"}}})
+		after := h.f.State()
+		if version < Version2 {
+			if r.Code != api.ResultCode_RESULT_CODE_INVALID_ARGUMENT || len(got) != 0 {
+				t.Fatalf("v1: check_state answered %v %q, %d captures; want refused, none", r.Code, r.Message, len(got))
+			}
+			continue
+		}
+		if r.Code != api.ResultCode_RESULT_CODE_OK || len(got) != 1 || got[0].index != h.index || got[0].s != after {
+			t.Fatalf("v2: %v %q, captures %+v; want OK and the published state at %d", r.Code, r.Message, got, h.index)
+		}
+		b, a := before.Proto(), after.Proto()
+		b.LastHlc, a.LastHlc = 0, 0
+		if !proto.Equal(b, a) {
+			t.Fatalf("the marker changed replicated state")
+		}
 	}
 }

@@ -50,11 +50,12 @@ const (
 	kindSetConfig      = "set_config"
 	kindAbortOp        = "abort_op"
 	kindAdmitMember    = "admit_member"
+	kindCheckState     = "check_state"
 	kindInvalid        = "invalid"
 )
 
 var commandKinds = []string{kindBootstrap, kindAdvanceCeiling, kindSetMember, kindRemoveMember,
-	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindAdmitMember, kindInvalid}
+	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindAdmitMember, kindCheckState, kindInvalid}
 
 func commandKind(c *api.Command) string {
 	switch c.GetBody().(type) {
@@ -78,6 +79,8 @@ func commandKind(c *api.Command) string {
 		return kindAbortOp
 	case *api.Command_AdmitMember:
 		return kindAdmitMember
+	case *api.Command_CheckState:
+		return kindCheckState
 	}
 	return kindInvalid
 }

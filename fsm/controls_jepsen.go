@@ -16,3 +16,21 @@ var skipCASControl atomic.Bool
 func SetSkipCAS(on bool) { skipCASControl.Store(on) }
 
 func skipCAS() bool { return skipCASControl.Load() }
+
+// testSeams is the jepsen fault seam of one FSM (not a negative control:
+// it corrupts one replica on purpose, and the cross-replica state check
+// must catch it).
+type testSeams struct {
+	corrupt atomic.Bool
+}
+
+// CorruptNextApply makes this replica's next applied entry change its
+// in-memory state as no other replica's does (the fence-violation counter
+// jumps by 1000): a silent divergence.
+func (f *FSM) CorruptNextApply() { f.seams.corrupt.Store(true) }
+
+func (t *testSeams) perturb(s *State) {
+	if t.corrupt.CompareAndSwap(true, false) {
+		s.fenceViolations += 1000
+	}
+}

@@ -29,6 +29,8 @@ type FSM struct {
 	decisionRingSize int
 	finishedOps      int
 	historySize      int
+	onCheckState     func(uint64, *State)
+	seams            testSeams
 
 	cur atomic.Pointer[published]
 }
@@ -55,6 +57,7 @@ func New(opts Options) *FSM {
 		decisionRingSize: orDefault(opts.DecisionRingSize, DefaultDecisionRingSize),
 		finishedOps:      orDefault(opts.FinishedOps, DefaultFinishedOps),
 		historySize:      orDefault(opts.HistorySize, catalog.DefaultHistory),
+		onCheckState:     opts.OnCheckState,
 	}
 	if f.log == nil {
 		f.log = slog.Default()

@@ -31,9 +31,16 @@ var ErrCeilingExpired = errors.New("hlc: ceiling expired")
 // ErrBatchSize is returned for a batch size that is zero or too large.
 var ErrBatchSize = errors.New("hlc: invalid batch size")
 
-// MaxBatch bounds one NextFencedBatch call, keeping a batch within a few
-// milliseconds' worth of logical values.
-const MaxBatch = 1 << 20
+// ErrAheadOfClock is returned when a batch would carry the HLC into a
+// millisecond the physical clock has not reached yet. Issuing it anyway
+// would let a flood of requests push the HLC ahead of wall time without
+// bound (every "now" in Apply would move with it); the oracle waits for
+// the clock instead, as PD's TSO does (SPEC §13). Nothing was issued.
+var ErrAheadOfClock = errors.New("hlc: batch would run ahead of the physical clock")
+
+// MaxBatch bounds one NextFencedBatch call: one millisecond's worth of
+// logical values, so a batch never needs more than the next millisecond.
+const MaxBatch = 1 << LogicalBits
 
 // Make builds a timestamp from its parts; logical is truncated to 16 bits.
 func Make(physicalMs, logical uint64) uint64 {
@@ -122,20 +129,94 @@ func (c *Clock) NextFenced() (uint64, error) {
 
 // NextFencedBatch reserves n consecutive timestamps first, first+1, ...,
 // first+n-1, all below the ceiling, and returns first.
+//
+// The batch may carry into a later millisecond only while its end stays at
+// or below the physical clock (or within the millisecond of the last
+// timestamp, which an observed remote timestamp may have put ahead):
+// otherwise it fails with ErrAheadOfClock and issues nothing, so issuing
+// never moves the HLC ahead of the wall clock. NextFencedBatchWait waits
+// for the clock instead.
 func (c *Clock) NextFencedBatch(n uint64) (uint64, error) {
+	r := c.reserve(n)
+	return r.first, r.err(n)
+}
+
+// reservation is the outcome of one reserve attempt; errors are only
+// formatted (allocated) once the caller gives up.
+type reservation struct {
+	status           reserveStatus
+	first, end       uint64 // the batch; end is set on refusals too
+	nowMs, ceilingMs uint64
+}
+
+type reserveStatus uint8
+
+const (
+	reserved reserveStatus = iota
+	badSize
+	pastCeiling
+	aheadOfClock
+)
+
+func (r reservation) err(n uint64) error {
+	switch r.status {
+	case badSize:
+		return fmt.Errorf("%w: %d (want 1..%d)", ErrBatchSize, n, MaxBatch)
+	case pastCeiling:
+		return fmt.Errorf("%w: next %s at or past ceiling %d ms", ErrCeilingExpired, Format(r.end), r.ceilingMs)
+	case aheadOfClock:
+		return fmt.Errorf("%w: batch of %d would end at %s, the clock reads %d ms", ErrAheadOfClock, n, Format(r.end), r.nowMs)
+	}
+	return nil
+}
+
+func (c *Clock) reserve(n uint64) reservation {
 	if n == 0 || n > MaxBatch {
-		return 0, fmt.Errorf("%w: %d (want 1..%d)", ErrBatchSize, n, MaxBatch)
+		return reservation{status: badSize}
 	}
 	for {
 		last := c.last.Load()
-		first := candidate(last, c.physicalNow())
+		now := c.physicalNow()
+		first := candidate(last, now)
 		end := first + n - 1
 		if ceiling := c.ceilingMs.Load(); Physical(end) >= ceiling {
-			return 0, fmt.Errorf("%w: next %s at or past ceiling %d ms", ErrCeilingExpired, Format(end), ceiling)
+			return reservation{status: pastCeiling, end: end, ceilingMs: ceiling}
+		}
+		if Physical(end) > max(now, Physical(last)) {
+			return reservation{status: aheadOfClock, end: end, nowMs: now}
 		}
 		if c.last.CompareAndSwap(last, end) {
-			return first, nil
+			return reservation{first: first, end: end}
 		}
+	}
+}
+
+// aheadPoll is how often NextFencedBatchWait looks at the clock again.
+const aheadPoll = 200 * time.Microsecond
+
+// NextFencedBatchWait is NextFencedBatch, but when the batch would run
+// ahead of the physical clock it waits, at most maxWait, for the clock to
+// reach the batch's last millisecond. It gives up at once (ErrAheadOfClock)
+// when that millisecond is further than maxWait away, e.g. after a new
+// leader observed an old ceiling ahead of its own clock.
+func (c *Clock) NextFencedBatchWait(n uint64, maxWait time.Duration) (uint64, error) {
+	var deadline time.Time
+	for {
+		r := c.reserve(n)
+		if r.status != aheadOfClock {
+			return r.first, r.err(n)
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(maxWait)
+		}
+		// The clock must still move this far; a millisecond of slack covers
+		// reading it in the middle of one.
+		gap := time.Duration(int64(Physical(r.end))-int64(c.physicalNow())) * time.Millisecond
+		if now.After(deadline) || gap > deadline.Sub(now)+time.Millisecond {
+			return 0, r.err(n)
+		}
+		time.Sleep(aheadPoll)
 	}
 }
 
@@ -178,8 +259,16 @@ func (c *Clock) Revoke() { c.ceilingMs.Store(0) }
 // Ceiling returns the current fence in milliseconds.
 func (c *Clock) Ceiling() uint64 { return c.ceilingMs.Load() }
 
-// SkewMs returns the HLC's lead over the physical source in milliseconds
-// (negative if the source is ahead, which only happens transiently).
-func (c *Clock) SkewMs() int64 {
-	return int64(Physical(c.last.Load())) - int64(c.physicalNow())
+// PhysicalNow reads the physical source, in ms: the same reading the clock
+// issues from (the jepsen clock seam shifts it), for measuring this node's
+// clock against its peers'.
+func (c *Clock) PhysicalNow() uint64 { return c.physicalNow() }
+
+// AheadMs returns how far ts runs ahead of the physical source, in ms, and
+// 0 when it does not: the HLC − wall skew of a node whose HLC stands at ts.
+func (c *Clock) AheadMs(ts uint64) uint64 {
+	if p, now := Physical(ts), c.physicalNow(); p > now {
+		return p - now
+	}
+	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -123,13 +124,101 @@ func TestBatch(t *testing.T) {
 		t.Fatalf("after batch [%d,+100) Next = %d, want %d", first, next, first+100)
 	}
 	// A batch that would straddle the ceiling is refused whole.
-	if _, err := c.NextFencedBatch(2 << LogicalBits); !errors.Is(err, ErrCeilingExpired) {
+	src.ms.Store(11)
+	if _, err := c.NextFencedBatch(MaxBatch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.NextFencedBatch(1); !errors.Is(err, ErrCeilingExpired) {
 		t.Fatalf("straddling batch: err = %v", err)
 	}
 	for _, n := range []uint64{0, MaxBatch + 1} {
 		if _, err := c.NextFencedBatch(n); !errors.Is(err, ErrBatchSize) {
 			t.Fatalf("batch %d: err = %v, want ErrBatchSize", n, err)
 		}
+	}
+}
+
+// A logical overflow waits for the next physical millisecond instead of
+// carrying into it.
+func TestBatchNeverRunsAheadOfTheClock(t *testing.T) {
+	var src fakeSource
+	src.ms.Store(10)
+	c := New(src.now)
+	c.SetCeiling(1000)
+	if first, err := c.NextFencedBatch(MaxBatch); err != nil || first != Make(10, 0) {
+		t.Fatalf("full millisecond: first %s, err %v", Format(first), err)
+	}
+	if _, err := c.NextFencedBatch(1); !errors.Is(err, ErrAheadOfClock) {
+		t.Fatalf("overflow into ms 11 while the clock reads 10: err = %v, want ErrAheadOfClock", err)
+	}
+	if c.Last() != Make(10, MaxBatch-1) {
+		t.Fatalf("refused batch moved the clock to %s", Format(c.Last()))
+	}
+	src.ms.Store(11)
+	if first, err := c.NextFencedBatch(1); err != nil || first != Make(11, 0) {
+		t.Fatalf("after the tick: first %s, err %v", Format(first), err)
+	}
+	// A batch that does not fit the rest of the millisecond waits too.
+	c.Observe(Make(11, MaxBatch-10))
+	if _, err := c.NextFencedBatch(100); !errors.Is(err, ErrAheadOfClock) {
+		t.Fatalf("batch straddling ms 11/12 while the clock reads 11: err = %v", err)
+	}
+	src.ms.Store(12)
+	if first, err := c.NextFencedBatch(100); err != nil || first != Make(12, 0) {
+		t.Fatalf("after the tick: first %s, err %v", Format(first), err)
+	}
+}
+
+// An observed timestamp ahead of the clock may be used up to the end of its
+// millisecond, never beyond; waiting gives up at once when the clock is
+// further behind than the wait allows.
+func TestObservedAheadIsNotExtended(t *testing.T) {
+	var src fakeSource
+	var reads atomic.Int64
+	src.ms.Store(10)
+	c := New(func() int64 { reads.Add(1); return src.now() })
+	c.SetCeiling(1000)
+	c.Observe(Make(500, 0))
+	if _, err := c.NextFencedBatch(MaxBatch - 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.AheadMs(c.Last()); got != 490 {
+		t.Fatalf("AheadMs = %d, want 490", got)
+	}
+	// The clock is 490 ms behind and the wait is 5 ms: it gives up without
+	// polling the clock (a poll reads it every 200 µs).
+	reads.Store(0)
+	if _, err := c.NextFencedBatchWait(1, 5*time.Millisecond); !errors.Is(err, ErrAheadOfClock) {
+		t.Fatalf("err = %v, want ErrAheadOfClock", err)
+	}
+	if n := reads.Load(); n > 3 {
+		t.Fatalf("read the clock %d times: it waited for a clock 490 ms behind", n)
+	}
+	src.ms.Store(600)
+	if got := c.AheadMs(c.Last()); got != 0 {
+		t.Fatalf("AheadMs once the clock passed = %d, want 0", got)
+	}
+}
+
+// With the real clock, back-to-back full batches wait for the next
+// millisecond and never end ahead of it.
+func TestBatchWaitFollowsTheWallClock(t *testing.T) {
+	c := New(nil)
+	c.SetCeiling(uint64(WallSource()) + 60_000)
+	prev := uint64(0)
+	for range 20 {
+		first, err := c.NextFencedBatchWait(MaxBatch, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := first + MaxBatch - 1
+		if first <= prev {
+			t.Fatalf("batch %s not above %s", Format(first), Format(prev))
+		}
+		if now := c.PhysicalNow(); Physical(last) > now {
+			t.Fatalf("batch ends at %s, ahead of the clock %d", Format(last), now)
+		}
+		prev = last
 	}
 }
 
@@ -176,11 +265,24 @@ func TestFenceProperty(t *testing.T) {
 				}
 				highest = v
 			case 1, 2:
-				n := rapid.Uint64Range(1, 3<<LogicalBits).Draw(t, "batch")
-				ceiling := c.Ceiling()
+				n := rapid.Uint64Range(1, MaxBatch).Draw(t, "batch")
+				ceiling, now := c.Ceiling(), c.PhysicalNow()
+				// The only batch that may be issued, and where it may end:
+				// within the clock's millisecond or the last timestamp's.
+				wantFirst := max(highest+1, now<<LogicalBits)
+				limit := max(now, Physical(highest))
 				first, err := c.NextFencedBatch(n)
 				if err != nil {
-					if !errors.Is(err, ErrCeilingExpired) {
+					switch {
+					case errors.Is(err, ErrCeilingExpired):
+						if Physical(wantFirst+n-1) < ceiling {
+							t.Fatalf("batch refused below the ceiling: %v", err)
+						}
+					case errors.Is(err, ErrAheadOfClock):
+						if Physical(wantFirst+n-1) <= limit {
+							t.Fatalf("batch refused though it fits the clock: %v", err)
+						}
+					default:
 						t.Fatalf("unexpected error %v", err)
 					}
 					if c.Last() != highest {
@@ -189,11 +291,14 @@ func TestFenceProperty(t *testing.T) {
 					continue
 				}
 				last := first + n - 1
-				if first <= highest {
-					t.Fatalf("batch first %s not above %s", Format(first), Format(highest))
+				if first != wantFirst {
+					t.Fatalf("batch first %s, want %s", Format(first), Format(wantFirst))
 				}
 				if last >= ceiling<<LogicalBits {
 					t.Fatalf("batch end %s at or past ceiling %d<<16", Format(last), ceiling)
+				}
+				if Physical(last) > limit {
+					t.Fatalf("batch end %s ran ahead of the clock (%d ms) and of the last timestamp %s", Format(last), now, Format(highest))
 				}
 				highest = last
 			case 3:
@@ -284,6 +389,33 @@ func BenchmarkNextFenced(b *testing.B) {
 		if _, err := c.NextFenced(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkBatchFlood takes full batches back to back from several
+// goroutines: throughput is bounded by one batch (65,536 timestamps) per
+// physical millisecond. A batch that waited 5 ms in vain counts as
+// refused (the server's Unavailable).
+func BenchmarkBatchFlood(b *testing.B) {
+	c := New(nil)
+	c.SetCeiling(1 << 47)
+	var refused atomic.Int64
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.NextFencedBatchWait(MaxBatch, 5*time.Millisecond); errors.Is(err, ErrAheadOfClock) {
+				refused.Add(1)
+			} else if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	issued := float64(int64(b.N)-refused.Load()) * MaxBatch
+	b.ReportMetric(issued/b.Elapsed().Seconds(), "timestamps/s")
+	b.ReportMetric(float64(refused.Load())/float64(b.N), "refused/op")
+	if ahead := c.AheadMs(c.Last()); ahead > 0 {
+		b.Fatalf("HLC ran %d ms ahead of the clock", ahead)
 	}
 }
 

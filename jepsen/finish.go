@@ -18,12 +18,20 @@ import (
 	"github.com/hotsplit/hotsplit/jepsen/raftlog"
 )
 
+// finishOpts are the integrity parts of the end of a run.
+type finishOpts struct {
+	// skewSettle > 0: heal every clock, wait this long, then sample each
+	// node's HLC − wall.
+	skewSettle time.Duration
+	damaged    []checker.DamagedLog
+}
+
 // finish heals every fault, waits for the cluster to come back together,
 // samples every node's (applied index, state hash) and catalog history,
 // stops the nodes and reads their raft logs.
-func finish(ctx context.Context, c *cluster.Cluster, logf func(string, ...any)) (checker.Input, error) {
+func finish(ctx context.Context, c *cluster.Cluster, logf func(string, ...any), opts finishOpts) (checker.Input, error) {
 	var in checker.Input
-	hctx, cancel := context.WithTimeout(ctx, 45*time.Second)
+	hctx, cancel := context.WithTimeout(ctx, 45*time.Second+opts.skewSettle)
 	defer cancel()
 	for _, n := range c.Nodes {
 		switch {
@@ -55,6 +63,12 @@ func finish(ctx context.Context, c *cluster.Cluster, logf func(string, ...any)) 
 			return in, err
 		}
 	}
+	if opts.skewSettle > 0 {
+		if err := settleClocks(hctx, c, opts.skewSettle, &in); err != nil {
+			return in, err
+		}
+		logf("clocks healed; HLC − wall %v ms after %v", in.SkewMs, opts.skewSettle)
+	}
 	nodes, versions, committed, err := sample(hctx, c)
 	if err != nil {
 		return in, err
@@ -75,8 +89,37 @@ func finish(ctx context.Context, c *cluster.Cluster, logf func(string, ...any)) 
 		}
 		in.Logs[n.ID] = entries
 	}
+	for _, d := range opts.damaged {
+		if d.Entries, err = raftlog.ReadAny(d.Path); err != nil {
+			return in, fmt.Errorf("damaged log of %s: %w", d.Node, err)
+		}
+		in.Damaged = append(in.Damaged, d)
+	}
 	logf("collected: committed index %d; log lengths %v", committed, logLengths(in.Logs))
 	return in, nil
+}
+
+// settleClocks sets every node's clock offset to zero (the last clock
+// heal), waits settle, and records each node's HLC − wall against its own
+// clock.
+func settleClocks(ctx context.Context, c *cluster.Cluster, settle time.Duration, in *checker.Input) error {
+	for _, n := range c.Nodes {
+		if err := n.SetClock(ctx, 0); err != nil {
+			return err
+		}
+	}
+	if !sleepUntil(ctx, time.Now().Add(settle)) {
+		return ctx.Err()
+	}
+	in.SkewMs, in.SkewBoundMs = map[string]uint64{}, uint64(skewBound.Milliseconds())
+	for _, n := range c.Nodes {
+		st, err := n.State(ctx)
+		if err != nil {
+			return err
+		}
+		in.SkewMs[n.ID] = st.HLCSkewMs
+	}
+	return nil
 }
 
 func logLengths(logs map[string][]raftlog.Entry) map[string]int {

@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hotsplit/hotsplit/jepsen/checker"
 	"github.com/hotsplit/hotsplit/jepsen/cluster"
+	"github.com/hotsplit/hotsplit/jepsen/history"
 )
 
 // FaultKind names one nemesis.
@@ -41,6 +43,30 @@ const (
 	// leader, so that leadership always moves from the fastest clock to a
 	// slower one: the move the fence ceiling exists for.
 	ClockBehindLeader FaultKind = "clock-behind-leader"
+	// TimestampFlood: FloodClients clients take batches of FloodBatch
+	// timestamps back to back; the oracle must wait for the clock rather
+	// than run ahead of it. Every batch issued enters the history.
+	TimestampFlood FaultKind = "timestamp-flood"
+	// ClockStraddle: shift one follower's clock StraddleBelow or (every
+	// other time) StraddleAbove ahead — on either side of the scenario's
+	// --maxClockOffset — and transfer leadership to it. Beyond the bound it
+	// must never establish its fence and leadership must move on within 2 s
+	// (a finding otherwise); within it, it may lead. Heal: its clock back.
+	ClockStraddle FaultKind = "clock-straddle"
+	// BitFlip: stop a follower, flip a byte inside the Data of a committed
+	// entry of its raft.db (found through a read-only bbolt open), restart
+	// it: it must stop at once with one ERROR line naming the entry (a
+	// finding otherwise). Heal: remove it from the cluster, keep its damaged
+	// log for the checker, and bring it back empty under a new id (SPEC §9).
+	BitFlip FaultKind = "bit-flip"
+)
+
+// Timestamp flood and clock straddle parameters.
+const (
+	FloodClients  = 64
+	FloodBatch    = 10_000
+	StraddleBelow = time.Second
+	StraddleAbove = 3 * time.Second
 )
 
 // MaxClockOffset bounds ClockSkew's offsets and is ClockBehindLeader's.
@@ -55,8 +81,15 @@ const clockSettle = time.Second
 // lead is the time a fault of kind k spends being injected before its
 // hold starts.
 func lead(k FaultKind) time.Duration {
-	if k == ClockBehindLeader {
+	switch k {
+	case ClockBehindLeader:
 		return clockSettle
+	case ClockStraddle:
+		// the monitor's verdict, the transfer, 2 s of watching
+		return 4 * time.Second
+	case BitFlip:
+		// a graceful stop, the restart that must fail
+		return 3 * time.Second
 	}
 	return 0
 }
@@ -141,9 +174,40 @@ func (p Plan) String() string {
 type nemesis struct {
 	c    *cluster.Cluster
 	logf func(format string, args ...any)
+	// rec receives the timestamp flood's batches.
+	rec *history.Recorder
 
-	mu     sync.Mutex // guards events
-	events []string
+	mu       sync.Mutex // guards the fields below
+	events   []string
+	findings []string
+	damaged  []checker.DamagedLog
+	clockSet time.Time // when a clock was last shifted or healed
+}
+
+func (n *nemesis) finding(format string, args ...any) {
+	n.mu.Lock()
+	n.findings = append(n.findings, fmt.Sprintf(format, args...))
+	n.mu.Unlock()
+}
+
+// Findings are the faults' own acceptance failures.
+func (n *nemesis) Findings() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.findings...)
+}
+
+// Damaged are the logs the bit flips left behind, for the checker.
+func (n *nemesis) Damaged() []checker.DamagedLog {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]checker.DamagedLog(nil), n.damaged...)
+}
+
+func (n *nemesis) clockShifted() {
+	n.mu.Lock()
+	n.clockSet = time.Now()
+	n.mu.Unlock()
 }
 
 func (n *nemesis) note(start time.Time, format string, args ...any) {
@@ -256,12 +320,20 @@ func (n *nemesis) inject(ctx context.Context, f Fault) (heal func(context.Contex
 				return nil, "", err
 			}
 		}
+		n.clockShifted()
 		if !sleepUntil(ctx, time.Now().Add(clockSettle)) {
 			return nil, "", ctx.Err()
 		}
 		return n.partition(lctx, f.Kind, []*cluster.Node{leader}, n.others(leader))
+	case TimestampFlood:
+		return n.flood(ctx)
+	case ClockStraddle:
+		return n.straddle(ctx, f)
+	case BitFlip:
+		return n.bitFlip(ctx, f)
 	case IsolateLeader, ClockSkew:
 		if f.Kind == ClockSkew {
+			defer n.clockShifted()
 			for i, node := range n.c.Nodes {
 				if node.Running() && !node.Paused() {
 					if err := node.SetClock(lctx, f.Offsets[i%len(f.Offsets)]); err != nil {

@@ -44,7 +44,21 @@ type Scenario struct {
 	// Auto drives automatic splits (the simulator and the step-1
 	// failpoint); nil for manual-only scenarios.
 	Auto *AutoSplit
+	// SkewCheck: at the end every clock is healed, and after skewSettle
+	// every node's HLC − wall must be within skewBound.
+	SkewCheck bool
+	// MaxStampAhead, when set, bounds how far any command's HLC may run
+	// ahead of the wall clock of the leader that appended it.
+	MaxStampAhead time.Duration
 }
+
+// The end-of-run skew check (SPEC §13): taken 2 × the largest nemesis
+// clock offset + one fence window after the last clock heal, against each
+// node's own clock; the bound is one fence window (the default 1 s) + 1 s.
+const (
+	skewSettle = 2*MaxClockOffset + time.Second
+	skewBound  = 2 * time.Second
+)
 
 // baseArgs keep every node's raft log complete (no snapshot ever truncates
 // it during a run) and make failover quick.
@@ -141,7 +155,7 @@ func Run(ctx context.Context, env Env, sc Scenario, seed uint64) (*Result, error
 	}
 
 	rec := history.NewRecorder()
-	nem := &nemesis{c: c, logf: env.Logf}
+	nem := &nemesis{c: c, logf: env.Logf, rec: rec}
 	wctx, stop := context.WithTimeout(ctx, sc.Window)
 	defer stop()
 	start := time.Now()
@@ -165,18 +179,25 @@ func Run(ctx context.Context, env Env, sc Scenario, seed uint64) (*Result, error
 		return nil, werr
 	}
 	res.Events = nem.Events()
+	res.Findings = append(res.Findings, nem.Findings()...)
 	if auto != nil {
 		res.Events = append(res.Events, auto.events()...)
 	}
 	ops := rec.Ops()
 	res.Notes = append(res.Notes, fmt.Sprintf("workload: %d client ops in %.1fs", len(ops), time.Since(start).Seconds()))
 
-	in, ferr := finish(ctx, c, env.Logf)
+	fo := finishOpts{damaged: nem.Damaged()}
+	if sc.SkewCheck {
+		fo.skewSettle = skewSettle
+	}
+	in, ferr := finish(ctx, c, env.Logf, fo)
 	if ferr != nil {
 		writeEvents(res)
 		return res, fmt.Errorf("%s: collecting the results (artifacts in %s): %w", sc.Name, res.Dir, ferr)
 	}
 	in.Ops = ops
+	in.Checksums = true
+	in.MaxStampAheadMs = sc.MaxStampAhead.Milliseconds()
 	rep, err := checker.Check(in)
 	if err != nil {
 		writeEvents(res)

@@ -170,9 +170,11 @@ func manualClients(n int) func(*cluster.Cluster, *cluster.Node) []ClientSpec {
 
 // The short suite: about 45 s per scenario.
 
+// kill3 folds in the bit-flip nemesis: a follower restarted on a log with a
+// flipped byte stops in one line and comes back empty under a new id.
 func TestIntegrationJepsenKill(t *testing.T) {
 	run(t, Scenario{Name: "kill3", Nodes: 3, Window: 40 * time.Second, Ops: 3000, MaxRoutes: 500,
-		Faults: []FaultKind{KillRandom, KillLeader}, Clients: manualClients(6)})
+		Faults: []FaultKind{KillRandom, KillLeader, BitFlip}, Clients: manualClients(6)})
 }
 
 func TestIntegrationJepsenPartition(t *testing.T) {
@@ -185,9 +187,23 @@ func TestIntegrationJepsenPauseKill5(t *testing.T) {
 		Faults: []FaultKind{PauseLeader, KillLeader, KillRandom}, Clients: manualClients(6)})
 }
 
+// clockArgs keep --maxClockOffset above twice the nemesis offset, so that
+// the clock scenarios exercise the fence, not the offset refusal.
+var clockArgs = []string{"--maxClockOffset", (2*MaxClockOffset + time.Second).String()}
+
 func TestIntegrationJepsenClock(t *testing.T) {
-	run(t, Scenario{Name: "clock3", Nodes: 3, Window: 40 * time.Second, Ops: 3000, MaxRoutes: 500,
-		Faults: []FaultKind{ClockSkew, ClockBehindLeader, KillLeader}, Clients: manualClients(6)})
+	run(t, Scenario{Name: "clock3", Nodes: 3, Window: 40 * time.Second, Ops: 3000, MaxRoutes: 500, Args: clockArgs, SkewCheck: true,
+		Faults: []FaultKind{ClockSkew, ClockBehindLeader, KillLeader, TimestampFlood}, Clients: manualClients(6)})
+}
+
+// clock-threshold3 straddles --maxClockOffset (2 s): a follower's clock
+// goes 1 s or 3 s ahead and leadership is handed to it. Beyond the bound it
+// must never lead; no command may be stamped beyond one window past the
+// in-bound offset.
+func TestIntegrationJepsenClockThreshold(t *testing.T) {
+	run(t, Scenario{Name: "clock-threshold3", Nodes: 3, Window: 24 * time.Second, Ops: 1500, MaxRoutes: 500,
+		Args: []string{"--maxClockOffset", "2s"}, SkewCheck: true, MaxStampAhead: StraddleAbove - 500*time.Millisecond,
+		Faults: []FaultKind{ClockStraddle}, Clients: manualClients(4)})
 }
 
 func TestIntegrationJepsenAutoSplit(t *testing.T) {
@@ -241,7 +257,7 @@ func TestIntegrationJepsenControlSkipCeilingObserve(t *testing.T) {
 	// and a timestamp every ~9 ms almost always follows it: a fault goes
 	// unnoticed only if it cuts the leader off within ~10 ms of a renewal
 	// (measured: 3 of 5 faults caught while splits also committed entries).
-	run(t, Scenario{Name: "control-skip-ceiling-observe", Nodes: 3, Window: 30 * time.Second, Ops: 3000, MaxRoutes: 500,
+	run(t, Scenario{Name: "control-skip-ceiling-observe", Nodes: 3, Window: 30 * time.Second, Ops: 3000, MaxRoutes: 500, Args: clockArgs,
 		Faults: []FaultKind{ClockBehindLeader}, Controls: &cluster.Controls{SkipCeilingObserve: true},
 		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec {
 			return rotated(c, 6, 2*time.Second, Mix{Timestamp: 1})

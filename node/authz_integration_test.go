@@ -98,6 +98,19 @@ var matrixCalls = map[string]matrixCall{
 		_, err := api.NewClusterClient(cc).TransferLeadership(ctx, &api.TransferLeadershipRequest{ToNodeId: "NOT-AN-ID"})
 		return err
 	},
+	api.Cluster_CheckState_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewClusterClient(cc).CheckState(ctx, &api.CheckStateRequest{Actor: "bad\xff"})
+		return err
+	},
+	api.Cluster_ClockPing_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, name string) error {
+		_, err := api.NewClusterClient(cc).ClockPing(ctx, &api.ClockPingRequest{FromNodeId: name})
+		return err
+	},
+	api.Cluster_StateHash_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		// Index 1 is long applied and was never a marker: "skipped".
+		_, err := api.NewClusterClient(cc).StateHash(ctx, &api.StateHashRequest{Index: 1})
+		return err
+	},
 	api.Cluster_Admit_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
 		_, err := api.NewClusterClient(cc).Admit(ctx, &api.AdmitRequest{NodeId: "NOT-AN-ID"})
 		return err
@@ -109,9 +122,9 @@ var matrixCalls = map[string]matrixCall{
 var grantedBy = map[string][]string{
 	"reporter": {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
 	"reader":   {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain", "AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader"},
-	"operator": {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp"},
+	"operator": {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
 	"admin":    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit"},
-	"node":     {"Cluster/Join", "Cluster/Members", "Cluster/Leader"},
+	"node":     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash"},
 }
 
 func roleAllows(role, method string) bool {

@@ -348,3 +348,45 @@ func (c *testCluster) waitBusinessConverged(d time.Duration) string {
 	})
 	return h
 }
+
+// forgetHalted releases what a node that halted itself (under a test's
+// Config.Halt) still holds, and drops it from the cluster.
+func (c *testCluster) forgetHalted(id string) {
+	c.t.Helper()
+	c.mu.Lock()
+	n := c.nodes[id]
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	<-n.Halted()
+	n.closeOnce.Do(func() {}) // halt already stopped gRPC and raft
+	n.cancel()
+	n.wg.Wait()
+	n.srv.Close()
+	n.store.Close()
+	n.closeListeners()
+}
+
+// metricSample reads one sample of a metric from n's registry: the one
+// whose (single) label has the given value, or the unlabelled one for "".
+func metricSample(t testing.TB, n *Node, name, label string) float64 {
+	t.Helper()
+	mfs, err := n.cfg.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if (label == "" && len(m.GetLabel()) == 0) || (len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label) {
+				if g := m.GetGauge(); g != nil {
+					return g.GetValue()
+				}
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no sample of %s{%s}", name, label)
+	return 0
+}

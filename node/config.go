@@ -55,6 +55,17 @@ type Config struct {
 	// NoSync skips fsync of the raft log (benchmarks that need the
 	// comparison only; never in production).
 	NoSync bool
+	// MaxClockOffset: a node whose clock is off by more than this from a
+	// majority of the members refuses to lead (default 500 ms; negative
+	// turns the check off).
+	MaxClockOffset time.Duration
+	// ClockOffsetHalt: a node off for this long without a break stops
+	// (default 30 s; negative: never).
+	ClockOffsetHalt time.Duration
+	// StateCheckInterval: the leader runs the cross-replica state check this
+	// often (default 10 min; negative turns the periodic check off;
+	// `hotsplitctl cluster check` works either way).
+	StateCheckInterval time.Duration
 
 	// TLS names the node's certificate, key and CA bundle: mutual TLS 1.3
 	// on the raft port, gRPC (client certificates optional there; the

@@ -188,6 +188,7 @@ func (f faultFSM) StoreConfiguration(index uint64, c raft.Configuration) {
 
 func registerJepsenHandlers(mux *http.ServeMux, n *Node) {
 	registerControlHandlers(mux, n)
+	registerDiskHandler(mux, n)
 	mux.HandleFunc("POST /jepsen/net", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Cut     []string         `json:"cut"`
@@ -236,8 +237,15 @@ func registerJepsenHandlers(mux *http.ServeMux, n *Node) {
 			"node_id": n.cfg.ID, "raft_state": n.raft.State().String(), "applied_index": st.Index(),
 			"hash": fmt.Sprintf("%x", h), "catalog_version": catalogVersion(st),
 			"ready": n.sched.IsReady(), "last_index": n.raft.LastIndex(),
-			"term": n.raft.CurrentTerm(), "business_hash": bh,
+			"term": n.raft.CurrentTerm(), "business_hash": bh, "ceiling_ms": n.clock.Ceiling(),
+			// HLC − wall as this node knows it, against its own (shifted) source.
+			"hlc_skew_ms": n.clock.AheadMs(max(n.clock.Last(), st.LastHLC())),
+			"clock_off":   n.sched.ClockOff(),
 		})
+	})
+	mux.HandleFunc("POST /jepsen/corrupt", func(w http.ResponseWriter, _ *http.Request) {
+		n.fsm.CorruptNextApply()
+		n.log.Warn("jepsen: the next applied entry corrupts this replica's in-memory state")
 	})
 }
 

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +55,9 @@ type Node struct {
 	// tls holds the node's certificate material; nil when Insecure.
 	tls    *pki.Reloader
 	stream io.Closer // raft's stream layer, closed by raft's transport
+	// legacyEntries counts log entries read without a checksum (written
+	// before this build first opened the data dir).
+	legacyEntries atomic.Uint64
 
 	raftLn, grpcLn, httpLn net.Listener
 	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
@@ -68,6 +70,7 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 	halted    chan struct{} // closed when Halt was called
+	halting   atomic.Bool   // set by the first halt
 }
 
 // Start opens the data dir, starts raft, the leader duties, gRPC and HTTP,
@@ -120,21 +123,19 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	tmetrics := transport.NewMetrics(reg)
 	n.limitListeners(cfg.Limits.WithDefaults().MaxConnections, tmetrics)
-	n.store, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
+	logs, stable, err := n.openStores()
 	if err != nil {
-		return nil, fmt.Errorf("open raft store in %s: %w", cfg.DataDir, err)
+		return nil, err
 	}
 	hlog := hclog.FromStandardLogger(slog.NewLogLogger(log.Handler(), slog.LevelInfo), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, hlog)
+	if err := removeStaleSnapshotTemps(cfg.DataDir, log); err != nil {
+		return nil, err
+	}
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store in %s: %w", cfg.DataDir, err)
 	}
-	var base raft.LogStore = n.store
-	if cfg.wrapLogStore != nil {
-		base = cfg.wrapLogStore(base)
-	}
-	logs := fatalLogStore{LogStore: base, halt: n.halt}
-	stable := fatalStableStore{StableStore: n.store, halt: n.halt}
+	snaps := n.wrapSnapshots(fileSnaps)
 
 	dialer := cfg.Dialer
 	if dialer == nil {
@@ -153,7 +154,13 @@ func Start(cfg Config) (_ *Node, err error) {
 	// batching whatever queued meanwhile.
 	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog})}
 
-	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg)})
+	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
+		PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
+			return n.srv.PeerStateHash(ctx, m.GrpcAddr, index)
+		},
+		Diverged: n.diverged,
+	})
+	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg), OnCheckState: checks.Capture})
 	notify := make(chan bool, 16)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -178,13 +185,18 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
 	}
+	restoring, err := checkSnapshotCoverage(snaps, logs, cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
 	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
-	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader)}
+	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader), halt: n.halt, snapshot: restoring}
 	n.raft, err = raft.NewRaft(rc, restores, logs, stable, snaps, trans)
 	if err != nil {
-		// e.g. every snapshot failed to restore: there is nothing safe to serve.
+		// e.g. the snapshot failed to restore: there is nothing safe to serve.
 		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.explain(err))
 	}
+	restores.running()
 	n.raftRef.Store(n.raft)
 	if cfg.Bootstrap && !existing {
 		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
@@ -212,8 +224,13 @@ func Start(cfg Config) (_ *Node, err error) {
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 	}
+	clockMon := scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset),
+		HaltAfter: cfg.ClockOffsetHalt, Halt: n.halt, Logger: log, Registerer: reg,
+		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.srv.PeerClockPing(ctx, m.GrpcAddr) },
+	})
 	n.sched = scheduler.New(scheduler.Config{
 		Self: self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
+		ClockMonitor: clockMon, StateChecks: checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.srv.PeerAppliedIndex(ctx, m.GrpcAddr)
 		},
@@ -236,7 +253,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.grpc = grpc.NewServer(srvOpts...)
 	n.srv.Register(n.grpc)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hotsplit_log_legacy_entries_read_total", Help: "Raft log entries read without a checksum because an earlier build wrote them (below checksummed_from)."},
+		func() float64 { return float64(n.legacyEntries.Load()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_seconds", Help: "How far the HLC this node knows (issued, observed or applied) runs ahead of its own clock, in seconds; 0 when it does not. Issuing never moves it ahead; observing an old leader's ceiling may, by up to one fence window plus the clock offset between the two."}, n.hlcSkewSeconds))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
@@ -244,6 +263,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.goRun(func() { n.tls.Run(ctx) })
 	}
 	n.goRun(func() { n.sched.Run(ctx) })
+	n.goRun(func() { clockMon.Run(ctx) })
+	n.goRun(func() { checks.Run(ctx) })
 	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
@@ -271,6 +292,31 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.goRun(func() { n.announce(ctx, self, existing) })
 	log.Info("node started", "raft_addr", n.advertisedRaft(), "grpc_addr", n.advertisedGRPC(), "http_addr", n.HTTPAddr(), "existing_state", existing)
 	return n, nil
+}
+
+// hlcSkewSeconds is HLC − wall on this node. A follower issues nothing, so
+// its own clock's last value says nothing: the HLC it knows is the last
+// applied entry's (without that, the gauge read the whole Unix epoch on
+// followers).
+func (n *Node) hlcSkewSeconds() float64 {
+	return float64(n.clock.AheadMs(max(n.clock.Last(), n.fsm.State().LastHLC()))) / 1000
+}
+
+// Defaults of the integrity settings (SPEC §13).
+const (
+	DefaultMaxClockOffset     = 500 * time.Millisecond
+	DefaultStateCheckInterval = 10 * time.Minute
+)
+
+// orDefault maps a zero duration to def and a negative one to 0 (off).
+func orDefault(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 func autoSplitFlag(v *bool) api.AutoSplitFlag {
@@ -385,13 +431,18 @@ func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
 // Halted is closed when the node stopped itself because it must not go on.
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
-// halt stops the node for good: a failed write to the log or stable store,
-// or an entry this build cannot apply (SPEC §12).
+// halt stops the node for good: a storage fault, an entry this build
+// cannot apply, a diverged state, a clock off from the cluster (SPEC §12).
+// The first caller logs one ERROR line and, in a real process, exits 1;
+// every other caller blocks in a real process (the exit is under way, and
+// returning an error into raft would make it panic) and returns at once
+// when a test installed Config.Halt.
 func (n *Node) halt(err error) {
-	select {
-	case <-n.halted:
+	if !n.halting.CompareAndSwap(false, true) {
+		if n.cfg.Halt == nil {
+			select {}
+		}
 		return
-	default:
 	}
 	close(n.halted)
 	n.log.Error("stopping: "+err.Error(), "reason", "halt")

@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -62,8 +64,8 @@ func TestIntegrationSnapshotsCompactAndInstall(t *testing.T) {
 }
 
 // writeSnapshot puts a snapshot of st at index into dataDir's snapshot
-// store, with a valid CRC.
-func writeSnapshot(t *testing.T, dataDir string, index, term uint64, conf raft.Configuration, st *api.StateSnapshot) {
+// store, with a valid CRC, and returns its id.
+func writeSnapshot(t *testing.T, dataDir string, index, term uint64, conf raft.Configuration, st *api.StateSnapshot) string {
 	t.Helper()
 	store, err := raft.NewFileSnapshotStore(dataDir, 3, nil)
 	if err != nil {
@@ -81,6 +83,7 @@ func writeSnapshot(t *testing.T, dataDir string, index, term uint64, conf raft.C
 	if err := sink.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return sink.ID()
 }
 
 // brokenCopy returns st with a catalog whose first route stops short of the
@@ -107,19 +110,33 @@ func TestIntegrationBrokenSnapshotIsRefused(t *testing.T) {
 	c.stop("n1")
 
 	// A newer snapshot that breaks an invariant, beside a valid older one:
-	// the node refuses the newer one and starts from the older.
-	writeSnapshot(t, c.cfgs["n1"].DataDir, index+5, term, conf, brokenCopy(good))
+	// the node refuses to start rather than silently fall back to the older
+	// one, naming the snapshot and the invariant.
+	broken := writeSnapshot(t, c.cfgs["n1"].DataDir, index+5, term, conf, brokenCopy(good))
+	cfg := c.cfgs["n1"]
+	cfg.Bootstrap = false
+	cfg.RaftListener, cfg.GRPCListener = listen(t), listen(t)
+	if n, err := Start(cfg); err == nil {
+		n.Close(ctxT(t, 5*time.Second))
+		t.Fatal("a node whose newest snapshot breaks a catalog invariant started from an older one")
+	} else if !strings.Contains(err.Error(), broken) || !strings.Contains(err.Error(), "invariant") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("start error is not one line naming the snapshot %s and the invariant: %v", broken, err)
+	}
+	// Without it, the node starts from the older one.
+	if err := os.RemoveAll(filepath.Join(c.cfgs["n1"].DataDir, "snapshots", broken)); err != nil {
+		t.Fatal(err)
+	}
 	c.restart("n1")
 	c.waitLeaderReady(10 * time.Second)
 	if got := businessHash(t, c.node("n1")); got != want {
-		t.Fatalf("after refusing the broken snapshot the node holds %s, want %s", got, want)
+		t.Fatalf("after removing the broken snapshot the node holds %s, want %s", got, want)
 	}
 	c.stop("n1")
 
 	// The broken snapshot alone: the node must not start.
 	dir := t.TempDir()
 	writeSnapshot(t, dir, index, term, conf, brokenCopy(st.Proto()))
-	cfg := Config{ID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quietLogger(), TLS: nodeTLS(t, t.TempDir(), "n1")}
+	cfg = Config{ID: "n1", DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0", Logger: quietLogger(), TLS: nodeTLS(t, t.TempDir(), "n1")}
 	cfg.RaftListener, cfg.GRPCListener = listen(t), listen(t)
 	n, err := Start(cfg)
 	if err == nil {

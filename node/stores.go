@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/hashicorp/raft"
 )
@@ -12,12 +13,13 @@ import (
 // disk (SPEC §12). Reads pass their errors through: raft handles those.
 type fatalLogStore struct {
 	raft.LogStore
+	path string
 	halt func(error)
 }
 
 func (s fatalLogStore) StoreLog(l *raft.Log) error {
 	if err := s.LogStore.StoreLog(l); err != nil {
-		s.halt(fmt.Errorf("raft log store: write of index %d failed: %w", l.Index, err))
+		s.halt(fmt.Errorf("raft log %s: write of index %d failed: %w", s.path, l.Index, err))
 		return err
 	}
 	return nil
@@ -29,7 +31,7 @@ func (s fatalLogStore) StoreLogs(logs []*raft.Log) error {
 		if len(logs) > 0 {
 			first = logs[0].Index
 		}
-		s.halt(fmt.Errorf("raft log store: write of %d entries from index %d failed: %w", len(logs), first, err))
+		s.halt(fmt.Errorf("raft log %s: write of %d entries from index %d failed: %w", s.path, len(logs), first, err))
 		return err
 	}
 	return nil
@@ -37,7 +39,7 @@ func (s fatalLogStore) StoreLogs(logs []*raft.Log) error {
 
 func (s fatalLogStore) DeleteRange(lo, hi uint64) error {
 	if err := s.LogStore.DeleteRange(lo, hi); err != nil {
-		s.halt(fmt.Errorf("raft log store: delete of [%d, %d] failed: %w", lo, hi, err))
+		s.halt(fmt.Errorf("raft log %s: delete of [%d, %d] failed: %w", s.path, lo, hi, err))
 		return err
 	}
 	return nil
@@ -45,12 +47,13 @@ func (s fatalLogStore) DeleteRange(lo, hi uint64) error {
 
 type fatalStableStore struct {
 	raft.StableStore
+	path string
 	halt func(error)
 }
 
 func (s fatalStableStore) Set(key, val []byte) error {
 	if err := s.StableStore.Set(key, val); err != nil {
-		s.halt(fmt.Errorf("raft stable store: write of %q failed: %w", key, err))
+		s.halt(fmt.Errorf("raft stable store %s: write of %q failed: %w", s.path, key, err))
 		return err
 	}
 	return nil
@@ -58,7 +61,75 @@ func (s fatalStableStore) Set(key, val []byte) error {
 
 func (s fatalStableStore) SetUint64(key []byte, val uint64) error {
 	if err := s.StableStore.SetUint64(key, val); err != nil {
-		s.halt(fmt.Errorf("raft stable store: write of %q failed: %w", key, err))
+		s.halt(fmt.Errorf("raft stable store %s: write of %q failed: %w", s.path, key, err))
+		return err
+	}
+	return nil
+}
+
+// openStores opens raft.db (the log and the stable store) defensively and
+// wraps it: checksums under the fatal-on-write wrappers, the jepsen disk
+// seam (if built in) under the checksums. It converts a data dir of an
+// earlier build once (migrateStable) and returns the stores raft gets.
+func (n *Node) openStores() (raft.LogStore, raft.StableStore, error) {
+	path := filepath.Join(n.cfg.DataDir, "raft.db")
+	store, err := openBoltStore(path, n.cfg.NoSync)
+	if err != nil {
+		return nil, nil, err
+	}
+	n.store = store
+	base := wrapDiskLog(n.cfg.ID, store)
+	if n.cfg.wrapLogStore != nil {
+		base = n.cfg.wrapLogStore(base)
+	}
+	checked := &checksumLogStore{inner: base, path: path, halt: n.halt, legacy: &n.legacyEntries}
+	sealed := &checksumStableStore{inner: store, path: path, halt: n.halt}
+	if checked.from, err = migrateStable(store, sealed, checked); err != nil {
+		return nil, nil, fmt.Errorf("raft stable store %s: %w", path, err)
+	}
+	return fatalLogStore{LogStore: checked, path: path, halt: n.halt}, fatalStableStore{StableStore: sealed, path: path, halt: n.halt}, nil
+}
+
+// fatalSnapshotStore stops the node (through halt) when a snapshot cannot
+// be created or written — a full disk, most likely. Raft would only log it
+// and retry later, while the log it can no longer compact keeps growing on
+// the same disk; stopping says why in one line instead.
+type fatalSnapshotStore struct {
+	raft.SnapshotStore
+	dir  string
+	halt func(error)
+}
+
+func (n *Node) wrapSnapshots(s raft.SnapshotStore) raft.SnapshotStore {
+	return fatalSnapshotStore{SnapshotStore: wrapDiskSnapshots(n.cfg.ID, s), dir: filepath.Join(n.cfg.DataDir, "snapshots"), halt: n.halt}
+}
+
+func (s fatalSnapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := s.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		s.halt(fmt.Errorf("snapshot store %s: create of a snapshot at index %d failed: %w", s.dir, index, err))
+		return nil, err
+	}
+	return fatalSink{SnapshotSink: sink, store: s}, nil
+}
+
+type fatalSink struct {
+	raft.SnapshotSink
+	store fatalSnapshotStore
+}
+
+func (k fatalSink) Write(p []byte) (int, error) {
+	n, err := k.SnapshotSink.Write(p)
+	if err != nil {
+		k.store.halt(fmt.Errorf("snapshot %s: write failed: %w", filepath.Join(k.store.dir, k.ID()+".tmp"), err))
+	}
+	return n, err
+}
+
+func (k fatalSink) Close() error {
+	if err := k.SnapshotSink.Close(); err != nil {
+		k.store.halt(fmt.Errorf("snapshot %s: close failed: %w", filepath.Join(k.store.dir, k.ID()+".tmp"), err))
 		return err
 	}
 	return nil

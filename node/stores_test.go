@@ -64,15 +64,7 @@ func TestIntegrationFailingLogStoreStopsTheNode(t *testing.T) {
 		return status.Code(err) == codes.Unavailable
 	})
 	// The others go on without it.
-	c.mu.Lock()
-	delete(c.nodes, "n1")
-	c.mu.Unlock()
+	c.forgetHalted("n1")
 	c.waitLeaderReady(5 * time.Second)
 	c.mustSplit(c.leader(), "s")
-	n1.closeOnce.Do(func() {}) // already stopped by halt
-	n1.cancel()
-	n1.wg.Wait()
-	n1.srv.Close()
-	n1.store.Close()
-	n1.closeListeners()
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // Proposal failures come in two classes (SPEC §9). Definite errors mean the
@@ -26,10 +28,12 @@ var (
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
-// IsDefinite reports whether err means "certainly not applied".
+// IsDefinite reports whether err means "certainly not applied". A stamp
+// that waited in vain for the clock (hlc.ErrAheadOfClock) never reached raft.
 func IsDefinite(err error) bool {
 	return errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNotReady) ||
-		errors.Is(err, ErrEnqueueTimeout) || errors.Is(err, ErrTransferInProgress)
+		errors.Is(err, ErrEnqueueTimeout) || errors.Is(err, ErrTransferInProgress) ||
+		errors.Is(err, hlc.ErrAheadOfClock)
 }
 
 // classify maps a raft future error to our classes. ErrRaftShutdown is

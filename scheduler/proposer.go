@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -64,7 +65,12 @@ func (p *Proposer) enqueue(cmd *api.Command, fenced bool) (raft.ApplyFuture, err
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if fenced {
-		ts, err := p.clock.NextFenced()
+		// A timestamp flood may have used up the current millisecond: wait
+		// for the next one rather than fail the command.
+		ts, err := p.clock.NextFencedBatchWait(1, TimestampWait)
+		if errors.Is(err, hlc.ErrAheadOfClock) {
+			return nil, err // definite: nothing was enqueued
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNotReady, err)
 		}

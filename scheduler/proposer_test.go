@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -171,5 +172,38 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached in 5s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// The fence is computed from the physical clock, never from the HLC: a
+// renewal must not let the HLC's lead grow by a window each time. After a
+// new leader observed an old ceiling ahead of its clock, the fence stays one
+// millisecond above it, so the leader can still stamp entries.
+func TestAdvanceCeilingFollowsThePhysicalClock(t *testing.T) {
+	var ms atomic.Int64
+	ms.Store(1_000_000)
+	clock := hlc.New(func() int64 { return ms.Load() })
+	s := &Scheduler{cfg: Config{CeilingWindow: time.Second}, clock: clock,
+		proposer: NewProposer(&fakeRaft{}, clock, time.Second, func() uint32 { return 1 })}
+	ctx := context.Background()
+	if err := s.advanceCeiling(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := clock.Ceiling(); got != 1_001_000 {
+		t.Fatalf("ceiling %d, want clock + window = 1001000", got)
+	}
+	// Renewals with the HLC ahead of the clock (an observed old ceiling)
+	// do not move the fence further ahead.
+	clock.Observe(hlc.Make(1_005_000, 0))
+	for range 5 {
+		if err := s.advanceCeiling(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := clock.Ceiling(); got != 1_005_001 {
+		t.Fatalf("ceiling %d after renewals with the HLC 5 s ahead, want 1005001 (one ms above it)", got)
+	}
+	if _, err := clock.NextFenced(); err != nil {
+		t.Fatalf("the leader cannot stamp under the observed ceiling: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,8 +64,17 @@ type Config struct {
 	// planned ops in `autosplit status` and abort one before anything
 	// changes. Default 0: step at once.
 	OpStepDelay time.Duration
-	Logger      *slog.Logger
-	Metrics     *Metrics
+	// ClockMonitor, when enabled, vetoes leadership while this node's clock
+	// is off from a majority (SPEC §13). nil: no monitor.
+	ClockMonitor *ClockMonitor
+	// StateChecks is this node's part in the cross-replica state check; nil
+	// disables CheckState.
+	StateChecks *StateChecker
+	// StateCheckInterval: the leader commits a CheckState marker this often
+	// (cluster version 2 only); 0 turns the periodic check off.
+	StateCheckInterval time.Duration
+	Logger             *slog.Logger
+	Metrics            *Metrics
 }
 
 // TermDuty is a leader duty that runs for the length of a term once the
@@ -116,7 +126,66 @@ func New(cfg Config, r Raft, f *fsm.FSM, clock *hlc.Clock, notify <-chan bool) *
 	}
 	s := &Scheduler{cfg: cfg, raft: r, fsm: f, clock: clock, notify: notify, log: cfg.Logger}
 	s.proposer = NewProposer(r, clock, cfg.RaftTimeout, func() uint32 { return f.State().ClusterVersion() })
+	if m := cfg.ClockMonitor; m != nil {
+		m.clock, m.fsm = clock, f
+	}
+	if c := cfg.StateChecks; c != nil {
+		c.clock, c.fsm = clock, f
+	}
 	return s
+}
+
+// ClockOff reports whether this node's clock is off from a majority of the
+// members (it refuses to lead).
+func (s *Scheduler) ClockOff() bool { return s.cfg.ClockMonitor.Off() }
+
+// StateChecks returns this node's state checker (nil if none).
+func (s *Scheduler) StateChecks() *StateChecker { return s.cfg.StateChecks }
+
+// Warnings are this node's operator warnings about integrity and time:
+// clocks off beyond --maxClockOffset and the latest state check's findings,
+// each naming the node.
+func (s *Scheduler) Warnings() []string {
+	var out []string
+	if m := s.cfg.ClockMonitor; m != nil {
+		out = append(out, m.Warnings()...)
+	}
+	if c := s.cfg.StateChecks; c != nil {
+		out = append(out, c.Warnings()...)
+	}
+	return out
+}
+
+// CheckState commits a CheckState marker and returns this leader's
+// verdict at its index: every member's state hash, compared by majority.
+// Leader only; needs cluster version 2.
+func (s *Scheduler) CheckState(ctx context.Context, actor string) (*api.CheckStateResponse, error) {
+	if !s.IsReady() {
+		return nil, ErrNotLeader
+	}
+	if s.cfg.StateChecks == nil {
+		return nil, fmt.Errorf("%w: this node runs no state checker", ErrNoVerdict)
+	}
+	index, err := s.proposeCheck(ctx, actor)
+	if err != nil {
+		return nil, err
+	}
+	return s.cfg.StateChecks.Result(ctx, index)
+}
+
+// proposeCheck commits a CheckState marker and returns its index.
+func (s *Scheduler) proposeCheck(ctx context.Context, actor string) (uint64, error) {
+	if v := s.fsm.State().ClusterVersion(); v < fsm.Version2 {
+		return 0, fmt.Errorf("%w: the cluster runs version %d", ErrNeedsVersion2, v)
+	}
+	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.Version2, Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: actor}}})
+	if err != nil {
+		return 0, err
+	}
+	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		return 0, fmt.Errorf("%w: check_state refused: %s", ErrNeedsVersion2, res.GetMessage())
+	}
+	return res.Index, nil
 }
 
 // SetLoads installs the column aggregator as a duty of every term. It is
@@ -200,25 +269,24 @@ func (s *Scheduler) stepDown() {
 	}
 }
 
-// Ready returns a channel closed once this node leads and the fence of its
-// term has applied, or nil if it does not lead.
-func (s *Scheduler) Ready() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.term == nil {
-		return nil
-	}
-	return s.term.ready
-}
-
-// IsReady reports whether linearizable work may proceed on this node now.
+// IsReady reports whether linearizable work may proceed on this node now:
+// it leads, the fence of its term applied, and the term's duties still run
+// (a term given away — its clock went off — is over although raft may still
+// call this node leader for a moment).
 func (s *Scheduler) IsReady() bool {
-	ch := s.Ready()
-	if ch == nil {
+	s.mu.Lock()
+	t := s.term
+	s.mu.Unlock()
+	if t == nil {
 		return false
 	}
 	select {
-	case <-ch:
+	case <-t.done:
+		return false
+	default:
+	}
+	select {
+	case <-t.ready:
 		return true
 	default:
 		return false
@@ -261,16 +329,25 @@ func (s *Scheduler) verifyLeader(ctx context.Context) error {
 	}
 }
 
+// TimestampWait bounds how long a batch waits for the physical clock to
+// reach its millisecond (hlc.ErrAheadOfClock) before the request fails as
+// definitely not issued (Unavailable). One millisecond holds 65,536
+// timestamps, so only a flood or a fresh leader whose clock trails the old
+// ceiling waits at all.
+const TimestampWait = 5 * time.Millisecond
+
 // Timestamps reserves a batch of n fenced timestamps and confirms leadership
 // before returning them, so a deposed leader that has not noticed yet cannot
-// hand out values that a client could see before a newer leader's.
+// hand out values that a client could see before a newer leader's. A batch
+// never carries the HLC past the physical clock (SPEC §13): it waits up to
+// TimestampWait for the clock, then fails with ErrNotReady.
 func (s *Scheduler) Timestamps(ctx context.Context, n uint64) (uint64, error) {
 	if !s.IsReady() {
 		return 0, ErrNotLeader
 	}
-	first, err := s.clock.NextFencedBatch(n)
+	first, err := s.clock.NextFencedBatchWait(n, TimestampWait)
 	if err != nil {
-		if errors.Is(err, hlc.ErrBatchSize) {
+		if errors.Is(err, hlc.ErrBatchSize) || errors.Is(err, hlc.ErrAheadOfClock) {
 			return 0, err
 		}
 		return 0, fmt.Errorf("%w: %w", ErrNotReady, err)
@@ -285,6 +362,13 @@ func (s *Scheduler) Timestamps(ctx context.Context, n uint64) (uint64, error) {
 // run the periodic duties until ctx ends.
 func (s *Scheduler) lead(ctx context.Context, t *termState) {
 	log := s.log.With("term_start", time.Now().Format(time.RFC3339Nano))
+	if s.cfg.ClockMonitor.Off() {
+		// raft v1.7.2 cannot veto a candidacy: a node whose clock is off
+		// may win an election. It commits nothing (no fence, so no
+		// timestamp and no proposal) and hands leadership on.
+		s.giveAway(ctx, log, t.raftTerm)
+		return
+	}
 	if err := s.establishFence(ctx); err != nil {
 		if ctx.Err() == nil {
 			log.Warn("could not establish the fence of this term", "reason", err.Error())
@@ -294,27 +378,50 @@ func (s *Scheduler) lead(ctx context.Context, t *termState) {
 	close(t.ready)
 	log.Info("leader ready", "ceiling_ms", s.clock.Ceiling(), "commit_hlc", hlc.Format(s.clock.Last()))
 	s.ensureSelfMember(ctx)
+	// The duties stop with the term, or earlier when the clock goes off.
+	dctx, stopDuties := context.WithCancel(ctx)
+	defer stopDuties()
 	var duties sync.WaitGroup
 	defer duties.Wait()
 	duties.Add(1)
-	go func() { defer duties.Done(); s.stepOps(ctx) }()
+	go func() { defer duties.Done(); s.stepOps(dctx) }()
 	s.mu.Lock()
 	loads := s.loads
 	s.mu.Unlock()
 	if loads != nil {
 		duties.Add(1)
-		go func() { defer duties.Done(); loads.RunTerm(ctx) }()
+		go func() { defer duties.Done(); loads.RunTerm(dctx) }()
 	}
 
 	renew := time.NewTicker(s.cfg.CeilingWindow / 4)
 	defer renew.Stop()
 	members := time.NewTicker(time.Second)
 	defer members.Stop()
+	var checks <-chan time.Time
+	if s.cfg.StateCheckInterval > 0 && s.cfg.StateChecks != nil {
+		tick := time.NewTicker(s.cfg.StateCheckInterval)
+		defer tick.Stop()
+		checks = tick.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-checks:
+			if s.fsm.State().ClusterVersion() >= fsm.Version2 {
+				if _, err := s.proposeCheck(ctx, "periodic"); err != nil && ctx.Err() == nil {
+					log.Warn("periodic state check not committed", "reason", err.Error())
+				}
+			}
 		case <-renew.C:
+			if s.cfg.ClockMonitor.Off() {
+				// Stop issuing at once, end the term's duties, hand over.
+				s.clock.Revoke()
+				stopDuties()
+				duties.Wait()
+				s.giveAway(ctx, log, t.raftTerm)
+				return
+			}
 			if err := s.advanceCeiling(ctx); err != nil && ctx.Err() == nil {
 				log.Warn("fence renewal failed", "reason", err.Error())
 				s.metricsRenewal(false)
@@ -324,6 +431,21 @@ func (s *Scheduler) lead(ctx context.Context, t *termState) {
 		case <-members.C:
 			s.promoteCaughtUp(ctx)
 		}
+	}
+}
+
+// giveAway hands leadership to another voter because this node's clock is
+// off; the term ends without a fence. If the transfer fails, the next poll
+// of Run starts a new attempt (the term is over, so stepUp retries).
+func (s *Scheduler) giveAway(ctx context.Context, log *slog.Logger, term uint64) {
+	s.clock.Revoke()
+	s.cfg.ClockMonitor.refused()
+	log.Warn("refusing leadership: this node's clock is off by more than --maxClockOffset from a majority; transferring it",
+		"raft_term", term, "warnings", strings.Join(s.cfg.ClockMonitor.Warnings(), "; "))
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.RaftTimeout)
+	defer cancel()
+	if err := waitFuture(tctx, s.raft.LeadershipTransfer()); err != nil && ctx.Err() == nil {
+		log.Warn("leadership transfer away from an off clock failed", "reason", err.Error())
 	}
 }
 
@@ -351,8 +473,15 @@ func (s *Scheduler) establishFence(ctx context.Context) error {
 	return s.advanceCeiling(ctx)
 }
 
+// advanceCeiling commits and then installs a new fence. The ceiling is
+// computed from the physical clock, not from the HLC: were it computed from
+// the HLC, every renewal would let the HLC run one more window ahead, and a
+// timestamp flood could push it ahead of wall time without bound. It is at
+// least one millisecond above the last timestamp, so a new leader whose
+// clock trails an observed old ceiling can still stamp its entries (within
+// that millisecond) instead of stalling until its clock catches up.
 func (s *Scheduler) advanceCeiling(ctx context.Context) error {
-	ceiling := hlc.Physical(s.clock.Now()) + uint64(s.cfg.CeilingWindow.Milliseconds())
+	ceiling := max(s.clock.PhysicalNow()+uint64(s.cfg.CeilingWindow.Milliseconds()), hlc.Physical(s.clock.Last())+1)
 	res, err := s.proposer.proposeUnfenced(ctx, &api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{CeilingMs: ceiling}}})
 	if err != nil {
 		return err

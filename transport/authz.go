@@ -50,6 +50,11 @@ var authzTable = map[string]rule{
 	api.Cluster_Remove_FullMethodName:             {role: RoleAdmin, limit: limitMutation},
 	api.Cluster_TransferLeadership_FullMethodName: {role: RoleAdmin, limit: limitMutation},
 	api.Cluster_Admit_FullMethodName:              {role: RoleAdmin, limit: limitMutation},
+	// The state check writes a marker entry and makes a diverged node stop:
+	// not a read. Its peers' hash reports and clock pings are peer traffic.
+	api.Cluster_CheckState_FullMethodName: {role: RoleOperator, limit: limitMutation},
+	api.Cluster_StateHash_FullMethodName:  {node: true, role: roleNobody},
+	api.Cluster_ClockPing_FullMethodName:  {node: true, role: roleNobody},
 }
 
 func reporterOf(req any) string {
@@ -95,7 +100,10 @@ func authorize(p *Principal, method string, req any) error {
 		return status.Errorf(codes.PermissionDenied, "identity %q may not call %s for %q: a node acts only for its own id", p.Name, method, r.self(req))
 	}
 	need := r.role.String()
-	if r.node {
+	switch {
+	case r.role == roleNobody:
+		need = "node (peer traffic only)"
+	case r.node:
 		need += " (or node, for itself)"
 	}
 	return status.Errorf(codes.PermissionDenied, "identity %q (roles %s) may not call %s: it needs role %s", p.Name, p.rolesString(), method, need)
@@ -108,9 +116,11 @@ func neededRole(method string) string {
 	if !ok {
 		return "(refused)"
 	}
-	s := r.role.String()
-	if r.node {
-		s += ", node"
+	switch {
+	case r.role == roleNobody:
+		return "node only"
+	case r.node:
+		return r.role.String() + ", node"
 	}
-	return s
+	return r.role.String()
 }

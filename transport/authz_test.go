@@ -29,7 +29,7 @@ func allMethods(t *testing.T) []string {
 			out = append(out, fmt.Sprintf("/%s/%s", sd.FullName(), sd.Methods().Get(j).Name()))
 		}
 	}
-	if len(out) < 18 {
+	if len(out) < 21 {
 		t.Fatalf("found only %d methods", len(out))
 	}
 	return out
@@ -59,9 +59,9 @@ var specRoles = map[Role][]string{
 	RoleReporter: {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
 	RoleReader: {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain",
 		"AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader"},
-	RoleOperator: {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp"},
+	RoleOperator: {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
 	RoleAdmin:    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit"},
-	RoleNode:     {"Cluster/Join", "Cluster/Members", "Cluster/Leader"},
+	RoleNode:     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash"},
 }
 
 func specAllows(r Role, method string) bool {

@@ -140,6 +140,9 @@ func (s *Server) warnings(st *fsm.State) []string {
 				r.Reason, r.Count, hlc.Format(hlc.Make(r.FirstMs, 0)), r.Reporter, hlc.Format(hlc.Make(r.LastMs, 0)), r.Detail))
 		}
 	}
+	if s.cfg.Sched != nil {
+		w = append(w, s.cfg.Sched.Warnings()...)
+	}
 	return w
 }
 

@@ -38,8 +38,9 @@ type Limits struct {
 	// IdleTimeout closes a connection with no RPC for this long (default
 	// 10 min).
 	IdleTimeout time.Duration
-	// Rate are the per-identity rate limits (DefaultRateLimits when zero).
-	Rate RateLimits
+	// Rate are the per-identity rate limits: DefaultRateLimits when nil; a
+	// zero rate turns its class off.
+	Rate *RateLimits
 }
 
 // Defaults of Limits.
@@ -71,8 +72,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.IdleTimeout == 0 {
 		l.IdleTimeout = DefaultIdleTimeout
 	}
-	if l.Rate == (RateLimits{}) {
-		l.Rate = DefaultRateLimits()
+	if l.Rate == nil {
+		r := DefaultRateLimits()
+		l.Rate = &r
 	}
 	return l
 }

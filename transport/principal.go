@@ -25,6 +25,9 @@ const (
 	RoleNode
 )
 
+// roleNobody marks a method no client role may call (peer traffic only).
+const roleNobody Role = 255
+
 var roleNames = [...]string{"none", "reporter", "reader", "operator", "admin", "node"}
 
 func (r Role) String() string {

@@ -85,7 +85,7 @@ func New(cfg Config) *Server {
 	}
 	lim := cfg.Limits.WithDefaults()
 	return &Server{cfg: cfg, log: cfg.Logger, fwd: newForwarder(cfg.DialOptions), auth: auth, codec: newRequestCodec(),
-		lim: lim, limits: newLimiters(lim.Rate), budget: &reportBudget{limit: lim.ReportBudgetBytes}}
+		lim: lim, limits: newLimiters(*lim.Rate), budget: &reportBudget{limit: lim.ReportBudgetBytes}}
 }
 
 // ServerOptions are the gRPC server options every node's server needs: the

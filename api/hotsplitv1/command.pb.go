@@ -44,6 +44,7 @@ type Command struct {
 	//	*Command_SetConfig
 	//	*Command_AbortOp
 	//	*Command_AdmitMember
+	//	*Command_CheckState
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -197,6 +198,15 @@ func (x *Command) GetAdmitMember() *AdmitMember {
 	return nil
 }
 
+func (x *Command) GetCheckState() *CheckState {
+	if x != nil {
+		if x, ok := x.Body.(*Command_CheckState); ok {
+			return x.CheckState
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -242,6 +252,10 @@ type Command_AdmitMember struct {
 	AdmitMember *AdmitMember `protobuf:"bytes,20,opt,name=admit_member,json=admitMember,proto3,oneof"`
 }
 
+type Command_CheckState struct {
+	CheckState *CheckState `protobuf:"bytes,30,opt,name=check_state,json=checkState,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Body() {}
 
 func (*Command_AdvanceCeiling) isCommand_Body() {}
@@ -261,6 +275,8 @@ func (*Command_SetConfig) isCommand_Body() {}
 func (*Command_AbortOp) isCommand_Body() {}
 
 func (*Command_AdmitMember) isCommand_Body() {}
+
+func (*Command_CheckState) isCommand_Body() {}
 
 type Bootstrap struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1307,11 +1323,58 @@ func (x *AbortOp) GetNote() string {
 	return ""
 }
 
+// CheckState is the cross-replica state check marker (cluster version 2):
+// every replica hashes its state right after applying it and the members
+// compare their hashes (SPEC §13). It changes no replicated state.
+type CheckState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actor         string                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckState) Reset() {
+	*x = CheckState{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckState) ProtoMessage() {}
+
+func (x *CheckState) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckState.ProtoReflect.Descriptor instead.
+func (*CheckState) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CheckState) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
 var File_hotsplitv1_command_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xcd\x05\n" +
+	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\x89\x06\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vmin_version\x18\x01 \x01(\rR\n" +
 	"minVersion\x12\x10\n" +
@@ -1331,7 +1394,9 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
 	"set_config\x18\x11 \x01(\v2\x16.hotsplit.v1.SetConfigH\x00R\tsetConfig\x121\n" +
 	"\babort_op\x18\x12 \x01(\v2\x14.hotsplit.v1.AbortOpH\x00R\aabortOp\x12=\n" +
-	"\fadmit_member\x18\x14 \x01(\v2\x18.hotsplit.v1.AdmitMemberH\x00R\vadmitMemberB\x06\n" +
+	"\fadmit_member\x18\x14 \x01(\v2\x18.hotsplit.v1.AdmitMemberH\x00R\vadmitMember\x12:\n" +
+	"\vcheck_state\x18\x1e \x01(\v2\x17.hotsplit.v1.CheckStateH\x00R\n" +
+	"checkStateB\x06\n" +
 	"\x04body\"\xe1\x01\n" +
 	"\tBootstrap\x12\x1d\n" +
 	"\n" +
@@ -1419,7 +1484,10 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04noteB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x04note\x18\x14 \x01(\tR\x04note\"\"\n" +
+	"\n" +
+	"CheckState\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actorB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_command_proto_rawDescOnce sync.Once
@@ -1433,7 +1501,7 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
@@ -1450,10 +1518,11 @@ var file_hotsplitv1_command_proto_goTypes = []any{
 	(*SetAutoSplit)(nil),   // 12: hotsplit.v1.SetAutoSplit
 	(*SetConfig)(nil),      // 13: hotsplit.v1.SetConfig
 	(*AbortOp)(nil),        // 14: hotsplit.v1.AbortOp
-	(*Config)(nil),         // 15: hotsplit.v1.Config
-	(*Member)(nil),         // 16: hotsplit.v1.Member
-	(SwitchSource)(0),      // 17: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 18: hotsplit.v1.ConfigPatch
+	(*CheckState)(nil),     // 15: hotsplit.v1.CheckState
+	(*Config)(nil),         // 16: hotsplit.v1.Config
+	(*Member)(nil),         // 17: hotsplit.v1.Member
+	(SwitchSource)(0),      // 18: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 19: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
@@ -1466,19 +1535,20 @@ var file_hotsplitv1_command_proto_depIdxs = []int32{
 	13, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
 	14, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
 	5,  // 9: hotsplit.v1.Command.admit_member:type_name -> hotsplit.v1.AdmitMember
-	15, // 10: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	16, // 11: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
-	8,  // 12: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	11, // 13: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	10, // 14: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	9,  // 15: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
-	17, // 16: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	18, // 17: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	15, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
+	16, // 11: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	17, // 12: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	8,  // 13: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
+	11, // 14: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	10, // 15: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	9,  // 16: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
+	18, // 17: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	19, // 18: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -1499,6 +1569,7 @@ func file_hotsplitv1_command_proto_init() {
 		(*Command_SetConfig)(nil),
 		(*Command_AbortOp)(nil),
 		(*Command_AdmitMember)(nil),
+		(*Command_CheckState)(nil),
 	}
 	file_hotsplitv1_command_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
@@ -1507,7 +1578,7 @@ func file_hotsplitv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -120,6 +120,71 @@ func (Outcome) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{1}
 }
 
+// StateOutcome is one member's part in a state check.
+type StateOutcome int32
+
+const (
+	// A raw report (StateHash): hash is set.
+	StateOutcome_STATE_OUTCOME_UNSPECIFIED StateOutcome = 0
+	// Its hash equals the one a majority of the members holds.
+	StateOutcome_STATE_OUTCOME_AGREES StateOutcome = 1
+	// A majority of the members holds another hash (same hash format).
+	StateOutcome_STATE_OUTCOME_DIVERGED StateOutcome = 2
+	// It reached the index through a snapshot (or no longer keeps the hash).
+	StateOutcome_STATE_OUTCOME_SKIPPED StateOutcome = 3
+	// It did not answer in time.
+	StateOutcome_STATE_OUTCOME_UNREACHABLE StateOutcome = 4
+	// Hashed, but no hash of its format is held by a majority.
+	StateOutcome_STATE_OUTCOME_UNDECIDED StateOutcome = 5
+)
+
+// Enum value maps for StateOutcome.
+var (
+	StateOutcome_name = map[int32]string{
+		0: "STATE_OUTCOME_UNSPECIFIED",
+		1: "STATE_OUTCOME_AGREES",
+		2: "STATE_OUTCOME_DIVERGED",
+		3: "STATE_OUTCOME_SKIPPED",
+		4: "STATE_OUTCOME_UNREACHABLE",
+		5: "STATE_OUTCOME_UNDECIDED",
+	}
+	StateOutcome_value = map[string]int32{
+		"STATE_OUTCOME_UNSPECIFIED": 0,
+		"STATE_OUTCOME_AGREES":      1,
+		"STATE_OUTCOME_DIVERGED":    2,
+		"STATE_OUTCOME_SKIPPED":     3,
+		"STATE_OUTCOME_UNREACHABLE": 4,
+		"STATE_OUTCOME_UNDECIDED":   5,
+	}
+)
+
+func (x StateOutcome) Enum() *StateOutcome {
+	p := new(StateOutcome)
+	*p = x
+	return p
+}
+
+func (x StateOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (StateOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_service_proto_enumTypes[2].Descriptor()
+}
+
+func (StateOutcome) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_service_proto_enumTypes[2]
+}
+
+func (x StateOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use StateOutcome.Descriptor instead.
+func (StateOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{2}
+}
+
 // ReadInfo says where and at which point of the log a read was answered.
 type ReadInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -2475,6 +2540,386 @@ func (x *AdmitResponse) GetAdmissions() []*Admission {
 	return nil
 }
 
+type ClockPingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromNodeId    string                 `protobuf:"bytes,1,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockPingRequest) Reset() {
+	*x = ClockPingRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockPingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockPingRequest) ProtoMessage() {}
+
+func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockPingRequest.ProtoReflect.Descriptor instead.
+func (*ClockPingRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ClockPingRequest) GetFromNodeId() string {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return ""
+}
+
+type ClockPingResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// The answering node's physical clock (its HLC's source), in ms since the
+	// Unix epoch.
+	PhysicalMs    int64 `protobuf:"varint,2,opt,name=physical_ms,json=physicalMs,proto3" json:"physical_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClockPingResponse) Reset() {
+	*x = ClockPingResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClockPingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClockPingResponse) ProtoMessage() {}
+
+func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClockPingResponse.ProtoReflect.Descriptor instead.
+func (*ClockPingResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *ClockPingResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClockPingResponse) GetPhysicalMs() int64 {
+	if x != nil {
+		return x.PhysicalMs
+	}
+	return 0
+}
+
+type StateReport struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Index  uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// sha256 of the replicated state right after the marker applied.
+	Hash []byte `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	// How hash was computed (fsm.StateHashFormat); hashes are compared only
+	// within one format, so a rolling upgrade never raises a false alarm.
+	HashFormat    uint32       `protobuf:"varint,4,opt,name=hash_format,json=hashFormat,proto3" json:"hash_format,omitempty"`
+	Outcome       StateOutcome `protobuf:"varint,5,opt,name=outcome,proto3,enum=hotsplit.v1.StateOutcome" json:"outcome,omitempty"`
+	Detail        string       `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateReport) Reset() {
+	*x = StateReport{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateReport) ProtoMessage() {}
+
+func (x *StateReport) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateReport.ProtoReflect.Descriptor instead.
+func (*StateReport) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *StateReport) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *StateReport) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *StateReport) GetHash() []byte {
+	if x != nil {
+		return x.Hash
+	}
+	return nil
+}
+
+func (x *StateReport) GetHashFormat() uint32 {
+	if x != nil {
+		return x.HashFormat
+	}
+	return 0
+}
+
+func (x *StateReport) GetOutcome() StateOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return StateOutcome_STATE_OUTCOME_UNSPECIFIED
+}
+
+func (x *StateReport) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+type StateHashRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateHashRequest) Reset() {
+	*x = StateHashRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateHashRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateHashRequest) ProtoMessage() {}
+
+func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateHashRequest.ProtoReflect.Descriptor instead.
+func (*StateHashRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *StateHashRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type StateHashResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Report        *StateReport           `protobuf:"bytes,1,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateHashResponse) Reset() {
+	*x = StateHashResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateHashResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateHashResponse) ProtoMessage() {}
+
+func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateHashResponse.ProtoReflect.Descriptor instead.
+func (*StateHashResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *StateHashResponse) GetReport() *StateReport {
+	if x != nil {
+		return x.Report
+	}
+	return nil
+}
+
+type CheckStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actor         string                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStateRequest) Reset() {
+	*x = CheckStateRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStateRequest) ProtoMessage() {}
+
+func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStateRequest.ProtoReflect.Descriptor instead.
+func (*CheckStateRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *CheckStateRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+type CheckStateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The index of the CheckState marker: every report is at it.
+	Index uint64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// One per member, sorted by node id.
+	Reports []*StateReport `protobuf:"bytes,2,rep,name=reports,proto3" json:"reports,omitempty"`
+	// Members whose state differs from the majority's; they stop.
+	Diverged      []string `protobuf:"bytes,3,rep,name=diverged,proto3" json:"diverged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckStateResponse) Reset() {
+	*x = CheckStateResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckStateResponse) ProtoMessage() {}
+
+func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckStateResponse.ProtoReflect.Descriptor instead.
+func (*CheckStateResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *CheckStateResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *CheckStateResponse) GetReports() []*StateReport {
+	if x != nil {
+		return x.Reports
+	}
+	return nil
+}
+
+func (x *CheckStateResponse) GetDiverged() []string {
+	if x != nil {
+		return x.Diverged
+	}
+	return nil
+}
+
 var File_hotsplitv1_service_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_service_proto_rawDesc = "" +
@@ -2652,14 +3097,46 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\rAdmitResponse\x126\n" +
 	"\n" +
 	"admissions\x18\x01 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
-	"admissions*B\n" +
+	"admissions\"4\n" +
+	"\x10ClockPingRequest\x12 \n" +
+	"\ffrom_node_id\x18\x01 \x01(\tR\n" +
+	"fromNodeId\"M\n" +
+	"\x11ClockPingResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1f\n" +
+	"\vphysical_ms\x18\x02 \x01(\x03R\n" +
+	"physicalMs\"\xbe\x01\n" +
+	"\vStateReport\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\fR\x04hash\x12\x1f\n" +
+	"\vhash_format\x18\x04 \x01(\rR\n" +
+	"hashFormat\x123\n" +
+	"\aoutcome\x18\x05 \x01(\x0e2\x19.hotsplit.v1.StateOutcomeR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\"(\n" +
+	"\x10StateHashRequest\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"E\n" +
+	"\x11StateHashResponse\x120\n" +
+	"\x06report\x18\x01 \x01(\v2\x18.hotsplit.v1.StateReportR\x06report\")\n" +
+	"\x11CheckStateRequest\x12\x14\n" +
+	"\x05actor\x18\x01 \x01(\tR\x05actor\"z\n" +
+	"\x12CheckStateResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
+	"\areports\x18\x02 \x03(\v2\x18.hotsplit.v1.StateReportR\areports\x12\x1a\n" +
+	"\bdiverged\x18\x03 \x03(\tR\bdiverged*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_STALE\x10\x01*P\n" +
 	"\aOutcome\x12\x17\n" +
 	"\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13OUTCOME_NOT_APPLIED\x10\x01\x12\x13\n" +
-	"\x0fOUTCOME_UNKNOWN\x10\x022\x99\x03\n" +
+	"\x0fOUTCOME_UNKNOWN\x10\x02*\xba\x01\n" +
+	"\fStateOutcome\x12\x1d\n" +
+	"\x19STATE_OUTCOME_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14STATE_OUTCOME_AGREES\x10\x01\x12\x1a\n" +
+	"\x16STATE_OUTCOME_DIVERGED\x10\x02\x12\x19\n" +
+	"\x15STATE_OUTCOME_SKIPPED\x10\x03\x12\x1d\n" +
+	"\x19STATE_OUTCOME_UNREACHABLE\x10\x04\x12\x1b\n" +
+	"\x17STATE_OUTCOME_UNDECIDED\x10\x052\x99\x03\n" +
 	"\aCatalog\x12M\n" +
 	"\n" +
 	"ListRoutes\x12\x1e.hotsplit.v1.ListRoutesRequest\x1a\x1f.hotsplit.v1.ListRoutesResponse\x12G\n" +
@@ -2677,14 +3154,18 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\aExplain\x12\x1b.hotsplit.v1.ExplainRequest\x1a\x1c.hotsplit.v1.ExplainResponse\x12J\n" +
 	"\tGetConfig\x12\x1d.hotsplit.v1.GetConfigRequest\x1a\x1e.hotsplit.v1.GetConfigResponse\x12J\n" +
 	"\tSetConfig\x12\x1d.hotsplit.v1.SetConfigRequest\x1a\x1e.hotsplit.v1.SetConfigResponse\x12D\n" +
-	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xb9\x03\n" +
+	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xa0\x05\n" +
 	"\aCluster\x12;\n" +
 	"\x04Join\x12\x18.hotsplit.v1.JoinRequest\x1a\x19.hotsplit.v1.JoinResponse\x12A\n" +
 	"\x06Remove\x12\x1a.hotsplit.v1.RemoveRequest\x1a\x1b.hotsplit.v1.RemoveResponse\x12D\n" +
 	"\aMembers\x12\x1b.hotsplit.v1.MembersRequest\x1a\x1c.hotsplit.v1.MembersResponse\x12A\n" +
 	"\x06Leader\x12\x1a.hotsplit.v1.LeaderRequest\x1a\x1b.hotsplit.v1.LeaderResponse\x12e\n" +
 	"\x12TransferLeadership\x12&.hotsplit.v1.TransferLeadershipRequest\x1a'.hotsplit.v1.TransferLeadershipResponse\x12>\n" +
-	"\x05Admit\x12\x19.hotsplit.v1.AdmitRequest\x1a\x1a.hotsplit.v1.AdmitResponseB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x05Admit\x12\x19.hotsplit.v1.AdmitRequest\x1a\x1a.hotsplit.v1.AdmitResponse\x12J\n" +
+	"\tClockPing\x12\x1d.hotsplit.v1.ClockPingRequest\x1a\x1e.hotsplit.v1.ClockPingResponse\x12J\n" +
+	"\tStateHash\x12\x1d.hotsplit.v1.StateHashRequest\x1a\x1e.hotsplit.v1.StateHashResponse\x12M\n" +
+	"\n" +
+	"CheckState\x12\x1e.hotsplit.v1.CheckStateRequest\x1a\x1f.hotsplit.v1.CheckStateResponseB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_service_proto_rawDescOnce sync.Once
@@ -2698,149 +3179,166 @@ func file_hotsplitv1_service_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_service_proto_rawDescData
 }
 
-var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_hotsplitv1_service_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: hotsplit.v1.Consistency
 	(Outcome)(0),                       // 1: hotsplit.v1.Outcome
-	(*ReadInfo)(nil),                   // 2: hotsplit.v1.ReadInfo
-	(*LeaderHint)(nil),                 // 3: hotsplit.v1.LeaderHint
-	(*ErrorOutcome)(nil),               // 4: hotsplit.v1.ErrorOutcome
-	(*ListRoutesRequest)(nil),          // 5: hotsplit.v1.ListRoutesRequest
-	(*ListRoutesResponse)(nil),         // 6: hotsplit.v1.ListRoutesResponse
-	(*GetRouteRequest)(nil),            // 7: hotsplit.v1.GetRouteRequest
-	(*GetRouteResponse)(nil),           // 8: hotsplit.v1.GetRouteResponse
-	(*SplitRangeRequest)(nil),          // 9: hotsplit.v1.SplitRangeRequest
-	(*SplitRangeResponse)(nil),         // 10: hotsplit.v1.SplitRangeResponse
-	(*WatchRoutesRequest)(nil),         // 11: hotsplit.v1.WatchRoutesRequest
-	(*WatchRoutesResponse)(nil),        // 12: hotsplit.v1.WatchRoutesResponse
-	(*SnapshotPage)(nil),               // 13: hotsplit.v1.SnapshotPage
-	(*GetTimestampRequest)(nil),        // 14: hotsplit.v1.GetTimestampRequest
-	(*GetTimestampResponse)(nil),       // 15: hotsplit.v1.GetTimestampResponse
-	(*StatusRequest)(nil),              // 16: hotsplit.v1.StatusRequest
-	(*StatusResponse)(nil),             // 17: hotsplit.v1.StatusResponse
-	(*SetEnabledRequest)(nil),          // 18: hotsplit.v1.SetEnabledRequest
-	(*SetEnabledResponse)(nil),         // 19: hotsplit.v1.SetEnabledResponse
-	(*ExplainRequest)(nil),             // 20: hotsplit.v1.ExplainRequest
-	(*ExplainResponse)(nil),            // 21: hotsplit.v1.ExplainResponse
-	(*GetConfigRequest)(nil),           // 22: hotsplit.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),          // 23: hotsplit.v1.GetConfigResponse
-	(*SetConfigRequest)(nil),           // 24: hotsplit.v1.SetConfigRequest
-	(*SetConfigResponse)(nil),          // 25: hotsplit.v1.SetConfigResponse
-	(*AbortOpRequest)(nil),             // 26: hotsplit.v1.AbortOpRequest
-	(*AbortOpResponse)(nil),            // 27: hotsplit.v1.AbortOpResponse
-	(*JoinRequest)(nil),                // 28: hotsplit.v1.JoinRequest
-	(*JoinResponse)(nil),               // 29: hotsplit.v1.JoinResponse
-	(*RemoveRequest)(nil),              // 30: hotsplit.v1.RemoveRequest
-	(*RemoveResponse)(nil),             // 31: hotsplit.v1.RemoveResponse
-	(*MembersRequest)(nil),             // 32: hotsplit.v1.MembersRequest
-	(*MemberStatus)(nil),               // 33: hotsplit.v1.MemberStatus
-	(*MembersResponse)(nil),            // 34: hotsplit.v1.MembersResponse
-	(*LeaderRequest)(nil),              // 35: hotsplit.v1.LeaderRequest
-	(*LeaderResponse)(nil),             // 36: hotsplit.v1.LeaderResponse
-	(*TransferLeadershipRequest)(nil),  // 37: hotsplit.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 38: hotsplit.v1.TransferLeadershipResponse
-	(*AdmitRequest)(nil),               // 39: hotsplit.v1.AdmitRequest
-	(*AdmitResponse)(nil),              // 40: hotsplit.v1.AdmitResponse
-	(*RouteDescriptor)(nil),            // 41: hotsplit.v1.RouteDescriptor
-	(*CatalogDelta)(nil),               // 42: hotsplit.v1.CatalogDelta
-	(*AutoSplitSwitch)(nil),            // 43: hotsplit.v1.AutoSplitSwitch
-	(*Config)(nil),                     // 44: hotsplit.v1.Config
-	(*Op)(nil),                         // 45: hotsplit.v1.Op
-	(*TrackedRoute)(nil),               // 46: hotsplit.v1.TrackedRoute
-	(*Decision)(nil),                   // 47: hotsplit.v1.Decision
-	(*ConfigPatch)(nil),                // 48: hotsplit.v1.ConfigPatch
-	(AutoSplitFlag)(0),                 // 49: hotsplit.v1.AutoSplitFlag
-	(*Member)(nil),                     // 50: hotsplit.v1.Member
-	(*Admission)(nil),                  // 51: hotsplit.v1.Admission
-	(*ReportRequest)(nil),              // 52: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 53: hotsplit.v1.ReportResponse
+	(StateOutcome)(0),                  // 2: hotsplit.v1.StateOutcome
+	(*ReadInfo)(nil),                   // 3: hotsplit.v1.ReadInfo
+	(*LeaderHint)(nil),                 // 4: hotsplit.v1.LeaderHint
+	(*ErrorOutcome)(nil),               // 5: hotsplit.v1.ErrorOutcome
+	(*ListRoutesRequest)(nil),          // 6: hotsplit.v1.ListRoutesRequest
+	(*ListRoutesResponse)(nil),         // 7: hotsplit.v1.ListRoutesResponse
+	(*GetRouteRequest)(nil),            // 8: hotsplit.v1.GetRouteRequest
+	(*GetRouteResponse)(nil),           // 9: hotsplit.v1.GetRouteResponse
+	(*SplitRangeRequest)(nil),          // 10: hotsplit.v1.SplitRangeRequest
+	(*SplitRangeResponse)(nil),         // 11: hotsplit.v1.SplitRangeResponse
+	(*WatchRoutesRequest)(nil),         // 12: hotsplit.v1.WatchRoutesRequest
+	(*WatchRoutesResponse)(nil),        // 13: hotsplit.v1.WatchRoutesResponse
+	(*SnapshotPage)(nil),               // 14: hotsplit.v1.SnapshotPage
+	(*GetTimestampRequest)(nil),        // 15: hotsplit.v1.GetTimestampRequest
+	(*GetTimestampResponse)(nil),       // 16: hotsplit.v1.GetTimestampResponse
+	(*StatusRequest)(nil),              // 17: hotsplit.v1.StatusRequest
+	(*StatusResponse)(nil),             // 18: hotsplit.v1.StatusResponse
+	(*SetEnabledRequest)(nil),          // 19: hotsplit.v1.SetEnabledRequest
+	(*SetEnabledResponse)(nil),         // 20: hotsplit.v1.SetEnabledResponse
+	(*ExplainRequest)(nil),             // 21: hotsplit.v1.ExplainRequest
+	(*ExplainResponse)(nil),            // 22: hotsplit.v1.ExplainResponse
+	(*GetConfigRequest)(nil),           // 23: hotsplit.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),          // 24: hotsplit.v1.GetConfigResponse
+	(*SetConfigRequest)(nil),           // 25: hotsplit.v1.SetConfigRequest
+	(*SetConfigResponse)(nil),          // 26: hotsplit.v1.SetConfigResponse
+	(*AbortOpRequest)(nil),             // 27: hotsplit.v1.AbortOpRequest
+	(*AbortOpResponse)(nil),            // 28: hotsplit.v1.AbortOpResponse
+	(*JoinRequest)(nil),                // 29: hotsplit.v1.JoinRequest
+	(*JoinResponse)(nil),               // 30: hotsplit.v1.JoinResponse
+	(*RemoveRequest)(nil),              // 31: hotsplit.v1.RemoveRequest
+	(*RemoveResponse)(nil),             // 32: hotsplit.v1.RemoveResponse
+	(*MembersRequest)(nil),             // 33: hotsplit.v1.MembersRequest
+	(*MemberStatus)(nil),               // 34: hotsplit.v1.MemberStatus
+	(*MembersResponse)(nil),            // 35: hotsplit.v1.MembersResponse
+	(*LeaderRequest)(nil),              // 36: hotsplit.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 37: hotsplit.v1.LeaderResponse
+	(*TransferLeadershipRequest)(nil),  // 38: hotsplit.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 39: hotsplit.v1.TransferLeadershipResponse
+	(*AdmitRequest)(nil),               // 40: hotsplit.v1.AdmitRequest
+	(*AdmitResponse)(nil),              // 41: hotsplit.v1.AdmitResponse
+	(*ClockPingRequest)(nil),           // 42: hotsplit.v1.ClockPingRequest
+	(*ClockPingResponse)(nil),          // 43: hotsplit.v1.ClockPingResponse
+	(*StateReport)(nil),                // 44: hotsplit.v1.StateReport
+	(*StateHashRequest)(nil),           // 45: hotsplit.v1.StateHashRequest
+	(*StateHashResponse)(nil),          // 46: hotsplit.v1.StateHashResponse
+	(*CheckStateRequest)(nil),          // 47: hotsplit.v1.CheckStateRequest
+	(*CheckStateResponse)(nil),         // 48: hotsplit.v1.CheckStateResponse
+	(*RouteDescriptor)(nil),            // 49: hotsplit.v1.RouteDescriptor
+	(*CatalogDelta)(nil),               // 50: hotsplit.v1.CatalogDelta
+	(*AutoSplitSwitch)(nil),            // 51: hotsplit.v1.AutoSplitSwitch
+	(*Config)(nil),                     // 52: hotsplit.v1.Config
+	(*Op)(nil),                         // 53: hotsplit.v1.Op
+	(*TrackedRoute)(nil),               // 54: hotsplit.v1.TrackedRoute
+	(*Decision)(nil),                   // 55: hotsplit.v1.Decision
+	(*ConfigPatch)(nil),                // 56: hotsplit.v1.ConfigPatch
+	(AutoSplitFlag)(0),                 // 57: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 58: hotsplit.v1.Member
+	(*Admission)(nil),                  // 59: hotsplit.v1.Admission
+	(*ReportRequest)(nil),              // 60: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 61: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
 	1,  // 1: hotsplit.v1.ErrorOutcome.outcome:type_name -> hotsplit.v1.Outcome
 	0,  // 2: hotsplit.v1.ListRoutesRequest.consistency:type_name -> hotsplit.v1.Consistency
-	41, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
-	2,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
+	49, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
+	3,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 5: hotsplit.v1.GetRouteRequest.consistency:type_name -> hotsplit.v1.Consistency
-	41, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	2,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
-	41, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
-	41, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
-	42, // 10: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
-	13, // 11: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
-	41, // 12: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
+	49, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	3,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
+	49, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
+	49, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
+	50, // 10: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
+	14, // 11: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
+	49, // 12: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
 	0,  // 13: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
-	43, // 14: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	44, // 15: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
-	45, // 16: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
-	46, // 17: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
-	46, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
-	47, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
-	2,  // 20: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	45, // 21: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
-	43, // 22: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	51, // 14: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	52, // 15: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
+	53, // 16: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
+	54, // 17: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
+	54, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
+	55, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
+	3,  // 20: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
+	53, // 21: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
+	51, // 22: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
 	0,  // 23: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	41, // 24: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	46, // 25: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	47, // 26: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	45, // 27: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
-	2,  // 28: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
+	49, // 24: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	54, // 25: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	55, // 26: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	53, // 27: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	3,  // 28: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 29: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	44, // 30: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
-	2,  // 31: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	48, // 32: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	44, // 33: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	45, // 34: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	49, // 35: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	50, // 36: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	52, // 30: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	3,  // 31: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
+	56, // 32: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	52, // 33: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	53, // 34: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	57, // 35: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	58, // 36: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
 	0,  // 37: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	50, // 38: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
-	33, // 39: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
-	2,  // 40: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	51, // 41: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
-	51, // 42: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
-	5,  // 43: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	7,  // 44: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	9,  // 45: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	11, // 46: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	14, // 47: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	52, // 48: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	16, // 49: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	18, // 50: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	20, // 51: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	22, // 52: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	24, // 53: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	26, // 54: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	28, // 55: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	30, // 56: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	32, // 57: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	35, // 58: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	37, // 59: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	39, // 60: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
-	6,  // 61: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	8,  // 62: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	10, // 63: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	12, // 64: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	15, // 65: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	53, // 66: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	17, // 67: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	19, // 68: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	21, // 69: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	23, // 70: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	25, // 71: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	27, // 72: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	29, // 73: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	31, // 74: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	34, // 75: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	36, // 76: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	38, // 77: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	40, // 78: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
-	61, // [61:79] is the sub-list for method output_type
-	43, // [43:61] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	58, // 38: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	34, // 39: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
+	3,  // 40: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
+	59, // 41: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	59, // 42: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	2,  // 43: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
+	44, // 44: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
+	44, // 45: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
+	6,  // 46: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	8,  // 47: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	10, // 48: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	12, // 49: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	15, // 50: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	60, // 51: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	17, // 52: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	19, // 53: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	21, // 54: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	23, // 55: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	25, // 56: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	27, // 57: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	29, // 58: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	31, // 59: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	33, // 60: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	36, // 61: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	38, // 62: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	40, // 63: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
+	42, // 64: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
+	45, // 65: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
+	47, // 66: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
+	7,  // 67: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	9,  // 68: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	11, // 69: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	13, // 70: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	16, // 71: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	61, // 72: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	18, // 73: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	20, // 74: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	22, // 75: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	24, // 76: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	26, // 77: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	28, // 78: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	30, // 79: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	32, // 80: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	35, // 81: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	37, // 82: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	39, // 83: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	41, // 84: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	43, // 85: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
+	46, // 86: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
+	48, // 87: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
+	67, // [67:88] is the sub-list for method output_type
+	46, // [46:67] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }
@@ -2862,8 +3360,8 @@ func file_hotsplitv1_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_service_proto_rawDesc), len(file_hotsplitv1_service_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   39,
+			NumEnums:      3,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

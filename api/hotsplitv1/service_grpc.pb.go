@@ -677,6 +677,9 @@ const (
 	Cluster_Leader_FullMethodName             = "/hotsplit.v1.Cluster/Leader"
 	Cluster_TransferLeadership_FullMethodName = "/hotsplit.v1.Cluster/TransferLeadership"
 	Cluster_Admit_FullMethodName              = "/hotsplit.v1.Cluster/Admit"
+	Cluster_ClockPing_FullMethodName          = "/hotsplit.v1.Cluster/ClockPing"
+	Cluster_StateHash_FullMethodName          = "/hotsplit.v1.Cluster/StateHash"
+	Cluster_CheckState_FullMethodName         = "/hotsplit.v1.Cluster/CheckState"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -691,6 +694,19 @@ type ClusterClient interface {
 	// Admit lets a node id join later from a raft address (admin; cluster
 	// version 2): only a node certificate whose CN is that id may then join.
 	Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*AdmitResponse, error)
+	// Role: node. A member measures its clock offset to this one, NTP-style:
+	// the answer carries this node's physical clock, read between the
+	// caller's send and receive (SPEC §13, --maxClockOffset).
+	ClockPing(ctx context.Context, in *ClockPingRequest, opts ...grpc.CallOption) (*ClockPingResponse, error)
+	// Role: node. A member asks for this node's state hash at the index of a
+	// CheckState marker (the cross-replica state check, SPEC §13). The answer
+	// waits until this node has applied that index.
+	StateHash(ctx context.Context, in *StateHashRequest, opts ...grpc.CallOption) (*StateHashResponse, error)
+	// Role: operator. Commits a CheckState marker, collects every member's
+	// state hash at its index and compares them (`hotsplitctl cluster
+	// check`). It writes a log entry and makes a diverged node stop, so it is
+	// not a read. Needs cluster version 2.
+	CheckState(ctx context.Context, in *CheckStateRequest, opts ...grpc.CallOption) (*CheckStateResponse, error)
 }
 
 type clusterClient struct {
@@ -761,6 +777,36 @@ func (c *clusterClient) Admit(ctx context.Context, in *AdmitRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) ClockPing(ctx context.Context, in *ClockPingRequest, opts ...grpc.CallOption) (*ClockPingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClockPingResponse)
+	err := c.cc.Invoke(ctx, Cluster_ClockPing_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) StateHash(ctx context.Context, in *StateHashRequest, opts ...grpc.CallOption) (*StateHashResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StateHashResponse)
+	err := c.cc.Invoke(ctx, Cluster_StateHash_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) CheckState(ctx context.Context, in *CheckStateRequest, opts ...grpc.CallOption) (*CheckStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckStateResponse)
+	err := c.cc.Invoke(ctx, Cluster_CheckState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -773,6 +819,19 @@ type ClusterServer interface {
 	// Admit lets a node id join later from a raft address (admin; cluster
 	// version 2): only a node certificate whose CN is that id may then join.
 	Admit(context.Context, *AdmitRequest) (*AdmitResponse, error)
+	// Role: node. A member measures its clock offset to this one, NTP-style:
+	// the answer carries this node's physical clock, read between the
+	// caller's send and receive (SPEC §13, --maxClockOffset).
+	ClockPing(context.Context, *ClockPingRequest) (*ClockPingResponse, error)
+	// Role: node. A member asks for this node's state hash at the index of a
+	// CheckState marker (the cross-replica state check, SPEC §13). The answer
+	// waits until this node has applied that index.
+	StateHash(context.Context, *StateHashRequest) (*StateHashResponse, error)
+	// Role: operator. Commits a CheckState marker, collects every member's
+	// state hash at its index and compares them (`hotsplitctl cluster
+	// check`). It writes a log entry and makes a diverged node stop, so it is
+	// not a read. Needs cluster version 2.
+	CheckState(context.Context, *CheckStateRequest) (*CheckStateResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -800,6 +859,15 @@ func (UnimplementedClusterServer) TransferLeadership(context.Context, *TransferL
 }
 func (UnimplementedClusterServer) Admit(context.Context, *AdmitRequest) (*AdmitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Admit not implemented")
+}
+func (UnimplementedClusterServer) ClockPing(context.Context, *ClockPingRequest) (*ClockPingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClockPing not implemented")
+}
+func (UnimplementedClusterServer) StateHash(context.Context, *StateHashRequest) (*StateHashResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StateHash not implemented")
+}
+func (UnimplementedClusterServer) CheckState(context.Context, *CheckStateRequest) (*CheckStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckState not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -930,6 +998,60 @@ func _Cluster_Admit_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_ClockPing_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClockPingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ClockPing(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ClockPing_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ClockPing(ctx, req.(*ClockPingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_StateHash_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StateHashRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).StateHash(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_StateHash_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).StateHash(ctx, req.(*StateHashRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_CheckState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CheckState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CheckState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CheckState(ctx, req.(*CheckStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -960,6 +1082,18 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Admit",
 			Handler:    _Cluster_Admit_Handler,
+		},
+		{
+			MethodName: "ClockPing",
+			Handler:    _Cluster_ClockPing_Handler,
+		},
+		{
+			MethodName: "StateHash",
+			Handler:    _Cluster_StateHash_Handler,
+		},
+		{
+			MethodName: "CheckState",
+			Handler:    _Cluster_CheckState_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

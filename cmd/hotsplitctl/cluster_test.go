@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -124,5 +125,45 @@ func TestClusterLeaderJoinRemoveTransfer(t *testing.T) {
 	r = ctl(t, f, "cluster", "transfer", "-o", "json")
 	if got := compactJSON(t, r.stdout); got != `{"leader_id":"n2"}` {
 		t.Errorf("transfer json %s", got)
+	}
+}
+
+func TestClusterCheck(t *testing.T) {
+	f := startCluster(t)
+	h := func(b byte) []byte { return bytes.Repeat([]byte{b}, 32) }
+	f.set("CheckState", &api.CheckStateResponse{Index: 42, Reports: []*api.StateReport{
+		{NodeId: "n1", Index: 42, Hash: h(0xab), HashFormat: 1, Outcome: api.StateOutcome_STATE_OUTCOME_AGREES},
+		{NodeId: "n2", Index: 42, Hash: h(0xab), HashFormat: 1, Outcome: api.StateOutcome_STATE_OUTCOME_AGREES},
+		{NodeId: "n3", Index: 42, Outcome: api.StateOutcome_STATE_OUTCOME_SKIPPED, Detail: "reached the index through a snapshot"},
+	}})
+	r := ctl(t, f, "cluster", "check", "--actor", "alice")
+	ab := strings.Repeat("ab", 32)
+	want := lines(
+		`NODE  INDEX  HASH`+strings.Repeat(" ", 62)+`FORMAT  OUTCOME  DETAIL`,
+		`n1    42     `+ab+`  1       agrees   -`,
+		`n2    42     `+ab+`  1       agrees   -`,
+		`n3    42     -`+strings.Repeat(" ", 65)+`-       skipped  reached the index through a snapshot`,
+		`state check at index 42: every member that reported agrees`,
+	)
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("check: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
+	}
+	if a := f.last("CheckState").(*api.CheckStateRequest).GetActor(); a != "alice" {
+		t.Errorf("actor %q", a)
+	}
+
+	f.set("CheckState", &api.CheckStateResponse{Index: 50, Diverged: []string{"n2"}, Reports: []*api.StateReport{
+		{NodeId: "n1", Index: 50, Hash: h(1), HashFormat: 1, Outcome: api.StateOutcome_STATE_OUTCOME_AGREES},
+		{NodeId: "n2", Index: 50, Hash: h(2), HashFormat: 1, Outcome: api.StateOutcome_STATE_OUTCOME_DIVERGED},
+		{NodeId: "n3", Index: 50, Hash: h(1), HashFormat: 1, Outcome: api.StateOutcome_STATE_OUTCOME_AGREES},
+	}})
+	r = ctl(t, f, "cluster", "check")
+	if r.code != 1 || !strings.Contains(r.stdout, "DIVERGED: n2") || !strings.Contains(r.stderr, "replicas diverged at index 50: n2") {
+		t.Fatalf("diverged: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+
+	f.fail("CheckState", status.Error(codes.FailedPrecondition, "needs cluster version 2: the cluster runs version 1"))
+	if r := ctl(t, f, "cluster", "check"); r.code != 1 || !strings.Contains(r.stderr, "needs cluster version 2") {
+		t.Fatalf("v1 cluster: exit %d stderr %q", r.code, r.stderr)
 	}
 }

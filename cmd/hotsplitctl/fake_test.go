@@ -189,6 +189,10 @@ func (f *fakeCluster) TransferLeadership(_ context.Context, req *api.TransferLea
 	return answer[*api.TransferLeadershipResponse](f, "TransferLeadership", req)
 }
 
+func (f *fakeCluster) CheckState(_ context.Context, req *api.CheckStateRequest) (*api.CheckStateResponse, error) {
+	return answer[*api.CheckStateResponse](f, "CheckState", req)
+}
+
 // syncBuffer is a bytes.Buffer safe to read while a command writes it.
 type syncBuffer struct {
 	mu  sync.Mutex

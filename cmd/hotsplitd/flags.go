@@ -86,6 +86,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&n.SnapshotInterval, "raftSnapshotInterval", 0, "how often to check whether to snapshot (default raft's 2m)")
 	fs.Uint64Var(&n.TrailingLogs, "raftTrailingLogs", 0, "log entries kept after a snapshot (default raft's 10240)")
 	fs.DurationVar(&n.CeilingWindow, "ceilingWindow", 0, "HLC fence window (default 1s)")
+	fs.DurationVar(&n.MaxClockOffset, "maxClockOffset", node.DefaultMaxClockOffset, "a node whose clock differs from a majority of the members' by more than this refuses to lead, hands leadership on, and stops if it lasts (negative: no check)")
+	fs.DurationVar(&n.ClockOffsetHalt, "clockOffsetHalt", 30*time.Second, "how long a node may stay beyond --maxClockOffset before it stops (negative: never)")
+	fs.DurationVar(&n.StateCheckInterval, "stateCheckInterval", node.DefaultStateCheckInterval, "how often the leader compares the members' state hashes (negative: only on hotsplitctl cluster check)")
 	fs.DurationVar(&n.OpStepDelay, "autoSplitOpDelay", 0, "hold a newly planned split op this long before its first step, so operators can review or abort it (default 0)")
 
 	fs.StringVar(&o.tls.CertFile, "tlsCert", "", "this node's certificate (PEM; CN = --id, O = node, IP/DNS names of its addresses): hotsplitctl certs create-node")
@@ -101,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	u32(fs, &lim.MaxConcurrentStreams, "maxConcurrentStreams", "concurrent gRPC calls per connection (default 256)")
 	fs.Int64Var(&lim.ReportBudgetBytes, "reportBudget", transport.DefaultReportBudgetBytes, "bytes of load reports a node holds in flight; more are refused (ResourceExhausted) and resent by their reporters")
 	rate := transport.DefaultRateLimits()
+	lim.Rate = &rate
 	fs.Float64Var(&lim.Rate.TimestampsPerSecond, "rateLimitTimestamps", rate.TimestampsPerSecond, "GetTimestamp calls per second per identity on the node a call enters (0: no limit)")
 	fs.Float64Var(&lim.Rate.MutationsPerSecond, "rateLimitMutations", rate.MutationsPerSecond, "mutating calls per second per identity on the node a call enters (0: no limit; Load.Report is exempt)")
 

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -27,7 +26,9 @@ func main() {
 		err = runNode(ctx, opts, hup)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "hotsplitd:", err)
+		// The last line before a failed exit is one ERROR line naming the
+		// file and the cause (SPEC §12), in the node's log format.
+		opts.node.Logger.Error("hotsplitd: "+err.Error(), "reason", "exit")
 		os.Exit(1)
 	}
 }

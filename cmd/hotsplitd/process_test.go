@@ -313,4 +313,30 @@ func TestIntegrationProcessCluster(t *testing.T) {
 		}
 		return nil
 	})
+
+	// hotsplitctl cluster check: one hash per node at one common index.
+	var check string
+	eventually(t, 20*time.Second, "a state check every member answers", func() error {
+		out, err := ctl(t, hotsplitctl, env, all, "cluster", "check")
+		check = out
+		if err == nil && strings.Count(out, " agrees ") != 3 {
+			return fmt.Errorf("not every member agrees:\n%s", out)
+		}
+		return err
+	})
+	rows := strings.Split(strings.TrimSpace(check), "\n")
+	if len(rows) != 5 { // header, three nodes, verdict
+		t.Fatalf("cluster check printed:\n%s", check)
+	}
+	var index, hash string
+	for _, row := range rows[1:4] {
+		f := strings.Fields(row)
+		if index == "" {
+			index, hash = f[1], f[2]
+		}
+		if f[1] != index || f[2] != hash || len(hash) != 64 {
+			t.Fatalf("cluster check rows differ in index or hash:\n%s", check)
+		}
+	}
+	t.Logf("cluster check:\n%s", check)
 }

@@ -70,7 +70,7 @@ func TestIntegrationProcessRefusesBrokenSnapshot(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 	last := lines[len(lines)-1]
-	if !strings.HasPrefix(last, "hotsplitd: ") || !strings.Contains(last, "invariant") || !strings.Contains(last, "gap") {
+	if !strings.Contains(last, "level=ERROR") || !strings.Contains(last, "invariant") || !strings.Contains(last, "gap") {
 		t.Fatalf("last line does not say why: %q", last)
 	}
 	t.Logf("exit %d: %s", exit.ExitCode(), last)

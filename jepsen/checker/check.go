@@ -8,6 +8,10 @@
 // GetTimestamp batches strictly increase in real time; and porcupine finds
 // a linearization of the catalog history (state = version and catalog
 // hash, automatic splits entering from the log) and of the switch history.
+// With the integrity inputs it also recomputes every entry's checksum (and
+// finds the flipped one in a log the bit-flip nemesis damaged), bounds
+// every node's HLC − wall after the clocks settled, and bounds how far a
+// command's stamp ran ahead of its leader's wall clock.
 //
 // It starts no process and talks to no node: everything it judges is in
 // its Input. A violation is a finding about the system under test; an
@@ -45,6 +49,18 @@ type Input struct {
 	// end: entries up to it are committed.
 	Committed uint64
 	Nodes     []NodeFinal
+	// Checksums: every node that wrote these logs checksums its entries
+	// (a build from issue 12 on), so each must carry a matching one.
+	Checksums bool
+	// Damaged are logs the bit-flip nemesis damaged and set aside.
+	Damaged []DamagedLog
+	// SkewMs is each node's HLC − wall after the clocks healed and
+	// settled; checked against SkewBoundMs when set.
+	SkewMs      map[string]uint64
+	SkewBoundMs uint64
+	// MaxStampAheadMs, when positive, bounds how far a command's HLC may
+	// run ahead of its leader's wall clock (AppendedAt).
+	MaxStampAheadMs int64
 }
 
 // NodeFinal is what one node reported after the run healed.
@@ -199,6 +215,15 @@ func Check(in Input) (*Report, error) {
 		add(CheckInvariant, fmt.Errorf("split at index %d refused by the HLC fence: a committed entry whose HLC did not move forward", idx))
 	}
 	add(CheckNodeHistory, checkNodeHistories(in.Nodes, replay, ref)...)
+	if in.Checksums {
+		add(CheckChecksum, checkChecksums(in.Logs, in.Damaged)...)
+	}
+	if in.SkewMs != nil {
+		add(CheckClockSkew, checkSkew(in.SkewMs, in.SkewBoundMs)...)
+	}
+	if in.MaxStampAheadMs > 0 {
+		add(CheckClockStamp, checkStamps(ref, in.Committed, in.MaxStampAheadMs)...)
+	}
 	add(CheckStateHash, checkStateHashes(in.Nodes)...)
 
 	resolved, errs := resolve(in.Ops, replay)

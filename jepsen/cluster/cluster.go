@@ -131,12 +131,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		id := fmt.Sprintf("n%d", i+1)
 		n := &Node{ID: id, RaftAddr: ports[3*i], GRPCAddr: ports[3*i+1], HTTPAddr: ports[3*i+2],
 			DataDir: filepath.Join(cfg.Dir, id), LogPath: filepath.Join(cfg.Dir, id+".log"), bin: cfg.Binary, env: cfg.Env, http: hc}
-		p, err := ca.NewNode(id, pki.NodeOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+		crt, key, err := c.nodeCert(id)
 		if err != nil {
-			return nil, err
-		}
-		crt, key := filepath.Join(certs, id+".crt"), filepath.Join(certs, id+".key")
-		if err := p.Write(crt, key, true); err != nil {
 			return nil, err
 		}
 		n.args = append([]string{"--id", id, "--dataDir", n.DataDir, "--raftAddr", n.RaftAddr, "--grpcAddr", n.GRPCAddr, "--httpAddr", n.HTTPAddr,
@@ -179,17 +175,36 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // node starts (`hotsplitctl cluster add`): a node joins with its own
 // certificate only once admitted.
 func (c *Cluster) admitAll(ctx context.Context, admin *tls.Config) error {
-	cl, err := client.New(client.Config{Endpoints: []string{c.Nodes[0].GRPCAddr}, TLS: admin})
+	for _, n := range c.Nodes[1:] {
+		if err := c.admit(ctx, admin, []string{c.Nodes[0].GRPCAddr}, n.ID, n.RaftAddr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) admit(ctx context.Context, admin *tls.Config, endpoints []string, id, raftAddr string) error {
+	cl, err := client.New(client.Config{Endpoints: endpoints, TLS: admin})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	for _, n := range c.Nodes[1:] {
-		if _, err := cl.Admit(ctx, &api.AdmitRequest{NodeId: n.ID, RaftAddr: n.RaftAddr}); err != nil {
-			return fmt.Errorf("admit %s: %w", n.ID, err)
-		}
+	if _, err := cl.Admit(ctx, &api.AdmitRequest{NodeId: id, RaftAddr: raftAddr}); err != nil {
+		return fmt.Errorf("admit %s: %w", id, err)
 	}
 	return nil
+}
+
+// nodeCert writes a node certificate for id into the cluster's certificate
+// directory and returns its files.
+func (c *Cluster) nodeCert(id string) (crt, key string, err error) {
+	p, err := c.ca.NewNode(id, pki.NodeOptions{IPs: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	if err != nil {
+		return "", "", err
+	}
+	dir := filepath.Join(c.cfg.Dir, "certs")
+	crt, key = filepath.Join(dir, id+".crt"), filepath.Join(dir, id+".key")
+	return crt, key, p.Write(crt, key, true)
 }
 
 // freePorts returns n distinct loopback addresses that were free a moment
@@ -443,6 +458,12 @@ type State struct {
 	// BusinessHash is the state's hash without the fence and the
 	// request-id table, which move on their own.
 	BusinessHash string `json:"business_hash"`
+	CeilingMs    uint64 `json:"ceiling_ms"`
+	// HLCSkewMs is HLC − wall as the node knows it, against its own
+	// (shifted) clock.
+	HLCSkewMs uint64 `json:"hlc_skew_ms"`
+	// ClockOff: the node's clock is off from a majority (it refuses to lead).
+	ClockOff bool `json:"clock_off"`
 }
 
 // State reads the node's state over its jepsen seam.
@@ -519,6 +540,62 @@ func (n *Node) SetNet(ctx context.Context, cut []string, delayMs map[string]int6
 // SetClock shifts the node's HLC physical source by offsetMs.
 func (n *Node) SetClock(ctx context.Context, offsetMs int64) error {
 	return n.post(ctx, "/jepsen/clock", map[string]any{"offset_ms": offsetMs})
+}
+
+// SetDiskFullAfter makes the node's log and snapshot writes fail with
+// ENOSPC once it has written bytes more (negative: a disk with room again).
+func (n *Node) SetDiskFullAfter(ctx context.Context, bytes int64) error {
+	return n.post(ctx, "/jepsen/disk", map[string]any{"full_after_bytes": bytes})
+}
+
+// CorruptState makes the node's next applied entry corrupt its in-memory
+// state (a silent divergence the cross-replica state check must catch).
+func (n *Node) CorruptState(ctx context.Context) error {
+	return n.post(ctx, "/jepsen/corrupt", map[string]any{})
+}
+
+// Rename gives node n a new id, an empty data dir and a node certificate
+// for the new id, admitted through the given gRPC addresses, which it joins
+// at its next Start: a node whose data was lost comes back under a new id
+// (SPEC §9). It must not be running.
+func (c *Cluster) Rename(ctx context.Context, n *Node, id string, join []string) error {
+	if n.Running() {
+		return fmt.Errorf("node %s is running", n.ID)
+	}
+	if err := os.RemoveAll(n.DataDir); err != nil {
+		return err
+	}
+	crt, key, err := c.nodeCert(id)
+	if err != nil {
+		return err
+	}
+	admin, err := c.ClientTLS("jepsen-admin", "admin")
+	if err != nil {
+		return err
+	}
+	if err := c.admit(ctx, admin, join, id, n.RaftAddr); err != nil {
+		return err
+	}
+	args := []string{"--id", id}
+	for i := 0; i < len(n.args); i++ {
+		switch n.args[i] {
+		case "--id", "--join":
+			i++
+		case "--tlsCert":
+			i++
+			args = append(args, "--tlsCert", crt)
+		case "--tlsKey":
+			i++
+			args = append(args, "--tlsKey", key)
+		case "--bootstrap":
+		default:
+			args = append(args, n.args[i])
+		}
+	}
+	n.mu.Lock()
+	n.ID, n.args = id, append(args, "--join", strings.Join(join, ","))
+	n.mu.Unlock()
+	return nil
 }
 
 // Failpoint is a condition on which the node exits at once (status 137).

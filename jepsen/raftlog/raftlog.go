@@ -11,8 +11,10 @@ package raftlog
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"slices"
 	"time"
@@ -42,47 +44,106 @@ type Entry struct {
 	Type    raft.LogType
 	Data    []byte
 	Command *api.Command
+	// Extensions as stored: hotsplit's per-entry checksum (see Checksum).
+	Extensions []byte
+	// AppendedAt is the leader's wall clock when it appended the entry
+	// (never shifted by the jepsen clock seam).
+	AppendedAt time.Time
+}
+
+// Checksum returns the CRC-32C an entry's Extensions carry (a 3-byte tag
+// "hs\x01", then the sum, big endian) and the one its Index, Term, Type
+// and Data give; ok is false when the entry carries none. It is computed
+// here independently of the node's store, so a bug there cannot hide.
+func (e Entry) Checksum() (stored, computed uint32, ok bool) {
+	if len(e.Extensions) < 7 || string(e.Extensions[:3]) != "hs\x01" {
+		return 0, 0, false
+	}
+	var hdr [17]byte
+	binary.BigEndian.PutUint64(hdr[:8], e.Index)
+	binary.BigEndian.PutUint64(hdr[8:16], e.Term)
+	hdr[16] = byte(e.Type)
+	table := crc32.MakeTable(crc32.Castagnoli)
+	return binary.BigEndian.Uint32(e.Extensions[3:7]), crc32.Update(crc32.Update(0, table, hdr[:]), table, e.Data), true
+}
+
+// ReadAny is Read for a log that may be damaged (a bit-flip victim's): it
+// returns every entry it can decode, in index order, without refusing a
+// compacted log or an undecodable command.
+func ReadAny(dbPath string) ([]Entry, error) {
+	var out []Entry
+	err := scan(dbPath, func(first, _ uint64) error { return nil }, func(i uint64, l *raft.Log, err error) error {
+		if err == nil {
+			out = append(out, entryOf(l))
+		}
+		return nil
+	})
+	return out, err
 }
 
 // Read returns every entry of the raft log in dbPath, in index order.
 func Read(dbPath string) ([]Entry, error) {
+	var out []Entry
+	err := scan(dbPath, func(first, last uint64) error {
+		if first != 1 {
+			return fmt.Errorf("%s: %w (first index %d)", dbPath, ErrCompacted, first)
+		}
+		out = make([]Entry, 0, last)
+		return nil
+	}, func(i uint64, l *raft.Log, err error) error {
+		if err != nil {
+			return fmt.Errorf("%s: entry %d: %w", dbPath, i, err)
+		}
+		e := entryOf(l)
+		if l.Type == raft.LogCommand {
+			if e.Command, err = DecodeCommand(l.Data); err != nil {
+				return fmt.Errorf("%s: entry %d: %w", dbPath, i, err)
+			}
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+func entryOf(l *raft.Log) Entry {
+	return Entry{Index: l.Index, Term: l.Term, Type: l.Type, Data: l.Data, Extensions: l.Extensions, AppendedAt: l.AppendedAt}
+}
+
+// scan opens dbPath read-only, tells span the log's first and last index
+// (only when it holds entries), then hands each index's entry (or its read
+// error) to each, stopping at the first error either returns.
+func scan(dbPath string, span func(first, last uint64) error, each func(i uint64, l *raft.Log, err error) error) error {
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        dbPath,
 		BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: 2 * time.Second},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s read-only: %w", dbPath, err)
+		return fmt.Errorf("open %s read-only: %w", dbPath, err)
 	}
 	defer store.Close()
 	first, err := store.FirstIndex()
 	if err != nil {
-		return nil, fmt.Errorf("%s: first index: %w", dbPath, err)
+		return fmt.Errorf("%s: first index: %w", dbPath, err)
 	}
 	last, err := store.LastIndex()
 	if err != nil {
-		return nil, fmt.Errorf("%s: last index: %w", dbPath, err)
+		return fmt.Errorf("%s: last index: %w", dbPath, err)
 	}
 	if last == 0 {
-		return nil, nil
+		return nil
 	}
-	if first != 1 {
-		return nil, fmt.Errorf("%s: %w (first index %d)", dbPath, ErrCompacted, first)
+	if err := span(first, last); err != nil {
+		return err
 	}
-	out := make([]Entry, 0, last)
 	for i := first; i <= last; i++ {
 		var l raft.Log
-		if err := store.GetLog(i, &l); err != nil {
-			return nil, fmt.Errorf("%s: entry %d: %w", dbPath, i, err)
+		err := store.GetLog(i, &l)
+		if err := each(i, &l, err); err != nil {
+			return err
 		}
-		e := Entry{Index: l.Index, Term: l.Term, Type: l.Type, Data: l.Data}
-		if l.Type == raft.LogCommand {
-			if e.Command, err = DecodeCommand(l.Data); err != nil {
-				return nil, fmt.Errorf("%s: entry %d: %w", dbPath, i, err)
-			}
-		}
-		out = append(out, e)
 	}
-	return out, nil
+	return nil
 }
 
 // DecodeCommand decodes one command entry. It refuses unknown fields at any

@@ -1,0 +1,122 @@
+//go:build jepsen
+
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/hashicorp/raft"
+)
+
+// The disk-full seam: once armed, log-store and snapshot-sink writes of a
+// node draw on a byte budget and fail with ENOSPC when it runs out, as a
+// full disk would (SPEC §12's fail-stop must then hold). Budgets are per
+// node id, so an in-process test can fill one node's disk of several.
+
+// diskBudgets maps node id -> *atomic.Int64: bytes left; negative means
+// unlimited (not armed).
+var diskBudgets sync.Map
+
+func diskBudget(id string) *atomic.Int64 {
+	b, ok := diskBudgets.Load(id)
+	if !ok {
+		fresh := &atomic.Int64{}
+		fresh.Store(-1)
+		b, _ = diskBudgets.LoadOrStore(id, fresh)
+	}
+	return b.(*atomic.Int64)
+}
+
+// setDiskFullAfter arms (n >= 0) or disarms (n < 0) node id's disk.
+func setDiskFullAfter(id string, n int64) { diskBudget(id).Store(n) }
+
+// spendDisk takes n bytes from the budget, or fails with ENOSPC.
+func spendDisk(b *atomic.Int64, n int) error {
+	for {
+		left := b.Load()
+		if left < 0 {
+			return nil
+		}
+		if int64(n) > left {
+			return fmt.Errorf("jepsen disk seam: %w", syscall.ENOSPC)
+		}
+		if b.CompareAndSwap(left, left-int64(n)) {
+			return nil
+		}
+	}
+}
+
+type diskLog struct {
+	raft.LogStore
+	budget *atomic.Int64
+}
+
+func wrapDiskLog(id string, s raft.LogStore) raft.LogStore {
+	return diskLog{LogStore: s, budget: diskBudget(id)}
+}
+
+func (d diskLog) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
+
+func (d diskLog) StoreLogs(logs []*raft.Log) error {
+	size := 0
+	for _, l := range logs {
+		size += len(l.Data) + len(l.Extensions) + 32 // plus key and framing
+	}
+	if err := spendDisk(d.budget, size); err != nil {
+		return err
+	}
+	return d.LogStore.StoreLogs(logs)
+}
+
+type diskSnapshots struct {
+	raft.SnapshotStore
+	budget *atomic.Int64
+}
+
+func wrapDiskSnapshots(id string, s raft.SnapshotStore) raft.SnapshotStore {
+	return diskSnapshots{SnapshotStore: s, budget: diskBudget(id)}
+}
+
+func (d diskSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,
+	configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
+	sink, err := d.SnapshotStore.Create(version, index, term, configuration, configurationIndex, trans)
+	if err != nil {
+		return nil, err
+	}
+	return diskSink{SnapshotSink: sink, budget: d.budget}, nil
+}
+
+type diskSink struct {
+	raft.SnapshotSink
+	budget *atomic.Int64
+}
+
+func (d diskSink) Write(p []byte) (int, error) {
+	if err := spendDisk(d.budget, len(p)); err != nil {
+		return 0, err
+	}
+	return d.SnapshotSink.Write(p)
+}
+
+// registerDiskHandler adds POST /jepsen/disk {"full_after_bytes": N}: the
+// node's log and snapshot writes fail with ENOSPC once N more bytes were
+// written (N < 0 disarms).
+func registerDiskHandler(mux *http.ServeMux, n *Node) {
+	mux.HandleFunc("POST /jepsen/disk", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			FullAfterBytes int64 `json:"full_after_bytes"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		setDiskFullAfter(n.cfg.ID, req.FullAfterBytes)
+		n.log.Warn("jepsen: disk seam set", "full_after_bytes", req.FullAfterBytes)
+	})
+}
