@@ -99,7 +99,7 @@ var matrixCalls = map[string]matrixCall{
 		return err
 	},
 	api.Cluster_CheckState_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
-		_, err := api.NewClusterClient(cc).CheckState(ctx, &api.CheckStateRequest{Actor: "bad\xff"})
+		_, err := api.NewClusterClient(cc).CheckState(ctx, &api.CheckStateRequest{Actor: strings.Repeat("a", 300)})
 		return err
 	},
 	api.Cluster_ClockPing_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, name string) error {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/transport"
 )
 
 // testCluster is an in-process cluster on 127.0.0.1 with fast raft timing.
@@ -105,6 +106,11 @@ func (c *testCluster) start(cfg Config) *Node {
 	}
 	if cfg.TLS == nil && !cfg.Insecure {
 		cfg.TLS = nodeTLS(c.t, filepath.Join(c.dir, "certs"), cfg.ID)
+	}
+	if cfg.Limits.Rate == nil {
+		// Every test client is the one test admin: per-identity rate limits
+		// would throttle the load tests (transport's unit tests cover them).
+		cfg.Limits.Rate = &transport.RateLimits{}
 	}
 	n, err := Start(cfg)
 	if err != nil {

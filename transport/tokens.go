@@ -130,7 +130,9 @@ func (t *TokenTable) Lookup(token string) (*Principal, bool) {
 
 // Watch re-reads the file whenever its modification time or size changes,
 // until ctx ends. A file that no longer loads keeps the previous table and
-// logs one line per change.
+// logs one line per change; an empty file is ignored (to revoke every
+// token, leave a comment line). Replace the file by renaming a complete one
+// into place.
 func (t *TokenTable) Watch(ctx context.Context, every time.Duration) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -141,7 +143,9 @@ func (t *TokenTable) Watch(ctx context.Context, every time.Duration) {
 		case <-tick.C:
 		}
 		fi, err := os.Stat(t.path)
-		if err == nil && (fileStamp{fi.ModTime(), fi.Size()}) == t.stamp {
+		if err == nil && ((fileStamp{fi.ModTime(), fi.Size()}) == t.stamp || fi.Size() == 0) {
+			// Unchanged, or emptied: most likely rewritten in place and
+			// caught mid-write; the completed file is a change of its own.
 			continue
 		}
 		entries, stamp, err := readTokenFile(t.path)
