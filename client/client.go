@@ -20,12 +20,25 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultDialTimeout    = 2 * time.Second
+	// DefaultDialTimeout bounds the wait for a connection to one endpoint:
+	// a paused node accepts TCP but never completes the handshake.
+	DefaultDialTimeout = time.Second
+	// DefaultAttemptTimeout bounds one attempt of a call: a leader that
+	// stopped answering (paused, partitioned) is given up for the next
+	// endpoint after this long, while the call goes on until RequestTimeout.
+	DefaultAttemptTimeout = time.Second
 	DefaultRequestTimeout = 5 * time.Second
-	DefaultMaxRetries     = 5
-	DefaultBackoff        = 50 * time.Millisecond
-	// MaxBackoff caps the delay between two attempts, whatever Backoff is.
+	// DefaultWatchRetries is how many consecutive failed connections Watch
+	// tolerates when MaxRetries is 0.
+	DefaultWatchRetries = 5
+	DefaultBackoff      = 50 * time.Millisecond
+	// MaxBackoff caps the delay between two attempts, whatever Backoff is;
+	// it applies to overload (ResourceExhausted).
 	MaxBackoff = 2 * time.Second
+	// MaxElectionBackoff caps the delay between attempts that failed for
+	// want of a leader (Unavailable, a node that did not answer): a new
+	// leader is noticed within this long of its election.
+	MaxElectionBackoff = 200 * time.Millisecond
 )
 
 const (
@@ -47,12 +60,19 @@ type Config struct {
 	// DialTimeout bounds one connection attempt to one endpoint
 	// (default DefaultDialTimeout).
 	DialTimeout time.Duration
+	// AttemptTimeout bounds one attempt of a call (default
+	// DefaultAttemptTimeout); calls that wait on raft by design (leadership
+	// transfer, membership changes, snapshots) get the whole RequestTimeout.
+	AttemptTimeout time.Duration
 	// RequestTimeout bounds one call including all its retries, unless the
 	// caller's context ends sooner (default DefaultRequestTimeout). It does
 	// not apply to Watch, which runs until its context ends.
 	RequestTimeout time.Duration
-	// MaxRetries is how many times a call is retried after its first
-	// attempt when retrying is safe (0 = DefaultMaxRetries, negative = never).
+	// MaxRetries caps the retries of a call after its first attempt when
+	// retrying is safe. 0 (the default) retries until RequestTimeout, which
+	// is what bounds a call; negative never retries. For Watch it is the
+	// number of consecutive failed connections tolerated (0 =
+	// DefaultWatchRetries).
 	MaxRetries int
 	// Backoff is the base delay between retries; it doubles per retry, is
 	// capped at MaxBackoff and jittered (default DefaultBackoff).
@@ -72,6 +92,7 @@ type Config struct {
 type Client struct {
 	endpoints      []string
 	dialTimeout    time.Duration
+	attemptTimeout time.Duration
 	requestTimeout time.Duration
 	maxRetries     int
 	backoff        time.Duration
@@ -84,6 +105,10 @@ type Client struct {
 	leader string                   // last hinted leader address, "" if unknown
 	cursor int                      // next endpoint to try when no leader is known
 	closed bool
+	// watchCluster is the cluster id of the last snapshot a watch
+	// delivered: a later Watch from a version sends it, so a restored
+	// cluster resyncs the watcher instead of waiting for that version.
+	watchCluster string
 }
 
 // New validates cfg and returns a Client. No connection is made until the
@@ -107,6 +132,8 @@ func New(cfg Config) (*Client, error) {
 	switch {
 	case cfg.DialTimeout < 0:
 		return nil, fmt.Errorf("client: Config.DialTimeout is negative (%v)", cfg.DialTimeout)
+	case cfg.AttemptTimeout < 0:
+		return nil, fmt.Errorf("client: Config.AttemptTimeout is negative (%v)", cfg.AttemptTimeout)
 	case cfg.RequestTimeout < 0:
 		return nil, fmt.Errorf("client: Config.RequestTimeout is negative (%v)", cfg.RequestTimeout)
 	case cfg.Backoff < 0:
@@ -115,6 +142,7 @@ func New(cfg Config) (*Client, error) {
 	c := &Client{
 		endpoints:      eps,
 		dialTimeout:    orDefault(cfg.DialTimeout, DefaultDialTimeout),
+		attemptTimeout: orDefault(cfg.AttemptTimeout, DefaultAttemptTimeout),
 		requestTimeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
 		maxRetries:     cfg.MaxRetries,
 		backoff:        min(orDefault(cfg.Backoff, DefaultBackoff), MaxBackoff),
@@ -123,11 +151,8 @@ func New(cfg Config) (*Client, error) {
 		conns:          make(map[string]*endpointConn),
 		hinted:         make(map[string]bool),
 	}
-	switch {
-	case c.maxRetries == 0:
-		c.maxRetries = DefaultMaxRetries
-	case c.maxRetries < 0:
-		c.maxRetries = 0
+	if c.maxRetries < 0 {
+		c.maxRetries = -1 // never
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -22,6 +22,10 @@ type routeFollower struct {
 	routes  map[uint64]*catalog.RouteDescriptor
 	version uint64
 	have    bool // routes hold a complete catalog at version
+	// clusterID is the cluster the catalog came from (from snapshot pages):
+	// a snapshot of another id (restored or recovered since) replaces the
+	// sampler's table whatever its version.
+	clusterID string
 
 	// A snapshot being received page by page.
 	building     map[uint64]*catalog.RouteDescriptor
@@ -63,8 +67,15 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 		if !p.Last {
 			return nil
 		}
+		epoch := p.GetClusterId() != "" && f.clusterID != "" && p.GetClusterId() != f.clusterID
+		if p.GetClusterId() != "" {
+			f.clusterID = p.GetClusterId()
+		}
 		f.routes, f.version, f.have = f.building, p.Version, true
 		f.building = nil
+		if epoch {
+			return f.publishReset()
+		}
 		return f.publish()
 	case ev.GetDelta() != nil:
 		d := ev.GetDelta()
@@ -110,6 +121,19 @@ func (f *routeFollower) publish() error {
 	}
 	if err := f.s.SetRoutes(rs, f.version); err != nil {
 		return fmt.Errorf("catalog version %d: %w", f.version, err)
+	}
+	return nil
+}
+
+// publishReset hands the catalog of a new cluster id to the sampler, which
+// takes it even at a lower version.
+func (f *routeFollower) publishReset() error {
+	rs := make([]*catalog.RouteDescriptor, 0, len(f.routes))
+	for _, r := range f.routes {
+		rs = append(rs, r)
+	}
+	if err := f.s.resetRoutes(rs, f.version); err != nil {
+		return fmt.Errorf("catalog version %d of a new cluster: %w", f.version, err)
 	}
 	return nil
 }

@@ -67,6 +67,9 @@ type Config struct {
 	// Limits bound connections, streams, report bytes and per-identity
 	// rates (zero fields take transport's defaults).
 	Limits transport.Limits
+	// Recovery seeds the data dir before raft starts (disaster recovery:
+	// --restoreSnapshot, --forceNewCluster).
+	Recovery Recovery
 
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
@@ -96,6 +99,9 @@ func (c *Config) validate() error {
 	}
 	if c.GRPCAddr == "" && c.GRPCListener == nil {
 		errs = append(errs, errors.New("grpcAddr: must be set"))
+	}
+	if c.Recovery.enabled() && (c.Bootstrap || len(c.Join) > 0) {
+		errs = append(errs, errors.New("restoreSnapshot/forceNewCluster: the node forms a new cluster from the recovered state; drop --bootstrap and --join"))
 	}
 	if c.Bootstrap && len(c.Join) > 0 {
 		errs = append(errs, errors.New("bootstrap and join: choose one (bootstrap forms a new cluster, join enters an existing one)"))

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +57,9 @@ type Node struct {
 	closeOnce sync.Once
 	closeErr  error
 	halted    chan struct{} // closed when Halt was called
+
+	health  *healthMonitor
+	removed chan struct{} // closed when the node learnt it was removed
 }
 
 // Start opens the data dir, starts raft, the leader duties, gRPC and HTTP,
@@ -70,8 +72,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := checkNotRemoved(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With("node_id", cfg.ID)
-	n := &Node{cfg: cfg, log: log, halted: make(chan struct{})}
+	n := &Node{cfg: cfg, log: log, halted: make(chan struct{}), removed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.closeListeners()
@@ -106,7 +111,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open raft store in %s: %w", cfg.DataDir, err)
 	}
-	hlog := hclog.FromStandardLogger(slog.NewLogLogger(log.Handler(), slog.LevelInfo), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
+	hlog := newRaftLogger(log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store in %s: %w", cfg.DataDir, err)
@@ -145,6 +150,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
+	}
+	if cfg.Recovery.enabled() {
+		if err := n.recover(rc, logs, stable, snaps, trans); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkClusterVersion(stable, cfg.DataDir); err != nil {
 		return nil, err
@@ -193,8 +203,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.sched.SetLoads(agg)
 	limits := cfg.Limits
 	limits.MaxMessageBytes = MaxMessageSize
+	n.health = n.newHealth()
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
-		Metrics: tmetrics, Limits: limits, Auth: n.auth})
+		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health})
 	n.grpc = grpc.NewServer(n.srv.ServerOptions()...)
 	n.srv.Register(n.grpc)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))
@@ -202,6 +213,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.goRun(func() { n.sched.Run(ctx) })
+	n.startOperations(ctx, reg, snaps)
 	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })

@@ -50,6 +50,10 @@ var authzTable = map[string]rule{
 	api.Cluster_Remove_FullMethodName:             {role: RoleAdmin, limit: limitMutation},
 	api.Cluster_TransferLeadership_FullMethodName: {role: RoleAdmin, limit: limitMutation},
 	api.Cluster_Admit_FullMethodName:              {role: RoleAdmin, limit: limitMutation},
+	api.Cluster_Health_FullMethodName:             {role: RoleReader},
+	api.Cluster_Progress_FullMethodName:           {role: RoleNode},
+	api.Cluster_Version_FullMethodName:            {role: RoleReader},
+	api.Cluster_Snapshot_FullMethodName:           {role: RoleAdmin},
 }
 
 func reporterOf(req any) string {

@@ -19,6 +19,7 @@ type RaftView interface {
 	LeaderWithID() (raft.ServerAddress, raft.ServerID)
 	State() raft.RaftState
 	CurrentTerm() uint64
+	CommitIndex() uint64
 	GetConfiguration() raft.ConfigurationFuture
 	LeadershipTransfer() raft.Future
 	LeadershipTransferToServer(id raft.ServerID, address raft.ServerAddress) raft.Future
@@ -33,9 +34,15 @@ type Config struct {
 	// DialOptions connect to other nodes for forwarding (the node's dialer,
 	// credentials).
 	DialOptions []grpc.DialOption
-	// ForwardTimeout bounds a forwarded call when the caller set no
-	// deadline (default 10 s).
+	// ForwardTimeout bounds every forwarded call, whatever the caller's
+	// deadline (default DefaultForwardTimeout): a follower answers its
+	// client before the client's own attempt deadline, with what it knows
+	// of the leader by then. A forward is also abandoned as soon as this
+	// node learns of another leader (NoteLeaderChange).
 	ForwardTimeout time.Duration
+	// ForwardDialTimeout bounds the wait for a connection to the leader
+	// before a forward counts as not sent (default DefaultForwardDialTimeout).
+	ForwardDialTimeout time.Duration
 	// Loads receives Load.Report calls on the leader; nil answers
 	// Unimplemented.
 	Loads   LoadSink
@@ -52,6 +59,9 @@ type Config struct {
 	// Limits bound connections, streams, report bytes and per-identity
 	// rates (zero fields: the defaults).
 	Limits Limits
+	// Health is this node's view of its peers; nil answers Cluster.Health
+	// with Unimplemented and adds no health to other answers.
+	Health HealthSource
 }
 
 // LoadSink takes load reports on the leader (the column aggregator).
@@ -64,6 +74,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	fwd    *forwarder
+	leader leaderWatch
 	auth   *Authenticator
 	codec  *requestCodec
 	lim    Limits
@@ -77,7 +88,10 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.ForwardTimeout <= 0 {
-		cfg.ForwardTimeout = 10 * time.Second
+		cfg.ForwardTimeout = DefaultForwardTimeout
+	}
+	if cfg.ForwardDialTimeout <= 0 {
+		cfg.ForwardDialTimeout = DefaultForwardDialTimeout
 	}
 	auth := cfg.Auth
 	if auth == nil {

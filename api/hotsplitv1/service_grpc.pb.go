@@ -677,6 +677,10 @@ const (
 	Cluster_Leader_FullMethodName             = "/hotsplit.v1.Cluster/Leader"
 	Cluster_TransferLeadership_FullMethodName = "/hotsplit.v1.Cluster/TransferLeadership"
 	Cluster_Admit_FullMethodName              = "/hotsplit.v1.Cluster/Admit"
+	Cluster_Health_FullMethodName             = "/hotsplit.v1.Cluster/Health"
+	Cluster_Progress_FullMethodName           = "/hotsplit.v1.Cluster/Progress"
+	Cluster_Version_FullMethodName            = "/hotsplit.v1.Cluster/Version"
+	Cluster_Snapshot_FullMethodName           = "/hotsplit.v1.Cluster/Snapshot"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -691,6 +695,19 @@ type ClusterClient interface {
 	// Admit lets a node id join later from a raft address (admin; cluster
 	// version 2): only a node certificate whose CN is that id may then join.
 	Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*AdmitResponse, error)
+	// Health is the answering node's own view of every member and of quorum
+	// (reader). It needs no leader: it is how an operator sees that there is
+	// none.
+	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// Progress is a member's own raft state, applied index and build, asked
+	// by its peers' health probes (node role).
+	Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (*ProgressResponse, error)
+	// Version is the answering node's build and versions (reader).
+	Version(ctx context.Context, in *VersionRequest, opts ...grpc.CallOption) (*VersionResponse, error)
+	// Snapshot streams a consistent snapshot of the replicated state from the
+	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
+	// trailer with its SHA-256.
+	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
 }
 
 type clusterClient struct {
@@ -761,6 +778,55 @@ func (c *clusterClient) Admit(ctx context.Context, in *AdmitRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HealthResponse)
+	err := c.cc.Invoke(ctx, Cluster_Health_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (*ProgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProgressResponse)
+	err := c.cc.Invoke(ctx, Cluster_Progress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Version(ctx context.Context, in *VersionRequest, opts ...grpc.CallOption) (*VersionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VersionResponse)
+	err := c.cc.Invoke(ctx, Cluster_Version_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Snapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotRequest, SnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotClient = grpc.ServerStreamingClient[SnapshotResponse]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -773,6 +839,19 @@ type ClusterServer interface {
 	// Admit lets a node id join later from a raft address (admin; cluster
 	// version 2): only a node certificate whose CN is that id may then join.
 	Admit(context.Context, *AdmitRequest) (*AdmitResponse, error)
+	// Health is the answering node's own view of every member and of quorum
+	// (reader). It needs no leader: it is how an operator sees that there is
+	// none.
+	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// Progress is a member's own raft state, applied index and build, asked
+	// by its peers' health probes (node role).
+	Progress(context.Context, *ProgressRequest) (*ProgressResponse, error)
+	// Version is the answering node's build and versions (reader).
+	Version(context.Context, *VersionRequest) (*VersionResponse, error)
+	// Snapshot streams a consistent snapshot of the replicated state from the
+	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
+	// trailer with its SHA-256.
+	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -800,6 +879,18 @@ func (UnimplementedClusterServer) TransferLeadership(context.Context, *TransferL
 }
 func (UnimplementedClusterServer) Admit(context.Context, *AdmitRequest) (*AdmitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Admit not implemented")
+}
+func (UnimplementedClusterServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedClusterServer) Progress(context.Context, *ProgressRequest) (*ProgressResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Progress not implemented")
+}
+func (UnimplementedClusterServer) Version(context.Context, *VersionRequest) (*VersionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Version not implemented")
+}
+func (UnimplementedClusterServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method Snapshot not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -930,6 +1021,71 @@ func _Cluster_Admit_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Health_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HealthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Health(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Health_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Health(ctx, req.(*HealthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Progress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Progress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Progress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Progress(ctx, req.(*ProgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Version_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Version(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Version_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Version(ctx, req.(*VersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Snapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Snapshot(m, &grpc.GenericServerStream[SnapshotRequest, SnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotServer = grpc.ServerStreamingServer[SnapshotResponse]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -961,7 +1117,25 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Admit",
 			Handler:    _Cluster_Admit_Handler,
 		},
+		{
+			MethodName: "Health",
+			Handler:    _Cluster_Health_Handler,
+		},
+		{
+			MethodName: "Progress",
+			Handler:    _Cluster_Progress_Handler,
+		},
+		{
+			MethodName: "Version",
+			Handler:    _Cluster_Version_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Snapshot",
+			Handler:       _Cluster_Snapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "hotsplitv1/service.proto",
 }

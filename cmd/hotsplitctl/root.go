@@ -14,6 +14,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/version"
 )
 
 const defaultEndpoint = "127.0.0.1:7001"
@@ -73,11 +74,20 @@ Exit codes: 0 success; 1 the cluster refused the request (validation or a
 failed precondition; nothing was applied); 2 usage error (nothing was sent);
 3 the cluster was unavailable, or a mutation's outcome is unknown (it may have
 been applied: the error prints its request id; re-run with --request-id ID to
-learn the result).
+learn the result); 4 'cluster health' found the cluster degraded; 5 'cluster
+health' found no quorum.
+
+Each request is retried on another member, or after a short pause, until
+--timeout when it failed for want of a leader (a failover in progress) or
+was not applied; every attempt is bounded (1 s) so a paused or partitioned
+leader is given up quickly. Refusals (permission, validation) are never
+retried.
 
 Connections are plaintext: run hotsplit only on trusted networks.`,
-		Example: `  hotsplitctl --endpoints 127.0.0.1:7001,127.0.0.1:7002 routes list
-  HOTSPLIT_ENDPOINTS=127.0.0.1:7001 hotsplitctl autosplit status -o json`,
+		Example: `  hotsplitctl --endpoints 127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021 routes list
+  HOTSPLIT_ENDPOINTS=127.0.0.1:7001 hotsplitctl autosplit status -o json
+  hotsplitctl cluster health`,
+		Version:           version.String(),
 		Args:              groupArgs,
 		RunE:              groupRun,
 		PersistentPreRunE: a.checkGlobalFlags,
@@ -85,7 +95,8 @@ Connections are plaintext: run hotsplit only on trusted networks.`,
 		SilenceUsage:      true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(c, err) })
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.CompletionOptions.DisableDefaultCmd = true // ours says which shells it supports
+	root.SetVersionTemplate("hotsplitctl {{.Version}}\n")
 
 	endpoints := a.env.getenv("HOTSPLIT_ENDPOINTS")
 	if endpoints == "" {
@@ -99,7 +110,7 @@ Connections are plaintext: run hotsplit only on trusted networks.`,
 	pf.StringVar(&a.actor, "actor", a.defaultActor(), "a note recorded with mutations beside your authenticated identity (the certificate CN or token name is the actor)")
 	pf.BoolVarP(&a.verbose, "verbose", "v", false, "log connection attempts and retries to stderr")
 
-	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.simCmd())
+	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.snapshotCmd(), a.simCmd(), a.versionCmd(), a.completionCmd())
 	return root
 }
 
@@ -160,6 +171,7 @@ func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 	cl, err := client.New(client.Config{
 		Endpoints:      eps,
 		DialTimeout:    min(a.timeout, client.DefaultDialTimeout),
+		AttemptTimeout: min(a.timeout, client.DefaultAttemptTimeout),
 		RequestTimeout: a.timeout,
 		// Scaled to the time budget so that a short --timeout still leaves
 		// room for every retry.

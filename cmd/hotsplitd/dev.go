@@ -29,6 +29,17 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 		dir = tmp
 	}
 	demoDefaults(o)
+	// The nodes log to a file; the terminal keeps the demo's narrative.
+	logPath := o.devLog
+	if logPath == "" {
+		logPath = filepath.Join(os.TempDir(), "hotsplit-dev.log")
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fmt.Errorf("dev log: %w", err)
+	}
+	defer logFile.Close()
+	o.node.Logger = node.NewLogger(logFile, o.logLevel, o.logJSON)
 	listeners, err := devListeners(o.devPorts)
 	if err != nil {
 		return err
@@ -47,7 +58,6 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
 		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr = "", "", ""
 		cfg.RaftListener, cfg.GRPCListener, cfg.HTTPListener = listeners[3*i], listeners[3*i+1], listeners[3*i+2]
-		cfg.Logger = o.node.Logger.With("node", cfg.ID)
 		devTiming(&cfg)
 		if i == 0 {
 			cfg.Bootstrap, cfg.Join = true, nil
@@ -69,7 +79,7 @@ func runDev(ctx context.Context, o *options, out io.Writer) error {
 	fmt.Fprintf(out, "hotsplitctl endpoints: %s\n", ep)
 	fmt.Fprintf(out, "metrics: http://%s/metrics (and the other nodes at %s)\n", https[0], strings.Join(https[1:], ", "))
 	fmt.Fprintf(out, "look closer:\n  export HOTSPLIT_ENDPOINTS=%s\n  go run ./cmd/hotsplitctl routes list\n  go run ./cmd/hotsplitctl autosplit status\n  go run ./cmd/hotsplitctl autosplit explain ROUTE_ID\n  go run ./cmd/hotsplitctl routes watch\n", ep)
-	fmt.Fprintf(out, "data: %s   (Ctrl-C stops the demo)\n", dir)
+	fmt.Fprintf(out, "data: %s   node logs: %s   (Ctrl-C stops the demo)\n", dir, logPath)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	go printEvents(loadCtx, nodes[0], out)
