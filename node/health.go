@@ -138,20 +138,19 @@ func (h *healthMonitor) probeOne(ctx context.Context, id, addr string) {
 	}
 }
 
-// checkRemoved stops this node once the leader's committed configuration,
-// written after this node's own latest one, no longer lists it: raft stops
-// replicating to a removed follower before that follower can learn of its
-// removal, so without this it would campaign forever.
+// checkRemoved stops this node once a leader at least as new as this
+// node's term has committed a configuration without it: raft stops
+// replicating to a removed follower as soon as the removal is appended, so
+// the follower may never learn of it by itself and would campaign (or sit)
+// forever. A node that is joining is not probed by anyone's member list
+// until the leader has added it, and never probes before it has a member
+// table, so it cannot mistake an old configuration for its removal.
 func (h *healthMonitor) checkRemoved(from string, resp *api.ProgressResponse) {
-	if resp.GetRaftState() != transport.RaftStateName(raft.Leader) || resp.GetConfigurationIndex() > resp.GetCommitIndex() ||
-		slices.Contains(resp.GetConfiguration(), h.self) || len(resp.GetConfiguration()) == 0 {
+	if resp.GetRaftState() != transport.RaftStateName(raft.Leader) || resp.GetTerm() < h.raft.CurrentTerm() ||
+		resp.GetConfigurationIndex() == 0 || slices.Contains(resp.GetConfiguration(), h.self) {
 		return
 	}
-	f := h.raft.GetConfiguration()
-	if f.Error() != nil || resp.GetConfigurationIndex() <= f.Index() {
-		return
-	}
-	h.fireRemoved(fmt.Sprintf("the configuration of leader %s at index %d no longer lists %s", from, resp.GetConfigurationIndex(), h.self))
+	h.fireRemoved(fmt.Sprintf("the committed configuration of leader %s (term %d, index %d) no longer lists %s", from, resp.GetTerm(), resp.GetConfigurationIndex(), h.self))
 }
 
 // fireRemoved calls onRemoved once.

@@ -59,6 +59,7 @@ type Node struct {
 	halted    chan struct{} // closed when Halt was called
 
 	health  *healthMonitor
+	configs *configRecorder
 	removed chan struct{} // closed when the node learnt it was removed
 }
 
@@ -165,7 +166,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
 	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader)}
-	n.raft, err = raft.NewRaft(rc, restores, logs, stable, snaps, trans)
+	n.configs = newConfigRecorder(restores, snaps)
+	n.raft, err = raft.NewRaft(rc, n.configs, logs, stable, snaps, trans)
 	if err != nil {
 		// e.g. every snapshot failed to restore: there is nothing safe to serve.
 		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.explain(err))
@@ -205,7 +207,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	limits.MaxMessageBytes = MaxMessageSize
 	n.health = n.newHealth()
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
-		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health})
+		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
 	n.grpc = grpc.NewServer(n.srv.ServerOptions()...)
 	n.srv.Register(n.grpc)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_ms", Help: "HLC physical part minus the physical clock, in ms (positive after a leader change: the HLC runs ahead by up to one fence window)."}, func() float64 { return float64(n.clock.SkewMs()) }))

@@ -5,9 +5,12 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -102,10 +105,22 @@ func (c *clusterServer) removeLeader(ctx context.Context, req *api.RemoveRequest
 		return nil, unavailable(hint, "leadership moved away from %s so that it can be removed, but the new leader is not known yet; retry", c.s.cfg.NodeID)
 	}
 	c.s.log.Info("leadership handed over to remove this node through the new leader", "to", hint.LeaderId)
-	// One more hop, to the leader just chosen: it serves the removal itself.
-	resp, err := forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
-		return api.NewClusterClient(cc).Remove(ctx, req)
-	})
+	// One more hop, to the leader just chosen: it serves the removal itself,
+	// once it has established its fence (a few entries: retried briefly
+	// while it answers "not ready", which is definite).
+	var resp *api.RemoveResponse
+	for attempt := 0; ; attempt++ {
+		resp, err = forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
+			return api.NewClusterClient(cc).Remove(ctx, req)
+		})
+		if err == nil || status.Code(err) != codes.Unavailable || attempt >= 40 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		if h := c.s.leaderHint(); h != nil && h.LeaderGrpcAddr != "" && h.LeaderId != c.s.cfg.NodeID {
+			hint = h
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

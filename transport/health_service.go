@@ -44,8 +44,9 @@ func (c *clusterServer) Progress(_ context.Context, _ *api.ProgressRequest) (*ap
 	if _, id := r.LeaderWithID(); id != "" {
 		resp.LeaderId = string(id)
 	}
-	if f := r.GetConfiguration(); f.Error() == nil {
-		resp.ConfigurationIndex = f.Index()
+	if c := c.s.cfg.CommittedConfiguration; c != nil {
+		resp.ConfigurationIndex, resp.Configuration = c()
+	} else if f := r.GetConfiguration(); f.Error() == nil {
 		for _, s := range f.Configuration().Servers {
 			resp.Configuration = append(resp.Configuration, string(s.ID))
 		}

@@ -62,6 +62,10 @@ type Config struct {
 	// Health is this node's view of its peers; nil answers Cluster.Health
 	// with Unimplemented and adds no health to other answers.
 	Health HealthSource
+	// CommittedConfiguration is the latest raft configuration this node
+	// knows committed (its index and server ids), for Progress; nil: raft's
+	// latest, committed or not, at index 0.
+	CommittedConfiguration func() (uint64, []string)
 }
 
 // LoadSink takes load reports on the leader (the column aggregator).

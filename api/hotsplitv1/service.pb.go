@@ -2874,9 +2874,9 @@ type ProgressResponse struct {
 	Version          string `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
 	SupportedVersion uint32 `protobuf:"varint,8,opt,name=supported_version,json=supportedVersion,proto3" json:"supported_version,omitempty"`
 	ClusterId        string `protobuf:"bytes,9,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	// The servers of this node's latest raft configuration, by id, and the
-	// index it was written at: a removed node learns of its removal from the
-	// leader's.
+	// The servers of the latest raft configuration this node knows
+	// committed, by id, and its index: a removed node learns of its removal
+	// from the leader's.
 	Configuration      []string `protobuf:"bytes,10,rep,name=configuration,proto3" json:"configuration,omitempty"`
 	ConfigurationIndex uint64   `protobuf:"varint,11,opt,name=configuration_index,json=configurationIndex,proto3" json:"configuration_index,omitempty"`
 	unknownFields      protoimpl.UnknownFields
