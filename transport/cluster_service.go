@@ -76,7 +76,7 @@ func (c *clusterServer) Remove(ctx context.Context, req *api.RemoveRequest) (*ap
 	if err := checkNodeID(req.GetNodeId()); err != nil {
 		return nil, err
 	}
-	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
+	if resp, handled, err := forwardLeadership(ctx, c.s, func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
 		return api.NewClusterClient(cc).Remove(ctx, req)
 	}); handled {
 		return resp, err
@@ -110,7 +110,7 @@ func (c *clusterServer) removeLeader(ctx context.Context, req *api.RemoveRequest
 	// while it answers "not ready", which is definite).
 	var resp *api.RemoveResponse
 	for attempt := 0; ; attempt++ {
-		resp, err = forward(ctx, c.s, hint, true, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
+		resp, err = forwardHop(ctx, c.s, hint, true, "", hopOptions{keepOnLeaderChange: true, timeout: leadershipForwardTimeout}, func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
 			return api.NewClusterClient(cc).Remove(ctx, req)
 		})
 		if err == nil || status.Code(err) != codes.Unavailable || attempt >= 40 || ctx.Err() != nil {
@@ -191,7 +191,7 @@ func (c *clusterServer) TransferLeadership(ctx context.Context, req *api.Transfe
 			return nil, err
 		}
 	}
-	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.TransferLeadershipResponse, error) {
+	if resp, handled, err := forwardLeadership(ctx, c.s, func(ctx context.Context, cc *grpc.ClientConn) (*api.TransferLeadershipResponse, error) {
 		return api.NewClusterClient(cc).TransferLeadership(ctx, req)
 	}); handled {
 		return resp, err

@@ -139,6 +139,21 @@ var errAbandoned = errors.New("abandoned: a newer leader is known")
 // the request. The hop is bounded by ForwardTimeout and abandoned when this
 // node learns of another leader; the answer then carries the new hint.
 func forward[Resp any](ctx context.Context, s *Server, hint *api.LeaderHint, mutation bool, requestID string, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (Resp, error) {
+	return forwardHop(ctx, s, hint, mutation, requestID, hopOptions{}, call)
+}
+
+// hopOptions adjust one forward: keepOnLeaderChange for calls that change
+// leadership themselves, timeout to replace ForwardTimeout when longer.
+type hopOptions struct {
+	keepOnLeaderChange bool
+	timeout            time.Duration
+}
+
+// leadershipForwardTimeout bounds a forwarded leadership change: raft's
+// transfer timeout (an election timeout) plus the time to learn the leader.
+const leadershipForwardTimeout = 10 * time.Second
+
+func forwardHop[Resp any](ctx context.Context, s *Server, hint *api.LeaderHint, mutation bool, requestID string, o hopOptions, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (Resp, error) {
 	var zero Resp
 	changed := s.leader.changed() // before the check, so no change is missed
 	if !s.stillLeader(hint) {
@@ -148,11 +163,14 @@ func forward[Resp any](ctx context.Context, s *Server, hint *api.LeaderHint, mut
 	if err != nil {
 		return zero, unavailable(nil, "%v", err)
 	}
+	timeout := max(s.cfg.ForwardTimeout, o.timeout)
 	ctx, abandon := context.WithCancelCause(ctx)
 	defer abandon(nil)
-	ctx, cancel := context.WithTimeoutCause(ctx, s.cfg.ForwardTimeout, fmt.Errorf("no answer within %v", s.cfg.ForwardTimeout))
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("no answer within %v", timeout))
 	defer cancel()
-	go s.abandonOnLeaderChange(ctx, hint, changed, abandon)
+	if !o.keepOnLeaderChange {
+		go s.abandonOnLeaderChange(ctx, hint, changed, abandon)
+	}
 	if err := waitReady(ctx, cc, s.cfg.ForwardDialTimeout); err != nil {
 		// Nothing was sent. Do not hint at a leader this node cannot reach.
 		return zero, unavailable(s.freshHint(hint), "leader %s at %s unreachable from %s: %v", hint.LeaderId, hint.LeaderGrpcAddr, s.cfg.NodeID, err)

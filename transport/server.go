@@ -229,6 +229,18 @@ func forwardRead[Resp any](ctx context.Context, s *Server, c api.Consistency, ca
 // it; handled is false when the caller should serve it here. A failure of
 // the hop itself after sending is an unknown outcome.
 func forwardWrite[Resp any](ctx context.Context, s *Server, requestID string, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
+	return forwardWriteHop(ctx, s, requestID, hopOptions{}, call)
+}
+
+// forwardLeadership is forwardWrite for the calls that move leadership on
+// purpose (TransferLeadership, Remove of the leader): the leader change they
+// cause must not abandon them, and they may take an election timeout plus
+// the time to learn the new leader.
+func forwardLeadership[Resp any](ctx context.Context, s *Server, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
+	return forwardWriteHop(ctx, s, "", hopOptions{keepOnLeaderChange: true, timeout: leadershipForwardTimeout}, call)
+}
+
+func forwardWriteHop[Resp any](ctx context.Context, s *Server, requestID string, o hopOptions, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
 	hint, err := s.route(ctx)
 	if err != nil {
 		return resp, true, err
@@ -236,6 +248,6 @@ func forwardWrite[Resp any](ctx context.Context, s *Server, requestID string, ca
 	if hint == nil {
 		return resp, false, nil
 	}
-	resp, err = forward(ctx, s, hint, true, requestID, call)
+	resp, err = forwardHop(ctx, s, hint, true, requestID, o, call)
 	return resp, true, err
 }
