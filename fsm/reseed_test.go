@@ -106,4 +106,3 @@ func TestPreviousClusterIDsChecked(t *testing.T) {
 		}
 	}
 }
-

@@ -227,7 +227,7 @@ func TestIntegrationBackupRestore(t *testing.T) {
 	for name, pair := range map[string][2]proto.Message{
 		"catalog": {want.GetCatalog(), got.GetCatalog()}, "config": {want.GetConfig(), got.GetConfig()},
 		"switch": {want.GetSwitch(), got.GetSwitch()}, "ops": {&api.StateSnapshot{Ops: want.GetOps()}, &api.StateSnapshot{Ops: got.GetOps()}},
-		"tracked": {&api.StateSnapshot{Tracked: want.GetTracked()}, &api.StateSnapshot{Tracked: got.GetTracked()}},
+		"tracked":   {&api.StateSnapshot{Tracked: want.GetTracked()}, &api.StateSnapshot{Tracked: got.GetTracked()}},
 		"decisions": {&api.StateSnapshot{Decisions: want.GetDecisions()}, &api.StateSnapshot{Decisions: got.GetDecisions()}},
 	} {
 		if !proto.Equal(pair[0], pair[1]) {

@@ -144,4 +144,3 @@ func TestForwardToUnreachableLeaderIsDefinite(t *testing.T) {
 		t.Fatalf("%v (outcome %v, hint %v), want a definite Unavailable without a hint", err, outcome, hint)
 	}
 }
-
