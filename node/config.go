@@ -17,6 +17,13 @@ import (
 	"github.com/hotsplit/hotsplit/transport"
 )
 
+// MetricsRegistry is where a node registers its metrics and what /metrics
+// gathers: a *prometheus.Registry, or a wrapper of one.
+type MetricsRegistry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
 // Config describes one node. Zero durations take raft's defaults (or the
 // ones named below); listeners may be pre-opened (tests bind to port 0).
 type Config struct {
@@ -71,8 +78,10 @@ type Config struct {
 	// --restoreSnapshot, --forceNewCluster).
 	Recovery Recovery
 
-	Logger   *slog.Logger
-	Registry *prometheus.Registry
+	Logger *slog.Logger
+	// Registry receives the node's metrics and serves /metrics (default:
+	// a new prometheus.Registry).
+	Registry MetricsRegistry
 	Clock    hlc.Source
 	Dialer   Dialer
 	// Halt stops the process when it must not go on (a failed log write, an

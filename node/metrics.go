@@ -66,11 +66,31 @@ func (n *Node) registerNodeMetrics(reg prometheus.Registerer, snaps *raft.FileSn
 			return float64(fi.Size())
 		}),
 		gauge("hotsplit_data_dir_free_bytes", "Bytes free for this node's user on the file system of the data dir.", func() float64 {
-			free, err := freeBytes(n.cfg.DataDir)
+			free, _, err := diskSpace(n.cfg.DataDir)
 			if err != nil {
 				return 0
 			}
 			return float64(free)
+		}),
+		gauge("hotsplit_data_dir_capacity_bytes", "Size of the file system of the data dir.", func() float64 {
+			_, size, err := diskSpace(n.cfg.DataDir)
+			if err != nil {
+				return 0
+			}
+			return float64(size)
+		}),
+		gauge("hotsplit_columns_last_committed_age_seconds", "Seconds since the window of the last committed load column ended (0 before the first column).", func() float64 {
+			at := n.fsm.State().LastColumnAtMs()
+			if at == 0 {
+				return 0
+			}
+			return max(0, float64(time.Now().UnixMilli()-int64(at))/1000)
+		}),
+		gauge("hotsplit_autosplit_step_seconds", "The replicated load step (column length).", func() float64 {
+			return float64(n.fsm.State().Config().GetStepMs()) / 1000
+		}),
+		gauge("hotsplit_autosplit_max_routes", "The replicated max_auto_routes: the detector does not grow the catalog beyond it.", func() float64 {
+			return float64(n.fsm.State().Config().GetMaxAutoRoutes())
 		}),
 	)
 	return m
@@ -94,14 +114,14 @@ func newestSnapshot(snaps *raft.FileSnapshotStore) (time.Time, bool) {
 	return time.UnixMilli(ms), true
 }
 
-// freeBytes is the space available to unprivileged users on dir's file
-// system.
-func freeBytes(dir string) (uint64, error) {
+// diskSpace is the space available to unprivileged users on dir's file
+// system, and its size.
+func diskSpace(dir string) (free, size uint64, err error) {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return uint64(st.Bavail) * uint64(st.Bsize), nil
+	return uint64(st.Bavail) * uint64(st.Bsize), uint64(st.Blocks) * uint64(st.Bsize), nil
 }
 
 // raftStateCollector exports hotsplit_raft_state{state} with every state

@@ -188,6 +188,9 @@ func forwardHop[Resp any](ctx context.Context, s *Server, hint *api.LeaderHint, 
 		return zero, err // the leader's own answer
 	}
 	why := st.Message()
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done() // gRPC's own deadline timer may beat the context's
+	}
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		why = cause.Error()
 	}
