@@ -168,7 +168,8 @@ func TestDeployExpressionsUseRegisteredMetrics(t *testing.T) {
 // The dashboard's expressions are valid PromQL: promtool checks them as
 // recording rules (with Grafana's variables filled in). CI requires
 // promtool (HOTSPLIT_REQUIRE_PROMTOOL=1); elsewhere the test skips without it.
-func TestDashboardExpressionsParse(t *testing.T) {
+func TestIntegrationDashboardExpressionsParse(t *testing.T) {
+	skipShort(t)
 	promtool := requirePromtool(t)
 	var b strings.Builder
 	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
