@@ -63,7 +63,9 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 			actx, acancel = context.WithTimeout(ctx, c.attemptTimeout)
 		}
 		resp, sent, err := tryOnce(actx, c, addr, fn)
+		silent := !sent || (status.Code(err) == codes.DeadlineExceeded && actx.Err() != nil && ctx.Err() == nil)
 		acancel()
+		c.markAnswered(addr, !silent)
 		if err == nil {
 			return resp, nil
 		}

@@ -109,7 +109,13 @@ type Client struct {
 	// delivered: a later Watch from a version sends it, so a restored
 	// cluster resyncs the watcher instead of waiting for that version.
 	watchCluster string
+	// suspect holds addresses that did not answer an attempt (a paused or
+	// partitioned node), until when calls avoid them while others remain.
+	suspect map[string]time.Time
 }
+
+// suspectFor is how long an address that did not answer is avoided.
+const suspectFor = 3 * time.Second
 
 // New validates cfg and returns a Client. No connection is made until the
 // first call. It fails with ErrNoEndpoints when cfg.Endpoints is empty and
@@ -150,6 +156,7 @@ func New(cfg Config) (*Client, error) {
 		actor:          cfg.Actor,
 		conns:          make(map[string]*endpointConn),
 		hinted:         make(map[string]bool),
+		suspect:        make(map[string]time.Time),
 	}
 	if c.maxRetries < 0 {
 		c.maxRetries = -1 // never
@@ -272,12 +279,20 @@ func (c *Client) conn(addr string) (*endpointConn, error) {
 
 // firstAddr is where a call starts: the hinted leader if known, else the
 // endpoint after the one the previous call started with, so that load and
-// failures spread over the list.
+// failures spread over the list; endpoints that recently did not answer
+// are skipped while others remain.
 func (c *Client) firstAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.leader != "" {
 		return c.leader
+	}
+	for range c.endpoints {
+		addr := c.endpoints[c.cursor%len(c.endpoints)]
+		c.cursor++
+		if !c.isSuspect(addr) {
+			return addr
+		}
 	}
 	addr := c.endpoints[c.cursor%len(c.endpoints)]
 	c.cursor++
@@ -286,14 +301,44 @@ func (c *Client) firstAddr() string {
 
 // nextAddr is where a call goes after failing at addr without a usable hint:
 // the endpoint following addr in the list (the first one if addr is a hint
-// address outside the list).
+// address outside the list), skipping suspects while others remain.
 func (c *Client) nextAddr(addr string) string {
+	start := 0
 	for i, ep := range c.endpoints {
 		if ep == addr {
-			return c.endpoints[(i+1)%len(c.endpoints)]
+			start = i + 1
 		}
 	}
-	return c.endpoints[0]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.endpoints {
+		if ep := c.endpoints[(start+k)%len(c.endpoints)]; !c.isSuspect(ep) && ep != addr {
+			return ep
+		}
+	}
+	return c.endpoints[start%len(c.endpoints)]
+}
+
+// isSuspect reports whether addr did not answer recently. c.mu held.
+func (c *Client) isSuspect(addr string) bool {
+	until, ok := c.suspect[addr]
+	if ok && time.Now().After(until) {
+		delete(c.suspect, addr)
+		return false
+	}
+	return ok
+}
+
+// markAnswered records whether addr answered an attempt at all (any
+// status from the server counts); one that did not is avoided for a while.
+func (c *Client) markAnswered(addr string, answered bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if answered {
+		delete(c.suspect, addr)
+	} else {
+		c.suspect[addr] = time.Now().Add(suspectFor)
+	}
 }
 
 // forgetLeader drops the leader hint if it still names addr, after addr

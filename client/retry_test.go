@@ -133,3 +133,29 @@ func TestNewLeaderHintFollowedAtOnce(t *testing.T) {
 		t.Fatalf("calls a=%d b=%d, want 1 and 2", a.called("SplitRange"), b.called("SplitRange"))
 	}
 }
+
+// An endpoint that did not answer is avoided by the next calls while
+// another answers: each call would otherwise lose an attempt timeout to a
+// paused node.
+func TestSilentEndpointAvoided(t *testing.T) {
+	hung := startFake(t, &fakeNode{get: func(int, *api.GetRouteRequest) (*api.GetRouteResponse, error) {
+		time.Sleep(2 * time.Second)
+		return nil, status.Error(codes.Internal, "too late")
+	}})
+	live := startFake(t, &fakeNode{get: func(int, *api.GetRouteRequest) (*api.GetRouteResponse, error) {
+		return &api.GetRouteResponse{Route: &api.RouteDescriptor{RouteId: 4}}, nil
+	}})
+	c := testClient(t, Config{Endpoints: []string{hung.addr, live.addr}, AttemptTimeout: 200 * time.Millisecond})
+	for i := range 6 {
+		start := time.Now()
+		if _, err := c.GetRoute(context.Background(), &api.GetRouteRequest{Key: []byte("k")}); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); i > 0 && took > 150*time.Millisecond {
+			t.Fatalf("call %d took %v: it tried the silent endpoint again", i, took)
+		}
+	}
+	if n := hung.called("GetRoute"); n != 1 {
+		t.Fatalf("the silent endpoint was called %d times, want once", n)
+	}
+}

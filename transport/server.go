@@ -155,6 +155,9 @@ func (s *Server) route(ctx context.Context) (*api.LeaderHint, error) {
 	if s.cfg.Sched.IsReady() {
 		return nil, nil
 	}
+	if s.awaitLeader(ctx) {
+		return nil, nil
+	}
 	hint := s.leaderHint()
 	if s.cfg.Raft.State() == raft.Leader {
 		return nil, unavailable(hint, "leader %s is establishing its fence; retry shortly", s.cfg.NodeID)
@@ -166,6 +169,58 @@ func (s *Server) route(ctx context.Context) (*api.LeaderHint, error) {
 		return nil, unavailable(hint, "node %s is not the leader; already forwarded once", s.cfg.NodeID)
 	}
 	return hint, nil
+}
+
+// Holding a request through an election (awaitLeader).
+const (
+	// electionHold bounds how long a request waits for a leader to be
+	// known, or for this new leader's fence, before it is answered
+	// Unavailable: about one election.
+	electionHold = time.Second
+	// holdMargin is left of the caller's deadline, so a held request is
+	// answered (definitely) before its client gives up on it (which would
+	// make a mutation's outcome unknown).
+	holdMargin = 150 * time.Millisecond
+)
+
+// awaitLeader holds a request while no leader is known, or while this node
+// leads but has not established its fence, until either changes, for at
+// most electionHold and never past the caller's deadline less holdMargin.
+// It reports whether this node is now ready to serve it itself. Without
+// the hold, a client polls through the election and finds the new leader
+// a backoff late; with it, the request goes on the moment there is one.
+func (s *Server) awaitLeader(ctx context.Context) bool {
+	deadline := time.Now().Add(electionHold)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-holdMargin).Before(deadline) {
+		deadline = dl.Add(-holdMargin)
+	}
+	for {
+		changed := s.leader.changed() // before the checks, so no change is missed
+		ready := s.cfg.Sched.Ready()  // nil unless this node leads
+		if s.cfg.Sched.IsReady() {
+			return true
+		}
+		if ready == nil {
+			if h := s.leaderHint(); h != nil && h.LeaderGrpcAddr != "" && h.LeaderId != s.cfg.NodeID {
+				return false // a leader to forward to
+			}
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return false
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-ready:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return false
+		}
+	}
 }
 
 // readState answers the read path of SPEC §9: stale reads from the local
