@@ -164,6 +164,11 @@ func forwardHop[Resp any](ctx context.Context, s *Server, hint *api.LeaderHint, 
 		return zero, unavailable(nil, "%v", err)
 	}
 	timeout := max(s.cfg.ForwardTimeout, o.timeout)
+	if dl, ok := ctx.Deadline(); ok {
+		// Answer before the caller gives up: a client that times out an
+		// attempt learns nothing (and suspects this node, not the leader).
+		timeout = max(min(timeout, time.Until(dl)-holdMargin), time.Millisecond)
+	}
 	ctx, abandon := context.WithCancelCause(ctx)
 	defer abandon(nil)
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("no answer within %v", timeout))

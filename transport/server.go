@@ -209,6 +209,11 @@ func (s *Server) awaitLeader(ctx context.Context) bool {
 		if wait <= 0 {
 			return false
 		}
+		if ready == nil && s.cfg.Raft.State() == raft.Leader {
+			// raft made this node leader; the scheduler starts the term
+			// on its own notification, a moment later: look again soon.
+			wait = min(wait, 5*time.Millisecond)
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-changed:
