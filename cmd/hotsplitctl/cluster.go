@@ -78,7 +78,7 @@ func (a *app) leaderCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "leader",
 		Short:   "Show which member the answering node believes is the leader",
-		Example: `  hotsplitctl cluster leader --endpoints 127.0.0.1:7002`,
+		Example: `  hotsplitctl cluster leader --endpoints 127.0.0.1:7011`,
 		Args:    exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := a.client(cmd)
