@@ -370,12 +370,9 @@ func (s *Sampler) SetRoutes(routes []*catalog.RouteDescriptor, version uint64) e
 	return s.setRoutes(routes, version, false)
 }
 
-// resetRoutes is SetRoutes for the catalog of a new cluster id (restored
-// from a backup or recovered): it replaces the table whatever its version.
-func (s *Sampler) resetRoutes(routes []*catalog.RouteDescriptor, version uint64) error {
-	return s.setRoutes(routes, version, true)
-}
-
+// setRoutes is SetRoutes; with reset (the catalog of a new cluster id,
+// restored from a backup or recovered) it replaces the table whatever its
+// version.
 func (s *Sampler) setRoutes(routes []*catalog.RouteDescriptor, version uint64, reset bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

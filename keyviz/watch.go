@@ -73,10 +73,7 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 		}
 		f.routes, f.version, f.have = f.building, p.Version, true
 		f.building = nil
-		if epoch {
-			return f.publishReset()
-		}
-		return f.publish()
+		return f.publish(epoch)
 	case ev.GetDelta() != nil:
 		d := ev.GetDelta()
 		switch {
@@ -107,33 +104,21 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 			f.routes[r.RouteId] = catalog.RouteFromProto(r)
 		}
 		f.version = d.Version
-		return f.publish()
+		return f.publish(false)
 	}
 	return nil // an event this build does not know: nothing to apply
 }
 
 // publish hands the catalog to the sampler (in any order: the table is
-// indexed by id).
-func (f *routeFollower) publish() error {
+// indexed by id). reset is set for the catalog of a new cluster id, which
+// the sampler takes even at a lower version.
+func (f *routeFollower) publish(reset bool) error {
 	rs := make([]*catalog.RouteDescriptor, 0, len(f.routes))
 	for _, r := range f.routes {
 		rs = append(rs, r)
 	}
-	if err := f.s.SetRoutes(rs, f.version); err != nil {
+	if err := f.s.setRoutes(rs, f.version, reset); err != nil {
 		return fmt.Errorf("catalog version %d: %w", f.version, err)
-	}
-	return nil
-}
-
-// publishReset hands the catalog of a new cluster id to the sampler, which
-// takes it even at a lower version.
-func (f *routeFollower) publishReset() error {
-	rs := make([]*catalog.RouteDescriptor, 0, len(f.routes))
-	for _, r := range f.routes {
-		rs = append(rs, r)
-	}
-	if err := f.s.resetRoutes(rs, f.version); err != nil {
-		return fmt.Errorf("catalog version %d of a new cluster: %w", f.version, err)
 	}
 	return nil
 }
