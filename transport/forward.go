@@ -222,7 +222,9 @@ func (s *Server) freshHint(old *api.LeaderHint) *api.LeaderHint {
 }
 
 // abandonOnLeaderChange cancels the forward (cause errAbandoned) once this
-// node's leader is no longer hint's; it returns when ctx ends.
+// node knows another leader than hint's; it returns when ctx ends. Losing
+// track of the leader (this node became a candidate) is not enough: the old
+// leader may be alive and about to answer.
 func (s *Server) abandonOnLeaderChange(ctx context.Context, hint *api.LeaderHint, changed <-chan struct{}, abandon context.CancelCauseFunc) {
 	for {
 		select {
@@ -230,7 +232,7 @@ func (s *Server) abandonOnLeaderChange(ctx context.Context, hint *api.LeaderHint
 			return
 		case <-changed:
 			changed = s.leader.changed()
-			if _, id := s.cfg.Raft.LeaderWithID(); string(id) != hint.LeaderId {
+			if _, id := s.cfg.Raft.LeaderWithID(); id != "" && string(id) != hint.LeaderId {
 				abandon(fmt.Errorf("%w (this node now sees leader %q)", errAbandoned, id))
 				return
 			}

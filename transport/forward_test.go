@@ -93,6 +93,15 @@ func TestForwardAbandonedWhenLeaderChanges(t *testing.T) {
 			done <- err
 		}()
 		<-hung.calls // the request reached the hung leader
+		// An election in progress (no leader known) does not abandon it:
+		// the old leader may still answer.
+		r.setLeader("")
+		s.NoteLeaderChange()
+		select {
+		case err := <-done:
+			t.Fatalf("abandoned while no other leader was known: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
 		start := time.Now()
 		r.setLeader("n3")
 		s.NoteLeaderChange()
