@@ -34,12 +34,18 @@ type call struct {
 	name      string
 	mutation  bool
 	requestID string // mutations only
+	// long calls wait on raft by design (a leadership transfer, a
+	// membership change, a snapshot stream): one attempt may take the whole
+	// request timeout.
+	long bool
 }
 
 // invoke runs fn against the cluster with the retry policy of the package
-// doc: leader first, then the endpoint list; retries (bounded by MaxRetries
-// and RequestTimeout, with capped jittered backoff) only reads and definite
-// failures; the request id rides along unchanged on every attempt.
+// doc: leader first, then the endpoint list; each attempt bounded by
+// AttemptTimeout; retries, until RequestTimeout (or MaxRetries when set),
+// only reads and definite failures; a fresh leader hint is followed at once,
+// other retries wait a capped, jittered backoff; the request id rides along
+// unchanged on every attempt.
 func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Context, grpc.ClientConnInterface) (T, error)) (T, error) {
 	var zero T
 	ctx, cancel := c.withTimeout(ctx)
@@ -51,7 +57,15 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 	tried := map[string]bool{}
 	for attempt := 1; ; attempt++ {
 		tried[addr] = true
-		resp, sent, err := tryOnce(ctx, c, addr, fn)
+		believed := c.LeaderAddr()
+		actx, acancel := ctx, context.CancelFunc(func() {})
+		if !r.long {
+			actx, acancel = context.WithTimeout(ctx, c.attemptTimeout)
+		}
+		resp, sent, err := tryOnce(actx, c, addr, fn)
+		silent := !sent || (status.Code(err) == codes.DeadlineExceeded && actx.Err() != nil && ctx.Err() == nil)
+		acancel()
+		c.markAnswered(addr, !silent)
 		if err == nil {
 			return resp, nil
 		}
@@ -64,17 +78,20 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 		if hint != nil {
 			follow = c.learnLeader(hint, addr)
 		}
-		if follow == "" && (!sent || status.Code(err) == codes.Unavailable) {
-			c.forgetLeader(addr)
+		if follow == "" && (!sent || status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded) {
+			c.forgetLeader(addr) // it did not answer, or answered that it does not lead
 		}
 		fail := &Error{RPC: r.name, Endpoint: addr, RequestID: r.requestID, Attempts: attempt, Hint: hint, Err: err, outcome: v.outcome}
-		if !v.retry || attempt > c.maxRetries || ctx.Err() != nil {
+		if !v.retry || c.maxRetries < 0 || (c.maxRetries > 0 && attempt > c.maxRetries) || ctx.Err() != nil {
 			return zero, fail
 		}
 		c.log.Debug("retrying", "rpc", r.name, "endpoint", addr, "attempt", attempt,
 			"request_id", r.requestID, "code", status.Code(err).String(), "leader_hint", follow, "err", err)
-		if follow != "" && !tried[follow] {
-			addr = follow // a fresh hint is worth trying at once
+		if follow != "" && (!tried[follow] || follow != believed) {
+			if !hasBudget(ctx) {
+				return zero, fail
+			}
+			addr = follow // a fresh hint, or a newer leader than we believed: at once
 			continue
 		}
 		if follow != "" {
@@ -82,10 +99,20 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 		} else {
 			addr = c.nextAddr(addr)
 		}
-		if err := c.sleep(ctx, attempt); err != nil {
+		if err := c.sleep(ctx, attempt, v.overload); err != nil || !hasBudget(ctx) {
 			return zero, fail
 		}
 	}
+}
+
+// minAttempt is the least time left for a call to start another attempt:
+// one cut short by the call's deadline would only replace the last answer
+// (and a mutation's definite "not applied") with a bare deadline error.
+const minAttempt = 100 * time.Millisecond
+
+func hasBudget(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return !ok || time.Until(d) >= minAttempt
 }
 
 // tryOnce makes one attempt at addr. sent is false when the connection never
@@ -141,9 +168,15 @@ func (c *Client) ready(parent context.Context, ec *endpointConn) error {
 }
 
 // sleep waits the backoff before retry number retry (1-based), or until ctx
-// ends.
-func (c *Client) sleep(ctx context.Context, retry int) error {
-	t := time.NewTimer(c.backoffDelay(retry))
+// ends. Overload (ResourceExhausted) backs off up to MaxBackoff; anything
+// else (no leader yet) up to MaxElectionBackoff, so a new leader is found
+// soon after its election.
+func (c *Client) sleep(ctx context.Context, retry int, overload bool) error {
+	d := c.backoffDelay(retry)
+	if !overload {
+		d = min(d, MaxElectionBackoff)
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:

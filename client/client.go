@@ -21,12 +21,25 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultDialTimeout    = 2 * time.Second
+	// DefaultDialTimeout bounds the wait for a connection to one endpoint:
+	// a paused node accepts TCP but never completes the handshake.
+	DefaultDialTimeout = time.Second
+	// DefaultAttemptTimeout bounds one attempt of a call: a leader that
+	// stopped answering (paused, partitioned) is given up for the next
+	// endpoint after this long, while the call goes on until RequestTimeout.
+	DefaultAttemptTimeout = time.Second
 	DefaultRequestTimeout = 5 * time.Second
-	DefaultMaxRetries     = 5
-	DefaultBackoff        = 50 * time.Millisecond
-	// MaxBackoff caps the delay between two attempts, whatever Backoff is.
+	// DefaultWatchRetries is how many consecutive failed connections Watch
+	// tolerates when MaxRetries is 0.
+	DefaultWatchRetries = 5
+	DefaultBackoff      = 50 * time.Millisecond
+	// MaxBackoff caps the delay between two attempts, whatever Backoff is;
+	// it applies to overload (ResourceExhausted).
 	MaxBackoff = 2 * time.Second
+	// MaxElectionBackoff caps the delay between attempts that failed for
+	// want of a leader (Unavailable, a node that did not answer): a new
+	// leader is noticed within this long of its election.
+	MaxElectionBackoff = 200 * time.Millisecond
 )
 
 const (
@@ -48,12 +61,19 @@ type Config struct {
 	// DialTimeout bounds one connection attempt to one endpoint
 	// (default DefaultDialTimeout).
 	DialTimeout time.Duration
+	// AttemptTimeout bounds one attempt of a call (default
+	// DefaultAttemptTimeout); calls that wait on raft by design (leadership
+	// transfer, membership changes, snapshots) get the whole RequestTimeout.
+	AttemptTimeout time.Duration
 	// RequestTimeout bounds one call including all its retries, unless the
 	// caller's context ends sooner (default DefaultRequestTimeout). It does
 	// not apply to Watch, which runs until its context ends.
 	RequestTimeout time.Duration
-	// MaxRetries is how many times a call is retried after its first
-	// attempt when retrying is safe (0 = DefaultMaxRetries, negative = never).
+	// MaxRetries caps the retries of a call after its first attempt when
+	// retrying is safe. 0 (the default) retries until RequestTimeout, which
+	// is what bounds a call; negative never retries. For Watch it is the
+	// number of consecutive failed connections tolerated (0 =
+	// DefaultWatchRetries).
 	MaxRetries int
 	// Backoff is the base delay between retries; it doubles per retry, is
 	// capped at MaxBackoff and jittered (default DefaultBackoff).
@@ -95,6 +115,7 @@ type Config struct {
 type Client struct {
 	endpoints      []string
 	dialTimeout    time.Duration
+	attemptTimeout time.Duration
 	requestTimeout time.Duration
 	maxRetries     int
 	backoff        time.Duration
@@ -109,7 +130,17 @@ type Client struct {
 	leader string                   // last hinted leader address, "" if unknown
 	cursor int                      // next endpoint to try when no leader is known
 	closed bool
+	// watchCluster is the cluster id of the last snapshot a watch
+	// delivered: a later Watch from a version sends it, so a restored
+	// cluster resyncs the watcher instead of waiting for that version.
+	watchCluster string
+	// suspect holds addresses that did not answer an attempt (a paused or
+	// partitioned node), until when calls avoid them while others remain.
+	suspect map[string]time.Time
 }
+
+// suspectFor is how long an address that did not answer is avoided.
+const suspectFor = 3 * time.Second
 
 // New validates cfg and returns a Client. No connection is made until the
 // first call. It fails with ErrNoEndpoints when cfg.Endpoints is empty and
@@ -132,6 +163,8 @@ func New(cfg Config) (*Client, error) {
 	switch {
 	case cfg.DialTimeout < 0:
 		return nil, fmt.Errorf("client: Config.DialTimeout is negative (%v)", cfg.DialTimeout)
+	case cfg.AttemptTimeout < 0:
+		return nil, fmt.Errorf("client: Config.AttemptTimeout is negative (%v)", cfg.AttemptTimeout)
 	case cfg.RequestTimeout < 0:
 		return nil, fmt.Errorf("client: Config.RequestTimeout is negative (%v)", cfg.RequestTimeout)
 	case cfg.Backoff < 0:
@@ -145,6 +178,7 @@ func New(cfg Config) (*Client, error) {
 		creds:          creds,
 		endpoints:      eps,
 		dialTimeout:    orDefault(cfg.DialTimeout, DefaultDialTimeout),
+		attemptTimeout: orDefault(cfg.AttemptTimeout, DefaultAttemptTimeout),
 		requestTimeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
 		maxRetries:     cfg.MaxRetries,
 		backoff:        min(orDefault(cfg.Backoff, DefaultBackoff), MaxBackoff),
@@ -152,15 +186,13 @@ func New(cfg Config) (*Client, error) {
 		actor:          cfg.Actor,
 		conns:          make(map[string]*endpointConn),
 		hinted:         make(map[string]bool),
+		suspect:        make(map[string]time.Time),
 	}
 	if cfg.Token != "" {
 		c.perRPC = bearer{token: cfg.Token, secure: !cfg.Insecure}
 	}
-	switch {
-	case c.maxRetries == 0:
-		c.maxRetries = DefaultMaxRetries
-	case c.maxRetries < 0:
-		c.maxRetries = 0
+	if c.maxRetries < 0 {
+		c.maxRetries = -1 // never
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -290,12 +322,20 @@ func (c *Client) conn(addr string) (*endpointConn, error) {
 
 // firstAddr is where a call starts: the hinted leader if known, else the
 // endpoint after the one the previous call started with, so that load and
-// failures spread over the list.
+// failures spread over the list; endpoints that recently did not answer
+// are skipped while others remain.
 func (c *Client) firstAddr() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.leader != "" {
 		return c.leader
+	}
+	for range c.endpoints {
+		addr := c.endpoints[c.cursor%len(c.endpoints)]
+		c.cursor++
+		if !c.isSuspect(addr) {
+			return addr
+		}
 	}
 	addr := c.endpoints[c.cursor%len(c.endpoints)]
 	c.cursor++
@@ -304,14 +344,44 @@ func (c *Client) firstAddr() string {
 
 // nextAddr is where a call goes after failing at addr without a usable hint:
 // the endpoint following addr in the list (the first one if addr is a hint
-// address outside the list).
+// address outside the list), skipping suspects while others remain.
 func (c *Client) nextAddr(addr string) string {
+	start := 0
 	for i, ep := range c.endpoints {
 		if ep == addr {
-			return c.endpoints[(i+1)%len(c.endpoints)]
+			start = i + 1
 		}
 	}
-	return c.endpoints[0]
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.endpoints {
+		if ep := c.endpoints[(start+k)%len(c.endpoints)]; !c.isSuspect(ep) && ep != addr {
+			return ep
+		}
+	}
+	return c.endpoints[start%len(c.endpoints)]
+}
+
+// isSuspect reports whether addr did not answer recently. c.mu held.
+func (c *Client) isSuspect(addr string) bool {
+	until, ok := c.suspect[addr]
+	if ok && time.Now().After(until) {
+		delete(c.suspect, addr)
+		return false
+	}
+	return ok
+}
+
+// markAnswered records whether addr answered an attempt at all (any
+// status from the server counts); one that did not is avoided for a while.
+func (c *Client) markAnswered(addr string, answered bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if answered {
+		delete(c.suspect, addr)
+	} else {
+		c.suspect[addr] = time.Now().Add(suspectFor)
+	}
 }
 
 // forgetLeader drops the leader hint if it still names addr, after addr

@@ -12,7 +12,7 @@ import (
 // request_id field: the generated id travels only in the RequestIDHeader
 // metadata and in a returned error, for logs.
 func (c *Client) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
-	return invoke(ctx, c, call{name: "Join", mutation: true, requestID: NewRequestID()},
+	return invoke(ctx, c, call{name: "Join", mutation: true, requestID: NewRequestID(), long: true},
 		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.JoinResponse, error) {
 			return api.NewClusterClient(cc).Join(ctx, req)
 		})
@@ -20,7 +20,7 @@ func (c *Client) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinRespo
 
 // Remove removes a node from the cluster (a mutation; request id as for Join).
 func (c *Client) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
-	return invoke(ctx, c, call{name: "Remove", mutation: true, requestID: NewRequestID()},
+	return invoke(ctx, c, call{name: "Remove", mutation: true, requestID: NewRequestID(), long: true},
 		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.RemoveResponse, error) {
 			return api.NewClusterClient(cc).Remove(ctx, req)
 		})
@@ -43,7 +43,7 @@ func (c *Client) Leader(ctx context.Context, req *api.LeaderRequest) (*api.Leade
 // TransferLeadership moves leadership to another voter (a mutation; request
 // id as for Join).
 func (c *Client) TransferLeadership(ctx context.Context, req *api.TransferLeadershipRequest) (*api.TransferLeadershipResponse, error) {
-	return invoke(ctx, c, call{name: "TransferLeadership", mutation: true, requestID: NewRequestID()},
+	return invoke(ctx, c, call{name: "TransferLeadership", mutation: true, requestID: NewRequestID(), long: true},
 		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.TransferLeadershipResponse, error) {
 			return api.NewClusterClient(cc).TransferLeadership(ctx, req)
 		})
@@ -52,7 +52,7 @@ func (c *Client) TransferLeadership(ctx context.Context, req *api.TransferLeader
 // Admit lets a node id join later from a raft address (a mutation; request
 // id as for Join).
 func (c *Client) Admit(ctx context.Context, req *api.AdmitRequest) (*api.AdmitResponse, error) {
-	return invoke(ctx, c, call{name: "Admit", mutation: true, requestID: NewRequestID()},
+	return invoke(ctx, c, call{name: "Admit", mutation: true, requestID: NewRequestID(), long: true},
 		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.AdmitResponse, error) {
 			return api.NewClusterClient(cc).Admit(ctx, req)
 		})
@@ -66,4 +66,19 @@ func (c *Client) CheckState(ctx context.Context, req *api.CheckStateRequest) (*a
 		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.CheckStateResponse, error) {
 			return api.NewClusterClient(cc).CheckState(ctx, req)
 		})
+}
+
+// Health asks the answering node for its view of every member and of
+// quorum (a read it answers without a leader; no retry once answered).
+func (c *Client) Health(ctx context.Context, req *api.HealthRequest) (*api.HealthResponse, error) {
+	return invoke(ctx, c, call{name: "Health"}, func(ctx context.Context, cc grpc.ClientConnInterface) (*api.HealthResponse, error) {
+		return api.NewClusterClient(cc).Health(ctx, req)
+	})
+}
+
+// Version asks the answering node for its build and versions (a read).
+func (c *Client) Version(ctx context.Context, req *api.VersionRequest) (*api.VersionResponse, error) {
+	return invoke(ctx, c, call{name: "Version"}, func(ctx context.Context, cc grpc.ClientConnInterface) (*api.VersionResponse, error) {
+		return api.NewClusterClient(cc).Version(ctx, req)
+	})
 }

@@ -167,56 +167,72 @@ func unreachable(addr string, cause error) error {
 	return status.Errorf(codes.Unavailable, "endpoint %s unreachable: %v", addr, cause)
 }
 
-// verdict is the class of one failed attempt and whether to try again.
+// verdict is the class of one failed attempt, whether to try again, and
+// whether the cluster said it is overloaded (back off longer).
 type verdict struct {
-	outcome outcome
-	retry   bool
+	outcome  outcome
+	retry    bool
+	overload bool
 }
 
 // classify applies the error contract (docs: the gRPC error contract shared
-// by transport and client) to one failed attempt. sent is false when the
-// connection never became ready, so the request never left this process.
-// callCtx is the call's context: an expired caller deadline is not a server
-// answer.
+// by transport and client) to one failed attempt. The retryable set is:
+// unavailable (no leader, not the leader, a node that did not answer),
+// reads whose outcome is unknown, and overload, which is retried after a
+// longer backoff. PermissionDenied, Unauthenticated and InvalidArgument are
+// never retried. sent is false when the connection never became ready, so
+// the request never left this process. callCtx is the call's context (not
+// the attempt's): an expired call deadline is not a server answer.
 func classify(callCtx context.Context, err error, mutation, sent bool) verdict {
+	alive := callCtx.Err() == nil
 	if !sent {
 		if mutation {
-			return verdict{outcomeNotApplied, callCtx.Err() == nil}
+			return verdict{outcome: outcomeNotApplied, retry: alive}
 		}
-		return verdict{outcomeRead, callCtx.Err() == nil}
+		return verdict{outcome: outcomeRead, retry: alive}
 	}
 	code := status.Code(err)
 	if !mutation {
 		switch code {
 		case codes.Unavailable, codes.Aborted:
-			return verdict{outcomeRead, true}
-		case codes.DeadlineExceeded, codes.Canceled:
-			// A server-side deadline (the caller's has not expired) is
-			// a slow or partitioned node: another may answer.
-			return verdict{outcomeRead, callCtx.Err() == nil}
+			return verdict{outcome: outcomeRead, retry: true}
+		case codes.ResourceExhausted:
+			return verdict{outcome: outcomeRead, retry: true, overload: true}
+		case codes.DeadlineExceeded, codes.Canceled, codes.Unknown:
+			// An attempt that timed out or a forward that failed midway:
+			// another node, or the next leader, may answer.
+			return verdict{outcome: outcomeRead, retry: alive}
 		}
-		return verdict{outcomeRead, false}
+		return verdict{outcome: outcomeRead}
 	}
 	if o := outcomeDetail(err); o != nil {
 		switch o.GetOutcome() {
 		case api.Outcome_OUTCOME_NOT_APPLIED:
-			return verdict{outcomeNotApplied, code == codes.Unavailable || code == codes.Aborted}
+			switch code {
+			case codes.Unavailable, codes.Aborted:
+				return verdict{outcome: outcomeNotApplied, retry: true}
+			case codes.ResourceExhausted:
+				return verdict{outcome: outcomeNotApplied, retry: true, overload: true}
+			}
+			return verdict{outcome: outcomeNotApplied}
 		case api.Outcome_OUTCOME_UNKNOWN:
-			return verdict{outcomeUnknown, false}
+			return verdict{outcome: outcomeUnknown}
 		}
 	}
 	switch code {
+	case codes.ResourceExhausted:
+		// Refused by a limit before the handler ran: nothing applied.
+		return verdict{outcome: outcomeNotApplied, retry: true, overload: true}
 	case codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition, codes.AlreadyExists,
-		codes.ResourceExhausted, codes.OutOfRange, codes.Unimplemented,
-		codes.PermissionDenied, codes.Unauthenticated:
-		return verdict{outcomeNotApplied, false}
+		codes.OutOfRange, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
+		return verdict{outcome: outcomeNotApplied}
 	case codes.Aborted:
 		// The FSM refused the entry (fence violation): nothing applied,
 		// and the contract says to retry.
-		return verdict{outcomeNotApplied, true}
+		return verdict{outcome: outcomeNotApplied, retry: true}
 	}
 	// Unknown, DeadlineExceeded, Canceled, Internal, DataLoss, and an
 	// Unavailable without the NOT_APPLIED detail (the connection may have
 	// broken after the request went out): the outcome is unknown.
-	return verdict{outcomeUnknown, false}
+	return verdict{outcome: outcomeUnknown}
 }

@@ -19,7 +19,7 @@ import (
 // the generated id travels only in the RequestIDHeader metadata.
 func (c *Client) Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error) {
 	ctx = metadata.AppendToOutgoingContext(ctx, api.ReportBytesHeader, strconv.Itoa(proto.Size(req)))
-	return invoke(ctx, c, call{name: "Report", mutation: true, requestID: NewRequestID()},
+	return invoke(ctx, c, call{name: "Report", mutation: true, requestID: NewRequestID(), long: true},
 		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.ReportResponse, error) {
 			return api.NewLoadClient(cc).Report(ctx, req)
 		})

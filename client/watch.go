@@ -55,7 +55,11 @@ func (c *Client) WatchRoutes(ctx context.Context, req *api.WatchRoutesRequest) (
 // It reconnects through the endpoints with capped, jittered backoff and
 // resumes from the last version it delivered, so a reconnect never repeats
 // or skips a change, and never goes backwards, even at a lagging node:
-// events at or below the last delivered version are dropped. A snapshot (one
+// events at or below the last delivered version are dropped. The one
+// exception is a new cluster id (the cluster was restored from a backup or
+// recovered with --forceNewCluster): the server then sends a full snapshot,
+// carrying the new id, and Watch delivers it even at a lower version; fn
+// sees SnapshotPage.cluster_id change and must replace its catalog. A snapshot (one
 // or more SnapshotPage events of one version) is delivered only once all its
 // pages have arrived, page by page in one go, so fn never sees half a
 // snapshot; a snapshot older than what was delivered is dropped whole.
@@ -69,6 +73,11 @@ func (c *Client) WatchRoutes(ctx context.Context, req *api.WatchRoutesRequest) (
 // calling goroutine; Watch holds no lock while it runs.
 func (c *Client) Watch(ctx context.Context, fromVersion uint64, fn func(*api.WatchRoutesResponse) error) error {
 	w := &watchState{delivered: fromVersion, based: fromVersion > 0}
+	if w.based {
+		c.mu.Lock()
+		w.clusterID = c.watchCluster
+		c.mu.Unlock()
+	}
 	addr := c.firstAddr()
 	failures := 0
 	for {
@@ -86,7 +95,7 @@ func (c *Client) Watch(ctx context.Context, fromVersion uint64, fn func(*api.Wat
 		}
 		failures++
 		fail := &Error{RPC: "WatchRoutes", Endpoint: addr, Attempts: failures, Hint: LeaderHint(err), Err: err}
-		if permanentWatchError(err) || failures > c.maxRetries {
+		if permanentWatchError(err) || failures > c.watchRetries() {
 			return fail
 		}
 		c.log.Debug("watch reconnecting", "endpoint", addr, "attempt", failures, "catalog_version", w.delivered, "err", err)
@@ -99,10 +108,21 @@ func (c *Client) Watch(ctx context.Context, fromVersion uint64, fn func(*api.Wat
 			next = c.nextAddr(addr)
 		}
 		addr = next
-		if err := c.sleep(ctx, failures); err != nil {
+		if err := c.sleep(ctx, failures, true); err != nil {
 			return err
 		}
 	}
+}
+
+// watchRetries is how many consecutive failed connections Watch tolerates.
+func (c *Client) watchRetries() int {
+	switch {
+	case c.maxRetries < 0:
+		return 0
+	case c.maxRetries == 0:
+		return DefaultWatchRetries
+	}
+	return c.maxRetries
 }
 
 // callbackError marks an error returned by Watch's fn.
@@ -139,7 +159,7 @@ func (c *Client) watchOnce(ctx context.Context, addr string, w *watchState, fn f
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := api.NewCatalogClient(ec.cc).WatchRoutes(sctx, &api.WatchRoutesRequest{FromVersion: w.delivered})
+	stream, err := api.NewCatalogClient(ec.cc).WatchRoutes(sctx, &api.WatchRoutesRequest{FromVersion: w.delivered, ClusterId: w.clusterID})
 	if err != nil {
 		return false, err
 	}
@@ -157,6 +177,11 @@ func (c *Client) watchOnce(ctx context.Context, addr string, w *watchState, fn f
 			return good, err
 		}
 		good = true
+		if len(ready) > 0 && ready[0].GetSnapshotPage() != nil && w.clusterID != "" {
+			c.mu.Lock()
+			c.watchCluster = w.clusterID
+			c.mu.Unlock()
+		}
 		for _, r := range ready {
 			if err := fn(r); err != nil {
 				return good, callbackError{err}
@@ -170,6 +195,9 @@ func (c *Client) watchOnce(ctx context.Context, addr string, w *watchState, fn f
 type watchState struct {
 	delivered uint64 // highest version delivered, or fromVersion
 	based     bool   // a base exists: fromVersion > 0 or a snapshot was delivered
+	// clusterID is the cluster the delivered catalog came from, learnt from
+	// snapshot pages ("" until one arrives).
+	clusterID string
 
 	snap       []*api.WatchRoutesResponse // pages of the snapshot being received
 	snapRoutes int
@@ -213,10 +241,17 @@ func (w *watchState) accept(ev *api.WatchRoutesResponse) ([]*api.WatchRoutesResp
 		}
 		pages := w.snap
 		w.snap, w.snapRoutes = nil, 0
-		if w.based && p.GetVersion() <= w.delivered {
+		// A snapshot of another cluster id (restored or recovered since)
+		// replaces the catalog whatever its version: the new cluster's
+		// versions say nothing about the old one's.
+		epoch := p.GetClusterId() != "" && w.clusterID != "" && p.GetClusterId() != w.clusterID
+		if w.based && p.GetVersion() <= w.delivered && !epoch {
 			return nil, nil // a lagging node's older catalog: never go back
 		}
 		w.delivered, w.based = p.GetVersion(), true
+		if p.GetClusterId() != "" {
+			w.clusterID = p.GetClusterId()
+		}
 		return pages, nil
 	}
 	return nil, errUnknownEvent

@@ -281,3 +281,37 @@ func TestWatchRoutesRawSkipsDeadEndpoint(t *testing.T) {
 		t.Fatalf("Recv = %v, %v; want d5", ev, err)
 	}
 }
+
+// A watcher that knows the cluster id of its catalog sends it; a node of
+// another id (restored or recovered since) answers with a full snapshot of
+// a lower version, which Watch delivers, and a later Watch on the same
+// client from a version sends the new id.
+func TestWatchResyncsToANewClusterID(t *testing.T) {
+	snap := func(v uint64, id string) *api.WatchRoutesResponse {
+		ev := page(v, 1, true)
+		ev.GetSnapshotPage().ClusterId = id
+		return ev
+	}
+	var sent []string
+	f := startFake(t, &fakeNode{watch: func(n int, req *api.WatchRoutesRequest, s watchStream) error {
+		sent = append(sent, req.GetClusterId())
+		switch n {
+		case 1: // the old cluster
+			return send(s, snap(7, "old"), delta(8))
+		default: // restored from a backup at version 5
+			return send(s, snap(5, "new"), delta(6))
+		}
+	}})
+	c := testClient(t, Config{Endpoints: []string{f.addr}})
+	got, err := collect(t, c, 0, "d8")
+	if !errors.Is(err, errStop) || fmt.Sprint(got) != "[s7! d8]" {
+		t.Fatalf("old cluster: %v %v", got, err)
+	}
+	got, err = collect(t, c, 8, "d6")
+	if !errors.Is(err, errStop) || fmt.Sprint(got) != "[s5! d6]" {
+		t.Fatalf("from version 8 at the restored cluster: %v %v, want its snapshot at 5 then 6", got, err)
+	}
+	if fmt.Sprint(sent) != "[ old]" {
+		t.Fatalf("cluster ids sent %q, want none then the one learnt", sent)
+	}
+}

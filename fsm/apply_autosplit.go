@@ -32,7 +32,7 @@ func (a *applier) applySetAutoSplit(c *api.SetAutoSplit) *api.CommandResult {
 		}
 	}
 	a.f.log.Info("fsm: auto-split switch set", "enabled", sw.Enabled, "actor", sw.Actor, "reason", sw.Reason,
-		"source", sw.Source.String(), "commit_hlc", a.nowHLC)
+		"source", EnumName(sw.Source), "commit_hlc", a.nowHLC)
 	return &api.CommandResult{Switch: sw}
 }
 

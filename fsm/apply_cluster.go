@@ -177,7 +177,7 @@ func (a *applier) applyAdmitMember(c *api.AdmitMember) *api.CommandResult {
 		i++
 	}
 	a.s.admissions = append(as, a.s.admissions[i:]...)
-	a.f.log.Info("fsm: node admitted", "node_id", adm.NodeId, "raft_addr", adm.RaftAddr, "actor", adm.Actor, "commit_hlc", a.nowHLC)
+	a.f.log.Info("fsm: node admitted", "member_id", adm.NodeId, "raft_addr", adm.RaftAddr, "actor", adm.Actor, "commit_hlc", a.nowHLC)
 	return ok()
 }
 

@@ -80,6 +80,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.opsAborted.WithLabelValues(abortLabel(r))
 		}
 	}
+	for _, v := range api.Reason_value {
+		if r := api.Reason(v); r != api.Reason_REASON_UNSPECIFIED {
+			m.skips.WithLabelValues(reasonLabel(r))
+		}
+	}
 	m.droppedRows.WithLabelValues("leader")
 	m.droppedRows.WithLabelValues("apply")
 	for _, k := range commandKinds {

@@ -254,6 +254,10 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 	if err := checkMembers(p.GetMembers()); err != nil {
 		return nil, err
 	}
+	if err := checkPreviousClusterIDs(p); err != nil {
+		return nil, err
+	}
+	s.previousClusterIDs = p.GetPreviousClusterIds()
 	s.members = p.GetMembers()
 	if err := checkAdmissions(p.GetAdmissions(), s.members); err != nil {
 		return nil, err

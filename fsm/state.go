@@ -45,6 +45,8 @@ type State struct {
 	fenceViolations uint64
 	requests        *requestTable
 	nextRequestSeq  uint64
+	// previousClusterIDs: see Reseed (cluster version 2).
+	previousClusterIDs []string
 }
 
 // emptyState is the state before any entry: not bootstrapped, every id
@@ -201,6 +203,7 @@ func (s *State) coreProto() *api.StateSnapshot {
 		NextDecisionSeq:     s.nextDecisionSeq,
 		NextRequestSeq:      s.nextRequestSeq,
 		FenceViolations:     s.fenceViolations,
+		PreviousClusterIds:  s.previousClusterIDs,
 	}
 	if s.cat != nil {
 		p.Catalog = &api.CatalogSnapshot{Version: s.cat.Version(), NextRouteId: s.cat.NextRouteID()}

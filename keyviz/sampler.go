@@ -425,10 +425,17 @@ func (s *Sampler) SetConfig(c LoadConfig) error {
 // descriptors' keys are referenced, not copied, and must not be modified
 // (as everywhere in catalog).
 func (s *Sampler) SetRoutes(routes []*catalog.RouteDescriptor, version uint64) error {
+	return s.setRoutes(routes, version, false)
+}
+
+// setRoutes is SetRoutes; with reset (the catalog of a new cluster id,
+// restored from a backup or recovered) it replaces the table whatever its
+// version.
+func (s *Sampler) setRoutes(routes []*catalog.RouteDescriptor, version uint64, reset bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	old := s.table.Load()
-	if old.set && version <= old.version {
+	if old.set && version <= old.version && !reset {
 		return nil
 	}
 	t, err := buildTable(routes, version, old, s.retired, s.col.cfg.Buckets)

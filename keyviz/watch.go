@@ -22,6 +22,10 @@ type routeFollower struct {
 	routes  map[uint64]*catalog.RouteDescriptor
 	version uint64
 	have    bool // routes hold a complete catalog at version
+	// clusterID is the cluster the catalog came from (from snapshot pages):
+	// a snapshot of another id (restored or recovered since) replaces the
+	// sampler's table whatever its version.
+	clusterID string
 
 	// A snapshot being received page by page.
 	building     map[uint64]*catalog.RouteDescriptor
@@ -63,9 +67,13 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 		if !p.Last {
 			return nil
 		}
+		epoch := p.GetClusterId() != "" && f.clusterID != "" && p.GetClusterId() != f.clusterID
+		if p.GetClusterId() != "" {
+			f.clusterID = p.GetClusterId()
+		}
 		f.routes, f.version, f.have = f.building, p.Version, true
 		f.building = nil
-		return f.publish()
+		return f.publish(epoch)
 	case ev.GetDelta() != nil:
 		d := ev.GetDelta()
 		switch {
@@ -96,19 +104,20 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 			f.routes[r.RouteId] = catalog.RouteFromProto(r)
 		}
 		f.version = d.Version
-		return f.publish()
+		return f.publish(false)
 	}
 	return nil // an event this build does not know: nothing to apply
 }
 
 // publish hands the catalog to the sampler (in any order: the table is
-// indexed by id).
-func (f *routeFollower) publish() error {
+// indexed by id). reset is set for the catalog of a new cluster id, which
+// the sampler takes even at a lower version.
+func (f *routeFollower) publish(reset bool) error {
 	rs := make([]*catalog.RouteDescriptor, 0, len(f.routes))
 	for _, r := range f.routes {
 		rs = append(rs, r)
 	}
-	if err := f.s.SetRoutes(rs, f.version); err != nil {
+	if err := f.s.setRoutes(rs, f.version, reset); err != nil {
 		return fmt.Errorf("catalog version %d: %w", f.version, err)
 	}
 	return nil

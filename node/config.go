@@ -17,6 +17,13 @@ import (
 	"github.com/hotsplit/hotsplit/transport"
 )
 
+// MetricsRegistry is where a node registers its metrics and what /metrics
+// gathers: a *prometheus.Registry, or a wrapper of one.
+type MetricsRegistry interface {
+	prometheus.Registerer
+	prometheus.Gatherer
+}
+
 // Config describes one node. Zero durations take raft's defaults (or the
 // ones named below); listeners may be pre-opened (tests bind to port 0).
 type Config struct {
@@ -86,9 +93,14 @@ type Config struct {
 	// Limits bound connections, streams, report bytes and per-identity
 	// rates (zero fields take transport's defaults).
 	Limits transport.Limits
+	// Recovery seeds the data dir before raft starts (disaster recovery:
+	// --restoreSnapshot, --forceNewCluster).
+	Recovery Recovery
 
-	Logger   *slog.Logger
-	Registry *prometheus.Registry
+	Logger *slog.Logger
+	// Registry receives the node's metrics and serves /metrics (default:
+	// a new prometheus.Registry).
+	Registry MetricsRegistry
 	Clock    hlc.Source
 	Dialer   Dialer
 	// Halt stops the process when it must not go on (a failed log write, an
@@ -123,6 +135,9 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("tls: TLS and Insecure both set; choose one"))
 	case c.TLS != nil && (c.TLS.CertFile == "" || c.TLS.KeyFile == "" || c.TLS.CAFile == ""):
 		errs = append(errs, errors.New("tls: CertFile, KeyFile and CAFile must all be set"))
+	}
+	if c.Recovery.enabled() && (c.Bootstrap || len(c.Join) > 0) {
+		errs = append(errs, errors.New("restoreSnapshot/forceNewCluster: the node forms a new cluster from the recovered state; drop --bootstrap and --join"))
 	}
 	if c.Bootstrap && len(c.Join) > 0 {
 		errs = append(errs, errors.New("bootstrap and join: choose one (bootstrap forms a new cluster, join enters an existing one)"))

@@ -452,8 +452,8 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion, ClusterId: "not-this-one"})
 			return err
 		}, codes.FailedPrecondition, "cluster"},
-		{"get route with neither key nor id", func() error {
-			_, err := cl.GetRoute(ctx, &api.GetRouteRequest{})
+		{"get route with both key and id", func() error {
+			_, err := cl.GetRoute(ctx, &api.GetRouteRequest{Key: []byte("a"), RouteId: 1})
 			return err
 		}, codes.InvalidArgument, "key"},
 		{"join of a binary too old", func() error {

@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +70,10 @@ type Node struct {
 	closeErr  error
 	halted    chan struct{} // closed when Halt was called
 	halting   atomic.Bool   // set by the first halt
+
+	health  *healthMonitor
+	configs *configRecorder
+	removed chan struct{} // closed when the node learnt it was removed
 }
 
 // Start opens the data dir, starts raft, the leader duties, gRPC and HTTP,
@@ -83,8 +86,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := checkNotRemoved(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	log := cfg.Logger.With("node_id", cfg.ID)
-	n := &Node{cfg: cfg, log: log, halted: make(chan struct{})}
+	n := &Node{cfg: cfg, log: log, halted: make(chan struct{}), removed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			if n.stream != nil {
@@ -127,7 +133,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hlog := hclog.FromStandardLogger(slog.NewLogLogger(log.Handler(), slog.LevelInfo), &hclog.LoggerOptions{Name: "raft", Level: hclog.Warn})
+	hlog := newRaftLogger(log)
 	if err := removeStaleSnapshotTemps(cfg.DataDir, log); err != nil {
 		return nil, err
 	}
@@ -178,6 +184,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.TrailingLogs > 0 {
 		rc.TrailingLogs = cfg.TrailingLogs
 	}
+	if cfg.Recovery.enabled() {
+		if n.cfg.Recovery.MaxClockOffset == 0 {
+			n.cfg.Recovery.MaxClockOffset = orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset)
+		}
+		if err := n.recover(rc, logs, stable, snaps, trans); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkClusterVersion(stable, cfg.DataDir); err != nil {
 		return nil, err
 	}
@@ -191,7 +205,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
 	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader), halt: n.halt, snapshot: restoring}
-	n.raft, err = raft.NewRaft(rc, restores, logs, stable, snaps, trans)
+	n.configs = newConfigRecorder(restores, snaps)
+	n.raft, err = raft.NewRaft(rc, n.configs, logs, stable, snaps, trans)
 	if err != nil {
 		// e.g. the snapshot failed to restore: there is nothing safe to serve.
 		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.explain(err))
@@ -239,8 +254,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.sched.SetLoads(agg)
 	limits := cfg.Limits
 	limits.MaxMessageBytes = MaxMessageSize
+	n.health = n.newHealth()
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
-		Metrics: tmetrics, Limits: limits, Auth: n.auth})
+		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
 	// A connection that has not finished its TLS handshake and HTTP/2
 	// preface by then is closed, freeing its slot under the connection cap
 	// (gRPC's default: 120 s).
@@ -265,6 +281,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.goRun(func() { n.sched.Run(ctx) })
 	n.goRun(func() { clockMon.Run(ctx) })
 	n.goRun(func() { checks.Run(ctx) })
+	n.startOperations(ctx, reg, fileSnaps)
 	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })

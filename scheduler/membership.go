@@ -35,6 +35,10 @@ var (
 	ErrNotAdmitted = errors.New("node not admitted")
 	// ErrVersionTooLow: the command needs a higher cluster version.
 	ErrVersionTooLow = errors.New("cluster version too low")
+	// ErrRemovedMember: a node with this cluster's data announced itself,
+	// but it is neither a member nor in the raft configuration any more: it
+	// was removed, and may not come back under its old id.
+	ErrRemovedMember = errors.New("node was removed from this cluster")
 )
 
 // maxPromotionLag is how far (in log entries) a non-voter may trail the
@@ -73,6 +77,9 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 		s.seedSwitchFromFlag(ctx, m)
 		return nil
 	}
+	if clusterID != "" && !isMember && !inConfiguration(cfg, m.NodeId) {
+		return fmt.Errorf("%w: %q holds this cluster's data but is no member; wipe its data dir and join under a new id", ErrRemovedMember, m.NodeId)
+	}
 	for _, srv := range cfg.Servers {
 		if string(srv.ID) == m.NodeId || (string(srv.Address) == m.RaftAddr && isMember) {
 			return fmt.Errorf("%w: %q (raft %s) is already in the raft configuration", ErrMemberExists, m.NodeId, srv.Address)
@@ -93,7 +100,7 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 	if err := s.setMember(ctx, m); err != nil {
 		return err
 	}
-	s.log.Info("node joined as non-voter", "node_id", m.NodeId, "raft_addr", m.RaftAddr, "grpc_addr", m.GrpcAddr)
+	s.log.Info("node joined as non-voter", "member_id", m.NodeId, "raft_addr", m.RaftAddr, "grpc_addr", m.GrpcAddr)
 	s.seedSwitchFromFlag(ctx, m)
 	return nil
 }
@@ -118,7 +125,7 @@ func (s *Scheduler) Admit(ctx context.Context, nodeID, raftAddr, actor string) e
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 		return fmt.Errorf("admit rejected: %s", res.GetMessage())
 	}
-	s.log.Info("node admitted", "node_id", nodeID, "raft_addr", raftAddr, "actor", actor)
+	s.log.Info("node admitted", "member_id", nodeID, "raft_addr", raftAddr, "actor", actor)
 	return nil
 }
 
@@ -148,21 +155,21 @@ func (s *Scheduler) seedSwitchFromFlag(ctx context.Context, m *api.Member) {
 	}
 	if sw.GetSource() == api.SwitchSource_SWITCH_SOURCE_OPERATOR {
 		s.log.Warn("member started with an --autoSplit value that differs from the operator-set switch; the flag is ignored",
-			"node_id", m.NodeId, "flag", want, "switch", sw.GetEnabled(), "actor", sw.GetActor())
+			"member_id", m.NodeId, "flag", want, "switch", sw.GetEnabled(), "actor", sw.GetActor())
 		return
 	}
 	res, err := s.proposer.Propose(ctx, &api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
 		Enabled: want, Actor: "flag@" + m.NodeId, Reason: "--autoSplit given at the start of " + m.NodeId, Source: api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG,
 	}}})
 	if err != nil {
-		s.log.Warn("could not apply the --autoSplit start flag", "node_id", m.NodeId, "reason", err.Error())
+		s.log.Warn("could not apply the --autoSplit start flag", "member_id", m.NodeId, "reason", err.Error())
 		return
 	}
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
-		s.log.Warn("could not apply the --autoSplit start flag", "node_id", m.NodeId, "reason", res.GetMessage())
+		s.log.Warn("could not apply the --autoSplit start flag", "member_id", m.NodeId, "reason", res.GetMessage())
 		return
 	}
-	s.log.Info("switch set from a member's --autoSplit start flag", "node_id", m.NodeId, "enabled", want)
+	s.log.Info("switch set from a member's --autoSplit start flag", "member_id", m.NodeId, "enabled", want)
 }
 
 // Remove takes a node out of the raft configuration and the member table.
@@ -198,7 +205,7 @@ func (s *Scheduler) Remove(ctx context.Context, nodeID string) error {
 			return fmt.Errorf("remove member rejected: %s", res.GetMessage())
 		}
 	}
-	s.log.Info("node removed", "node_id", nodeID)
+	s.log.Info("node removed", "member_id", nodeID)
 	return nil
 }
 
@@ -246,10 +253,10 @@ func (s *Scheduler) promoteCaughtUp(ctx context.Context) {
 			continue
 		}
 		if err := waitFuture(ctx, s.raft.AddVoter(srv.ID, srv.Address, 0, s.cfg.RaftTimeout)); err != nil {
-			s.log.Warn("promotion to voter failed", "node_id", m.NodeId, "reason", err.Error())
+			s.log.Warn("promotion to voter failed", "member_id", m.NodeId, "reason", err.Error())
 			continue
 		}
-		s.log.Info("node promoted to voter", "node_id", m.NodeId, "applied_index", applied)
+		s.log.Info("node promoted to voter", "member_id", m.NodeId, "applied_index", applied)
 	}
 }
 

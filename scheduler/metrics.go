@@ -23,6 +23,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Fence renewals (AdvanceCeiling) by result.",
 		}, []string{"result"}),
 	}
+	for _, r := range []string{"ok", "error"} {
+		m.ceilingRenewals.WithLabelValues(r) // every series exists from the start
+	}
 	reg.MustRegister(m.leader, m.ceilingRenewals)
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -90,10 +91,10 @@ func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 	log := s.log.With("op_id", op.GetOpId(), "step", step, "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
 	switch res.GetCode() {
 	case api.ResultCode_RESULT_CODE_OK:
-		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "split_origin", op.GetOrigin().String())
+		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "split_origin", fsm.EnumName(op.GetOrigin()))
 	default:
 		// Paused, aborted, finished: the op's state says so; nothing to retry.
-		log.Info("op step not applied", "reason", res.GetCode().String(), "detail", res.GetMessage())
+		log.Info("op step not applied", "reason", fsm.EnumName(res.GetCode()), "detail", res.GetMessage())
 	}
 	return true, 0, nil
 }

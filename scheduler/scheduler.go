@@ -269,6 +269,18 @@ func (s *Scheduler) stepDown() {
 	}
 }
 
+// Ready returns a channel closed once this node leads and the fence of its
+// term has applied, or nil if it does not lead (a request waiting through an
+// election selects on it).
+func (s *Scheduler) Ready() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == nil {
+		return nil
+	}
+	return s.term.ready
+}
+
 // IsReady reports whether linearizable work may proceed on this node now:
 // it leads, the fence of its term applied, and the term's duties still run
 // (a term given away — its clock went off — is over although raft may still

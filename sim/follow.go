@@ -22,6 +22,8 @@ var errCatalogGap = errors.New("catalog watch: event does not follow the catalog
 // it). It belongs to the watch goroutine.
 type follower struct {
 	cat *catalog.Catalog // nil until the first complete snapshot
+	// clusterID is the cluster the catalog came from (from snapshot pages).
+	clusterID string
 
 	// A snapshot being received page by page.
 	pages        []*api.RouteDescriptor
@@ -62,8 +64,17 @@ func (f *follower) apply(ev *api.WatchRoutesResponse) (bool, error) {
 		}
 		routes, version, next := f.pages, f.pageVersion, f.pageNextID
 		f.pages, f.pagesStarted = nil, false
-		if f.cat != nil && version <= f.cat.Version() {
+		// A new cluster id (restored or recovered since) replaces the
+		// catalog whatever its version.
+		epoch := p.GetClusterId() != "" && f.clusterID != "" && p.GetClusterId() != f.clusterID
+		if f.cat != nil && version <= f.cat.Version() && !epoch {
 			return false, nil // older than what we route by: never go back
+		}
+		if p.GetClusterId() != "" {
+			f.clusterID = p.GetClusterId()
+		}
+		if epoch {
+			f.cat = nil
 		}
 		return f.install(version, next, routes)
 	}

@@ -205,3 +205,27 @@ func FuzzFollow(f *testing.F) {
 		}
 	})
 }
+
+// A snapshot of another cluster id (the cluster was restored from a backup
+// or recovered) replaces the catalog even at a lower version; one of the
+// same id at a lower version is a lagging node and is ignored.
+func TestFollowerTakesANewClusterAtAnyVersion(t *testing.T) {
+	withCluster := func(ev *api.WatchRoutesResponse, id string) *api.WatchRoutesResponse {
+		ev.GetSnapshotPage().ClusterId = id
+		return ev
+	}
+	var f follower
+	if _, err := f.apply(withCluster(page(5, 4, true, rd(2, "", "m"), rd(3, "m", "")), "old")); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.apply(withCluster(page(3, 2, true, rd(1, "", "")), "old")); err != nil || changed || f.cat.Version() != 5 {
+		t.Fatalf("an older snapshot of the same cluster: changed %v err %v version %d", changed, err, f.cat.Version())
+	}
+	changed, err := f.apply(withCluster(page(3, 2, true, rd(1, "", "")), "new"))
+	if err != nil || !changed || f.cat.Version() != 3 || f.from() != 3 {
+		t.Fatalf("a new cluster's snapshot: changed %v err %v version %d", changed, err, f.cat.Version())
+	}
+	if _, err := f.apply(delta(4, []uint64{1}, rd(2, "", "x"), rd(3, "x", ""))); err != nil || f.cat.Version() != 4 {
+		t.Fatalf("deltas after the new snapshot: %v, version %d", err, f.cat.Version())
+	}
+}

@@ -55,6 +55,10 @@ var authzTable = map[string]rule{
 	api.Cluster_CheckState_FullMethodName: {role: RoleOperator, limit: limitMutation},
 	api.Cluster_StateHash_FullMethodName:  {node: true, role: roleNobody},
 	api.Cluster_ClockPing_FullMethodName:  {node: true, role: roleNobody},
+	api.Cluster_Health_FullMethodName:     {role: RoleReader},
+	api.Cluster_Version_FullMethodName:    {role: RoleReader},
+	api.Cluster_Snapshot_FullMethodName:   {role: RoleAdmin},
+	api.Cluster_Progress_FullMethodName:   {node: true, role: roleNobody},
 }
 
 func reporterOf(req any) string {

@@ -58,10 +58,10 @@ func TestAuthorizationTableCoversEveryRPC(t *testing.T) {
 var specRoles = map[Role][]string{
 	RoleReporter: {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
 	RoleReader: {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain",
-		"AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader"},
+		"AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version"},
 	RoleOperator: {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
-	RoleAdmin:    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit"},
-	RoleNode:     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash"},
+	RoleAdmin:    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit", "Cluster/Snapshot"},
+	RoleNode:     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash", "Cluster/Progress"},
 }
 
 func specAllows(r Role, method string) bool {

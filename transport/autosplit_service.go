@@ -49,7 +49,7 @@ func (a *autoSplitServer) Status(ctx context.Context, req *api.StatusRequest) (*
 		NowMs:               now,
 		Read:                info,
 		LastColumnReporters: st.LastColumnReporters(),
-		Warnings:            a.s.warnings(st),
+		Warnings:            append(a.s.warnings(st), a.s.operationWarnings(st, now)...),
 	}
 	if at := st.LastColumnAtMs(); at > 0 && now > at {
 		resp.LastColumnLagMs = now - at

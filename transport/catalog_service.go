@@ -60,9 +60,11 @@ func (c *catalogServer) ListRoutes(ctx context.Context, req *api.ListRoutesReque
 }
 
 func (c *catalogServer) GetRoute(ctx context.Context, req *api.GetRouteRequest) (*api.GetRouteResponse, error) {
-	hasKey := len(req.GetKey()) > 0
-	if hasKey == (req.GetRouteId() != 0) {
-		return nil, invalid("exactly one of key and route_id must be set")
+	// The empty key is a key (the first route starts at it) and looks the
+	// same on the wire as no key: route_id 0 means "by key".
+	byKey := req.GetRouteId() == 0
+	if !byKey && len(req.GetKey()) > 0 {
+		return nil, invalid("key and route_id: set one, not both")
 	}
 	if err := checkDataKey("key", req.GetKey()); err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func (c *catalogServer) GetRoute(ctx context.Context, req *api.GetRouteRequest) 
 		return nil, unavailable(nil, "cluster not bootstrapped yet")
 	}
 	var r *catalog.RouteDescriptor
-	if hasKey {
+	if byKey {
 		r = st.Catalog().Lookup(req.GetKey())
 	} else if found, ok := st.Catalog().Route(req.GetRouteId()); ok {
 		r = found
@@ -126,19 +128,29 @@ const watchPage = 1000
 // node's own FSM. A watcher older than this node's history first gets the
 // whole catalog in pages. A node that lags behind from_version sends
 // nothing until it has caught up, so a client that reconnects to a lagging
-// node never sees a version go backwards.
+// node never sees a version go backwards. A watcher whose catalog came from
+// another cluster id (this cluster was restored from a backup or recovered
+// since) gets a full snapshot whatever its version: the new cluster's
+// versions may be below what it has seen.
 func (c *catalogServer) WatchRoutes(req *api.WatchRoutesRequest, stream grpc.ServerStreamingServer[api.WatchRoutesResponse]) error {
 	ctx := stream.Context()
 	from := req.GetFromVersion()
+	resync := req.GetClusterId() != ""
 	for {
 		changed := c.s.cfg.FSM.Changed() // before State, so no publish is missed
 		st := c.s.cfg.FSM.State()
 		if st.Bootstrapped() {
 			cat := st.Catalog()
+			if resync {
+				resync = false
+				if req.GetClusterId() != st.ClusterID() {
+					from = 0
+				}
+			}
 			if cur := cat.Version(); from < cur {
 				deltas, ok := st.History().Since(from)
 				if from == 0 || !ok {
-					if err := sendSnapshot(stream, cat); err != nil {
+					if err := sendSnapshot(stream, cat, st.ClusterID()); err != nil {
 						return err
 					}
 					from = cur
@@ -160,14 +172,14 @@ func (c *catalogServer) WatchRoutes(req *api.WatchRoutesRequest, stream grpc.Ser
 	}
 }
 
-func sendSnapshot(stream grpc.ServerStreamingServer[api.WatchRoutesResponse], cat *catalog.Catalog) error {
-	page := &api.SnapshotPage{Version: cat.Version(), NextRouteId: cat.NextRouteID()}
+func sendSnapshot(stream grpc.ServerStreamingServer[api.WatchRoutesResponse], cat *catalog.Catalog, clusterID string) error {
+	page := &api.SnapshotPage{Version: cat.Version(), NextRouteId: cat.NextRouteID(), ClusterId: clusterID}
 	var err error
 	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
 		page.Routes = append(page.Routes, r.ToProto())
 		if len(page.Routes) == watchPage {
 			err = stream.Send(&api.WatchRoutesResponse{Event: &api.WatchRoutesResponse_SnapshotPage{SnapshotPage: page}})
-			page = &api.SnapshotPage{Version: cat.Version(), NextRouteId: cat.NextRouteID()}
+			page = &api.SnapshotPage{Version: cat.Version(), NextRouteId: cat.NextRouteID(), ClusterId: clusterID}
 		}
 		return err == nil
 	})

@@ -5,9 +5,12 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -73,15 +76,59 @@ func (c *clusterServer) Remove(ctx context.Context, req *api.RemoveRequest) (*ap
 	if err := checkNodeID(req.GetNodeId()); err != nil {
 		return nil, err
 	}
-	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
+	if resp, handled, err := forwardLeadership(ctx, c.s, func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
 		return api.NewClusterClient(cc).Remove(ctx, req)
 	}); handled {
 		return resp, err
+	}
+	if req.GetNodeId() == c.s.cfg.NodeID {
+		return c.removeLeader(ctx, req)
 	}
 	if err := c.s.cfg.Sched.Remove(ctx, req.GetNodeId()); err != nil {
 		return nil, membershipError(err, c.s.leaderHint())
 	}
 	return &api.RemoveResponse{}, nil
+}
+
+// removeLeader removes this node, the leader: it hands leadership to
+// another voter first and removes itself through the new leader, so the
+// removal commits under a leader that stays (a leader that removes itself
+// shuts raft down before it can answer, and its client saw "not applied"
+// for a removal that was applied). The answer names the new leader.
+func (c *clusterServer) removeLeader(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
+	to, err := c.s.cfg.Sched.TransferLeadership(ctx, "")
+	if err != nil {
+		return nil, membershipError(err, c.s.leaderHint())
+	}
+	hint := c.s.leaderHint()
+	if hint == nil || hint.LeaderId == c.s.cfg.NodeID || hint.LeaderGrpcAddr == "" {
+		return nil, unavailable(hint, "leadership moved away from %s so that it can be removed, but the new leader is not known yet; retry", c.s.cfg.NodeID)
+	}
+	c.s.log.Info("leadership handed over to remove this node through the new leader", "to", hint.LeaderId)
+	// One more hop, to the leader just chosen: it serves the removal itself,
+	// once it has established its fence (a few entries: retried briefly
+	// while it answers "not ready", which is definite).
+	var resp *api.RemoveResponse
+	for attempt := 0; ; attempt++ {
+		resp, err = forwardHop(ctx, c.s, hint, true, "", hopOptions{keepOnLeaderChange: true, timeout: leadershipForwardTimeout}, func(ctx context.Context, cc *grpc.ClientConn) (*api.RemoveResponse, error) {
+			return api.NewClusterClient(cc).Remove(ctx, req)
+		})
+		if err == nil || status.Code(err) != codes.Unavailable || attempt >= 40 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+		if h := c.s.leaderHint(); h != nil && h.LeaderGrpcAddr != "" && h.LeaderId != c.s.cfg.NodeID {
+			hint = h
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if to == "" {
+		to = hint.LeaderId
+	}
+	resp.LeadershipTransferredTo = to
+	return resp, nil
 }
 
 func (c *clusterServer) Members(ctx context.Context, req *api.MembersRequest) (*api.MembersResponse, error) {
@@ -112,16 +159,17 @@ func (s *Server) memberStatuses(ctx context.Context, st *fsm.State) []*api.Membe
 		}
 	}
 	_, leader := s.cfg.Raft.LeaderWithID()
+	health := s.memberHealth()
 	var out []*api.MemberStatus
 	seen := map[string]bool{}
 	for _, m := range st.Members() {
 		seen[m.NodeId] = true
-		out = append(out, &api.MemberStatus{Member: m, Suffrage: suffrage[m.NodeId], Leader: string(leader) == m.NodeId})
+		out = append(out, &api.MemberStatus{Member: m, Suffrage: suffrage[m.NodeId], Leader: string(leader) == m.NodeId, Health: health[m.NodeId]})
 	}
 	// Raft servers not (yet) in the member table, e.g. mid-join.
 	for id, suf := range suffrage {
 		if !seen[id] {
-			out = append(out, &api.MemberStatus{Member: &api.Member{NodeId: id}, Suffrage: suf, Leader: string(leader) == id})
+			out = append(out, &api.MemberStatus{Member: &api.Member{NodeId: id}, Suffrage: suf, Leader: string(leader) == id, Health: health[id]})
 		}
 	}
 	slices.SortFunc(out, func(a, b *api.MemberStatus) int { return strings.Compare(a.Member.NodeId, b.Member.NodeId) })
@@ -133,6 +181,7 @@ func (c *clusterServer) Leader(ctx context.Context, _ *api.LeaderRequest) (*api.
 	if hint := c.s.leaderHint(); hint != nil {
 		resp.LeaderId, resp.LeaderGrpcAddr = hint.LeaderId, hint.LeaderGrpcAddr
 	}
+	c.s.leaderContact(resp)
 	return resp, nil
 }
 
@@ -142,7 +191,7 @@ func (c *clusterServer) TransferLeadership(ctx context.Context, req *api.Transfe
 			return nil, err
 		}
 	}
-	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.TransferLeadershipResponse, error) {
+	if resp, handled, err := forwardLeadership(ctx, c.s, func(ctx context.Context, cc *grpc.ClientConn) (*api.TransferLeadershipResponse, error) {
 		return api.NewClusterClient(cc).TransferLeadership(ctx, req)
 	}); handled {
 		return resp, err

@@ -69,12 +69,18 @@ func resultError(res *api.CommandResult, requestID string) error {
 	return statusWith(code, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil, msg)
 }
 
+// statusUnimplemented is a call this node cannot serve in its setup.
+func statusUnimplemented(format string, args ...any) error {
+	return status.Errorf(codes.Unimplemented, format, args...)
+}
+
 // membershipError maps scheduler membership errors.
 func membershipError(err error, hint *api.LeaderHint) error {
 	switch {
 	case errors.Is(err, scheduler.ErrMemberExists):
 		return statusWith(codes.AlreadyExists, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
-	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion), errors.Is(err, scheduler.ErrVersionTooLow):
+	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion), errors.Is(err, scheduler.ErrVersionTooLow),
+		errors.Is(err, scheduler.ErrRemovedMember):
 		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
 	case errors.Is(err, scheduler.ErrNotAdmitted):
 		return statusWith(codes.PermissionDenied, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -64,6 +65,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, l := range listenerNames {
 		m.connsRefused.WithLabelValues(l)
 		m.connsOpen.WithLabelValues(l)
+	}
+	// Every method's success series and latency exist from the start, so
+	// a rate over them is 0, not absent, before the first call.
+	for method := range authzTable {
+		m.requests.WithLabelValues(path.Base(method), codes.OK.String())
+		m.latency.WithLabelValues(path.Base(method))
 	}
 	reg.MustRegister(m.requests, m.latency, m.refused, m.connsRefused, m.connsOpen)
 	return m

@@ -20,3 +20,17 @@ func (s *Server) PeerAppliedIndex(ctx context.Context, grpcAddr string) (uint64,
 	}
 	return resp.GetRead().GetAppliedIndex(), nil
 }
+
+// Probe asks the member at grpcAddr for its progress (the health
+// monitor's probe; node role).
+func (s *Server) Probe(ctx context.Context, grpcAddr string) (*api.ProgressResponse, error) {
+	cc, err := s.fwd.conn(grpcAddr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := api.NewClusterClient(cc).Progress(ctx, &api.ProgressRequest{FromNodeId: s.cfg.NodeID})
+	if err != nil {
+		return nil, fmt.Errorf("progress of %s: %w", grpcAddr, err)
+	}
+	return resp, nil
+}

@@ -19,6 +19,7 @@ type RaftView interface {
 	LeaderWithID() (raft.ServerAddress, raft.ServerID)
 	State() raft.RaftState
 	CurrentTerm() uint64
+	CommitIndex() uint64
 	GetConfiguration() raft.ConfigurationFuture
 	LeadershipTransfer() raft.Future
 	LeadershipTransferToServer(id raft.ServerID, address raft.ServerAddress) raft.Future
@@ -33,9 +34,15 @@ type Config struct {
 	// DialOptions connect to other nodes for forwarding (the node's dialer,
 	// credentials).
 	DialOptions []grpc.DialOption
-	// ForwardTimeout bounds a forwarded call when the caller set no
-	// deadline (default 10 s).
+	// ForwardTimeout bounds every forwarded call, whatever the caller's
+	// deadline (default DefaultForwardTimeout): a follower answers its
+	// client before the client's own attempt deadline, with what it knows
+	// of the leader by then. A forward is also abandoned as soon as this
+	// node learns of another leader (NoteLeaderChange).
 	ForwardTimeout time.Duration
+	// ForwardDialTimeout bounds the wait for a connection to the leader
+	// before a forward counts as not sent (default DefaultForwardDialTimeout).
+	ForwardDialTimeout time.Duration
 	// Loads receives Load.Report calls on the leader; nil answers
 	// Unimplemented.
 	Loads   LoadSink
@@ -52,6 +59,13 @@ type Config struct {
 	// Limits bound connections, streams, report bytes and per-identity
 	// rates (zero fields: the defaults).
 	Limits Limits
+	// Health is this node's view of its peers; nil answers Cluster.Health
+	// with Unimplemented and adds no health to other answers.
+	Health HealthSource
+	// CommittedConfiguration is the latest raft configuration this node
+	// knows committed (its index and server ids), for Progress; nil: raft's
+	// latest, committed or not, at index 0.
+	CommittedConfiguration func() (uint64, []string)
 }
 
 // LoadSink takes load reports on the leader (the column aggregator).
@@ -64,6 +78,7 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	fwd    *forwarder
+	leader leaderWatch
 	auth   *Authenticator
 	codec  *requestCodec
 	lim    Limits
@@ -77,7 +92,10 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.ForwardTimeout <= 0 {
-		cfg.ForwardTimeout = 10 * time.Second
+		cfg.ForwardTimeout = DefaultForwardTimeout
+	}
+	if cfg.ForwardDialTimeout <= 0 {
+		cfg.ForwardDialTimeout = DefaultForwardDialTimeout
 	}
 	auth := cfg.Auth
 	if auth == nil {
@@ -137,6 +155,9 @@ func (s *Server) route(ctx context.Context) (*api.LeaderHint, error) {
 	if s.cfg.Sched.IsReady() {
 		return nil, nil
 	}
+	if s.awaitLeader(ctx) {
+		return nil, nil
+	}
 	hint := s.leaderHint()
 	if s.cfg.Raft.State() == raft.Leader {
 		return nil, unavailable(hint, "leader %s is establishing its fence; retry shortly", s.cfg.NodeID)
@@ -148,6 +169,63 @@ func (s *Server) route(ctx context.Context) (*api.LeaderHint, error) {
 		return nil, unavailable(hint, "node %s is not the leader; already forwarded once", s.cfg.NodeID)
 	}
 	return hint, nil
+}
+
+// Holding a request through an election (awaitLeader).
+const (
+	// electionHold bounds how long a request waits for a leader to be
+	// known, or for this new leader's fence, before it is answered
+	// Unavailable: about one election.
+	electionHold = time.Second
+	// holdMargin is left of the caller's deadline, so a held request is
+	// answered (definitely) before its client gives up on it (which would
+	// make a mutation's outcome unknown).
+	holdMargin = 150 * time.Millisecond
+)
+
+// awaitLeader holds a request while no leader is known, or while this node
+// leads but has not established its fence, until either changes, for at
+// most electionHold and never past the caller's deadline less holdMargin.
+// It reports whether this node is now ready to serve it itself. Without
+// the hold, a client polls through the election and finds the new leader
+// a backoff late; with it, the request goes on the moment there is one.
+func (s *Server) awaitLeader(ctx context.Context) bool {
+	deadline := time.Now().Add(electionHold)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(-holdMargin).Before(deadline) {
+		deadline = dl.Add(-holdMargin)
+	}
+	for {
+		changed := s.leader.changed() // before the checks, so no change is missed
+		ready := s.cfg.Sched.Ready()  // nil unless this node leads
+		if s.cfg.Sched.IsReady() {
+			return true
+		}
+		if ready == nil {
+			if h := s.leaderHint(); h != nil && h.LeaderGrpcAddr != "" && h.LeaderId != s.cfg.NodeID {
+				return false // a leader to forward to
+			}
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return false
+		}
+		if ready == nil && s.cfg.Raft.State() == raft.Leader {
+			// raft made this node leader; the scheduler starts the term
+			// on its own notification, a moment later: look again soon.
+			wait = min(wait, 5*time.Millisecond)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-changed:
+		case <-ready:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return false
+		}
+	}
 }
 
 // readState answers the read path of SPEC §9: stale reads from the local
@@ -211,6 +289,18 @@ func forwardRead[Resp any](ctx context.Context, s *Server, c api.Consistency, ca
 // it; handled is false when the caller should serve it here. A failure of
 // the hop itself after sending is an unknown outcome.
 func forwardWrite[Resp any](ctx context.Context, s *Server, requestID string, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
+	return forwardWriteHop(ctx, s, requestID, hopOptions{}, call)
+}
+
+// forwardLeadership is forwardWrite for the calls that move leadership on
+// purpose (TransferLeadership, Remove of the leader): the leader change they
+// cause must not abandon them, and they may take an election timeout plus
+// the time to learn the new leader.
+func forwardLeadership[Resp any](ctx context.Context, s *Server, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
+	return forwardWriteHop(ctx, s, "", hopOptions{keepOnLeaderChange: true, timeout: leadershipForwardTimeout}, call)
+}
+
+func forwardWriteHop[Resp any](ctx context.Context, s *Server, requestID string, o hopOptions, call func(ctx context.Context, cc *grpc.ClientConn) (Resp, error)) (resp Resp, handled bool, err error) {
 	hint, err := s.route(ctx)
 	if err != nil {
 		return resp, true, err
@@ -218,6 +308,6 @@ func forwardWrite[Resp any](ctx context.Context, s *Server, requestID string, ca
 	if hint == nil {
 		return resp, false, nil
 	}
-	resp, err = forward(ctx, s, hint, true, requestID, call)
+	resp, err = forwardHop(ctx, s, hint, true, requestID, o, call)
 	return resp, true, err
 }

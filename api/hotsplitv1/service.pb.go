@@ -185,6 +185,60 @@ func (StateOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{2}
 }
 
+type HealthStatus int32
+
+const (
+	HealthStatus_HEALTH_STATUS_UNSPECIFIED HealthStatus = 0
+	HealthStatus_HEALTH_STATUS_HEALTHY     HealthStatus = 1
+	// Quorum holds but a member is unreachable, lagging or not a voter yet.
+	HealthStatus_HEALTH_STATUS_DEGRADED HealthStatus = 2
+	// Fewer voters are reachable than a quorum needs, or no leader is known.
+	HealthStatus_HEALTH_STATUS_NO_QUORUM HealthStatus = 3
+)
+
+// Enum value maps for HealthStatus.
+var (
+	HealthStatus_name = map[int32]string{
+		0: "HEALTH_STATUS_UNSPECIFIED",
+		1: "HEALTH_STATUS_HEALTHY",
+		2: "HEALTH_STATUS_DEGRADED",
+		3: "HEALTH_STATUS_NO_QUORUM",
+	}
+	HealthStatus_value = map[string]int32{
+		"HEALTH_STATUS_UNSPECIFIED": 0,
+		"HEALTH_STATUS_HEALTHY":     1,
+		"HEALTH_STATUS_DEGRADED":    2,
+		"HEALTH_STATUS_NO_QUORUM":   3,
+	}
+)
+
+func (x HealthStatus) Enum() *HealthStatus {
+	p := new(HealthStatus)
+	*p = x
+	return p
+}
+
+func (x HealthStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HealthStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_service_proto_enumTypes[3].Descriptor()
+}
+
+func (HealthStatus) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_service_proto_enumTypes[3]
+}
+
+func (x HealthStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HealthStatus.Descriptor instead.
+func (HealthStatus) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{3}
+}
+
 // ReadInfo says where and at which point of the log a read was answered.
 type ReadInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -493,7 +547,8 @@ func (x *ListRoutesResponse) GetRouteCount() uint64 {
 
 type GetRouteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Exactly one of key or route_id.
+	// The route holding key, or with route_id when that is set (not both).
+	// route_id 0 looks up key, the empty key included (the first route).
 	Key           []byte      `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	RouteId       uint64      `protobuf:"varint,2,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
 	Consistency   Consistency `protobuf:"varint,3,opt,name=consistency,proto3,enum=hotsplit.v1.Consistency" json:"consistency,omitempty"`
@@ -753,7 +808,13 @@ type WatchRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deliver every change with version > from_version. 0 = start with a
 	// full snapshot.
-	FromVersion   uint64 `protobuf:"varint,1,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	FromVersion uint64 `protobuf:"varint,1,opt,name=from_version,json=fromVersion,proto3" json:"from_version,omitempty"`
+	// The cluster id the watcher's catalog came from, if it knows one. A node
+	// of another cluster id (a cluster restored from a backup or recovered
+	// with --forceNewCluster gets a new one) answers with a full snapshot
+	// whatever from_version says, so the watcher resyncs instead of waiting
+	// for a version the new cluster may never reach.
+	ClusterId     string `protobuf:"bytes,50,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -793,6 +854,13 @@ func (x *WatchRoutesRequest) GetFromVersion() uint64 {
 		return x.FromVersion
 	}
 	return 0
+}
+
+func (x *WatchRoutesRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type WatchRoutesResponse struct {
@@ -880,11 +948,14 @@ func (*WatchRoutesResponse_SnapshotPage) isWatchRoutesResponse_Event() {}
 // SnapshotPage is one page of a full catalog at `version`, sent to watchers
 // older than the kept history; deltas follow the last page.
 type SnapshotPage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	NextRouteId   uint64                 `protobuf:"varint,2,opt,name=next_route_id,json=nextRouteId,proto3" json:"next_route_id,omitempty"`
-	Routes        []*RouteDescriptor     `protobuf:"bytes,3,rep,name=routes,proto3" json:"routes,omitempty"`
-	Last          bool                   `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Version     uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	NextRouteId uint64                 `protobuf:"varint,2,opt,name=next_route_id,json=nextRouteId,proto3" json:"next_route_id,omitempty"`
+	Routes      []*RouteDescriptor     `protobuf:"bytes,3,rep,name=routes,proto3" json:"routes,omitempty"`
+	Last        bool                   `protobuf:"varint,4,opt,name=last,proto3" json:"last,omitempty"`
+	// The cluster id the catalog belongs to; a watcher that held another one
+	// replaces its catalog with this snapshot even at a lower version.
+	ClusterId     string `protobuf:"bytes,50,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -945,6 +1016,13 @@ func (x *SnapshotPage) GetLast() bool {
 		return x.Last
 	}
 	return false
+}
+
+func (x *SnapshotPage) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type GetTimestampRequest struct {
@@ -2041,9 +2119,12 @@ func (x *RemoveRequest) GetNodeId() string {
 }
 
 type RemoveResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set when the node removed was the leader: leadership moved to this
+	// member first, and the removal was committed through it.
+	LeadershipTransferredTo string `protobuf:"bytes,50,opt,name=leadership_transferred_to,json=leadershipTransferredTo,proto3" json:"leadership_transferred_to,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *RemoveResponse) Reset() {
@@ -2074,6 +2155,13 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
 	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RemoveResponse) GetLeadershipTransferredTo() string {
+	if x != nil {
+		return x.LeadershipTransferredTo
+	}
+	return ""
 }
 
 type MembersRequest struct {
@@ -2124,8 +2212,10 @@ type MemberStatus struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Member *Member                `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
 	// "voter", "nonvoter" or "" when not in the raft configuration.
-	Suffrage      string `protobuf:"bytes,2,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
-	Leader        bool   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Suffrage string `protobuf:"bytes,2,opt,name=suffrage,proto3" json:"suffrage,omitempty"`
+	Leader   bool   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The member's health as the answering node sees it.
+	Health        *MemberHealth `protobuf:"bytes,50,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2181,6 +2271,130 @@ func (x *MemberStatus) GetLeader() bool {
 	return false
 }
 
+func (x *MemberStatus) GetHealth() *MemberHealth {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+// MemberHealth is what the answering node knows of one member from its
+// progress probes (every 500 ms) and, on the leader, raft's heartbeats.
+type MemberHealth struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Reachable bool                   `protobuf:"varint,1,opt,name=reachable,proto3" json:"reachable,omitempty"`
+	// Milliseconds since the answering node last heard from the member; 0
+	// for itself. Meaningless when contacted is false.
+	LastContactMs uint64 `protobuf:"varint,2,opt,name=last_contact_ms,json=lastContactMs,proto3" json:"last_contact_ms,omitempty"`
+	Contacted     bool   `protobuf:"varint,3,opt,name=contacted,proto3" json:"contacted,omitempty"`
+	// The member's own raft state as it last reported it (leader, follower,
+	// candidate, shutdown), "" before any answer.
+	RaftState    string `protobuf:"bytes,4,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	Term         uint64 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The leader's commit index minus applied_index, both as last reported.
+	AppliedLag uint64 `protobuf:"varint,7,opt,name=applied_lag,json=appliedLag,proto3" json:"applied_lag,omitempty"`
+	// The member's build (hotsplitd --version), "" before any answer.
+	Version string `protobuf:"bytes,8,opt,name=version,proto3" json:"version,omitempty"`
+	// Why the member is not healthy; "" when it is.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberHealth) Reset() {
+	*x = MemberHealth{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberHealth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberHealth) ProtoMessage() {}
+
+func (x *MemberHealth) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberHealth.ProtoReflect.Descriptor instead.
+func (*MemberHealth) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *MemberHealth) GetReachable() bool {
+	if x != nil {
+		return x.Reachable
+	}
+	return false
+}
+
+func (x *MemberHealth) GetLastContactMs() uint64 {
+	if x != nil {
+		return x.LastContactMs
+	}
+	return 0
+}
+
+func (x *MemberHealth) GetContacted() bool {
+	if x != nil {
+		return x.Contacted
+	}
+	return false
+}
+
+func (x *MemberHealth) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *MemberHealth) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *MemberHealth) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *MemberHealth) GetAppliedLag() uint64 {
+	if x != nil {
+		return x.AppliedLag
+	}
+	return 0
+}
+
+func (x *MemberHealth) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *MemberHealth) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type MembersResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Members        []*MemberStatus        `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
@@ -2195,7 +2409,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2421,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2434,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MembersResponse) GetMembers() []*MemberStatus {
@@ -2266,7 +2480,7 @@ type LeaderRequest struct {
 
 func (x *LeaderRequest) Reset() {
 	*x = LeaderRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2278,7 +2492,7 @@ func (x *LeaderRequest) String() string {
 func (*LeaderRequest) ProtoMessage() {}
 
 func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2291,7 +2505,7 @@ func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
 func (*LeaderRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
 }
 
 type LeaderResponse struct {
@@ -2299,13 +2513,18 @@ type LeaderResponse struct {
 	LeaderId       string                 `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	LeaderGrpcAddr string                 `protobuf:"bytes,2,opt,name=leader_grpc_addr,json=leaderGrpcAddr,proto3" json:"leader_grpc_addr,omitempty"`
 	Term           uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Milliseconds since the answering node last heard from the leader (0 on
+	// the leader itself), and whether it still counts it as reachable: a
+	// follower names a dead leader until its election timeout passes.
+	LeaderLastContactMs uint64 `protobuf:"varint,50,opt,name=leader_last_contact_ms,json=leaderLastContactMs,proto3" json:"leader_last_contact_ms,omitempty"`
+	LeaderUnreachable   bool   `protobuf:"varint,51,opt,name=leader_unreachable,json=leaderUnreachable,proto3" json:"leader_unreachable,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *LeaderResponse) Reset() {
 	*x = LeaderResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2536,7 @@ func (x *LeaderResponse) String() string {
 func (*LeaderResponse) ProtoMessage() {}
 
 func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2549,7 @@ func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
 func (*LeaderResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LeaderResponse) GetLeaderId() string {
@@ -2354,6 +2573,20 @@ func (x *LeaderResponse) GetTerm() uint64 {
 	return 0
 }
 
+func (x *LeaderResponse) GetLeaderLastContactMs() uint64 {
+	if x != nil {
+		return x.LeaderLastContactMs
+	}
+	return 0
+}
+
+func (x *LeaderResponse) GetLeaderUnreachable() bool {
+	if x != nil {
+		return x.LeaderUnreachable
+	}
+	return false
+}
+
 type TransferLeadershipRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Empty = let raft pick the most up-to-date voter.
@@ -2364,7 +2597,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2609,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2622,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransferLeadershipRequest) GetToNodeId() string {
@@ -2408,7 +2641,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2420,7 +2653,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2433,7 +2666,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2453,7 +2686,7 @@ type AdmitRequest struct {
 
 func (x *AdmitRequest) Reset() {
 	*x = AdmitRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2465,7 +2698,7 @@ func (x *AdmitRequest) String() string {
 func (*AdmitRequest) ProtoMessage() {}
 
 func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2478,7 +2711,7 @@ func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitRequest.ProtoReflect.Descriptor instead.
 func (*AdmitRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AdmitRequest) GetNodeId() string {
@@ -2505,7 +2738,7 @@ type AdmitResponse struct {
 
 func (x *AdmitResponse) Reset() {
 	*x = AdmitResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2750,7 @@ func (x *AdmitResponse) String() string {
 func (*AdmitResponse) ProtoMessage() {}
 
 func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2763,7 @@ func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitResponse.ProtoReflect.Descriptor instead.
 func (*AdmitResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AdmitResponse) GetAdmissions() []*Admission {
@@ -2549,7 +2782,7 @@ type ClockPingRequest struct {
 
 func (x *ClockPingRequest) Reset() {
 	*x = ClockPingRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2561,7 +2794,7 @@ func (x *ClockPingRequest) String() string {
 func (*ClockPingRequest) ProtoMessage() {}
 
 func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2574,7 +2807,7 @@ func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingRequest.ProtoReflect.Descriptor instead.
 func (*ClockPingRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ClockPingRequest) GetFromNodeId() string {
@@ -2596,7 +2829,7 @@ type ClockPingResponse struct {
 
 func (x *ClockPingResponse) Reset() {
 	*x = ClockPingResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2841,7 @@ func (x *ClockPingResponse) String() string {
 func (*ClockPingResponse) ProtoMessage() {}
 
 func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2854,7 @@ func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingResponse.ProtoReflect.Descriptor instead.
 func (*ClockPingResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ClockPingResponse) GetNodeId() string {
@@ -2655,7 +2888,7 @@ type StateReport struct {
 
 func (x *StateReport) Reset() {
 	*x = StateReport{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2667,7 +2900,7 @@ func (x *StateReport) String() string {
 func (*StateReport) ProtoMessage() {}
 
 func (x *StateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2680,7 +2913,7 @@ func (x *StateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReport.ProtoReflect.Descriptor instead.
 func (*StateReport) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StateReport) GetNodeId() string {
@@ -2734,7 +2967,7 @@ type StateHashRequest struct {
 
 func (x *StateHashRequest) Reset() {
 	*x = StateHashRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2746,7 +2979,7 @@ func (x *StateHashRequest) String() string {
 func (*StateHashRequest) ProtoMessage() {}
 
 func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2759,7 +2992,7 @@ func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashRequest.ProtoReflect.Descriptor instead.
 func (*StateHashRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StateHashRequest) GetIndex() uint64 {
@@ -2778,7 +3011,7 @@ type StateHashResponse struct {
 
 func (x *StateHashResponse) Reset() {
 	*x = StateHashResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2790,7 +3023,7 @@ func (x *StateHashResponse) String() string {
 func (*StateHashResponse) ProtoMessage() {}
 
 func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2803,7 +3036,7 @@ func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashResponse.ProtoReflect.Descriptor instead.
 func (*StateHashResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StateHashResponse) GetReport() *StateReport {
@@ -2822,7 +3055,7 @@ type CheckStateRequest struct {
 
 func (x *CheckStateRequest) Reset() {
 	*x = CheckStateRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3067,7 @@ func (x *CheckStateRequest) String() string {
 func (*CheckStateRequest) ProtoMessage() {}
 
 func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3080,7 @@ func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateRequest.ProtoReflect.Descriptor instead.
 func (*CheckStateRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CheckStateRequest) GetActor() string {
@@ -2871,7 +3104,7 @@ type CheckStateResponse struct {
 
 func (x *CheckStateResponse) Reset() {
 	*x = CheckStateResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3116,7 @@ func (x *CheckStateResponse) String() string {
 func (*CheckStateResponse) ProtoMessage() {}
 
 func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3129,7 @@ func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateResponse.ProtoReflect.Descriptor instead.
 func (*CheckStateResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CheckStateResponse) GetIndex() uint64 {
@@ -2918,6 +3151,773 @@ func (x *CheckStateResponse) GetDiverged() []string {
 		return x.Diverged
 	}
 	return nil
+}
+
+type HealthRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealthRequest) Reset() {
+	*x = HealthRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealthRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealthRequest) ProtoMessage() {}
+
+func (x *HealthRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
+func (*HealthRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{47}
+}
+
+type HealthResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status HealthStatus           `protobuf:"varint,1,opt,name=status,proto3,enum=hotsplit.v1.HealthStatus" json:"status,omitempty"`
+	// Every member and every raft server, sorted by node id.
+	Members  []*MemberStatus `protobuf:"bytes,2,rep,name=members,proto3" json:"members,omitempty"`
+	LeaderId string          `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Term     uint64          `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	// The leader's commit index as last known to the answering node.
+	CommitIndex     uint64 `protobuf:"varint,5,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	Voters          uint32 `protobuf:"varint,6,opt,name=voters,proto3" json:"voters,omitempty"`
+	VotersReachable uint32 `protobuf:"varint,7,opt,name=voters_reachable,json=votersReachable,proto3" json:"voters_reachable,omitempty"`
+	// Voters a quorum needs.
+	Quorum   uint32 `protobuf:"varint,8,opt,name=quorum,proto3" json:"quorum,omitempty"`
+	ServedBy string `protobuf:"bytes,9,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	// Cluster-level reasons for a status other than healthy.
+	Reasons       []string `protobuf:"bytes,10,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	ClusterId     string   `protobuf:"bytes,11,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HealthResponse) Reset() {
+	*x = HealthResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HealthResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HealthResponse) ProtoMessage() {}
+
+func (x *HealthResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
+func (*HealthResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *HealthResponse) GetStatus() HealthStatus {
+	if x != nil {
+		return x.Status
+	}
+	return HealthStatus_HEALTH_STATUS_UNSPECIFIED
+}
+
+func (x *HealthResponse) GetMembers() []*MemberStatus {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *HealthResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *HealthResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *HealthResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *HealthResponse) GetVoters() uint32 {
+	if x != nil {
+		return x.Voters
+	}
+	return 0
+}
+
+func (x *HealthResponse) GetVotersReachable() uint32 {
+	if x != nil {
+		return x.VotersReachable
+	}
+	return 0
+}
+
+func (x *HealthResponse) GetQuorum() uint32 {
+	if x != nil {
+		return x.Quorum
+	}
+	return 0
+}
+
+func (x *HealthResponse) GetServedBy() string {
+	if x != nil {
+		return x.ServedBy
+	}
+	return ""
+}
+
+func (x *HealthResponse) GetReasons() []string {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+func (x *HealthResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+type ProgressRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The asking member (for logs).
+	FromNodeId    string `protobuf:"bytes,1,opt,name=from_node_id,json=fromNodeId,proto3" json:"from_node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProgressRequest) Reset() {
+	*x = ProgressRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgressRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgressRequest) ProtoMessage() {}
+
+func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
+func (*ProgressRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ProgressRequest) GetFromNodeId() string {
+	if x != nil {
+		return x.FromNodeId
+	}
+	return ""
+}
+
+type ProgressResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// leader, follower, candidate or shutdown.
+	RaftState        string `protobuf:"bytes,2,opt,name=raft_state,json=raftState,proto3" json:"raft_state,omitempty"`
+	Term             uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	AppliedIndex     uint64 `protobuf:"varint,4,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	CommitIndex      uint64 `protobuf:"varint,5,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	LeaderId         string `protobuf:"bytes,6,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Version          string `protobuf:"bytes,7,opt,name=version,proto3" json:"version,omitempty"`
+	SupportedVersion uint32 `protobuf:"varint,8,opt,name=supported_version,json=supportedVersion,proto3" json:"supported_version,omitempty"`
+	ClusterId        string `protobuf:"bytes,9,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The servers of the latest raft configuration this node knows
+	// committed, by id, and its index: a removed node learns of its removal
+	// from the leader's.
+	Configuration      []string `protobuf:"bytes,10,rep,name=configuration,proto3" json:"configuration,omitempty"`
+	ConfigurationIndex uint64   `protobuf:"varint,11,opt,name=configuration_index,json=configurationIndex,proto3" json:"configuration_index,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ProgressResponse) Reset() {
+	*x = ProgressResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProgressResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProgressResponse) ProtoMessage() {}
+
+func (x *ProgressResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProgressResponse.ProtoReflect.Descriptor instead.
+func (*ProgressResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ProgressResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ProgressResponse) GetRaftState() string {
+	if x != nil {
+		return x.RaftState
+	}
+	return ""
+}
+
+func (x *ProgressResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ProgressResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ProgressResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *ProgressResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *ProgressResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ProgressResponse) GetSupportedVersion() uint32 {
+	if x != nil {
+		return x.SupportedVersion
+	}
+	return 0
+}
+
+func (x *ProgressResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ProgressResponse) GetConfiguration() []string {
+	if x != nil {
+		return x.Configuration
+	}
+	return nil
+}
+
+func (x *ProgressResponse) GetConfigurationIndex() uint64 {
+	if x != nil {
+		return x.ConfigurationIndex
+	}
+	return 0
+}
+
+type VersionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VersionRequest) Reset() {
+	*x = VersionRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionRequest) ProtoMessage() {}
+
+func (x *VersionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
+func (*VersionRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{51}
+}
+
+type VersionResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// hotsplitd --version of the answering node.
+	Version   string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	GoVersion string `protobuf:"bytes,3,opt,name=go_version,json=goVersion,proto3" json:"go_version,omitempty"`
+	// The highest cluster version its binary supports, and the cluster's.
+	SupportedClusterVersion uint32 `protobuf:"varint,4,opt,name=supported_cluster_version,json=supportedClusterVersion,proto3" json:"supported_cluster_version,omitempty"`
+	ClusterVersion          uint32 `protobuf:"varint,5,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	ClusterId               string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
+}
+
+func (x *VersionResponse) Reset() {
+	*x = VersionResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VersionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VersionResponse) ProtoMessage() {}
+
+func (x *VersionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
+func (*VersionResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *VersionResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *VersionResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *VersionResponse) GetGoVersion() string {
+	if x != nil {
+		return x.GoVersion
+	}
+	return ""
+}
+
+func (x *VersionResponse) GetSupportedClusterVersion() uint32 {
+	if x != nil {
+		return x.SupportedClusterVersion
+	}
+	return 0
+}
+
+func (x *VersionResponse) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
+}
+
+func (x *VersionResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+type SnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotRequest) Reset() {
+	*x = SnapshotRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotRequest) ProtoMessage() {}
+
+func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{53}
+}
+
+type SnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Part:
+	//
+	//	*SnapshotResponse_Header
+	//	*SnapshotResponse_Chunk
+	//	*SnapshotResponse_Trailer
+	Part          isSnapshotResponse_Part `protobuf_oneof:"part"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotResponse) Reset() {
+	*x = SnapshotResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotResponse) ProtoMessage() {}
+
+func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SnapshotResponse) GetPart() isSnapshotResponse_Part {
+	if x != nil {
+		return x.Part
+	}
+	return nil
+}
+
+func (x *SnapshotResponse) GetHeader() *SnapshotHeader {
+	if x != nil {
+		if x, ok := x.Part.(*SnapshotResponse_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotResponse) GetChunk() []byte {
+	if x != nil {
+		if x, ok := x.Part.(*SnapshotResponse_Chunk); ok {
+			return x.Chunk
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotResponse) GetTrailer() *SnapshotTrailer {
+	if x != nil {
+		if x, ok := x.Part.(*SnapshotResponse_Trailer); ok {
+			return x.Trailer
+		}
+	}
+	return nil
+}
+
+type isSnapshotResponse_Part interface {
+	isSnapshotResponse_Part()
+}
+
+type SnapshotResponse_Header struct {
+	Header *SnapshotHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type SnapshotResponse_Chunk struct {
+	Chunk []byte `protobuf:"bytes,2,opt,name=chunk,proto3,oneof"`
+}
+
+type SnapshotResponse_Trailer struct {
+	Trailer *SnapshotTrailer `protobuf:"bytes,3,opt,name=trailer,proto3,oneof"`
+}
+
+func (*SnapshotResponse_Header) isSnapshotResponse_Part() {}
+
+func (*SnapshotResponse_Chunk) isSnapshotResponse_Part() {}
+
+func (*SnapshotResponse_Trailer) isSnapshotResponse_Part() {}
+
+// SnapshotHeader describes a backup: the replicated state as of a
+// linearizable read on the leader.
+type SnapshotHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The raft term of the leader that served it.
+	Term           uint64 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	ClusterId      string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	ClusterVersion uint32 `protobuf:"varint,4,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	// SHA-256 of the state (fsm.State.Hash): the same on every replica at
+	// this index, and on a cluster restored from it.
+	StateHash      []byte `protobuf:"bytes,5,opt,name=state_hash,json=stateHash,proto3" json:"state_hash,omitempty"`
+	ServedBy       string `protobuf:"bytes,6,opt,name=served_by,json=servedBy,proto3" json:"served_by,omitempty"`
+	CatalogVersion uint64 `protobuf:"varint,7,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	Routes         uint64 `protobuf:"varint,8,opt,name=routes,proto3" json:"routes,omitempty"`
+	LastHlc        uint64 `protobuf:"varint,9,opt,name=last_hlc,json=lastHlc,proto3" json:"last_hlc,omitempty"`
+	CeilingMs      uint64 `protobuf:"varint,10,opt,name=ceiling_ms,json=ceilingMs,proto3" json:"ceiling_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SnapshotHeader) Reset() {
+	*x = SnapshotHeader{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotHeader) ProtoMessage() {}
+
+func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
+func (*SnapshotHeader) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SnapshotHeader) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetStateHash() []byte {
+	if x != nil {
+		return x.StateHash
+	}
+	return nil
+}
+
+func (x *SnapshotHeader) GetServedBy() string {
+	if x != nil {
+		return x.ServedBy
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetCatalogVersion() uint64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetRoutes() uint64 {
+	if x != nil {
+		return x.Routes
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetLastHlc() uint64 {
+	if x != nil {
+		return x.LastHlc
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetCeilingMs() uint64 {
+	if x != nil {
+		return x.CeilingMs
+	}
+	return 0
+}
+
+type SnapshotTrailer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// SHA-256 and length of the concatenated chunks.
+	Sha256        []byte `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Size          uint64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotTrailer) Reset() {
+	*x = SnapshotTrailer{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotTrailer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotTrailer) ProtoMessage() {}
+
+func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
+func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *SnapshotTrailer) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
+func (x *SnapshotTrailer) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
 }
 
 var File_hotsplitv1_service_proto protoreflect.FileDescriptor
@@ -2969,18 +3969,22 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x04left\x18\x02 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x04left\x122\n" +
 	"\x05right\x18\x03 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x05right\x12\x1d\n" +
 	"\n" +
-	"commit_hlc\x18\x04 \x01(\x04R\tcommitHlc\"7\n" +
+	"commit_hlc\x18\x04 \x01(\x04R\tcommitHlc\"V\n" +
 	"\x12WatchRoutesRequest\x12!\n" +
-	"\ffrom_version\x18\x01 \x01(\x04R\vfromVersion\"\x93\x01\n" +
+	"\ffrom_version\x18\x01 \x01(\x04R\vfromVersion\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x182 \x01(\tR\tclusterId\"\x93\x01\n" +
 	"\x13WatchRoutesResponse\x121\n" +
 	"\x05delta\x18\x01 \x01(\v2\x19.hotsplit.v1.CatalogDeltaH\x00R\x05delta\x12@\n" +
 	"\rsnapshot_page\x18\x02 \x01(\v2\x19.hotsplit.v1.SnapshotPageH\x00R\fsnapshotPageB\a\n" +
-	"\x05event\"\x96\x01\n" +
+	"\x05event\"\xb5\x01\n" +
 	"\fSnapshotPage\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\"\n" +
 	"\rnext_route_id\x18\x02 \x01(\x04R\vnextRouteId\x124\n" +
 	"\x06routes\x18\x03 \x03(\v2\x1c.hotsplit.v1.RouteDescriptorR\x06routes\x12\x12\n" +
-	"\x04last\x18\x04 \x01(\bR\x04last\"+\n" +
+	"\x04last\x18\x04 \x01(\bR\x04last\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x182 \x01(\tR\tclusterId\"+\n" +
 	"\x13GetTimestampRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"B\n" +
 	"\x14GetTimestampResponse\x12\x14\n" +
@@ -3064,14 +4068,28 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12-\n" +
 	"\amembers\x18\x02 \x03(\v2\x13.hotsplit.v1.MemberR\amembers\"(\n" +
 	"\rRemoveRequest\x12\x17\n" +
-	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"\x10\n" +
-	"\x0eRemoveResponse\"L\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\"L\n" +
+	"\x0eRemoveResponse\x12:\n" +
+	"\x19leadership_transferred_to\x182 \x01(\tR\x17leadershipTransferredTo\"L\n" +
 	"\x0eMembersRequest\x12:\n" +
-	"\vconsistency\x18\x01 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"o\n" +
+	"\vconsistency\x18\x01 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"\xa2\x01\n" +
 	"\fMemberStatus\x12+\n" +
 	"\x06member\x18\x01 \x01(\v2\x13.hotsplit.v1.MemberR\x06member\x12\x1a\n" +
 	"\bsuffrage\x18\x02 \x01(\tR\bsuffrage\x12\x16\n" +
-	"\x06leader\x18\x03 \x01(\bR\x06leader\"\xf1\x01\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x121\n" +
+	"\x06health\x182 \x01(\v2\x19.hotsplit.v1.MemberHealthR\x06health\"\x9d\x02\n" +
+	"\fMemberHealth\x12\x1c\n" +
+	"\treachable\x18\x01 \x01(\bR\treachable\x12&\n" +
+	"\x0flast_contact_ms\x18\x02 \x01(\x04R\rlastContactMs\x12\x1c\n" +
+	"\tcontacted\x18\x03 \x01(\bR\tcontacted\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\x04 \x01(\tR\traftState\x12\x12\n" +
+	"\x04term\x18\x05 \x01(\x04R\x04term\x12#\n" +
+	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x12\x1f\n" +
+	"\vapplied_lag\x18\a \x01(\x04R\n" +
+	"appliedLag\x12\x18\n" +
+	"\aversion\x18\b \x01(\tR\aversion\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\"\xf1\x01\n" +
 	"\x0fMembersResponse\x123\n" +
 	"\amembers\x18\x01 \x03(\v2\x19.hotsplit.v1.MemberStatusR\amembers\x12\x1d\n" +
 	"\n" +
@@ -3081,11 +4099,13 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\n" +
 	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
 	"admissions\"\x0f\n" +
-	"\rLeaderRequest\"k\n" +
+	"\rLeaderRequest\"\xcf\x01\n" +
 	"\x0eLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12(\n" +
 	"\x10leader_grpc_addr\x18\x02 \x01(\tR\x0eleaderGrpcAddr\x12\x12\n" +
-	"\x04term\x18\x03 \x01(\x04R\x04term\"9\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x123\n" +
+	"\x16leader_last_contact_ms\x182 \x01(\x04R\x13leaderLastContactMs\x12-\n" +
+	"\x12leader_unreachable\x183 \x01(\bR\x11leaderUnreachable\"9\n" +
 	"\x19TransferLeadershipRequest\x12\x1c\n" +
 	"\n" +
 	"to_node_id\x18\x01 \x01(\tR\btoNodeId\"9\n" +
@@ -3122,7 +4142,74 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x12CheckStateResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x122\n" +
 	"\areports\x18\x02 \x03(\v2\x18.hotsplit.v1.StateReportR\areports\x12\x1a\n" +
-	"\bdiverged\x18\x03 \x03(\tR\bdiverged*B\n" +
+	"\bdiverged\x18\x03 \x03(\tR\bdiverged\"\x0f\n" +
+	"\rHealthRequest\"\xfd\x02\n" +
+	"\x0eHealthResponse\x121\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x19.hotsplit.v1.HealthStatusR\x06status\x123\n" +
+	"\amembers\x18\x02 \x03(\v2\x19.hotsplit.v1.MemberStatusR\amembers\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\x05 \x01(\x04R\vcommitIndex\x12\x16\n" +
+	"\x06voters\x18\x06 \x01(\rR\x06voters\x12)\n" +
+	"\x10voters_reachable\x18\a \x01(\rR\x0fvotersReachable\x12\x16\n" +
+	"\x06quorum\x18\b \x01(\rR\x06quorum\x12\x1b\n" +
+	"\tserved_by\x18\t \x01(\tR\bservedBy\x12\x18\n" +
+	"\areasons\x18\n" +
+	" \x03(\tR\areasons\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\v \x01(\tR\tclusterId\"3\n" +
+	"\x0fProgressRequest\x12 \n" +
+	"\ffrom_node_id\x18\x01 \x01(\tR\n" +
+	"fromNodeId\"\x80\x03\n" +
+	"\x10ProgressResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"raft_state\x18\x02 \x01(\tR\traftState\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12#\n" +
+	"\rapplied_index\x18\x04 \x01(\x04R\fappliedIndex\x12!\n" +
+	"\fcommit_index\x18\x05 \x01(\x04R\vcommitIndex\x12\x1b\n" +
+	"\tleader_id\x18\x06 \x01(\tR\bleaderId\x12\x18\n" +
+	"\aversion\x18\a \x01(\tR\aversion\x12+\n" +
+	"\x11supported_version\x18\b \x01(\rR\x10supportedVersion\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\t \x01(\tR\tclusterId\x12$\n" +
+	"\rconfiguration\x18\n" +
+	" \x03(\tR\rconfiguration\x12/\n" +
+	"\x13configuration_index\x18\v \x01(\x04R\x12configurationIndex\"\x10\n" +
+	"\x0eVersionRequest\"\xe7\x01\n" +
+	"\x0fVersionResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1d\n" +
+	"\n" +
+	"go_version\x18\x03 \x01(\tR\tgoVersion\x12:\n" +
+	"\x19supported_cluster_version\x18\x04 \x01(\rR\x17supportedClusterVersion\x12'\n" +
+	"\x0fcluster_version\x18\x05 \x01(\rR\x0eclusterVersion\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x06 \x01(\tR\tclusterId\"\x11\n" +
+	"\x0fSnapshotRequest\"\xa3\x01\n" +
+	"\x10SnapshotResponse\x125\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.hotsplit.v1.SnapshotHeaderH\x00R\x06header\x12\x16\n" +
+	"\x05chunk\x18\x02 \x01(\fH\x00R\x05chunk\x128\n" +
+	"\atrailer\x18\x03 \x01(\v2\x1c.hotsplit.v1.SnapshotTrailerH\x00R\atrailerB\x06\n" +
+	"\x04part\"\xb9\x02\n" +
+	"\x0eSnapshotHeader\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12'\n" +
+	"\x0fcluster_version\x18\x04 \x01(\rR\x0eclusterVersion\x12\x1d\n" +
+	"\n" +
+	"state_hash\x18\x05 \x01(\fR\tstateHash\x12\x1b\n" +
+	"\tserved_by\x18\x06 \x01(\tR\bservedBy\x12'\n" +
+	"\x0fcatalog_version\x18\a \x01(\x04R\x0ecatalogVersion\x12\x16\n" +
+	"\x06routes\x18\b \x01(\x04R\x06routes\x12\x19\n" +
+	"\blast_hlc\x18\t \x01(\x04R\alastHlc\x12\x1d\n" +
+	"\n" +
+	"ceiling_ms\x18\n" +
+	" \x01(\x04R\tceilingMs\"=\n" +
+	"\x0fSnapshotTrailer\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_STALE\x10\x01*P\n" +
@@ -3136,7 +4223,12 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x16STATE_OUTCOME_DIVERGED\x10\x02\x12\x19\n" +
 	"\x15STATE_OUTCOME_SKIPPED\x10\x03\x12\x1d\n" +
 	"\x19STATE_OUTCOME_UNREACHABLE\x10\x04\x12\x1b\n" +
-	"\x17STATE_OUTCOME_UNDECIDED\x10\x052\x99\x03\n" +
+	"\x17STATE_OUTCOME_UNDECIDED\x10\x05*\x81\x01\n" +
+	"\fHealthStatus\x12\x1d\n" +
+	"\x19HEALTH_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15HEALTH_STATUS_HEALTHY\x10\x01\x12\x1a\n" +
+	"\x16HEALTH_STATUS_DEGRADED\x10\x02\x12\x1b\n" +
+	"\x17HEALTH_STATUS_NO_QUORUM\x10\x032\x99\x03\n" +
 	"\aCatalog\x12M\n" +
 	"\n" +
 	"ListRoutes\x12\x1e.hotsplit.v1.ListRoutesRequest\x1a\x1f.hotsplit.v1.ListRoutesResponse\x12G\n" +
@@ -3154,7 +4246,7 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\aExplain\x12\x1b.hotsplit.v1.ExplainRequest\x1a\x1c.hotsplit.v1.ExplainResponse\x12J\n" +
 	"\tGetConfig\x12\x1d.hotsplit.v1.GetConfigRequest\x1a\x1e.hotsplit.v1.GetConfigResponse\x12J\n" +
 	"\tSetConfig\x12\x1d.hotsplit.v1.SetConfigRequest\x1a\x1e.hotsplit.v1.SetConfigResponse\x12D\n" +
-	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xa0\x05\n" +
+	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xbd\a\n" +
 	"\aCluster\x12;\n" +
 	"\x04Join\x12\x18.hotsplit.v1.JoinRequest\x1a\x19.hotsplit.v1.JoinResponse\x12A\n" +
 	"\x06Remove\x12\x1a.hotsplit.v1.RemoveRequest\x1a\x1b.hotsplit.v1.RemoveResponse\x12D\n" +
@@ -3165,7 +4257,11 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\tClockPing\x12\x1d.hotsplit.v1.ClockPingRequest\x1a\x1e.hotsplit.v1.ClockPingResponse\x12J\n" +
 	"\tStateHash\x12\x1d.hotsplit.v1.StateHashRequest\x1a\x1e.hotsplit.v1.StateHashResponse\x12M\n" +
 	"\n" +
-	"CheckState\x12\x1e.hotsplit.v1.CheckStateRequest\x1a\x1f.hotsplit.v1.CheckStateResponseB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"CheckState\x12\x1e.hotsplit.v1.CheckStateRequest\x1a\x1f.hotsplit.v1.CheckStateResponse\x12A\n" +
+	"\x06Health\x12\x1a.hotsplit.v1.HealthRequest\x1a\x1b.hotsplit.v1.HealthResponse\x12G\n" +
+	"\bProgress\x12\x1c.hotsplit.v1.ProgressRequest\x1a\x1d.hotsplit.v1.ProgressResponse\x12D\n" +
+	"\aVersion\x12\x1b.hotsplit.v1.VersionRequest\x1a\x1c.hotsplit.v1.VersionResponse\x12I\n" +
+	"\bSnapshot\x12\x1c.hotsplit.v1.SnapshotRequest\x1a\x1d.hotsplit.v1.SnapshotResponse0\x01B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_service_proto_rawDescOnce sync.Once
@@ -3179,166 +4275,191 @@ func file_hotsplitv1_service_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_service_proto_rawDescData
 }
 
-var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_hotsplitv1_service_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: hotsplit.v1.Consistency
 	(Outcome)(0),                       // 1: hotsplit.v1.Outcome
 	(StateOutcome)(0),                  // 2: hotsplit.v1.StateOutcome
-	(*ReadInfo)(nil),                   // 3: hotsplit.v1.ReadInfo
-	(*LeaderHint)(nil),                 // 4: hotsplit.v1.LeaderHint
-	(*ErrorOutcome)(nil),               // 5: hotsplit.v1.ErrorOutcome
-	(*ListRoutesRequest)(nil),          // 6: hotsplit.v1.ListRoutesRequest
-	(*ListRoutesResponse)(nil),         // 7: hotsplit.v1.ListRoutesResponse
-	(*GetRouteRequest)(nil),            // 8: hotsplit.v1.GetRouteRequest
-	(*GetRouteResponse)(nil),           // 9: hotsplit.v1.GetRouteResponse
-	(*SplitRangeRequest)(nil),          // 10: hotsplit.v1.SplitRangeRequest
-	(*SplitRangeResponse)(nil),         // 11: hotsplit.v1.SplitRangeResponse
-	(*WatchRoutesRequest)(nil),         // 12: hotsplit.v1.WatchRoutesRequest
-	(*WatchRoutesResponse)(nil),        // 13: hotsplit.v1.WatchRoutesResponse
-	(*SnapshotPage)(nil),               // 14: hotsplit.v1.SnapshotPage
-	(*GetTimestampRequest)(nil),        // 15: hotsplit.v1.GetTimestampRequest
-	(*GetTimestampResponse)(nil),       // 16: hotsplit.v1.GetTimestampResponse
-	(*StatusRequest)(nil),              // 17: hotsplit.v1.StatusRequest
-	(*StatusResponse)(nil),             // 18: hotsplit.v1.StatusResponse
-	(*SetEnabledRequest)(nil),          // 19: hotsplit.v1.SetEnabledRequest
-	(*SetEnabledResponse)(nil),         // 20: hotsplit.v1.SetEnabledResponse
-	(*ExplainRequest)(nil),             // 21: hotsplit.v1.ExplainRequest
-	(*ExplainResponse)(nil),            // 22: hotsplit.v1.ExplainResponse
-	(*GetConfigRequest)(nil),           // 23: hotsplit.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),          // 24: hotsplit.v1.GetConfigResponse
-	(*SetConfigRequest)(nil),           // 25: hotsplit.v1.SetConfigRequest
-	(*SetConfigResponse)(nil),          // 26: hotsplit.v1.SetConfigResponse
-	(*AbortOpRequest)(nil),             // 27: hotsplit.v1.AbortOpRequest
-	(*AbortOpResponse)(nil),            // 28: hotsplit.v1.AbortOpResponse
-	(*JoinRequest)(nil),                // 29: hotsplit.v1.JoinRequest
-	(*JoinResponse)(nil),               // 30: hotsplit.v1.JoinResponse
-	(*RemoveRequest)(nil),              // 31: hotsplit.v1.RemoveRequest
-	(*RemoveResponse)(nil),             // 32: hotsplit.v1.RemoveResponse
-	(*MembersRequest)(nil),             // 33: hotsplit.v1.MembersRequest
-	(*MemberStatus)(nil),               // 34: hotsplit.v1.MemberStatus
-	(*MembersResponse)(nil),            // 35: hotsplit.v1.MembersResponse
-	(*LeaderRequest)(nil),              // 36: hotsplit.v1.LeaderRequest
-	(*LeaderResponse)(nil),             // 37: hotsplit.v1.LeaderResponse
-	(*TransferLeadershipRequest)(nil),  // 38: hotsplit.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 39: hotsplit.v1.TransferLeadershipResponse
-	(*AdmitRequest)(nil),               // 40: hotsplit.v1.AdmitRequest
-	(*AdmitResponse)(nil),              // 41: hotsplit.v1.AdmitResponse
-	(*ClockPingRequest)(nil),           // 42: hotsplit.v1.ClockPingRequest
-	(*ClockPingResponse)(nil),          // 43: hotsplit.v1.ClockPingResponse
-	(*StateReport)(nil),                // 44: hotsplit.v1.StateReport
-	(*StateHashRequest)(nil),           // 45: hotsplit.v1.StateHashRequest
-	(*StateHashResponse)(nil),          // 46: hotsplit.v1.StateHashResponse
-	(*CheckStateRequest)(nil),          // 47: hotsplit.v1.CheckStateRequest
-	(*CheckStateResponse)(nil),         // 48: hotsplit.v1.CheckStateResponse
-	(*RouteDescriptor)(nil),            // 49: hotsplit.v1.RouteDescriptor
-	(*CatalogDelta)(nil),               // 50: hotsplit.v1.CatalogDelta
-	(*AutoSplitSwitch)(nil),            // 51: hotsplit.v1.AutoSplitSwitch
-	(*Config)(nil),                     // 52: hotsplit.v1.Config
-	(*Op)(nil),                         // 53: hotsplit.v1.Op
-	(*TrackedRoute)(nil),               // 54: hotsplit.v1.TrackedRoute
-	(*Decision)(nil),                   // 55: hotsplit.v1.Decision
-	(*ConfigPatch)(nil),                // 56: hotsplit.v1.ConfigPatch
-	(AutoSplitFlag)(0),                 // 57: hotsplit.v1.AutoSplitFlag
-	(*Member)(nil),                     // 58: hotsplit.v1.Member
-	(*Admission)(nil),                  // 59: hotsplit.v1.Admission
-	(*ReportRequest)(nil),              // 60: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 61: hotsplit.v1.ReportResponse
+	(HealthStatus)(0),                  // 3: hotsplit.v1.HealthStatus
+	(*ReadInfo)(nil),                   // 4: hotsplit.v1.ReadInfo
+	(*LeaderHint)(nil),                 // 5: hotsplit.v1.LeaderHint
+	(*ErrorOutcome)(nil),               // 6: hotsplit.v1.ErrorOutcome
+	(*ListRoutesRequest)(nil),          // 7: hotsplit.v1.ListRoutesRequest
+	(*ListRoutesResponse)(nil),         // 8: hotsplit.v1.ListRoutesResponse
+	(*GetRouteRequest)(nil),            // 9: hotsplit.v1.GetRouteRequest
+	(*GetRouteResponse)(nil),           // 10: hotsplit.v1.GetRouteResponse
+	(*SplitRangeRequest)(nil),          // 11: hotsplit.v1.SplitRangeRequest
+	(*SplitRangeResponse)(nil),         // 12: hotsplit.v1.SplitRangeResponse
+	(*WatchRoutesRequest)(nil),         // 13: hotsplit.v1.WatchRoutesRequest
+	(*WatchRoutesResponse)(nil),        // 14: hotsplit.v1.WatchRoutesResponse
+	(*SnapshotPage)(nil),               // 15: hotsplit.v1.SnapshotPage
+	(*GetTimestampRequest)(nil),        // 16: hotsplit.v1.GetTimestampRequest
+	(*GetTimestampResponse)(nil),       // 17: hotsplit.v1.GetTimestampResponse
+	(*StatusRequest)(nil),              // 18: hotsplit.v1.StatusRequest
+	(*StatusResponse)(nil),             // 19: hotsplit.v1.StatusResponse
+	(*SetEnabledRequest)(nil),          // 20: hotsplit.v1.SetEnabledRequest
+	(*SetEnabledResponse)(nil),         // 21: hotsplit.v1.SetEnabledResponse
+	(*ExplainRequest)(nil),             // 22: hotsplit.v1.ExplainRequest
+	(*ExplainResponse)(nil),            // 23: hotsplit.v1.ExplainResponse
+	(*GetConfigRequest)(nil),           // 24: hotsplit.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),          // 25: hotsplit.v1.GetConfigResponse
+	(*SetConfigRequest)(nil),           // 26: hotsplit.v1.SetConfigRequest
+	(*SetConfigResponse)(nil),          // 27: hotsplit.v1.SetConfigResponse
+	(*AbortOpRequest)(nil),             // 28: hotsplit.v1.AbortOpRequest
+	(*AbortOpResponse)(nil),            // 29: hotsplit.v1.AbortOpResponse
+	(*JoinRequest)(nil),                // 30: hotsplit.v1.JoinRequest
+	(*JoinResponse)(nil),               // 31: hotsplit.v1.JoinResponse
+	(*RemoveRequest)(nil),              // 32: hotsplit.v1.RemoveRequest
+	(*RemoveResponse)(nil),             // 33: hotsplit.v1.RemoveResponse
+	(*MembersRequest)(nil),             // 34: hotsplit.v1.MembersRequest
+	(*MemberStatus)(nil),               // 35: hotsplit.v1.MemberStatus
+	(*MemberHealth)(nil),               // 36: hotsplit.v1.MemberHealth
+	(*MembersResponse)(nil),            // 37: hotsplit.v1.MembersResponse
+	(*LeaderRequest)(nil),              // 38: hotsplit.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 39: hotsplit.v1.LeaderResponse
+	(*TransferLeadershipRequest)(nil),  // 40: hotsplit.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 41: hotsplit.v1.TransferLeadershipResponse
+	(*AdmitRequest)(nil),               // 42: hotsplit.v1.AdmitRequest
+	(*AdmitResponse)(nil),              // 43: hotsplit.v1.AdmitResponse
+	(*ClockPingRequest)(nil),           // 44: hotsplit.v1.ClockPingRequest
+	(*ClockPingResponse)(nil),          // 45: hotsplit.v1.ClockPingResponse
+	(*StateReport)(nil),                // 46: hotsplit.v1.StateReport
+	(*StateHashRequest)(nil),           // 47: hotsplit.v1.StateHashRequest
+	(*StateHashResponse)(nil),          // 48: hotsplit.v1.StateHashResponse
+	(*CheckStateRequest)(nil),          // 49: hotsplit.v1.CheckStateRequest
+	(*CheckStateResponse)(nil),         // 50: hotsplit.v1.CheckStateResponse
+	(*HealthRequest)(nil),              // 51: hotsplit.v1.HealthRequest
+	(*HealthResponse)(nil),             // 52: hotsplit.v1.HealthResponse
+	(*ProgressRequest)(nil),            // 53: hotsplit.v1.ProgressRequest
+	(*ProgressResponse)(nil),           // 54: hotsplit.v1.ProgressResponse
+	(*VersionRequest)(nil),             // 55: hotsplit.v1.VersionRequest
+	(*VersionResponse)(nil),            // 56: hotsplit.v1.VersionResponse
+	(*SnapshotRequest)(nil),            // 57: hotsplit.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 58: hotsplit.v1.SnapshotResponse
+	(*SnapshotHeader)(nil),             // 59: hotsplit.v1.SnapshotHeader
+	(*SnapshotTrailer)(nil),            // 60: hotsplit.v1.SnapshotTrailer
+	(*RouteDescriptor)(nil),            // 61: hotsplit.v1.RouteDescriptor
+	(*CatalogDelta)(nil),               // 62: hotsplit.v1.CatalogDelta
+	(*AutoSplitSwitch)(nil),            // 63: hotsplit.v1.AutoSplitSwitch
+	(*Config)(nil),                     // 64: hotsplit.v1.Config
+	(*Op)(nil),                         // 65: hotsplit.v1.Op
+	(*TrackedRoute)(nil),               // 66: hotsplit.v1.TrackedRoute
+	(*Decision)(nil),                   // 67: hotsplit.v1.Decision
+	(*ConfigPatch)(nil),                // 68: hotsplit.v1.ConfigPatch
+	(AutoSplitFlag)(0),                 // 69: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 70: hotsplit.v1.Member
+	(*Admission)(nil),                  // 71: hotsplit.v1.Admission
+	(*ReportRequest)(nil),              // 72: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 73: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
 	1,  // 1: hotsplit.v1.ErrorOutcome.outcome:type_name -> hotsplit.v1.Outcome
 	0,  // 2: hotsplit.v1.ListRoutesRequest.consistency:type_name -> hotsplit.v1.Consistency
-	49, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
-	3,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
+	61, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
+	4,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 5: hotsplit.v1.GetRouteRequest.consistency:type_name -> hotsplit.v1.Consistency
-	49, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	3,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
-	49, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
-	49, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
-	50, // 10: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
-	14, // 11: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
-	49, // 12: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
+	61, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	4,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
+	61, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
+	61, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
+	62, // 10: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
+	15, // 11: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
+	61, // 12: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
 	0,  // 13: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
-	51, // 14: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	52, // 15: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
-	53, // 16: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
-	54, // 17: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
-	54, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
-	55, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
-	3,  // 20: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	53, // 21: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
-	51, // 22: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	63, // 14: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	64, // 15: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
+	65, // 16: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
+	66, // 17: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
+	66, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
+	67, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
+	4,  // 20: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
+	65, // 21: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
+	63, // 22: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
 	0,  // 23: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	49, // 24: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	54, // 25: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	55, // 26: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	53, // 27: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
-	3,  // 28: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
+	61, // 24: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	66, // 25: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	67, // 26: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	65, // 27: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	4,  // 28: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 29: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	52, // 30: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
-	3,  // 31: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	56, // 32: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	52, // 33: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	53, // 34: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	57, // 35: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	58, // 36: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	64, // 30: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	4,  // 31: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
+	68, // 32: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	64, // 33: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	65, // 34: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	69, // 35: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	70, // 36: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
 	0,  // 37: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	58, // 38: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
-	34, // 39: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
-	3,  // 40: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	59, // 41: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
-	59, // 42: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
-	2,  // 43: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
-	44, // 44: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
-	44, // 45: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
-	6,  // 46: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	8,  // 47: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	10, // 48: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	12, // 49: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	15, // 50: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	60, // 51: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	17, // 52: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	19, // 53: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	21, // 54: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	23, // 55: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	25, // 56: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	27, // 57: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	29, // 58: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	31, // 59: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	33, // 60: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	36, // 61: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	38, // 62: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	40, // 63: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
-	42, // 64: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
-	45, // 65: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
-	47, // 66: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
-	7,  // 67: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	9,  // 68: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	11, // 69: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	13, // 70: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	16, // 71: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	61, // 72: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	18, // 73: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	20, // 74: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	22, // 75: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	24, // 76: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	26, // 77: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	28, // 78: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	30, // 79: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	32, // 80: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	35, // 81: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	37, // 82: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	39, // 83: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	41, // 84: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
-	43, // 85: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
-	46, // 86: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
-	48, // 87: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
-	67, // [67:88] is the sub-list for method output_type
-	46, // [46:67] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	70, // 38: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	36, // 39: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
+	35, // 40: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
+	4,  // 41: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
+	71, // 42: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	71, // 43: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	2,  // 44: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
+	46, // 45: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
+	46, // 46: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
+	3,  // 47: hotsplit.v1.HealthResponse.status:type_name -> hotsplit.v1.HealthStatus
+	35, // 48: hotsplit.v1.HealthResponse.members:type_name -> hotsplit.v1.MemberStatus
+	59, // 49: hotsplit.v1.SnapshotResponse.header:type_name -> hotsplit.v1.SnapshotHeader
+	60, // 50: hotsplit.v1.SnapshotResponse.trailer:type_name -> hotsplit.v1.SnapshotTrailer
+	7,  // 51: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	9,  // 52: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	11, // 53: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	13, // 54: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	16, // 55: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	72, // 56: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	18, // 57: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	20, // 58: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	22, // 59: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	24, // 60: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	26, // 61: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	28, // 62: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	30, // 63: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	32, // 64: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	34, // 65: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	38, // 66: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	40, // 67: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	42, // 68: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
+	44, // 69: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
+	47, // 70: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
+	49, // 71: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
+	51, // 72: hotsplit.v1.Cluster.Health:input_type -> hotsplit.v1.HealthRequest
+	53, // 73: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
+	55, // 74: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
+	57, // 75: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
+	8,  // 76: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	10, // 77: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	12, // 78: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	14, // 79: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	17, // 80: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	73, // 81: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	19, // 82: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	21, // 83: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	23, // 84: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	25, // 85: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	27, // 86: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	29, // 87: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	31, // 88: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	33, // 89: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	37, // 90: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	39, // 91: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	41, // 92: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	43, // 93: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	45, // 94: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
+	48, // 95: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
+	50, // 96: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
+	52, // 97: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
+	54, // 98: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
+	56, // 99: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
+	58, // 100: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
+	76, // [76:101] is the sub-list for method output_type
+	51, // [51:76] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }
@@ -3355,13 +4476,18 @@ func file_hotsplitv1_service_proto_init() {
 		(*WatchRoutesResponse_Delta)(nil),
 		(*WatchRoutesResponse_SnapshotPage)(nil),
 	}
+	file_hotsplitv1_service_proto_msgTypes[54].OneofWrappers = []any{
+		(*SnapshotResponse_Header)(nil),
+		(*SnapshotResponse_Chunk)(nil),
+		(*SnapshotResponse_Trailer)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_service_proto_rawDesc), len(file_hotsplitv1_service_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   46,
+			NumEnums:      4,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

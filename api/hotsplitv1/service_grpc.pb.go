@@ -680,6 +680,10 @@ const (
 	Cluster_ClockPing_FullMethodName          = "/hotsplit.v1.Cluster/ClockPing"
 	Cluster_StateHash_FullMethodName          = "/hotsplit.v1.Cluster/StateHash"
 	Cluster_CheckState_FullMethodName         = "/hotsplit.v1.Cluster/CheckState"
+	Cluster_Health_FullMethodName             = "/hotsplit.v1.Cluster/Health"
+	Cluster_Progress_FullMethodName           = "/hotsplit.v1.Cluster/Progress"
+	Cluster_Version_FullMethodName            = "/hotsplit.v1.Cluster/Version"
+	Cluster_Snapshot_FullMethodName           = "/hotsplit.v1.Cluster/Snapshot"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -707,6 +711,19 @@ type ClusterClient interface {
 	// check`). It writes a log entry and makes a diverged node stop, so it is
 	// not a read. Needs cluster version 2.
 	CheckState(ctx context.Context, in *CheckStateRequest, opts ...grpc.CallOption) (*CheckStateResponse, error)
+	// Health is the answering node's own view of every member and of quorum
+	// (reader). It needs no leader: it is how an operator sees that there is
+	// none.
+	Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error)
+	// Progress is a member's own raft state, applied index and build, asked
+	// by its peers' health probes (node role).
+	Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (*ProgressResponse, error)
+	// Version is the answering node's build and versions (reader).
+	Version(ctx context.Context, in *VersionRequest, opts ...grpc.CallOption) (*VersionResponse, error)
+	// Snapshot streams a consistent snapshot of the replicated state from the
+	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
+	// trailer with its SHA-256.
+	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
 }
 
 type clusterClient struct {
@@ -807,6 +824,55 @@ func (c *clusterClient) CheckState(ctx context.Context, in *CheckStateRequest, o
 	return out, nil
 }
 
+func (c *clusterClient) Health(ctx context.Context, in *HealthRequest, opts ...grpc.CallOption) (*HealthResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HealthResponse)
+	err := c.cc.Invoke(ctx, Cluster_Health_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Progress(ctx context.Context, in *ProgressRequest, opts ...grpc.CallOption) (*ProgressResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ProgressResponse)
+	err := c.cc.Invoke(ctx, Cluster_Progress_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Version(ctx context.Context, in *VersionRequest, opts ...grpc.CallOption) (*VersionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VersionResponse)
+	err := c.cc.Invoke(ctx, Cluster_Version_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_Snapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SnapshotRequest, SnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotClient = grpc.ServerStreamingClient[SnapshotResponse]
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -832,6 +898,19 @@ type ClusterServer interface {
 	// check`). It writes a log entry and makes a diverged node stop, so it is
 	// not a read. Needs cluster version 2.
 	CheckState(context.Context, *CheckStateRequest) (*CheckStateResponse, error)
+	// Health is the answering node's own view of every member and of quorum
+	// (reader). It needs no leader: it is how an operator sees that there is
+	// none.
+	Health(context.Context, *HealthRequest) (*HealthResponse, error)
+	// Progress is a member's own raft state, applied index and build, asked
+	// by its peers' health probes (node role).
+	Progress(context.Context, *ProgressRequest) (*ProgressResponse, error)
+	// Version is the answering node's build and versions (reader).
+	Version(context.Context, *VersionRequest) (*VersionResponse, error)
+	// Snapshot streams a consistent snapshot of the replicated state from the
+	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
+	// trailer with its SHA-256.
+	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -868,6 +947,18 @@ func (UnimplementedClusterServer) StateHash(context.Context, *StateHashRequest) 
 }
 func (UnimplementedClusterServer) CheckState(context.Context, *CheckStateRequest) (*CheckStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CheckState not implemented")
+}
+func (UnimplementedClusterServer) Health(context.Context, *HealthRequest) (*HealthResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Health not implemented")
+}
+func (UnimplementedClusterServer) Progress(context.Context, *ProgressRequest) (*ProgressResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Progress not implemented")
+}
+func (UnimplementedClusterServer) Version(context.Context, *VersionRequest) (*VersionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Version not implemented")
+}
+func (UnimplementedClusterServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method Snapshot not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1052,6 +1143,71 @@ func _Cluster_CheckState_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Health_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HealthRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Health(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Health_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Health(ctx, req.(*HealthRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Progress_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProgressRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Progress(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Progress_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Progress(ctx, req.(*ProgressRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Version_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VersionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Version(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Version_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Version(ctx, req.(*VersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Snapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).Snapshot(m, &grpc.GenericServerStream[SnapshotRequest, SnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_SnapshotServer = grpc.ServerStreamingServer[SnapshotResponse]
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1095,7 +1251,25 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "CheckState",
 			Handler:    _Cluster_CheckState_Handler,
 		},
+		{
+			MethodName: "Health",
+			Handler:    _Cluster_Health_Handler,
+		},
+		{
+			MethodName: "Progress",
+			Handler:    _Cluster_Progress_Handler,
+		},
+		{
+			MethodName: "Version",
+			Handler:    _Cluster_Version_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Snapshot",
+			Handler:       _Cluster_Snapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "hotsplitv1/service.proto",
 }

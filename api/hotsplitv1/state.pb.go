@@ -1710,9 +1710,13 @@ type StateSnapshot struct {
 	NextRequestSeq      uint64                 `protobuf:"varint,18,opt,name=next_request_seq,json=nextRequestSeq,proto3" json:"next_request_seq,omitempty"`
 	FenceViolations     uint64                 `protobuf:"varint,19,opt,name=fence_violations,json=fenceViolations,proto3" json:"fence_violations,omitempty"`
 	// Admitted nodes that have not joined yet, sorted by node id (version 2).
-	Admissions    []*Admission `protobuf:"bytes,20,rep,name=admissions,proto3" json:"admissions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Admissions []*Admission `protobuf:"bytes,20,rep,name=admissions,proto3" json:"admissions,omitempty"`
+	// The ids this cluster had before it was restored from a backup or
+	// recovered with --forceNewCluster, oldest first (version 2; written
+	// only by the seeding of such a cluster).
+	PreviousClusterIds []string `protobuf:"bytes,50,rep,name=previous_cluster_ids,json=previousClusterIds,proto3" json:"previous_cluster_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StateSnapshot) Reset() {
@@ -1885,6 +1889,13 @@ func (x *StateSnapshot) GetAdmissions() []*Admission {
 	return nil
 }
 
+func (x *StateSnapshot) GetPreviousClusterIds() []string {
+	if x != nil {
+		return x.PreviousClusterIds
+	}
+	return nil
+}
+
 var File_hotsplitv1_state_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_state_proto_rawDesc = "" +
@@ -2008,7 +2019,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xfd\x06\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xaf\a\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2035,7 +2046,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x10fence_violations\x18\x13 \x01(\x04R\x0ffenceViolations\x126\n" +
 	"\n" +
 	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
-	"admissions*k\n" +
+	"admissions\x120\n" +
+	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds*k\n" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +

@@ -17,7 +17,8 @@ func (a *app) clusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Show and change cluster membership and leadership",
-		Example: `  hotsplitctl cluster members
+		Example: `  hotsplitctl cluster health
+  hotsplitctl cluster members
   hotsplitctl cluster add n4 --raft-addr 10.0.0.4:7000
   hotsplitctl cluster leader
   hotsplitctl cluster transfer --to n2
@@ -25,14 +26,20 @@ func (a *app) clusterCmd() *cobra.Command {
 		Args: groupArgs,
 		RunE: groupRun,
 	}
-	cmd.AddCommand(a.membersCmd(), a.leaderCmd(), a.addCmd(), a.joinCmd(), a.removeCmd(), a.transferCmd(), a.checkCmd())
+	cmd.AddCommand(a.healthCmd(), a.membersCmd(), a.leaderCmd(), a.addCmd(), a.joinCmd(), a.removeCmd(), a.transferCmd(), a.checkCmd())
 	return cmd
 }
 
 func (a *app) membersCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "members",
-		Short: "List the members with their addresses, raft suffrage and the leader",
+		Short: "List the members: addresses, suffrage, leader, and each one's health",
+		Long: `List the members with their addresses, raft suffrage and the leader, and
+each member's health as the answering node sees it (the leader, unless
+--consistency stale): its own raft state, whether it is reachable, when it
+was last heard from, its applied index and how far that trails the leader's
+commit index, and its build. Without a quorum the leader cannot answer: use
+'cluster health', which any node answers.`,
 		Example: `  hotsplitctl cluster members
   hotsplitctl cluster members --consistency stale -o json`,
 		Args: exactArgs(),
@@ -48,17 +55,19 @@ func (a *app) membersCmd() *cobra.Command {
 			if a.json() {
 				return writeJSON(a.out, resp)
 			}
-			t := newTable(a.out, "NODE", "GRPC ADDR", "RAFT ADDR", "SUFFRAGE", "LEADER", "VERSION")
+			t := newTable(a.out, "NODE", "GRPC ADDR", "RAFT ADDR", "SUFFRAGE", "LEADER", "STATE", "REACHABLE", "LAST CONTACT", "APPLIED", "LAG", "CLUSTER VERSION", "BUILD")
 			for _, m := range resp.GetMembers() {
 				leader := ""
 				if m.GetLeader() {
 					leader = "*"
 				}
+				h := m.GetHealth()
 				t.row(m.GetMember().GetNodeId(), orDash(m.GetMember().GetGrpcAddr()), orDash(m.GetMember().GetRaftAddr()),
-					orDash(m.GetSuffrage()), leader, strconv.FormatUint(uint64(m.GetMember().GetSupportedVersion()), 10))
+					orDash(m.GetSuffrage()), leader, orDash(h.GetRaftState()), reachable(h), lastContact(h),
+					formatUint(h.GetAppliedIndex()), lagOf(h), strconv.FormatUint(uint64(m.GetMember().GetSupportedVersion()), 10), orDash(buildOf(h.GetVersion())))
 			}
 			for _, adm := range resp.GetAdmissions() {
-				t.row(adm.GetNodeId(), "-", adm.GetRaftAddr(), "admitted", "", "-")
+				t.row(adm.GetNodeId(), "-", adm.GetRaftAddr(), "admitted", "", "-", "-", "-", "-", "-", "-", "-")
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -73,7 +82,7 @@ func (a *app) leaderCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "leader",
 		Short:   "Show which member the answering node believes is the leader",
-		Example: `  hotsplitctl cluster leader --endpoints 127.0.0.1:7002`,
+		Example: `  hotsplitctl cluster leader --endpoints 127.0.0.1:7011`,
 		Args:    exactArgs(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := a.client(cmd)
@@ -91,7 +100,13 @@ func (a *app) leaderCmd() *cobra.Command {
 				_, err = fmt.Fprintf(a.out, "no leader known (term %d)\n", resp.GetTerm())
 				return err
 			}
-			_, err = fmt.Fprintf(a.out, "leader %s at %s (term %d)\n", resp.GetLeaderId(), orDash(resp.GetLeaderGrpcAddr()), resp.GetTerm())
+			note := ""
+			if resp.GetLeaderUnreachable() {
+				// A follower names its last leader until its election
+				// timeout passes: say it is not heard from.
+				note = fmt.Sprintf("; unreachable, last heard from %s ago: an election is due", formatMs(resp.GetLeaderLastContactMs()))
+			}
+			_, err = fmt.Fprintf(a.out, "leader %s at %s (term %d%s)\n", resp.GetLeaderId(), orDash(resp.GetLeaderGrpcAddr()), resp.GetTerm(), note)
 			return err
 		},
 	}
@@ -193,8 +208,12 @@ whose data dir belongs to another cluster (--cluster-id).`,
 
 func (a *app) removeCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "remove NODE_ID",
-		Short:   "Remove a member from the cluster",
+		Use:   "remove NODE_ID",
+		Short: "Remove a member from the cluster",
+		Long: `Remove a member from the raft configuration and the member table. Removing
+the leader first hands leadership to another voter, then removes the old
+leader through the new one. The removed node logs one line and exits; its
+data dir cannot rejoin (wipe it and join under a new id).`,
 		Example: `  hotsplitctl cluster remove n4`,
 		Args:    exactArgs("NODE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -208,6 +227,10 @@ func (a *app) removeCmd() *cobra.Command {
 			}
 			if a.json() {
 				return writeJSON(a.out, resp)
+			}
+			if to := resp.GetLeadershipTransferredTo(); to != "" {
+				_, err = fmt.Fprintf(a.out, "removed %s (it led: leadership moved to %s first)\n", args[0], to)
+				return err
 			}
 			_, err = fmt.Fprintf(a.out, "removed %s\n", args[0])
 			return err

@@ -18,6 +18,8 @@ const (
 	exitRefused     = 1 // the cluster answered no: validation, precondition, not found
 	exitUsage       = 2 // the command line is wrong; nothing was sent
 	exitUnavailable = 3 // no answer, or a mutation whose outcome is unknown
+	exitDegraded    = 4 // cluster health: quorum holds, a member is not healthy
+	exitNoQuorum    = 5 // cluster health: no quorum or no leader
 )
 
 // usageError is a command line the CLI refuses before contacting anyone.
@@ -129,6 +131,9 @@ func describeCause(err error) string {
 // exitCode maps an error to the documented exit codes.
 func exitCode(err error) int {
 	var ue *usageError
+	if code, ok := healthExit(err); ok {
+		return code
+	}
 	switch {
 	case err == nil:
 		return exitOK

@@ -14,6 +14,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/version"
 )
 
 const defaultEndpoint = "127.0.0.1:7001"
@@ -78,14 +79,23 @@ Exit codes: 0 success; 1 the cluster refused the request (validation or a
 failed precondition; nothing was applied); 2 usage error (nothing was sent);
 3 the cluster was unavailable, or a mutation's outcome is unknown (it may have
 been applied: the error prints its request id; re-run with --request-id ID to
-learn the result).
+learn the result); 4 'cluster health' found the cluster degraded; 5 'cluster
+health' found no quorum.
+
+Each request is retried on another member, or after a short pause, until
+--timeout when it failed for want of a leader (a failover in progress) or
+was not applied; every attempt is bounded (1 s) so a paused or partitioned
+leader is given up quickly. Refusals (permission, validation) are never
+retried.
 
 Connections are TLS 1.3: --cacert names the cluster's CA, and you prove who
 you are with a client certificate (--cert/--key: CN = your name, O = your
 roles) or a bearer token (--token). --insecure talks plaintext to a cluster
 started with --insecure. 'hotsplitctl certs' makes the certificates.`,
-		Example: `  hotsplitctl --endpoints 127.0.0.1:7001,127.0.0.1:7002 routes list
-  HOTSPLIT_ENDPOINTS=127.0.0.1:7001 hotsplitctl autosplit status -o json`,
+		Example: `  hotsplitctl --endpoints 127.0.0.1:7001,127.0.0.1:7011,127.0.0.1:7021 routes list
+  HOTSPLIT_ENDPOINTS=127.0.0.1:7001 hotsplitctl autosplit status -o json
+  hotsplitctl cluster health`,
+		Version:           version.String(),
 		Args:              groupArgs,
 		RunE:              groupRun,
 		PersistentPreRunE: a.checkGlobalFlags,
@@ -93,7 +103,8 @@ started with --insecure. 'hotsplitctl certs' makes the certificates.`,
 		SilenceUsage:      true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageErr(c, err) })
-	root.CompletionOptions.DisableDefaultCmd = true
+	root.CompletionOptions.DisableDefaultCmd = true // ours says which shells it supports
+	root.SetVersionTemplate("hotsplitctl {{.Version}}\n")
 
 	endpoints := a.env.getenv("HOTSPLIT_ENDPOINTS")
 	if endpoints == "" {
@@ -112,7 +123,7 @@ started with --insecure. 'hotsplitctl certs' makes the certificates.`,
 	pf.StringVar(&a.token, "token", a.env.getenv("HOTSPLIT_TOKEN"), "a bearer token instead of a client certificate ($HOTSPLIT_TOKEN)")
 	pf.BoolVar(&a.insecure, "insecure", false, "plaintext, for a cluster started with --insecure (no TLS: anyone on the path can read and change the traffic)")
 
-	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.simCmd(), a.certsCmd())
+	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.snapshotCmd(), a.simCmd(), a.certsCmd(), a.versionCmd(), a.completionCmd())
 	return root
 }
 
@@ -176,6 +187,7 @@ func (a *app) client(cmd *cobra.Command) (*client.Client, error) {
 	cl, err := client.New(client.Config{
 		Endpoints:      eps,
 		DialTimeout:    min(a.timeout, client.DefaultDialTimeout),
+		AttemptTimeout: min(a.timeout, client.DefaultAttemptTimeout),
 		RequestTimeout: a.timeout,
 		// Scaled to the time budget so that a short --timeout still leaves
 		// room for every retry.

@@ -34,6 +34,17 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 	if err != nil {
 		return err
 	}
+	// The nodes log to a file; the terminal keeps the demo's narrative.
+	logPath := o.devLog
+	if logPath == "" {
+		logPath = filepath.Join(os.TempDir(), "hotsplit-dev.log")
+	}
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fmt.Errorf("dev log: %w", err)
+	}
+	defer logFile.Close()
+	o.node.Logger = node.NewLogger(logFile, o.logLevel, o.logJSON)
 	listeners, err := devListeners(o.devPorts)
 	if err != nil {
 		return err
@@ -52,7 +63,6 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 		cfg.DataDir = filepath.Join(dir, cfg.ID)
 		cfg.RaftAddr, cfg.GRPCAddr, cfg.HTTPAddr = "", "", ""
 		cfg.RaftListener, cfg.GRPCListener, cfg.HTTPListener = listeners[3*i], listeners[3*i+1], listeners[3*i+2]
-		cfg.Logger = o.node.Logger.With("node", cfg.ID)
 		cfg.TLS = &node.TLSFiles{CertFile: certs.file("node-" + cfg.ID + ".crt"), KeyFile: certs.file("node-" + cfg.ID + ".key"), CAFile: certs.file("ca.crt"), ReloadInterval: o.tls.ReloadInterval}
 		devTiming(&cfg)
 		if i == 0 {
@@ -80,7 +90,7 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 	fmt.Fprintf(out, "metrics: curl --cacert %s --cert %s --key %s https://%s/metrics (and the other nodes at %s)\n", certs.file("ca.crt"), admin[0], admin[1], https[0], strings.Join(https[1:], ", "))
 	fmt.Fprintf(out, "look closer (TLS with the demo's throwaway CA; you are its admin):\n  export HOTSPLIT_ENDPOINTS=%s HOTSPLIT_CACERT=%s HOTSPLIT_CERT=%s HOTSPLIT_KEY=%s\n", ep, certs.file("ca.crt"), admin[0], admin[1])
 	fmt.Fprintf(out, "  go run ./cmd/hotsplitctl routes list\n  go run ./cmd/hotsplitctl autosplit status\n  go run ./cmd/hotsplitctl autosplit explain ROUTE_ID\n  go run ./cmd/hotsplitctl routes watch\n")
-	fmt.Fprintf(out, "data and certificates: %s   (Ctrl-C stops the demo)\n", dir)
+	fmt.Fprintf(out, "data and certificates: %s   node logs: %s   (Ctrl-C stops the demo)\n", dir, logPath)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	go printEvents(loadCtx, nodes[0], out)

@@ -22,7 +22,10 @@ type options struct {
 	node        node.Config
 	logLevel    slog.Level
 	logJSON     bool
+	version     bool
+	inspect     string
 	dev         bool
+	devLog      string
 	devPorts    int
 	devDir      string
 	devWorkload string
@@ -108,6 +111,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Float64Var(&lim.Rate.TimestampsPerSecond, "rateLimitTimestamps", rate.TimestampsPerSecond, "GetTimestamp calls per second per identity on the node a call enters (0: no limit)")
 	fs.Float64Var(&lim.Rate.MutationsPerSecond, "rateLimitMutations", rate.MutationsPerSecond, "mutating calls per second per identity on the node a call enters (0: no limit; Load.Report is exempt)")
 
+	fs.StringVar(&n.Recovery.RestoreSnapshot, "restoreSnapshot", "", "seed a new single-voter cluster from a backup file (hotsplitctl snapshot save) in an empty --dataDir; it gets a new cluster id (docs/runbook.md)")
+	fs.BoolVar(&n.Recovery.ForceNewCluster, "forceNewCluster", false, "after a lost quorum: turn this node's own data dir into a new single-voter cluster, serving everything in its log; pick the survivor with --inspect (docs/runbook.md)")
+	fs.StringVar(&o.inspect, "inspect", "", "print a stopped node's data dir (last index and term, cluster id, configuration) and exit")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	level := fs.String("logLevel", "info", "debug, info, warn or error")
 	fs.BoolVar(&o.logJSON, "logJSON", false, "log JSON lines instead of text")
 	fs.BoolVar(&o.dev, "dev", false, "run a three-node demo cluster in this process on loopback")
@@ -115,15 +122,21 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.devDir, "devDir", "", "--dev: data directory (default: a temporary one, removed at exit)")
 	fs.StringVar(&o.devWorkload, "devWorkload", demoWorkload, "--dev: simulated load: demo (a hot key, then a shifting hot range), "+strings.Join(sim.WorkloadNames(), ", ")+", or none")
 	fs.IntVar(&o.devRate, "devRate", 5000, "--dev: simulated operations per second")
+	fs.StringVar(&o.devLog, "devLog", "", "--dev: file for the nodes' logs (default: nodes.log in the data directory); the terminal keeps the demo's narrative")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: hotsplitd [flags]\n\nRun one hotsplit node, or --dev for a demo cluster.\n\nExamples:\n"+
 			"  hotsplitd --dev\n"+
 			"  hotsplitd --id n1 --dataDir /var/lib/hotsplit --bootstrap --autoSplit --tlsCert n1.crt --tlsKey n1.key --tlsCA ca.crt\n"+
-			"  hotsplitd --id n2 --dataDir /var/lib/hotsplit --raftAddr 10.0.0.2:7000 --grpcAddr 10.0.0.2:7001 --join 10.0.0.1:7001 --tlsCert n2.crt --tlsKey n2.key --tlsCA ca.crt\n\nFlags:\n")
+			"  hotsplitd --id n2 --dataDir /var/lib/hotsplit --raftAddr 10.0.0.2:7000 --grpcAddr 10.0.0.2:7001 --join 10.0.0.1:7001 --tlsCert n2.crt --tlsKey n2.key --tlsCA ca.crt\n"+
+			"  hotsplitd --id n1 --dataDir /var/lib/hotsplit-new --restoreSnapshot backup.hsnap --tlsCert n1.crt --tlsKey n1.key --tlsCA ca.crt\n"+
+			"  hotsplitd --inspect /var/lib/hotsplit\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.version || o.inspect != "" {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		err := fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -148,7 +161,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		v := o.autoSplit.value
 		n.AutoSplit = &v
 	}
-	n.Logger = newLogger(os.Stderr, o.logLevel, o.logJSON)
+	n.Logger = node.NewLogger(os.Stderr, o.logLevel, o.logJSON)
 	check := requireNodeFlags
 	if o.dev {
 		check = checkDevFlags
@@ -232,14 +245,6 @@ func parseKeys(s string) ([][]byte, error) {
 		out = append(out, []byte(k))
 	}
 	return out, nil
-}
-
-func newLogger(w io.Writer, level slog.Level, json bool) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if json {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // u32 and msDuration register flags that fill api.Config fields.

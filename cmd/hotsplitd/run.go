@@ -11,26 +11,33 @@ import (
 )
 
 // runNode runs one node until ctx ends (SIGINT/SIGTERM), then stops it
-// gracefully: a leader hands leadership over first.
+// gracefully: a leader hands leadership over first. A node that learns it
+// was removed from the cluster has said so in one line; it stops quietly
+// and exits 0. SIGHUP re-reads the TLS files.
 func runNode(ctx context.Context, o *options, hup <-chan os.Signal) error {
 	n, err := node.Start(o.node)
 	if err != nil {
 		return err
 	}
+	removed := false
 	for waiting := true; waiting; {
 		select {
 		case <-ctx.Done():
 			waiting = false
 		case <-n.Halted():
 			waiting = false
+		case <-n.Removed():
+			removed, waiting = true, false
 		case <-hup:
 			reloadTLS(o.node.Logger, n)
 		}
 	}
-	o.node.Logger.Info("stopping")
+	if !removed {
+		o.node.Logger.Info("stopping")
+	}
 	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := n.Close(cctx); err != nil {
+	if err := n.Close(cctx); err != nil && !removed {
 		return fmt.Errorf("stop: %w", err)
 	}
 	return nil

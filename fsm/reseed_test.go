@@ -1,0 +1,108 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+func TestReseed(t *testing.T) {
+	h := bootstrappedAt(t, Version1, nil, nil)
+	h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", GrpcAddr: "a:1", RaftAddr: "a:2", SupportedVersion: 1}}}})
+	h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n2", GrpcAddr: "b:1", RaftAddr: "b:2", SupportedVersion: 2}}}})
+	wantCode(t, h.run(split(1, "m")), api.ResultCode_RESULT_CODE_OK)
+	st := h.state()
+	self := &api.Member{NodeId: "r1", GrpcAddr: "c:1", RaftAddr: "c:2", SupportedVersion: SupportedVersion}
+	p, err := Reseed(st, "c2", self, st.CeilingMs()+5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.GetClusterId() != "c2" || !slices.Equal(p.GetPreviousClusterIds(), []string{"c1"}) {
+		t.Errorf("cluster id %q, previous %q", p.GetClusterId(), p.GetPreviousClusterIds())
+	}
+	if len(p.GetMembers()) != 1 || !proto.Equal(p.GetMembers()[0], self) || len(p.GetAdmissions()) != 0 {
+		t.Errorf("members %v admissions %v, want only the seeding node", p.GetMembers(), p.GetAdmissions())
+	}
+	if p.GetClusterVersion() != Version2 {
+		t.Errorf("cluster version %d: the old v1 member is gone, the seed supports %d", p.GetClusterVersion(), Version2)
+	}
+	if p.GetCeilingMs() != st.CeilingMs()+5000 {
+		t.Errorf("ceiling %d, want the HLC start %d", p.GetCeilingMs(), st.CeilingMs()+5000)
+	}
+	// Everything else is the backup's.
+	strip := func(q *api.StateSnapshot) *api.StateSnapshot {
+		q = proto.CloneOf(q)
+		q.ClusterId, q.PreviousClusterIds, q.Members, q.Admissions, q.ClusterVersion, q.CeilingMs = "", nil, nil, nil, 0, 0
+		return q
+	}
+	if !proto.Equal(strip(st.Proto()), strip(p)) {
+		t.Errorf("reseed changed more than identity, members and clock")
+	}
+	// The seeded state restores (every invariant), and a second reseed
+	// records both old ids.
+	var buf bytes.Buffer
+	if err := WriteSnapshot(&buf, st.Index(), p); err != nil {
+		t.Fatal(err)
+	}
+	restored, err := ReadState(&buf)
+	if err != nil {
+		t.Fatalf("seeded state does not restore: %v", err)
+	}
+	if restored.ClusterID() != "c2" || !slices.Equal(restored.PreviousClusterIDs(), []string{"c1"}) {
+		t.Fatalf("restored %q previous %q", restored.ClusterID(), restored.PreviousClusterIDs())
+	}
+	again, err := Reseed(restored, "c3", self, 0)
+	if err != nil || !slices.Equal(again.GetPreviousClusterIds(), []string{"c1", "c2"}) || again.GetCeilingMs() != p.GetCeilingMs() {
+		t.Fatalf("second reseed: %v previous %q ceiling %d", err, again.GetPreviousClusterIds(), again.GetCeilingMs())
+	}
+}
+
+func TestReseedRefuses(t *testing.T) {
+	h := bootstrappedAt(t, Version2, nil, nil)
+	self := &api.Member{NodeId: "r1", SupportedVersion: SupportedVersion}
+	for _, c := range []struct {
+		name string
+		st   *State
+		id   string
+		self *api.Member
+	}{
+		{"not bootstrapped", newHarness(t, Options{}).state(), "c2", self},
+		{"the same id", h.state(), "c1", self},
+		{"no new id", h.state(), "", self},
+		{"a v1 seed cannot record the old id", h.state(), "c2", &api.Member{NodeId: "r1", SupportedVersion: 1}},
+	} {
+		if _, err := Reseed(c.st, c.id, c.self, 0); !errors.Is(err, ErrReseed) {
+			t.Errorf("%s: err %v, want ErrReseed", c.name, err)
+		}
+	}
+}
+
+// previous_cluster_ids is checked on restore: version 2 only, distinct,
+// never the current id.
+func TestPreviousClusterIDsChecked(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		version uint32
+		ids     []string
+		want    string
+	}{
+		{"below version 2", Version1, []string{"c0"}, "cluster version 1"},
+		{"the current id", Version2, []string{"c1"}, "current id"},
+		{"repeated", Version2, []string{"c0", "c0"}, "repeated"},
+		{"empty", Version2, []string{""}, "empty"},
+	} {
+		h := bootstrappedAt(t, c.version, nil, nil)
+		p := h.state().Proto()
+		p.PreviousClusterIds = c.ids
+		_, err := stateFromProto(p, h.f.limits())
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err %v, want %q", c.name, err, c.want)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package node
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+func TestDecideHealth(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	voter := func(id string) raft.Server { return raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(id)} }
+	nonvoter := func(id string) raft.Server { return raft.Server{Suffrage: raft.Nonvoter, ID: raft.ServerID(id)} }
+	member := func(id string) *api.Member { return &api.Member{NodeId: id, SupportedVersion: 2} }
+	ok := func(applied uint64, ago time.Duration) peerState {
+		return peerState{lastOK: now.Add(-ago), resp: &api.ProgressResponse{RaftState: "follower", AppliedIndex: applied, CommitIndex: applied}}
+	}
+	leaderOK := func(commit uint64) peerState {
+		return peerState{lastOK: now.Add(-100 * time.Millisecond), resp: &api.ProgressResponse{RaftState: "leader", AppliedIndex: commit, CommitIndex: commit}}
+	}
+	refused := peerState{lastOK: now.Add(-2 * time.Second), lastErr: errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), lastErrAt: now.Add(-100 * time.Millisecond),
+		resp: &api.ProgressResponse{RaftState: "follower", AppliedIndex: 90}}
+	base := func() healthInputs {
+		return healthInputs{self: "n1", clusterID: "c", now: now, leader: "n1", selfState: "leader", term: 3, selfApplied: 100, selfCommit: 100,
+			servers: []raft.Server{voter("n1"), voter("n2"), voter("n3")}, members: []*api.Member{member("n1"), member("n2"), member("n3")},
+			peers: map[string]peerState{"n2": ok(100, 200*time.Millisecond), "n3": ok(99, 300*time.Millisecond)}}
+	}
+	tests := []struct {
+		name      string
+		tweak     func(*healthInputs)
+		status    api.HealthStatus
+		reachable uint32
+		reasons   map[string]string // node -> substring of its reason ("" = healthy)
+		cluster   string            // substring of a cluster-level reason
+	}{
+		{name: "all reachable and caught up", status: api.HealthStatus_HEALTH_STATUS_HEALTHY, reachable: 3,
+			reasons: map[string]string{"n1": "", "n2": "", "n3": ""}},
+		{name: "a killed voter: degraded, quorum at risk", tweak: func(in *healthInputs) { in.peers["n3"] = refused },
+			status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2,
+			reasons: map[string]string{"n3": "unreachable: dial tcp 127.0.0.1:1: connect: connection refused", "n2": ""}, cluster: "quorum at risk"},
+		{name: "a paused voter goes stale without a failed probe", tweak: func(in *healthInputs) { in.peers["n3"] = ok(99, 2*time.Second) },
+			status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2, reasons: map[string]string{"n3": "no answer for 2s"}},
+		{name: "two voters down: no quorum", tweak: func(in *healthInputs) { in.peers["n2"], in.peers["n3"] = refused, refused },
+			status: api.HealthStatus_HEALTH_STATUS_NO_QUORUM, reachable: 1, cluster: "1 of 3 voters reachable"},
+		{name: "no leader known: no quorum", tweak: func(in *healthInputs) { in.leader, in.selfState = "", "candidate" },
+			status: api.HealthStatus_HEALTH_STATUS_NO_QUORUM, reachable: 3, cluster: "knows no leader"},
+		{name: "a lagging member", tweak: func(in *healthInputs) { in.peers["n2"] = ok(100-maxHealthyLag-1, 100*time.Millisecond) },
+			status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 3, reasons: map[string]string{"n2": "65 entries behind"}},
+		{name: "raft heartbeats failing while gRPC answers", tweak: func(in *healthInputs) {
+			p := ok(100, 100*time.Millisecond)
+			p.hbFailing, p.hbSince = true, now.Add(-time.Second)
+			in.peers["n2"] = p
+		}, status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2, reasons: map[string]string{"n2": "raft heartbeats failing"}},
+		{name: "a non-voter catching up", tweak: func(in *healthInputs) { in.servers[2] = nonvoter("n3") },
+			status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2, reasons: map[string]string{"n3": "non-voter"}},
+		{name: "a member record without a raft server", tweak: func(in *healthInputs) { in.servers = in.servers[:2] },
+			status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2, reasons: map[string]string{"n3": "not in the raft configuration"}},
+		{name: "a raft server without a member record", tweak: func(in *healthInputs) { in.members = in.members[:2] },
+			status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 3, reasons: map[string]string{"n3": "without a member record"}},
+		{name: "a follower's view: lag against the leader's commit index", tweak: func(in *healthInputs) {
+			in.self, in.selfState, in.selfApplied, in.selfCommit = "n2", "follower", 100, 100
+			in.peers = map[string]peerState{"n1": leaderOK(300), "n3": ok(300, 100*time.Millisecond)}
+		}, status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 3, reasons: map[string]string{"n2": "200 entries behind", "n1": "", "n3": ""}},
+		{name: "a member that shut its raft down cannot vote", tweak: func(in *healthInputs) {
+			p := ok(100, 100*time.Millisecond)
+			p.resp.RaftState = "shutdown"
+			in.peers["n3"] = p
+		}, status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2, reasons: map[string]string{"n3": "raft shut down"}},
+		{name: "a single voter is healthy, not at risk", tweak: func(in *healthInputs) {
+			in.servers, in.members, in.peers = in.servers[:1], in.members[:1], nil
+		}, status: api.HealthStatus_HEALTH_STATUS_HEALTHY, reachable: 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := base()
+			if tc.tweak != nil {
+				tc.tweak(&in)
+			}
+			got := decideHealth(in)
+			if got.GetStatus() != tc.status || got.GetVotersReachable() != tc.reachable {
+				t.Fatalf("status %v with %d reachable, want %v with %d: %v", got.GetStatus(), got.GetVotersReachable(), tc.status, tc.reachable, got)
+			}
+			for id, want := range tc.reasons {
+				var reason string
+				found := false
+				for _, m := range got.GetMembers() {
+					if m.GetMember().GetNodeId() == id {
+						reason, found = m.GetHealth().GetReason(), true
+					}
+				}
+				if !found || (want == "") != (reason == "") || !strings.Contains(reason, want) {
+					t.Errorf("%s: reason %q, want %q", id, reason, want)
+				}
+			}
+			if tc.cluster != "" && !strings.Contains(strings.Join(got.GetReasons(), "; "), tc.cluster) {
+				t.Errorf("cluster reasons %q lack %q", got.GetReasons(), tc.cluster)
+			}
+			if tc.cluster == "" && tc.status == api.HealthStatus_HEALTH_STATUS_HEALTHY && len(got.GetReasons()) > 0 {
+				t.Errorf("healthy with reasons %q", got.GetReasons())
+			}
+		})
+	}
+}
+
+// A probe answer from the leader whose committed configuration lacks this
+// node removes it; answers that prove nothing (a follower's, an older
+// term's, a configuration still unknown, one that lists us) do not.
+func TestCheckRemoved(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	n := c.node("n1")
+	term := n.Raft().CurrentTerm()
+	leaderAnswer := func(f func(*api.ProgressResponse)) *api.ProgressResponse {
+		r := &api.ProgressResponse{RaftState: "leader", Term: term, ConfigurationIndex: 9, Configuration: []string{"n2", "n3"}}
+		if f != nil {
+			f(r)
+		}
+		return r
+	}
+	var fired []string
+	h := newHealthMonitor("n1", n.Raft(), n.FSM(), nil, quietLogger(), func(reason string) { fired = append(fired, reason) })
+	for _, r := range []*api.ProgressResponse{
+		leaderAnswer(func(r *api.ProgressResponse) { r.RaftState = "follower" }),
+		leaderAnswer(func(r *api.ProgressResponse) { r.Term = term - 1 }),
+		leaderAnswer(func(r *api.ProgressResponse) { r.ConfigurationIndex = 0 }),
+		leaderAnswer(func(r *api.ProgressResponse) { r.Configuration = append(r.Configuration, "n1") }),
+	} {
+		h.checkRemoved("n2", r)
+	}
+	if len(fired) != 0 {
+		t.Fatalf("removed on %q", fired)
+	}
+	h.checkRemoved("n2", leaderAnswer(nil))
+	h.checkRemoved("n2", leaderAnswer(nil))
+	if len(fired) != 1 || !strings.Contains(fired[0], "leader n2") {
+		t.Fatalf("fired %q, want once naming the leader", fired)
+	}
+}
