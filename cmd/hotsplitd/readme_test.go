@@ -235,14 +235,14 @@ func TestLongReadmeTour(t *testing.T) {
 			<-exited
 		}
 	}()
-	var endpoints string
+	var exports []string // the demo's export line, as the tour pastes it
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		b, _ := os.ReadFile(out.Name())
-		if m := regexp.MustCompile(`hotsplitctl endpoints: (\S+)`).FindSubmatch(b); m != nil {
-			endpoints = string(m[1])
+		if m := regexp.MustCompile(`export (HOTSPLIT_ENDPOINTS=\S+ HOTSPLIT_CACERT=\S+ HOTSPLIT_CERT=\S+ HOTSPLIT_KEY=\S+)`).FindSubmatch(b); m != nil {
+			exports = strings.Fields(string(m[1]))
 		}
-		if endpoints != "" && strings.Contains(string(b), "isolated hot key") {
+		if exports != nil && strings.Contains(string(b), "isolated hot key") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -250,7 +250,7 @@ func TestLongReadmeTour(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	runSessions(t, "../../README.md", true, []string{"HOTSPLIT_ENDPOINTS=" + endpoints}, "tour")
+	runSessions(t, "../../README.md", true, exports, "tour")
 	if b, _ := os.ReadFile(filepath.Join(dir, "nodes.log")); !strings.Contains(string(b), "node started") {
 		t.Errorf("the node logs did not go to --devLog")
 	}
