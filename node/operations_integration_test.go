@@ -36,7 +36,7 @@ func (c *testCluster) endpoints() []string {
 
 func (c *testCluster) client(t *testing.T) *client.Client {
 	t.Helper()
-	cl, err := client.New(client.Config{Endpoints: c.endpoints(), RequestTimeout: 10 * time.Second})
+	cl, err := client.New(client.Config{Endpoints: c.endpoints(), RequestTimeout: 10 * time.Second, TLS: adminTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestIntegrationBackupRestore(t *testing.T) {
 	}
 	// The old cluster moves on after the backup; a watcher of n1 follows.
 	watchAddr := c.node("n1").GRPCAddr()
-	watcher, err := client.New(client.Config{Endpoints: []string{watchAddr}})
+	watcher, err := client.New(client.Config{Endpoints: []string{watchAddr}, TLS: adminTLS(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestIntegrationBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := Start(Config{ID: "r1", DataDir: filepath.Join(t.TempDir(), "r1"), RaftListener: listen(t), GRPCListener: listen(t),
-		Recovery: Recovery{RestoreSnapshot: bad}, Logger: quietLogger()}); !errors.Is(err, client.ErrBadBackup) {
+		Recovery: Recovery{RestoreSnapshot: bad}, Logger: quietLogger(), TLS: nodeTLS(t, t.TempDir(), "r1")}); !errors.Is(err, client.ErrBadBackup) {
 		t.Fatalf("restore of a tampered backup: %v, want ErrBadBackup", err)
 	}
 
