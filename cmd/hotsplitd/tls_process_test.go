@@ -127,6 +127,27 @@ func TestIntegrationProcessOpenSSLCertificates(t *testing.T) {
 		t.Fatalf("a client certificate of another CA: %v, want a refusal naming the certificate", err)
 	}
 
+	// Roles from openssl's O: a reader's split is refused naming the role
+	// it needs; an operator's commits under its CN; a caller with neither a
+	// certificate nor a valid token is Unauthenticated.
+	o.client("rita", "reader")
+	readerEnv := []string{"HOTSPLIT_CACERT=" + filepath.Join(dir, "ca.crt"), "HOTSPLIT_CERT=" + filepath.Join(dir, "rita.crt"), "HOTSPLIT_KEY=" + filepath.Join(dir, "rita.key")}
+	if _, stderr, code := ctlExit(t, hotsplitctl, readerEnv, p.grpc, "5s", "split", "1", "m"); code != 1 ||
+		!strings.Contains(stderr, "PermissionDenied") || !strings.Contains(stderr, `"rita"`) || !strings.Contains(stderr, "needs role operator") {
+		t.Fatalf("a reader's split: exit %d %q, want 1 and PermissionDenied naming rita and the operator role", code, stderr)
+	}
+	if _, err := ctl(t, hotsplitctl, env(dir), p.grpc, "split", "1", "m", "--actor", "alice-the-sre"); err != nil {
+		t.Fatalf("an operator's split: %v", err)
+	}
+	status, err := ctl(t, hotsplitctl, env(dir), p.grpc, "autosplit", "status")
+	if err != nil || !strings.Contains(status, `by ops (note "alice-the-sre")`) {
+		t.Fatalf("the split's actor is not the operator's CN: %v\n%s", err, status)
+	}
+	anon := []string{"HOTSPLIT_CACERT=" + filepath.Join(dir, "ca.crt"), "HOTSPLIT_TOKEN=not-a-token"}
+	if _, stderr, code := ctlExit(t, hotsplitctl, anon, p.grpc, "5s", "routes", "list"); code == 0 || !strings.Contains(stderr, "Unauthenticated") {
+		t.Fatalf("no certificate, no valid token: exit %d %q, want Unauthenticated", code, stderr)
+	}
+
 	// SIGHUP: a new certificate (new key too) for new connections.
 	before := serverSerial(t, dir, p.grpc)
 	if err := os.Rename(filepath.Join(dir, "n1.crt"), filepath.Join(dir, "n1-old.crt")); err != nil {
