@@ -51,8 +51,9 @@ func mustEncode(t *testing.T, c *api.Command) []byte {
 
 // FuzzRestore: arbitrary snapshot bytes either restore to a state that
 // passes every check and persists back to the same state, or fail with
-// ErrSnapshot leaving the FSM untouched. Never panics; allocation follows
-// the bytes present (frames grow as data arrives).
+// ErrSnapshot leaving the FSM untouched; it halts exactly when the error is
+// ErrVersion (a cluster version this build cannot apply). Never panics;
+// allocation follows the bytes present (frames grow as data arrives).
 func FuzzRestore(f *testing.F) {
 	h := bootstrapped(f, [][]byte{[]byte("m")}, nil)
 	h.run(split(1, "g"))
@@ -61,9 +62,13 @@ func FuzzRestore(f *testing.F) {
 	f.Add(persist(f, newQuiet(Options{})))
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		fsm := newQuiet(Options{})
+		var halted error
+		fsm := newQuiet(Options{Halt: func(err error) { halted = err }})
 		before := fsm.State()
 		err := fsm.Restore(io.NopCloser(bytes.NewReader(b)))
+		if (halted != nil) != errors.Is(err, ErrVersion) {
+			t.Fatalf("halted with %v on error %v: want a halt exactly on ErrVersion", halted, err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrSnapshot) {
 				t.Fatalf("error not ErrSnapshot: %v", err)
