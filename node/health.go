@@ -153,6 +153,23 @@ func (h *healthMonitor) checkRemoved(from string, resp *api.ProgressResponse) {
 	h.fireRemoved(fmt.Sprintf("the committed configuration of leader %s (term %d, index %d) no longer lists %s", from, resp.GetTerm(), resp.GetConfigurationIndex(), h.self))
 }
 
+// newestConfiguration is the newest committed raft configuration any
+// member reported in its last answer: its index and server ids (0, nil if
+// none). Members answer over node-to-node mutual TLS, each proving the
+// identity this node's member table expects at its address.
+func (h *healthMonitor) newestConfiguration() (uint64, []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var index uint64
+	var servers []string
+	for _, p := range h.peers {
+		if i := p.resp.GetConfigurationIndex(); i > index {
+			index, servers = i, p.resp.GetConfiguration()
+		}
+	}
+	return index, servers
+}
+
 // fireRemoved calls onRemoved once.
 func (h *healthMonitor) fireRemoved(reason string) {
 	h.mu.Lock()

@@ -62,6 +62,9 @@ type Node struct {
 	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
 	// wrapper asks whether this node leads while an entry applies).
 	raftRef atomic.Pointer[raft.Raft]
+	// healthRef publishes n.health to the raft stream layer, which starts
+	// before it.
+	healthRef atomic.Pointer[healthMonitor]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -255,6 +258,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	limits := cfg.Limits
 	limits.MaxMessageBytes = MaxMessageSize
 	n.health = n.newHealth()
+	n.healthRef.Store(n.health)
 	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
 		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
 	// A connection that has not finished its TLS handshake and HTTP/2

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -112,9 +113,18 @@ func checkPeerNode(leaf *x509.Certificate, expected string, admit func(string) b
 
 // raftAdmits is the raft port's membership check: the peer's id is a
 // server of raft's latest configuration (which includes a node being
-// added as soon as the leader appends it); a node that has no
-// configuration yet (fresh, before its first entry) admits any node
-// certificate of the cluster CA, since it cannot know its members.
+// added as soon as the leader appends it), or of a newer committed one a
+// member reported (see below); a node that has no configuration yet
+// (fresh, before its first entry) admits any node certificate of the
+// cluster CA, since it cannot know its members.
+//
+// A node's own configuration can lag the cluster's: it joined from a
+// snapshot taken before today's leader was a member, or it was down while
+// members changed. It learns newer configurations only through raft, from
+// that very leader, so refusing it would leave the node behind for good.
+// Its members' health answers carry their committed configuration; a newer
+// one stands in until raft catches up (etcd's peers, too, accept members
+// they do not know yet).
 func (n *Node) raftAdmits(id string) bool {
 	servers, ok := n.raftServers()
 	if !ok {
@@ -128,7 +138,13 @@ func (n *Node) raftAdmits(id string) bool {
 			return true
 		}
 	}
-	return false
+	h := n.healthRef.Load()
+	if h == nil {
+		return false
+	}
+	index, reported := h.newestConfiguration()
+	own, _ := n.configs.committed()
+	return index > own && slices.Contains(reported, id)
 }
 
 // raftMemberAt names the server raft knows at a raft address, "" if none.
