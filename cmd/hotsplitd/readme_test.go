@@ -146,14 +146,16 @@ func runSessions(t *testing.T, path string, long bool, env []string, only ...str
 		t.Run(s, func(t *testing.T) {
 			dir := t.TempDir()
 			script := docSubstitutions(t, dir)(scripts[s])
-			runScript(t, repo, script, env, timeouts[s], fmt.Sprintf("%s:%d", path, lines[s]))
+			runScript(t, repo, dir, script, env, timeouts[s], fmt.Sprintf("%s:%d", path, lines[s]))
 		})
 	}
 }
 
 // runScript runs script with bash -e -x in its own process group, bounded
-// by timeout; the group is ended afterwards, so background nodes stop.
-func runScript(t *testing.T, dir, script string, env []string, timeout time.Duration, where string) {
+// by timeout; the group is ended afterwards, so background nodes stop. On
+// failure it also prints the end of every *.log the script left under
+// logs: the nodes' own words are what explain a failed procedure.
+func runScript(t *testing.T, dir, logs, script string, env []string, timeout time.Duration, where string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
@@ -179,9 +181,24 @@ func runScript(t *testing.T, dir, script string, env []string, timeout time.Dura
 	}
 	if err != nil {
 		b, _ := os.ReadFile(out.Name())
-		t.Fatalf("%s: %v after %v\n%s", where, err, time.Since(start).Round(time.Millisecond), b)
+		t.Fatalf("%s: %v after %v\n%s%s", where, err, time.Since(start).Round(time.Millisecond), b, logTails(logs, 30))
 	}
 	t.Logf("%s ran in %v", where, time.Since(start).Round(time.Millisecond))
+}
+
+// logTails returns the last n lines of every *.log file below dir.
+func logTails(dir string, n int) string {
+	var b strings.Builder
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".log") {
+			return nil
+		}
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		fmt.Fprintf(&b, "--- last %d lines of %s\n%s\n", n, path, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+		return nil
+	})
+	return b.String()
 }
 
 // Every runnable block of the README works as written (with the
