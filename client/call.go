@@ -63,7 +63,7 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 			actx, acancel = context.WithTimeout(ctx, c.attemptTimeout)
 		}
 		resp, sent, err := tryOnce(actx, c, addr, fn)
-		silent := !sent || (status.Code(err) == codes.DeadlineExceeded && actx.Err() != nil && ctx.Err() == nil)
+		silent := !sent || (attemptTimedOut(actx, err) && ctx.Err() == nil)
 		acancel()
 		c.markAnswered(addr, !silent)
 		if err == nil {
@@ -103,6 +103,26 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 			return zero, fail
 		}
 	}
+}
+
+// deadlineSlack: a DeadlineExceeded this close to the attempt's deadline is
+// the attempt timing out, whoever reported it.
+const deadlineSlack = 20 * time.Millisecond
+
+// attemptTimedOut reports whether err is the attempt running out of time
+// without an answer. gRPC servers enforce the caller's deadline too, and a
+// server's DeadlineExceeded can arrive a moment before the caller's own
+// timer fires (actx.Err() still nil): that is a node that did not answer in
+// time, not an answer.
+func attemptTimedOut(actx context.Context, err error) bool {
+	if status.Code(err) != codes.DeadlineExceeded {
+		return false
+	}
+	if actx.Err() != nil {
+		return true
+	}
+	dl, ok := actx.Deadline()
+	return ok && time.Until(dl) < deadlineSlack
 }
 
 // minAttempt is the least time left for a call to start another attempt:

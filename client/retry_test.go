@@ -134,6 +134,36 @@ func TestNewLeaderHintFollowedAtOnce(t *testing.T) {
 	}
 }
 
+// A DeadlineExceeded counts as no answer when the attempt's own deadline
+// has passed or is about to: the server's copy of the deadline may fire
+// first. Any other code, or one well before the deadline, is an answer.
+func TestAttemptTimedOut(t *testing.T) {
+	expired, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-expired.Done()
+	closing, cancel2 := context.WithTimeout(context.Background(), deadlineSlack/2)
+	defer cancel2()
+	later, cancel3 := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel3()
+	de, unavailable := status.Error(codes.DeadlineExceeded, "deadline"), status.Error(codes.Unavailable, "down")
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		want bool
+	}{
+		{"our deadline passed", expired, de, true},
+		{"the server's copy fired first", closing, de, true},
+		{"a server's own timeout, long before ours", later, de, false},
+		{"no deadline", context.Background(), de, false},
+		{"another code at the deadline", expired, unavailable, false},
+	} {
+		if got := attemptTimedOut(tc.ctx, tc.err); got != tc.want {
+			t.Errorf("%s: attemptTimedOut = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
 // An endpoint that did not answer is avoided by the next calls while
 // another answers: each call would otherwise lose an attempt timeout to a
 // paused node.
