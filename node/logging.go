@@ -118,7 +118,18 @@ func slogLevel(l hclog.Level) slog.Level {
 // peerKeys are the keys raft names a peer with.
 var peerKeys = []string{"peer", "target", "server-id", "id", "address", "from"}
 
+// routineRaftErrors are raft ERROR lines that mark a normal event, written
+// as WARN so that an alert on ERROR lines means trouble: a leader learning
+// of a newer term has simply been succeeded (every leadership change, a
+// transfer included, ends that way).
+var routineRaftErrors = map[string]bool{
+	"peer has newer term, stopping replication": true,
+}
+
 func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Error && routineRaftErrors[msg] {
+		level = hclog.Warn
+	}
 	sl := slogLevel(level)
 	ctx := context.Background()
 	if !r.log.Enabled(ctx, sl) {
