@@ -52,8 +52,11 @@ type Node struct {
 	clock *hlc.Clock
 	auth  *transport.Authenticator
 	// tls holds the node's certificate material; nil when Insecure.
-	tls    *pki.Reloader
-	stream io.Closer // raft's stream layer, closed by raft's transport
+	tls *pki.Reloader
+	// stream is raft's stream layer until the transport exists, then the
+	// transport, which marks itself shut down before it closes the stream
+	// (else raft's accept loop logs the closed listener as an ERROR).
+	stream io.Closer
 	// legacyEntries counts log entries read without a checksum (written
 	// before this build first opened the data dir).
 	legacyEntries atomic.Uint64
@@ -162,6 +165,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	// docs/design.md). Each follower then gets one AppendEntries at a time,
 	// batching whatever queued meanwhile.
 	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog})}
+	n.stream = trans
 
 	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
 		PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
@@ -202,7 +206,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
 	}
-	restoring, err := checkSnapshotCoverage(snaps, logs, cfg.DataDir, log)
+	// The check reads the same files through a quiet store: it names what
+	// it refuses in one line, and raft's own ERROR per bad CRC would be a
+	// second.
+	quietSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, newRaftLogger(discardLogger()))
+	if err != nil {
+		return nil, fmt.Errorf("open snapshots in %s: %w", cfg.DataDir, err)
+	}
+	restoring, err := checkSnapshotCoverage(quietSnaps, logs, cfg.DataDir, log)
 	if err != nil {
 		return nil, err
 	}
