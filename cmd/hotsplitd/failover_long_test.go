@@ -109,19 +109,21 @@ type failoverSample struct {
 // docs/benchmarks.md; this is not a CI gate.
 func TestLongFailoverBenchmark(t *testing.T) {
 	skipUnlessLong(t)
-	hotsplitd, _ := binaries(t)
+	hotsplitd, hotsplitctl := binaries(t)
 	dir := t.TempDir()
+	certs := makeCerts(t, hotsplitctl, filepath.Join(dir, "certs"), "n1", "n2", "n3")
 	raftDefaults := []string{"--raftHeartbeatTimeout", "1s", "--raftElectionTimeout", "1s", "--raftLeaderLeaseTimeout", "500ms", "--rateLimitMutations", "0"}
 	procs := map[string]*proc{}
 	ids := []string{"n1", "n2", "n3"}
 	var logs []string
 	for _, id := range ids {
-		procs[id] = &proc{id: id, dataDir: filepath.Join(dir, id), raft: freePort(t), grpc: freePort(t), http: freePort(t), logPath: filepath.Join(dir, id+".log"), args: raftDefaults}
+		procs[id] = &proc{id: id, dataDir: filepath.Join(dir, id), raft: freePort(t), grpc: freePort(t), http: freePort(t), logPath: filepath.Join(dir, id+".log"),
+			args: append(certs.nodeArgs(id), raftDefaults...)}
 		logs = append(logs, procs[id].logPath)
 	}
-	procs["n1"].args = append(slices.Clone(raftDefaults), "--bootstrap")
-	procs["n2"].args = append(slices.Clone(raftDefaults), "--join", procs["n1"].grpc)
-	procs["n3"].args = append(slices.Clone(raftDefaults), "--join", procs["n1"].grpc)
+	procs["n1"].args = append(slices.Clone(procs["n1"].args), "--bootstrap")
+	procs["n2"].args = append(slices.Clone(procs["n2"].args), "--join", procs["n1"].grpc)
+	procs["n3"].args = append(slices.Clone(procs["n3"].args), "--join", procs["n1"].grpc)
 	t.Cleanup(func() {
 		for _, id := range ids {
 			if p := procs[id]; p.cmd != nil && p.cmd.ProcessState == nil {
@@ -130,13 +132,12 @@ func TestLongFailoverBenchmark(t *testing.T) {
 			procs[id].stop()
 		}
 	})
-	for _, id := range ids {
+	procs["n1"].start(t, hotsplitd)
+	for _, id := range ids[1:] {
+		admit(t, hotsplitctl, certs.adminEnv(), procs["n1"].grpc, procs[id])
 		procs[id].start(t, hotsplitd)
 	}
-	cl, err := client.New(client.Config{Endpoints: []string{procs["n1"].grpc, procs["n2"].grpc, procs["n3"].grpc}, RequestTimeout: 15 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := certs.adminClient(t, client.Config{RequestTimeout: 15 * time.Second}, procs["n1"].grpc, procs["n2"].grpc, procs["n3"].grpc)
 	defer cl.Close()
 	healthy := func() string {
 		var leader string

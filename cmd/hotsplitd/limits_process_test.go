@@ -51,11 +51,11 @@ func startOne(t *testing.T, extra ...string) (*proc, certDir) {
 	return p, certs
 }
 
-// adminClient connects to endpoint as the test admin.
-func (d certDir) adminClient(t *testing.T, endpoint string, cfg client.Config) *client.Client {
+// adminClient connects to endpoints as the test admin.
+func (d certDir) adminClient(t *testing.T, cfg client.Config, endpoints ...string) *client.Client {
 	t.Helper()
 	f := func(n string) string { return filepath.Join(string(d), n) }
-	cfg.Endpoints = []string{endpoint}
+	cfg.Endpoints = endpoints
 	cfg.CACertFile, cfg.CertFile, cfg.KeyFile = f("ca.crt"), f("client-admin.crt"), f("client-admin.key")
 	cl, err := client.New(cfg)
 	if err != nil {
@@ -149,7 +149,7 @@ func TestIntegrationReportFloodStaysBounded(t *testing.T) {
 		t.Skip("integration test: builds and runs hotsplitd processes")
 	}
 	p, certs := startOne(t, "--autoSplitStep", "1s", "--initialSplits", "b,c,d")
-	cl := certs.adminClient(t, p.grpc, client.Config{MaxRetries: -1, RequestTimeout: 20 * time.Second})
+	cl := certs.adminClient(t, client.Config{MaxRetries: -1, RequestTimeout: 20 * time.Second}, p.grpc)
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
