@@ -103,7 +103,10 @@ func (h handshakeRecorder) ClientHandshake(ctx context.Context, authority string
 // firstReadConn records a read error that comes before the server's first
 // byte. Under TLS 1.3 a server refuses a client certificate after the
 // client's side of the handshake is done, so its alert ("remote error:
-// tls: unknown certificate authority") arrives on the first read.
+// tls: unknown certificate authority") arrives on the first read, or not
+// at all: when gRPC's first write meets the closed socket first, gRPC
+// closes the connection and the read sees only that. The message names the
+// likely cause either way.
 type firstReadConn struct {
 	net.Conn
 	ec  *endpointConn
@@ -115,7 +118,7 @@ func (c *firstReadConn) Read(p []byte) (int, error) {
 	if n > 0 {
 		c.got.Store(true)
 	} else if err != nil && !c.got.Swap(true) { // the first error only
-		c.ec.setDialErr(fmt.Errorf("the server closed the connection before answering: %w", err))
+		c.ec.setDialErr(fmt.Errorf("the server closed the connection before answering (as a server does that refuses this client's certificate: check --cert, --key and --cacert): %w", err))
 	}
 	return n, err
 }
