@@ -143,7 +143,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := removeStaleSnapshotTemps(cfg.DataDir, log); err != nil {
 		return nil, err
 	}
-	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, hlog)
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot store in %s: %w", cfg.DataDir, err)
 	}
@@ -209,7 +209,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	// The check reads the same files through a quiet store: it names what
 	// it refuses in one line, and raft's own ERROR per bad CRC would be a
 	// second.
-	quietSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 3, newRaftLogger(discardLogger()))
+	quietSnaps, err := quietSnapshots(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots in %s: %w", cfg.DataDir, err)
 	}

@@ -276,7 +276,7 @@ func Inspect(dataDir string) (*Inspection, error) {
 	}
 	in.CurrentTerm, _ = store.GetUint64([]byte("CurrentTerm"))
 	in.ClusterVersion, _ = store.GetUint64(clusterVersionKey)
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, 3, newRaftLogger(discardLogger()))
+	snaps, err := quietSnapshots(dataDir)
 	if err == nil {
 		if list, err := snaps.List(); err == nil && len(list) > 0 {
 			in.SnapshotIndex, in.SnapshotTerm = list[0].Index, list[0].Term

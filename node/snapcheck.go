@@ -79,6 +79,15 @@ func checkSnapshotCoverage(snaps raft.SnapshotStore, logs raft.LogStore, dataDir
 	return path, nil
 }
 
+// snapshotsRetained is how many snapshots a data dir keeps.
+const snapshotsRetained = 3
+
+// quietSnapshots opens a data dir's snapshots for reading without raft's
+// own log lines: the caller reports what it finds in its own words.
+func quietSnapshots(dataDir string) (*raft.FileSnapshotStore, error) {
+	return raft.NewFileSnapshotStoreWithLogger(dataDir, snapshotsRetained, newRaftLogger(discardLogger()))
+}
+
 // pickSnapshot returns the newest snapshot whose CRC checks (nil when
 // there is none), warning by name about newer ones that fail.
 func pickSnapshot(snaps raft.SnapshotStore, snapDir string, log *slog.Logger) (*raft.SnapshotMeta, error) {
