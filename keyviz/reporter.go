@@ -53,10 +53,12 @@ type ReporterConfig struct {
 	// Routes, if set, is followed to keep the sampler's route table current.
 	// Without it the caller keeps the table current with SetRoutes.
 	Routes RouteSource
-	// Clock and After are the time source and timer, injectable so that
-	// tests drive time. Default time.Now and time.After.
+	// Clock and Timer are the time source and a stoppable timer, injectable
+	// so that tests drive time. Every timer the reporter starts is stopped
+	// once it is no longer awaited, so a test can count the waits in
+	// progress. Default time.Now and time.NewTimer.
 	Clock func() time.Time
-	After func(time.Duration) <-chan time.Time
+	Timer func(time.Duration) (c <-chan time.Time, stop func())
 	// MaxPending bounds the closed columns kept until acknowledged; when a
 	// new column finds it full, the oldest is dropped and counted.
 	MaxPending int
@@ -147,8 +149,8 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	if cfg.After == nil {
-		cfg.After = time.After
+	if cfg.Timer == nil {
+		cfg.Timer = realTimer
 	}
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = DefaultMaxPending
@@ -227,12 +229,19 @@ func (r *Reporter) nowMs() uint64 {
 	return uint64(max(r.cfg.Clock().UnixMilli(), 0))
 }
 
+func realTimer(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
+
 // sleep waits d on the injected timer; false if ctx ended first.
 func (r *Reporter) sleep(ctx context.Context, d time.Duration) bool {
+	c, stop := r.cfg.Timer(d)
+	defer stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-r.cfg.After(d):
+	case <-c:
 		return true
 	}
 }
@@ -254,7 +263,6 @@ func (r *Reporter) closeLoop(ctx context.Context) {
 
 // enqueue makes a closed column pending, dropping the oldest when full.
 func (r *Reporter) enqueue(col *api.ReportColumn) {
-	r.closed.Add(1)
 	if stripped, dropped := trimColumn(col, r.budget); stripped+dropped > 0 {
 		r.topKeysTrimmed.Add(uint64(stripped))
 		r.rowsTrimmed.Add(uint64(dropped))
@@ -264,6 +272,9 @@ func (r *Reporter) enqueue(col *api.ReportColumn) {
 	p := &pendingColumn{col: col, size: fieldSize(reportColumnsField, proto.Size(col))}
 	r.mu.Lock()
 	r.pending = append(r.pending, p)
+	// Counted with the column in pending, so that Stats never shows a
+	// closed column that is neither pending nor sent.
+	r.closed.Add(1)
 	var lost []*pendingColumn
 	if n := len(r.pending) - r.cfg.MaxPending; n > 0 {
 		lost = r.pending[:n:n]
@@ -357,7 +368,11 @@ func (r *Reporter) idle(ctx context.Context) bool {
 	r.mu.Unlock()
 	var resend <-chan time.Time
 	if waiting {
-		resend = r.cfg.After(r.resendInterval())
+		// Stopped when a new column comes first: a wake must not leave a
+		// resend timer behind for every idle round.
+		c, stop := r.cfg.Timer(r.resendInterval())
+		defer stop()
+		resend = c
 	}
 	select {
 	case <-ctx.Done():
@@ -393,6 +408,11 @@ func (r *Reporter) settle(batch []*pendingColumn, resp *api.ReportResponse) {
 	for _, w := range resp.GetAckedWindowStarts() {
 		acked[w] = true
 	}
+	// Staged before the acknowledgement shows in Stats: whoever sees the
+	// column acknowledged sees the config that came with it staged.
+	if c := resp.GetConfig(); c != nil {
+		r.stageConfig(LoadConfigFromProto(c))
+	}
 	r.mu.Lock()
 	for _, p := range batch {
 		p.sent = true
@@ -413,10 +433,6 @@ func (r *Reporter) settle(batch []*pendingColumn, resp *api.ReportResponse) {
 	clear(r.pending[len(kept):])
 	r.pending = kept
 	r.mu.Unlock()
-
-	if c := resp.GetConfig(); c != nil {
-		r.stageConfig(LoadConfigFromProto(c))
-	}
 }
 
 // stageConfig hands the cluster's load config to the sampler, which adopts

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// fakeClock is a manual clock: After fires only when Advance reaches it.
+// fakeClock is a manual clock: a Timer fires only when Advance reaches it.
 type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
@@ -38,16 +38,20 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+func (c *fakeClock) Timer(d time.Duration) (<-chan time.Time, func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ch := make(chan time.Time, 1)
 	if d <= 0 {
 		ch <- c.now
-		return ch
+		return ch, func() {}
 	}
 	c.waiters = append(c.waiters, clockWaiter{at: c.now.Add(d), ch: ch})
-	return ch
+	return ch, func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.waiters = slices.DeleteFunc(c.waiters, func(w clockWaiter) bool { return w.ch == ch })
+	}
 }
 
 func (c *fakeClock) Advance(d time.Duration) {
@@ -153,7 +157,7 @@ func startReporterWith(t *testing.T, cat *catalog.Catalog, respond func(int, *ap
 	h := &harness{s: s, clk: newFakeClock(t0 + 500), sender: &fakeSender{respond: respond}}
 	cfg := ReporterConfig{
 		ReporterID: "node-1", Sampler: s, Sender: h.sender,
-		Clock: h.clk.Now, After: h.clk.After,
+		Clock: h.clk.Now, Timer: h.clk.Timer,
 		MinBackoff: 10 * time.Millisecond, MaxBackoff: testMaxBo, ResendInterval: testResend,
 	}
 	if adjust != nil {
@@ -259,6 +263,9 @@ func TestReporterDropsOldestWhenPendingFull(t *testing.T) {
 		h.s.Observe(1, []byte("k"), true)
 		h.boundary(t)
 	}
+	// Parked in its backoff, the send loop has no stale batch in hand: the
+	// next attempt is built from the three newest columns.
+	waitFor(t, "the backoff wait", func() bool { return h.clk.pendingTimers() == 2 })
 	if st := h.r.Stats(); st.ColumnsDropped != 2 || st.Pending != 3 || st.ReportFailures == 0 {
 		t.Fatalf("stats %+v, want 2 dropped, 3 pending, failures", st)
 	}
@@ -342,6 +349,9 @@ func TestReporterAdoptsConfigAtNextBoundary(t *testing.T) {
 	waitFor(t, "the first report", func() bool { return h.sender.calls() == 1 && h.r.Stats().Pending == 0 })
 	h.s.Observe(1, []byte("k"), true)
 	h.boundary(t) // closes the column opened before cfg arrived
+	// One report per column: two columns closed before the send loop runs
+	// would go out together.
+	waitFor(t, "the second report", func() bool { return h.sender.calls() == 2 })
 	h.s.Observe(1, []byte("k"), true)
 	h.boundary(t)
 	waitFor(t, "three reports", func() bool { return h.sender.calls() == 3 })
@@ -365,6 +375,7 @@ func TestReporterRejectsBadClusterConfig(t *testing.T) {
 	h.boundary(t)
 	waitFor(t, "the rejection", func() bool { return h.r.Stats().ConfigRejected == 1 })
 	h.boundary(t)
+	waitFor(t, "the second report", func() bool { return h.sender.calls() == 2 })
 	h.boundary(t)
 	waitFor(t, "three reports", func() bool { return h.sender.calls() == 3 })
 	if c := h.sender.req(2).Columns[0]; c.Buckets != 16 {

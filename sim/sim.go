@@ -115,11 +115,12 @@ type Config struct {
 	// DrainTimeout bounds the final flush (default two steps plus 10 s).
 	DrainTimeout time.Duration
 	// Clock is the time source of the pacing, the timeouts and the
-	// reporters; After is the reporters' timer. Both are injectable so that
-	// tests drive time; defaults time.Now and time.After. (Pacing and
-	// timeouts read Clock on every tick of a real ticker.)
+	// reporters; Timer is the stoppable timer of the reporters and of the
+	// catalog watch's retries. Both are injectable so that tests drive
+	// time; defaults time.Now and time.NewTimer. (Pacing and timeouts read
+	// Clock on every tick of a real ticker.)
 	Clock func() time.Time
-	After func(time.Duration) <-chan time.Time
+	Timer func(time.Duration) (c <-chan time.Time, stop func())
 	// Permanent says that a Report error will never succeed, so the
 	// reporter drops those columns instead of retrying them. Default: gRPC
 	// InvalidArgument or AlreadyExists (the cluster took other content for
@@ -241,8 +242,11 @@ func New(cfg Config) (*Sim, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	if cfg.After == nil {
-		cfg.After = time.After
+	if cfg.Timer == nil {
+		cfg.Timer = func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTimer(d)
+			return t.C, func() { t.Stop() }
+		}
 	}
 	if cfg.Permanent == nil {
 		cfg.Permanent = permanent
@@ -371,7 +375,7 @@ func (s *Sim) newNodes(lc keyviz.LoadConfig) ([]*node, error) {
 			Sampler:    sm,
 			Sender:     n.acks,
 			Clock:      s.cfg.Clock,
-			After:      s.cfg.After,
+			Timer:      s.cfg.Timer,
 			Permanent:  s.cfg.Permanent,
 			Logger:     s.cfg.Logger,
 		})
@@ -575,10 +579,12 @@ func (s *Sim) watch(ctx context.Context, ready chan<- struct{}) {
 			s.watchFailures.Add(1)
 			s.log.Warn("sim: catalog watch ended", "error", err, "catalog_version", f.from(), "from_version", from, "resync", gap)
 		}
+		wait, stop := s.cfg.Timer(delay)
 		select {
 		case <-ctx.Done():
+			stop()
 			return
-		case <-s.cfg.After(delay):
+		case <-wait:
 		}
 		delay = min(2*delay, maxDelay)
 	}
