@@ -178,8 +178,11 @@ func TestReloadRotatesCertificate(t *testing.T) {
 	if _, err := io.ReadFull(old, make([]byte, 1)); err != nil {
 		t.Fatalf("old connection after rotation: %v", err)
 	}
-	if n, _ := srv.Stats(); n != 1 {
-		t.Errorf("%d reloads, want 1", n)
+	// One rotation, one reload; a poll that stats the files between the
+	// two renames loads the new pair under the half-old signature and
+	// reloads once more (the safe order: a change is never missed).
+	if n, _ := srv.Stats(); n < 1 || n > 2 {
+		t.Errorf("%d reloads, want 1 (2 if a poll fell between the renames)", n)
 	}
 }
 
