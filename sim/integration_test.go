@@ -37,7 +37,7 @@ func TestIntegrationRunAgainstCluster(t *testing.T) {
 		RaftListener: raftLn, GRPCListener: grpcLn,
 		InitialSplits:    w.Keys().SplitKeys(1),
 		AutoSplit:        &on,
-		BootstrapConfig:  &api.Config{StepMs: 200, CooldownMs: 1000},
+		BootstrapConfig:  &api.Config{StepMs: 200, GraceMs: 200, CooldownMs: 1000}, // the longest grace: no column late on a loaded machine
 		HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
