@@ -44,14 +44,28 @@ func binaries(t *testing.T) (hotsplitd, hotsplitctl string) {
 	return filepath.Join(binDir, "hotsplitd"), filepath.Join(binDir, "hotsplitctl")
 }
 
+// givenPorts holds every address freePort handed out in this test binary:
+// the kernel may give a just-closed port again, and two nodes of one
+// cluster must not be told the same one.
+var givenPorts sync.Map
+
+// freePort returns a loopback address free a moment ago and never returned
+// before in this binary.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if _, dup := givenPorts.LoadOrStore(addr, true); !dup {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no loopback port not handed out before in 100 tries")
+	return ""
 }
 
 // proc is one hotsplitd process with a fixed identity and data dir.
