@@ -93,7 +93,7 @@ func TestIntegrationFailoverAndCatchUp(t *testing.T) {
 
 	killed := time.Now()
 	c.kill(leader)
-	newLeader := c.waitLeaderReady(3 * time.Second)
+	newLeader := c.waitLeaderReady(10 * time.Second)
 	t.Logf("new leader %s ready %v after the old leader died", newLeader, time.Since(killed).Round(time.Millisecond))
 	for _, k := range []string{"b", "f", "k"} {
 		c.mustSplit(c.followers()[0], k)

@@ -135,7 +135,7 @@ func TestRunRoutesAcrossSplit(t *testing.T) {
 	left := rd(4, string(k.Key(0)), string(split))
 	right := rd(5, string(split), string(k.End()))
 	fc := newFakeCluster(testStepMs, snap)
-	s := newSim(t, Config{Cluster: fc, Workload: w, Nodes: 2, Rate: 20_000, Duration: 400 * time.Millisecond, Seed: 1,
+	s := newSim(t, Config{Cluster: fc, Workload: w, Nodes: 2, Rate: 20_000, Duration: 2 * time.Second, Seed: 1, // long enough that the split lands mid-run on a loaded machine
 		SampleRate: 1, TopK: 256})
 	done := make(chan error, 1)
 	go func() { done <- runFor(t, s, 10*time.Second) }()
