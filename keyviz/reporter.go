@@ -150,7 +150,7 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.Timer == nil {
-		cfg.Timer = realTimer
+		cfg.Timer = SystemTimer
 	}
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = DefaultMaxPending
@@ -229,7 +229,8 @@ func (r *Reporter) nowMs() uint64 {
 	return uint64(max(r.cfg.Clock().UnixMilli(), 0))
 }
 
-func realTimer(d time.Duration) (<-chan time.Time, func()) {
+// SystemTimer is the default Timer: a time.Timer and its Stop.
+func SystemTimer(d time.Duration) (<-chan time.Time, func()) {
 	t := time.NewTimer(d)
 	return t.C, func() { t.Stop() }
 }

@@ -243,10 +243,7 @@ func New(cfg Config) (*Sim, error) {
 		cfg.Clock = time.Now
 	}
 	if cfg.Timer == nil {
-		cfg.Timer = func(d time.Duration) (<-chan time.Time, func()) {
-			t := time.NewTimer(d)
-			return t.C, func() { t.Stop() }
-		}
+		cfg.Timer = keyviz.SystemTimer
 	}
 	if cfg.Permanent == nil {
 		cfg.Permanent = permanent
