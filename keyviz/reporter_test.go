@@ -242,6 +242,9 @@ func TestReporterSendsAllUnacknowledgedWithNewColumn(t *testing.T) {
 	for i := range 3 {
 		h.boundary(t)
 		waitFor(t, "a report", func() bool { return h.sender.calls() == i+1 })
+		// The new column woke the send loop before its resend was due: that
+		// timer is stopped, not left armed beside the new one.
+		waitFor(t, "the close wait and one resend wait", func() bool { return h.clk.pendingTimers() == 2 })
 	}
 	if ws := windows(h.sender.req(2)); !slices.Equal(ws, []uint64{t0, t0 + 1000, t0 + 2000}) {
 		t.Fatalf("third report windows %v", ws)
