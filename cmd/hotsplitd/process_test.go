@@ -64,7 +64,7 @@ func freePort(t *testing.T) string {
 			return addr
 		}
 	}
-	t.Fatal("no loopback port not handed out before in 100 tries")
+	t.Fatal("100 loopback ports in a row were ones handed out before")
 	return ""
 }
 
