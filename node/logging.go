@@ -254,3 +254,42 @@ func (r *raftLogger) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// lastWord gives a halting process the last word: once sealed it drops
+// every record, so the halt's ERROR line, written after sealing through
+// the ungated handler, is the process's last line rather than a shutdown
+// line some goroutine wrote in the moment before the exit. Handle holds a
+// read lock across check and write, so a record that passed the check is
+// written before seal returns.
+type lastWord struct {
+	slog.Handler
+	gate *logGate
+}
+
+type logGate struct {
+	mu     sync.RWMutex
+	sealed bool
+}
+
+func (g *logGate) seal() {
+	g.mu.Lock()
+	g.sealed = true
+	g.mu.Unlock()
+}
+
+func (h lastWord) Handle(ctx context.Context, r slog.Record) error {
+	h.gate.mu.RLock()
+	defer h.gate.mu.RUnlock()
+	if h.gate.sealed {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h lastWord) WithAttrs(as []slog.Attr) slog.Handler {
+	return lastWord{h.Handler.WithAttrs(as), h.gate}
+}
+
+func (h lastWord) WithGroup(name string) slog.Handler {
+	return lastWord{h.Handler.WithGroup(name), h.gate}
+}

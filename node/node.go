@@ -76,6 +76,7 @@ type Node struct {
 	closeErr  error
 	halted    chan struct{} // closed when Halt was called
 	halting   atomic.Bool   // set by the first halt
+	logGate   *logGate      // sealed by a halt that exits the process
 
 	health  *healthMonitor
 	configs *configRecorder
@@ -95,8 +96,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := checkNotRemoved(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	log := cfg.Logger.With("node_id", cfg.ID)
-	n := &Node{cfg: cfg, log: log, halted: make(chan struct{}), removed: make(chan struct{})}
+	gate := &logGate{}
+	log := slog.New(lastWord{cfg.Logger.Handler(), gate}).With("node_id", cfg.ID)
+	n := &Node{cfg: cfg, log: log, logGate: gate, halted: make(chan struct{}), removed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			if n.stream != nil {
@@ -460,7 +462,8 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 // Scheduler returns the node's leader duties.
 func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
 
-// Halted is closed when the node stopped itself because it must not go on.
+// Halted is closed when the node stopped itself because it must not go on
+// and Config.Halt let the process live on (a real process has exited).
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
 // halt stops the node for good: a storage fault, an entry this build
@@ -476,11 +479,16 @@ func (n *Node) halt(err error) {
 		}
 		return
 	}
-	close(n.halted)
-	n.log.Error("stopping: "+err.Error(), "reason", "halt")
 	if n.cfg.Halt == nil {
+		// The ERROR line must be the process's last: no other log line
+		// may follow it, and Halted stays open so no watcher wakes to
+		// write one.
+		n.logGate.seal()
+		n.cfg.Logger.Error("stopping: "+err.Error(), "node_id", n.cfg.ID, "reason", "halt")
 		os.Exit(1)
 	}
+	n.log.Error("stopping: "+err.Error(), "reason", "halt")
+	close(n.halted)
 	n.cfg.Halt(err)
 	// The process goes on (a test or an embedder chose so): stop serving
 	// anyway. Asynchronously, because halt may run on a raft goroutine that

@@ -101,12 +101,6 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-nodes[0].Halted():
-			return nil
-		case <-nodes[1].Halted():
-			return nil
-		case <-nodes[2].Halted():
-			return nil
 		case <-hup:
 			for _, n := range nodes {
 				reloadTLS(o.node.Logger, n)

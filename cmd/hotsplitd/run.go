@@ -24,8 +24,6 @@ func runNode(ctx context.Context, o *options, hup <-chan os.Signal) error {
 		select {
 		case <-ctx.Done():
 			waiting = false
-		case <-n.Halted():
-			waiting = false
 		case <-n.Removed():
 			removed, waiting = true, false
 		case <-hup:
