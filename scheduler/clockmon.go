@@ -45,9 +45,11 @@ type ClockConfig struct {
 // the midpoint of the local readings around the round trip, uncertainty
 // RTT/2, samples with an RTT above MaxRTT discarded. The node is "off" when
 // a strict majority of the members (itself included in the count, never in
-// the vote) shows an offset beyond MaxOffset by more than the uncertainty.
-// An off node refuses to lead (the scheduler asks Off), and one that stays
-// off for HaltAfter stops. It reads the same hlc.Source the HLC issues
+// the vote) shows an offset beyond MaxOffset by more than the uncertainty;
+// the verdict changes only when fresh samples of a majority make one, and
+// stands while they do not. An off node refuses to lead (the scheduler asks
+// Off), and one that stays off for HaltAfter, and is still measured off,
+// stops. It reads the same hlc.Source the HLC issues
 // from. Safe for concurrent use.
 type ClockMonitor struct {
 	cfg   ClockConfig
@@ -166,11 +168,13 @@ func (m *ClockMonitor) evaluate(members []*api.Member) {
 	m.mu.Lock()
 	var offPeers []string
 	var maxAbs time.Duration
+	judged := 0 // peers with a fresh sample
 	for id, s := range m.samples {
 		if now.Sub(s.at) > fresh || !slices.ContainsFunc(members, func(x *api.Member) bool { return x.GetNodeId() == id }) {
 			delete(m.samples, id)
 			continue
 		}
+		judged++
 		abs := s.offset
 		if abs < 0 {
 			abs = -abs
@@ -181,9 +185,17 @@ func (m *ClockMonitor) evaluate(members []*api.Member) {
 		}
 	}
 	slices.Sort(offPeers)
-	off := len(offPeers) > n/2
+	// No verdict without evidence: while too few peers answered in time to
+	// make a majority either way (an overloaded machine, a peer down), the
+	// last verdict stands, so an off node does not lead merely because its
+	// pings went stale, and halts only on fresh evidence.
+	evidence := judged > n/2
 	was, since := m.off, m.offSince
-	m.off, m.offPeers = off, offPeers
+	off := was
+	if evidence {
+		off = len(offPeers) > n/2
+		m.off, m.offPeers = off, offPeers
+	}
 	if off && !was {
 		m.offSince = now
 		since = now
@@ -204,7 +216,7 @@ func (m *ClockMonitor) evaluate(members []*api.Member) {
 	case !off && was:
 		m.cfg.Logger.Info("clock: back within --maxClockOffset of a majority")
 	}
-	if off && m.cfg.HaltAfter > 0 && now.Sub(since) >= m.cfg.HaltAfter && m.cfg.Halt != nil {
+	if off && evidence && m.cfg.HaltAfter > 0 && now.Sub(since) >= m.cfg.HaltAfter && m.cfg.Halt != nil {
 		m.cfg.Halt(fmt.Errorf("clock: this node's clock has been off by more than --maxClockOffset %v from a majority of the members for %v (offsets of the others: %s)",
 			m.cfg.MaxOffset, now.Sub(since).Round(time.Second), strings.Join(offPeers, ", ")))
 	}

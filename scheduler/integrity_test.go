@@ -339,3 +339,41 @@ func TestClockMonitorHaltsWhenTheOffsetPersists(t *testing.T) {
 		t.Fatalf("no halt after a minute off, or it does not name the offsets: %v", rig.halted)
 	}
 }
+
+// A verdict stands while too few peers answer in time to make a new one:
+// an off node whose pings go slow (an overloaded machine) does not lead
+// on its bad clock, and it halts only on fresh evidence.
+func TestClockMonitorVerdictStandsWithoutEvidence(t *testing.T) {
+	rig := newClockRig(t, 500*time.Millisecond, "n2", "n3")
+	rig.offset = map[string]int64{"n2": 2000, "n3": 2000}
+	t0 := time.Now()
+	rig.round(t0)
+	if !rig.m.Off() {
+		t.Fatalf("not off with both others 2 s ahead (warnings %q)", rig.m.Warnings())
+	}
+	// Both peers answer too slowly for their samples to count; the old
+	// samples age out.
+	rig.delay = map[string]time.Duration{"n2": 600 * time.Millisecond, "n3": 600 * time.Millisecond}
+	rig.round(t0.Add(10 * time.Second))
+	if !rig.m.Off() {
+		t.Fatal("stale samples cleared the verdict: the node could lead on its bad clock")
+	}
+	rig.round(t0.Add(2 * time.Minute))
+	if len(rig.halted) != 0 {
+		t.Fatalf("halted without fresh evidence: %v", rig.halted)
+	}
+	// One peer answers and is in sync, the other is still slow: one
+	// sample is no majority either way.
+	rig.offset = map[string]int64{"n2": 0, "n3": 0}
+	rig.delay = map[string]time.Duration{"n3": 600 * time.Millisecond}
+	rig.round(t0.Add(2*time.Minute + time.Second))
+	if !rig.m.Off() {
+		t.Fatal("one peer's sample cleared the verdict")
+	}
+	// Both answer in sync: back within the bound.
+	rig.delay = map[string]time.Duration{}
+	rig.round(t0.Add(2*time.Minute + 2*time.Second))
+	if rig.m.Off() || len(rig.halted) != 0 {
+		t.Fatalf("off %v, halted %v after a majority measured it in sync", rig.m.Off(), rig.halted)
+	}
+}
