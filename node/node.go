@@ -309,7 +309,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 	})
 	if n.httpLn != nil {
-		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		// net/http's own lines (TLS handshake errors) go through the node's
+		// logger: one format, and nothing after a halt's last line.
+		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 		serve := func() error { return n.http.Serve(n.httpLn) }
 		if n.tls != nil {
 			// Client certificates optional: handlers find a verified one in

@@ -257,10 +257,10 @@ func (s *secureStream) handshake(raw net.Conn) {
 	cancel()
 	evicted := s.endHandshake(raw)
 	if err != nil {
-		raw.Close()
 		if !evicted { // an eviction was counted when it happened
 			s.refused(reason)
 		}
+		raw.Close() // after counting: a peer that sees the close sees the count
 		s.log.Debug("raft connection refused", "remote", raw.RemoteAddr().String(), "reason", reason+": "+err.Error())
 		return
 	}
