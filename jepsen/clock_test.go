@@ -27,14 +27,9 @@ import (
 func TestIntegrationClockOffsetNodeNeverLeads(t *testing.T) {
 	const offset = 2 * time.Second
 	c := &faultRig{faultCluster(t, "--clockOffsetHalt", "10s")}
-	x := c.aFollower(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := x.SetClock(ctx, offset.Milliseconds()); err != nil {
-		t.Fatal(err)
-	}
-	offAt := time.Now()
-	waitState(t, x, 10*time.Second, "its clock judged off", func(st cluster.State) bool { return st.ClockOff })
+	x, offAt, fromIndex := c.shiftAFollower(t, ctx, offset)
 	t.Logf("%s judged its clock off %v after the shift", x.ID, time.Since(offAt).Round(time.Millisecond))
 
 	// Timestamps handed out meanwhile must not come from x's clock.
@@ -151,7 +146,7 @@ func TestIntegrationClockOffsetNodeNeverLeads(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range entries {
-			if e.Command == nil {
+			if e.Command == nil || e.Index <= fromIndex {
 				continue
 			}
 			if d := time.Duration(int64(hlc.Physical(e.Command.GetHlc()))-e.AppendedAt.UnixMilli()) * time.Millisecond; d >= offset*3/4 {
@@ -159,6 +154,54 @@ func TestIntegrationClockOffsetNodeNeverLeads(t *testing.T) {
 			}
 		}
 	}
+}
+
+// shiftAFollower shifts a follower's clock by offset and waits until the
+// node judges itself off. The test is about a node made leader after that
+// verdict: when the term moved while the verdict was pending (an election
+// of a loaded machine, which the shifted node may have won), the clock is
+// set back, every node's HLC allowed to fall back to its wall clock, and
+// another try made; the log is then judged from fromIndex on.
+func (c *faultRig) shiftAFollower(t *testing.T, ctx context.Context, offset time.Duration) (x *cluster.Node, offAt time.Time, fromIndex uint64) {
+	t.Helper()
+	for try := 1; ; try++ {
+		x = c.aFollower(t)
+		before := stateOf(t, ctx, x)
+		if err := x.SetClock(ctx, offset.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		offAt = time.Now()
+		waitState(t, x, 10*time.Second, "its clock judged off", func(st cluster.State) bool { return st.ClockOff })
+		after := stateOf(t, ctx, x)
+		if before.RaftState != "Leader" && after.Term == before.Term {
+			return x, offAt, fromIndex
+		}
+		if try == 3 {
+			t.Fatalf("the term moved during each of 3 shifts (last: %s %s term %d -> %d)", x.ID, before.RaftState, before.Term, after.Term)
+		}
+		t.Logf("%s: the term moved (%d -> %d) before its clock was judged off; setting it back", x.ID, before.Term, after.Term)
+		if err := x.SetClock(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, x, 10*time.Second, "its clock judged in sync", func(st cluster.State) bool { return !st.ClockOff })
+		for _, n := range c.Nodes {
+			waitState(t, n, 2*offset+5*time.Second, "its HLC back at its wall clock", func(st cluster.State) bool { return st.HLCSkewMs == 0 })
+		}
+		for _, n := range c.Nodes {
+			fromIndex = max(fromIndex, stateOf(t, ctx, n).LastIndex)
+		}
+	}
+}
+
+func stateOf(t *testing.T, ctx context.Context, n *cluster.Node) cluster.State {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := n.State(sctx)
+	if err != nil {
+		t.Fatalf("%s: state: %v", n.ID, err)
+	}
+	return st
 }
 
 // waitState polls n's state until cond holds.

@@ -240,7 +240,10 @@ func (n *nemesis) run(ctx context.Context, plan Plan, start time.Time) {
 		}
 		n.note(start, "inject %s", what)
 		sleepUntil(ctx, time.Now().Add(f.For))
-		hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		// Most heals take milliseconds; a bit flip's replacement (remove,
+		// admit, restart, catch up) needs seconds more on a loaded machine,
+		// and one cut short leaves the node on its damaged log.
+		hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := heal(hctx); err != nil {
 			n.note(start, "heal %s: %v", f.Kind, err)
 		} else {

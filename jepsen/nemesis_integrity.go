@@ -153,11 +153,13 @@ func countInLog(x *cluster.Node, s string) int {
 }
 
 // watchRefusal: for 2 s after a transfer to x, whose clock is off, x never
-// leads with its fence established, and by then another node leads.
+// leads with its fence established, and within them another node does.
+// Seeing that leader once is enough: a state call lost to a loaded machine
+// in the last round is not a finding.
 func (n *nemesis) watchRefusal(ctx context.Context, x *cluster.Node) {
 	deadline := time.Now().Add(2 * time.Second)
+	var other bool
 	for {
-		var other bool
 		for _, m := range n.running() {
 			sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 			st, err := m.State(sctx)

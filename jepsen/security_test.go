@@ -23,10 +23,10 @@ import (
 // AppendEntries at a higher term carrying an entry (encoded by raft's own
 // transport), then six AppendEntries whose bytes do not decode. Against
 // the plaintext build the first was committed and the second made every
-// node exit for good; now no byte reaches raft: every node stays up with
-// the same term and the same state (business hash: the state without the
-// fence and the request table, which move on their own), and each node
-// counts the refused handshakes.
+// node exit for good; now no byte reaches raft: every node stays up, below
+// the attacker's term, with the same state (business hash: the state
+// without the fence and the request table, which move on their own), and
+// each node counts the refused handshakes.
 func TestIntegrationRaftPortRefusesPlaintext(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real processes")
@@ -75,8 +75,10 @@ func TestIntegrationRaftPortRefusesPlaintext(t *testing.T) {
 			t.Fatalf("%s exited: %v", n.ID, n.Exits())
 		}
 		b, a := before[n.ID], after[n.ID]
-		if a.Term != b.Term || a.BusinessHash != b.BusinessHash {
-			t.Errorf("%s: term %d -> %d, business hash %s -> %s", n.ID, b.Term, a.Term, b.BusinessHash, a.BusinessHash)
+		// An election of its own (a loaded machine, 300 ms timeouts) may
+		// move the term on by one or two; the attacker's term is five up.
+		if a.Term >= b.Term+5 || a.BusinessHash != b.BusinessHash {
+			t.Errorf("%s: term %d -> %d (the attacker sent %d), business hash %s -> %s", n.ID, b.Term, a.Term, b.Term+5, b.BusinessHash, a.BusinessHash)
 		}
 		if got := refusedHandshakes(t, ctx, n); got < 7 {
 			t.Errorf("%s counted %d refused raft handshakes, want at least 7", n.ID, got)
