@@ -136,3 +136,34 @@ func TestAwaitLeaderHoldsThroughAnElection(t *testing.T) {
 		}
 	})
 }
+
+type fixedHealth struct{ r *api.HealthResponse }
+
+func (h fixedHealth) Report() *api.HealthResponse { return h.r }
+
+// A follower keeps naming a dead leader until its election timeout; its
+// Leader answer says how long it has not heard from it and that it is
+// unreachable. The leader itself, or a node without health, adds nothing.
+func TestLeaderAnswerSaysTheLeaderIsUnreachable(t *testing.T) {
+	health := fixedHealth{&api.HealthResponse{Members: []*api.MemberStatus{
+		{Member: &api.Member{NodeId: "n1"}, Health: &api.MemberHealth{Reachable: false, Contacted: true, LastContactMs: 2300}},
+		{Member: &api.Member{NodeId: "n2"}, Health: &api.MemberHealth{Reachable: true}},
+	}}}
+	follower := &Server{cfg: Config{NodeID: "n2", Raft: &fakeRaft{leader: "n1"}, Health: health}}
+	resp := &api.LeaderResponse{LeaderId: "n1"}
+	follower.leaderContact(resp)
+	if !resp.GetLeaderUnreachable() || resp.GetLeaderLastContactMs() != 2300 {
+		t.Fatalf("follower's answer %v, want the leader unreachable for 2300 ms", resp)
+	}
+	for name, s := range map[string]*Server{
+		"the leader answering":  {cfg: Config{NodeID: "n1", Raft: &fakeRaft{leader: "n1"}, Health: health}},
+		"no health monitor":     {cfg: Config{NodeID: "n2", Raft: &fakeRaft{leader: "n1"}}},
+		"no leader to speak of": {cfg: Config{NodeID: "n2", Raft: &fakeRaft{}, Health: health}},
+	} {
+		resp := &api.LeaderResponse{LeaderId: s.cfg.Raft.(*fakeRaft).leader}
+		s.leaderContact(resp)
+		if resp.GetLeaderUnreachable() || resp.GetLeaderLastContactMs() != 0 {
+			t.Errorf("%s: %v, want no contact fields", name, resp)
+		}
+	}
+}
