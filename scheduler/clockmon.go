@@ -49,8 +49,8 @@ type ClockConfig struct {
 // the verdict changes only when fresh samples of a majority make one, and
 // stands while they do not. An off node refuses to lead (the scheduler asks
 // Off), and one that stays off for HaltAfter, and is still measured off,
-// stops. It reads the same hlc.Source the HLC issues
-// from. Safe for concurrent use.
+// stops. It reads the same hlc.Source the HLC issues from. Safe for
+// concurrent use.
 type ClockMonitor struct {
 	cfg   ClockConfig
 	clock *hlc.Clock
