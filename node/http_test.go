@@ -34,7 +34,7 @@ func TestIntegrationHTTPEndpointsByRole(t *testing.T) {
 
 	t.Run("secure", func(t *testing.T) {
 		c := newTestCluster(t, 1, func(cfg *Config) { cfg.HTTPAddr, cfg.EnablePprof = "127.0.0.1:0", true })
-		addr := c.node(c.waitLeaderReady(10*time.Second)).HTTPAddr()
+		addr := c.node(c.waitLeaderReady(10 * time.Second)).HTTPAddr()
 		for _, tc := range []struct {
 			path   string
 			cfg    *tls.Config
@@ -60,7 +60,7 @@ func TestIntegrationHTTPEndpointsByRole(t *testing.T) {
 	})
 	t.Run("defaults and metricsInsecure", func(t *testing.T) {
 		c := newTestCluster(t, 1, func(cfg *Config) { cfg.HTTPAddr, cfg.MetricsInsecure = "127.0.0.1:0", true })
-		addr := c.node(c.waitLeaderReady(10*time.Second)).HTTPAddr()
+		addr := c.node(c.waitLeaderReady(10 * time.Second)).HTTPAddr()
 		if code, body := get(t, addr, "/metrics", anonymous); code != http.StatusOK || !strings.Contains(body, "hotsplit_build_info") {
 			t.Errorf("/metrics without credentials under MetricsInsecure: %d %q", code, firstLine(body))
 		}
