@@ -100,27 +100,43 @@ func (h handshakeRecorder) ClientHandshake(ctx context.Context, authority string
 	return &firstReadConn{Conn: conn, ec: h.ec}, info, nil
 }
 
-// firstReadConn records a read error that comes before the server's first
-// byte. Under TLS 1.3 a server refuses a client certificate after the
-// client's side of the handshake is done, so its alert ("remote error:
-// tls: unknown certificate authority") arrives on the first read, or not
-// at all: when gRPC's first write meets the closed socket first, gRPC
-// closes the connection and the read sees only that. The message names the
-// likely cause either way.
+// firstReadConn records the first read or write error that comes before
+// the server's first byte. Under TLS 1.3 a server refuses a client
+// certificate after the client's side of the handshake is done, so its
+// alert ("remote error: tls: unknown certificate authority") arrives on the
+// first read, or not at all: when gRPC's preface write or first read meets
+// the closed socket first, gRPC closes the connection and sees only that.
+// The message names the likely cause either way.
 type firstReadConn struct {
 	net.Conn
 	ec  *endpointConn
-	got atomic.Bool
+	got atomic.Bool // a byte was read, or an error recorded
 }
 
 func (c *firstReadConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.got.Store(true)
-	} else if err != nil && !c.got.Swap(true) { // the first error only
-		c.ec.setDialErr(fmt.Errorf("the server closed the connection before answering (as a server does that refuses this client's certificate: check --cert, --key and --cacert): %w", err))
+	} else if err != nil {
+		c.closedEarly(err)
 	}
 	return n, err
+}
+
+func (c *firstReadConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil {
+		c.closedEarly(err)
+	}
+	return n, err
+}
+
+// closedEarly records err unless the server has answered or an error was
+// recorded already.
+func (c *firstReadConn) closedEarly(err error) {
+	if !c.got.Swap(true) {
+		c.ec.setDialErr(fmt.Errorf("the server closed the connection before answering (as a server does that refuses this client's certificate: check --cert, --key and --cacert): %w", err))
+	}
 }
 
 func (h handshakeRecorder) Clone() credentials.TransportCredentials {

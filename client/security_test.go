@@ -153,3 +153,70 @@ func TestNewChecksTransportSecurity(t *testing.T) {
 		}
 	}
 }
+
+// scriptedConn answers reads with its script and fails writes with
+// writeErr.
+type scriptedConn struct {
+	net.Conn
+	reads    []string
+	readErr  error
+	writeErr error
+}
+
+func (c *scriptedConn) Read(p []byte) (int, error) {
+	if len(c.reads) == 0 {
+		return 0, c.readErr
+	}
+	n := copy(p, c.reads[0])
+	c.reads = c.reads[1:]
+	return n, nil
+}
+
+func (c *scriptedConn) Write(p []byte) (int, error) {
+	if c.writeErr != nil {
+		return 0, c.writeErr
+	}
+	return len(p), nil
+}
+
+// A server that refuses the client's certificate after the TLS 1.3
+// handshake closes the connection before its first byte: whether gRPC
+// meets that on its preface write or on its first read, the endpoint's
+// error names the certificate; once the server answered, a later error is
+// the connection's own business.
+func TestConnectionClosedBeforeAnswerNamesTheCertificate(t *testing.T) {
+	reset := errors.New("write: connection reset by peer")
+	eof := errors.New("EOF")
+	for _, tc := range []struct {
+		name  string
+		conn  *scriptedConn
+		write bool
+		want  string // "" : nothing recorded
+	}{
+		{"preface write fails", &scriptedConn{writeErr: reset}, true, "connection reset by peer"},
+		{"first read fails", &scriptedConn{readErr: eof}, false, "EOF"},
+		{"fails after the server's first byte", &scriptedConn{reads: []string{"settings"}, readErr: eof}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ec := &endpointConn{}
+			c := &firstReadConn{Conn: tc.conn, ec: ec}
+			buf := make([]byte, 16)
+			if tc.write {
+				c.Write([]byte("PRI * HTTP/2.0"))
+			}
+			for range 3 {
+				if _, err := c.Read(buf); err != nil {
+					break
+				}
+			}
+			c.Write([]byte("more")) // a later error never replaces the first
+			err := ec.lastDialErr()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("recorded %v after the server answered", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("recorded %v, want the certificate named and %q", err, tc.want)
+			}
+		})
+	}
+}
