@@ -166,7 +166,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	// follower stops for good and Shutdown waits forever; see
 	// docs/design.md). Each follower then gets one AppendEntries at a time,
 	// batching whatever queued meanwhile.
-	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog})}
+	acks := newAckTracker()
+	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog}), acks}
 	n.stream = trans
 
 	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
@@ -265,7 +266,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.srv.PeerAppliedIndex(ctx, m.GrpcAddr)
 		},
-	}, n.raft, n.fsm, n.clock, notify)
+	}, freshVerify{n.raft, acks, raft.ServerID(cfg.ID)}, n.fsm, n.clock, notify)
 	agg := scheduler.NewAggregator(scheduler.AggregatorConfig{Logger: log, Metrics: reg}, n.sched.Proposer(), n.fsm)
 	n.sched.SetLoads(agg)
 	limits := cfg.Limits

@@ -20,7 +20,7 @@ func TestHeartbeatsReachTheMainLoop(t *testing.T) {
 		t.Cleanup(func() { tr.Close() })
 		return tr
 	}
-	recv := mainLoopHeartbeats{newTCP()}
+	recv := mainLoopHeartbeats{newTCP(), newAckTracker()}
 	send := newTCP()
 	fastPath := make(chan raft.RPC, 1)
 	recv.SetHeartbeatHandler(func(rpc raft.RPC) { fastPath <- rpc })
@@ -46,5 +46,77 @@ func TestHeartbeatsReachTheMainLoop(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("heartbeat: %v", err)
+	}
+}
+
+// A verification counts a peer only for an accepted AppendEntries of the
+// same term sent at or after it began; a quorum is self plus enough such
+// peers; a waiter wakes on the next record.
+func TestAckTrackerCountsOnlyFreshAnswers(t *testing.T) {
+	a := newAckTracker()
+	voters := []raft.ServerID{"n1", "n2", "n3"}
+	since := time.Now()
+	a.record("n2", 5, since.Add(-time.Millisecond)) // sent before: a stale answer
+	a.record("n3", 4, since.Add(time.Millisecond))  // an older term
+	ok, changed := a.ackedSince(since, 5, "n1", voters)
+	if ok {
+		t.Fatal("counted an answer sent before the verification, or of another term")
+	}
+	a.record("n3", 5, since.Add(2*time.Millisecond))
+	select {
+	case <-changed:
+	default:
+		t.Fatal("a waiter was not woken by a record")
+	}
+	a.doneWaiting()
+	if ok, _ := a.ackedSince(since, 5, "n1", voters); !ok {
+		t.Fatal("self and a fresh answer of the term are a quorum of three")
+	}
+	five := []raft.ServerID{"n1", "n2", "n3", "n4", "n5"}
+	if ok, _ := a.ackedSince(since, 5, "n1", five); ok {
+		t.Fatal("two of five counted as a quorum")
+	}
+	a.doneWaiting()
+	if ok, _ := a.ackedSince(since, 5, "n1", []raft.ServerID{"n1"}); !ok {
+		t.Fatal("a single voter is its own quorum")
+	}
+}
+
+// The transport records an accepted AppendEntries with a send time taken
+// before the request left, and nothing for a refusal.
+func TestTransportRecordsAcceptedAppendEntries(t *testing.T) {
+	newTCP := func() *raft.NetworkTransport {
+		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	recv := newTCP()
+	send := mainLoopHeartbeats{newTCP(), newAckTracker()}
+	for _, accept := range []bool{false, true} {
+		before := time.Now()
+		done := make(chan error, 1)
+		go func() {
+			var resp raft.AppendEntriesResponse
+			done <- send.AppendEntries("n2", recv.LocalAddr(), &raft.AppendEntriesRequest{Term: 7}, &resp)
+		}()
+		select {
+		case rpc := <-recv.Consumer():
+			rpc.Respond(&raft.AppendEntriesResponse{Term: 7, Success: accept}, nil)
+		case <-time.After(5 * time.Second):
+			t.Fatal("the request never arrived")
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got, _ := send.acks.ackedSince(before, 7, "n1", []raft.ServerID{"n1", "n2"})
+		if got != accept {
+			t.Fatalf("accepted=%v: counted %v", accept, got)
+		}
+		if !got {
+			send.acks.doneWaiting()
+		}
 	}
 }
