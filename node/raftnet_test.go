@@ -12,16 +12,8 @@ import (
 // that was given a heartbeat handler: the handler must not run and the RPC
 // must arrive on the consumer channel that raft's main loop reads.
 func TestHeartbeatsReachTheMainLoop(t *testing.T) {
-	newTCP := func() *raft.NetworkTransport {
-		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		return tr
-	}
-	recv := mainLoopHeartbeats{newTCP(), newAckTracker()}
-	send := newTCP()
+	recv := mainLoopHeartbeats{newTCP(t), newAckTracker()}
+	send := newTCP(t)
 	fastPath := make(chan raft.RPC, 1)
 	recv.SetHeartbeatHandler(func(rpc raft.RPC) { fastPath <- rpc })
 
@@ -85,16 +77,8 @@ func TestAckTrackerCountsOnlyFreshAnswers(t *testing.T) {
 // The transport records an accepted AppendEntries with a send time taken
 // before the request left, and nothing for a refusal.
 func TestTransportRecordsAcceptedAppendEntries(t *testing.T) {
-	newTCP := func() *raft.NetworkTransport {
-		tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tr.Close() })
-		return tr
-	}
-	recv := newTCP()
-	send := mainLoopHeartbeats{newTCP(), newAckTracker()}
+	recv := newTCP(t)
+	send := mainLoopHeartbeats{newTCP(t), newAckTracker()}
 	for _, accept := range []bool{false, true} {
 		before := time.Now()
 		done := make(chan error, 1)
@@ -119,4 +103,15 @@ func TestTransportRecordsAcceptedAppendEntries(t *testing.T) {
 			send.acks.doneWaiting()
 		}
 	}
+}
+
+// newTCP is a raft TCP transport on a loopback port, closed with the test.
+func newTCP(t *testing.T) *raft.NetworkTransport {
+	t.Helper()
+	tr, err := raft.NewTCPTransport("127.0.0.1:0", nil, 2, time.Second, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
 }
