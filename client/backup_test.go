@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"os"
 	"testing"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -75,4 +76,34 @@ func FuzzReadBackup(f *testing.F) {
 			t.Fatalf("accepted a payload of %d at %d in %d bytes", b.Size, b.offset, len(data))
 		}
 	})
+}
+
+// TestReadBackupFixture reads a backup file that streamBackup wrote before
+// the format moved out of this package (a 4-route state at index 3 of
+// cluster c1, streamed in two chunks): files already on disk must go on
+// restoring, byte for byte.
+func TestReadBackupFixture(t *testing.T) {
+	data, err := os.ReadFile("testdata/format1.hsbackup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := readBackup(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr := b.Header
+	if hdr.GetIndex() != 3 || hdr.GetTerm() != 2 || hdr.GetClusterId() != "c1" || hdr.GetServedBy() != "n1" ||
+		hdr.GetCatalogVersion() != 3 || hdr.GetRoutes() != 4 || len(hdr.GetStateHash()) != sha256.Size {
+		t.Fatalf("header %v", hdr)
+	}
+	payload, err := io.ReadAll(b.Payload())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uint64(len(payload)) != b.Size || b.Size != 328 || !bytes.HasPrefix(payload, []byte("HSFSMSNP")) {
+		t.Fatalf("payload of %d bytes (size %d), starts %q", len(payload), b.Size, payload[:min(8, len(payload))])
+	}
+	if want := sha256.Sum256(data[:len(data)-sha256.Size]); b.Checksum != want {
+		t.Fatalf("checksum %x, want %x", b.Checksum, want)
+	}
 }
