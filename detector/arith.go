@@ -62,6 +62,16 @@ func weighted(reads, writes uint64, cfg Config) u128 {
 	return mul64(writes, uint64(cfg.WriteWeight)).add(mul64(reads, uint64(cfg.ReadWeight)))
 }
 
+// Score is a route's per-column score (SPEC §6.1): its weighted operations
+// per minute, (writes·ww + reads·wr)·60000/durMs, floored and saturating at
+// the largest uint64. The product is carried in 128 bits, so only the
+// quotient saturates. durMs must be positive. It is the one definition of
+// the score: the detector judges hysteresis by it and the leader's column
+// aggregator ranks the rows it keeps by it, so both agree on every row.
+func Score(reads, writes uint64, cfg Config, durMs uint64) uint64 {
+	return perMinute(weighted(reads, writes, cfg), durMs)
+}
+
 // perMinute scales a weighted count observed over durMs (> 0) to weighted
 // operations per minute: x·60000/durMs, floored, saturating.
 func perMinute(x u128, durMs uint64) uint64 {

@@ -138,7 +138,7 @@ func (o *observation) walk(order []int) {
 func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	var score uint64
 	if row != nil {
-		score = perMinute(weighted(row.Reads, row.Writes, o.cfg), o.durMs)
+		score = Score(row.Reads, row.Writes, o.cfg, o.durMs)
 	}
 	// An absent route has no load and no evidence: never hot, even under a
 	// zero threshold (which Config.Validate refuses).

@@ -333,7 +333,7 @@ func TestArithmeticAgainstBigInt(t *testing.T) {
 		if want.Cmp(maxU64) > 0 {
 			want = maxU64
 		}
-		if got := perMinute(weighted(row.Reads, row.Writes, cfg), dur); got != want.Uint64() {
+		if got := Score(row.Reads, row.Writes, cfg, dur); got != want.Uint64() {
 			t.Fatalf("score %d, want %v", got, want)
 		}
 

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -585,7 +586,7 @@ func TestAggregatorEntryScoresLikeDetector(t *testing.T) {
 	h.admitted(1_000_000, "a")
 	h.step()
 	wantAck(t, h.result(p), []uint64{1_000_000}, nil)
-	want := rowScore(123, 4567, 4, 1, testStep)
+	want := detector.Score(123, 4567, detector.Config{WriteWeight: 4, ReadWeight: 1}, testStep)
 	tracked, ok := h.f.State().Detector().Get(2)
 	if !ok || tracked.LastScore != want || want < 50000 {
 		t.Fatalf("detector score %+v (tracked %v), aggregator %d", tracked.LastScore, ok, want)

@@ -28,7 +28,6 @@ const (
 	// degraded (the detector then does not isolate) and further keys are
 	// ignored, which keeps the bounds of the keys already tracked sound.
 	maxMergeKeys = 1024
-	msPerMinute  = 60_000
 	// minKeyTable is the slot count of a row's first key table; tables
 	// double when three quarters full.
 	minKeyTable = 16
@@ -563,7 +562,7 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 		g.Writes = satAdd(g.Writes, r.writes)
 		g.ReadBytes = satAdd(g.ReadBytes, r.readBytes)
 		g.WriteBytes = satAdd(g.WriteBytes, r.writeBytes)
-		s := scored{r, rowScore(r.reads, r.writes, dc.WriteWeight, dc.ReadWeight, c.stepMs)}
+		s := scored{r, detector.Score(r.reads, r.writes, dc, c.stepMs)}
 		if s.score >= dc.Threshold {
 			hot = append(hot, s)
 		} else {
@@ -629,25 +628,6 @@ func (c *columnSum) sortedReporters() []string {
 	}
 	slices.SortFunc(out, strings.Compare)
 	return out
-}
-
-// rowScore is the detector's per-column score (SPEC §6.1):
-// (writes·ww + reads·wr)·60000/durMs, floored, saturating at 2^64-1.
-// The detector package does not export its scoring, so this computes it
-// identically: the product is carried in 128 bits (a weighted count needs
-// 97, times 60000 another 16) and only the quotient saturates. durMs > 0.
-func rowScore(reads, writes uint64, ww, wr uint32, durMs uint64) uint64 {
-	wHi, wLo := bits.Mul64(writes, uint64(ww))
-	rHi, rLo := bits.Mul64(reads, uint64(wr))
-	lo, carry := bits.Add64(wLo, rLo, 0)
-	hi := wHi + rHi + carry // < 2^33
-	mHi, mLo := bits.Mul64(lo, msPerMinute)
-	hi = hi*msPerMinute + mHi // < 2^49
-	if hi >= durMs {
-		return math.MaxUint64
-	}
-	q, _ := bits.Div64(hi, mLo, durMs)
-	return q
 }
 
 func satAdd(a, b uint64) uint64 {

@@ -2,8 +2,6 @@ package scheduler
 
 import (
 	"fmt"
-	"math"
-	"math/big"
 	"slices"
 	"testing"
 
@@ -285,29 +283,6 @@ func TestMergeBelowThresholdRows(t *testing.T) {
 	if g := e.GetGroupTotals(); len(g) != 1 || g[0].GetReads() != 550 || g[0].GetWrites() != 1000 {
 		t.Fatalf("group totals %v", g)
 	}
-}
-
-// TestRowScoreMatchesDefinition checks rowScore against the SPEC §6.1
-// formula in arbitrary precision, saturation included.
-func TestRowScoreMatchesDefinition(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		reads := rapid.OneOf(rapid.Uint64(), rapid.Uint64Range(0, 1<<20)).Draw(t, "reads")
-		writes := rapid.OneOf(rapid.Uint64(), rapid.Uint64Range(0, 1<<20)).Draw(t, "writes")
-		ww := rapid.Uint32().Draw(t, "ww")
-		wr := rapid.Uint32().Draw(t, "wr")
-		dur := rapid.OneOf(rapid.Uint64Range(1, 1<<40), rapid.Uint64Range(1, math.MaxUint64)).Draw(t, "dur")
-		x := new(big.Int).Mul(new(big.Int).SetUint64(writes), big.NewInt(int64(ww)))
-		x.Add(x, new(big.Int).Mul(new(big.Int).SetUint64(reads), big.NewInt(int64(wr))))
-		x.Mul(x, big.NewInt(msPerMinute))
-		x.Quo(x, new(big.Int).SetUint64(dur))
-		want := uint64(math.MaxUint64)
-		if x.IsUint64() {
-			want = x.Uint64()
-		}
-		if got := rowScore(reads, writes, ww, wr, dur); got != want {
-			t.Fatalf("rowScore(%d, %d, %d, %d, %d) = %d, want %d", reads, writes, ww, wr, dur, got, want)
-		}
-	})
 }
 
 // TestMergeOrderIndependentProperty: the committed entry does not depend on
