@@ -114,19 +114,3 @@ func addSat32(a uint32) uint32 {
 	}
 	return a + 1
 }
-
-func addSat64(a, b uint64) uint64 {
-	s, c := bits.Add64(a, b, 0)
-	if c != 0 {
-		return ^uint64(0)
-	}
-	return s
-}
-
-func mulSat64(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	if hi != 0 {
-		return ^uint64(0)
-	}
-	return lo
-}

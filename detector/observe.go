@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // Observe applies one committed column to s and returns the new state and
@@ -84,7 +85,7 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 	for _, op := range in.LiveOps {
 		o.liveOpIDs = append(o.liveOpIDs, op.RouteIDs...)
 		if op.RemainingDelta > 0 {
-			o.remaining = addSat64(o.remaining, uint64(op.RemainingDelta))
+			o.remaining = saturate.Add(o.remaining, uint64(op.RemainingDelta))
 		}
 	}
 	slices.Sort(o.liveOpIDs)
@@ -325,7 +326,7 @@ func (o *observation) decide() []Plan {
 			reason = ReasonBudgetExhausted
 		default:
 			// Saturating: absurd live-op deltas must not wrap below the cap.
-			x.ProjectedRoutes = addSat64(addSat64(live, o.remaining), reserved+uint64(ch.delta))
+			x.ProjectedRoutes = saturate.Add(saturate.Add(live, o.remaining), reserved+uint64(ch.delta))
 			if x.ProjectedRoutes > uint64(o.cfg.MaxAutoRoutes) {
 				reason = ReasonRouteCap
 				break
@@ -353,12 +354,12 @@ func (o *observation) decide() []Plan {
 // prune drops the entries that no longer carry anything: no counter, no
 // cooldown still running, no recent explanation (see State).
 func (o *observation) prune() []Tracked {
-	retention := max(o.cfg.CooldownMs, mulSat64(recentColumns, o.durMs))
+	retention := max(o.cfg.CooldownMs, saturate.Mul(recentColumns, o.durMs))
 	kept := o.out[:0]
 	for _, e := range o.out {
 		x := &e.Explanation
 		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs ||
-			(x.Reason != ReasonUnspecified && addSat64(x.AtMs, retention) > o.col.AtMs) {
+			(x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs) {
 			kept = append(kept, e)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 	"pgregory.net/rapid"
 )
 
@@ -127,10 +128,10 @@ func checkOutcome(t fataler, in Input, prev *State, col Column, next *State, pla
 		total = uint64(in.Catalog.Len())
 	}
 	for _, op := range in.LiveOps {
-		total = addSat64(total, uint64(max(op.RemainingDelta, 0)))
+		total = saturate.Add(total, uint64(max(op.RemainingDelta, 0)))
 	}
 	for i, p := range plans {
-		total = addSat64(total, uint64(p.RouteDelta))
+		total = saturate.Add(total, uint64(p.RouteDelta))
 		if p.OpID != in.NextOpID+uint64(i) {
 			t.Fatalf("plan %d has op id %d", i, p.OpID)
 		}

@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/google/btree"
+
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // ErrInvalidState is wrapped by every error NewState returns.
@@ -231,7 +233,7 @@ func (s *State) OnSplit(cfg Config, parentID uint64, children []uint64, consumed
 	if cfg.CooldownMs == 0 {
 		return out
 	}
-	until := addSat64(splitMs, cfg.CooldownMs)
+	until := saturate.Add(splitMs, cfg.CooldownMs)
 	for _, id := range children {
 		if id != 0 && id != consumed && id != parentID {
 			out.startCooldown(id, until)
@@ -246,7 +248,7 @@ func (s *State) OnSplit(cfg Config, parentID uint64, children []uint64, consumed
 func (s *State) StartCooldown(cfg Config, routeID uint64, atMs uint64) *State {
 	out := s.withPatch()
 	if cfg.CooldownMs != 0 && routeID != 0 {
-		out.startCooldown(routeID, addSat64(atMs, cfg.CooldownMs))
+		out.startCooldown(routeID, saturate.Add(atMs, cfg.CooldownMs))
 	}
 	return out
 }

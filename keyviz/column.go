@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // Window describes the open column: the start of its window and its step.
@@ -195,9 +196,9 @@ func (s *Sampler) row(e *routeEntry, c []uint64, bx *sketchBox, cfg LoadConfig) 
 	wr, ww := uint64(cfg.ReadWeight), uint64(cfg.WriteWeight)
 	for i := range e.k {
 		reads, writes := c[2+2*i], c[3+2*i]
-		r.Reads = satAdd(r.Reads, reads)
-		r.Writes = satAdd(r.Writes, writes)
-		r.Buckets[i] = satAdd(satMul(reads, wr), satMul(writes, ww))
+		r.Reads = saturate.Add(r.Reads, reads)
+		r.Writes = saturate.Add(r.Writes, writes)
+		r.Buckets[i] = saturate.Add(saturate.Mul(reads, wr), saturate.Mul(writes, ww))
 	}
 	// Bytes alone make a row: they can trail their count into the next
 	// column when the request raced with the close.

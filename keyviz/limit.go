@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -48,7 +49,7 @@ func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows
 		order[i] = i
 	}
 	load := func(r *api.ReportRow) uint64 {
-		return satAdd(satMul(r.Writes, uint64(col.WriteWeight)), satMul(r.Reads, uint64(col.ReadWeight)))
+		return saturate.Add(saturate.Mul(r.Writes, uint64(col.WriteWeight)), saturate.Mul(r.Reads, uint64(col.ReadWeight)))
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
 		la, lb := load(col.Rows[a]), load(col.Rows[b])

@@ -3,11 +3,11 @@ package keyviz
 import (
 	"bytes"
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"slices"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // spaceSaving is a weighted Space-Saving summary (Metwally, Agrawal and
@@ -86,13 +86,13 @@ func (s *spaceSaving) addHashed(key []byte, h, w uint64, write bool) {
 		if !bytes.Equal(e.key, key) {
 			return // hash collision: drop this update
 		}
-		s.total = satAdd(s.total, w)
-		e.count = satAdd(e.count, w)
+		s.total = saturate.Add(s.total, w)
+		e.count = saturate.Add(e.count, w)
 		e.event(write)
 		s.down(int(e.hpos))
 		return
 	}
-	s.total = satAdd(s.total, w)
+	s.total = saturate.Add(s.total, w)
 	if len(s.ents) < s.capacity {
 		i := int32(len(s.ents))
 		s.ents = append(s.ents, ssEntry{key: bytes.Clone(key), hash: h, count: w, hpos: int32(len(s.heap))})
@@ -108,7 +108,7 @@ func (s *spaceSaving) addHashed(key []byte, h, w uint64, write bool) {
 	e.key = append(e.key[:0], key...)
 	e.hash = h
 	e.err = e.count
-	e.count = satAdd(e.count, w)
+	e.count = saturate.Add(e.count, w)
 	e.reads, e.writes = 0, 0
 	e.event(write)
 	pos, _ = s.index.find(h) // the removal may have moved the free cell
@@ -257,20 +257,4 @@ func (s *spaceSaving) swap(i, j int) {
 	s.heap[i], s.heap[j] = s.heap[j], s.heap[i]
 	s.ents[s.heap[i]].hpos = int32(i)
 	s.ents[s.heap[j]].hpos = int32(j)
-}
-
-func satAdd(a, b uint64) uint64 {
-	s, c := bits.Add64(a, b, 0)
-	if c != 0 {
-		return math.MaxUint64
-	}
-	return s
-}
-
-func satMul(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	if hi != 0 {
-		return math.MaxUint64
-	}
-	return lo
 }

@@ -198,14 +198,8 @@ func TestSpaceSavingDominantKeyNeverDegraded(t *testing.T) {
 	})
 }
 
-func TestSaturatingArithmetic(t *testing.T) {
+func TestSketchSaturates(t *testing.T) {
 	const max = ^uint64(0)
-	if satAdd(max-1, 5) != max || satAdd(2, 3) != 5 {
-		t.Fatal("satAdd")
-	}
-	if satMul(max/2, 3) != max || satMul(6, 7) != 42 {
-		t.Fatal("satMul")
-	}
 	s := newSpaceSaving(1)
 	s.add([]byte("a"), max-1, true)
 	s.add([]byte("a"), 9, true)

@@ -14,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // Merge bounds (SPEC §8).
@@ -192,10 +193,10 @@ func (c *columnSum) addRow(row *api.ReportRow, ww, wr uint32) {
 	}
 	r := &c.rows[i]
 	r.inputs++
-	r.reads = satAdd(r.reads, row.GetReads())
-	r.writes = satAdd(r.writes, row.GetWrites())
-	r.readBytes = satAdd(r.readBytes, row.GetReadBytes())
-	r.writeBytes = satAdd(r.writeBytes, row.GetWriteBytes())
+	r.reads = saturate.Add(r.reads, row.GetReads())
+	r.writes = saturate.Add(r.writes, row.GetWrites())
+	r.readBytes = saturate.Add(r.readBytes, row.GetReadBytes())
+	r.writeBytes = saturate.Add(r.writeBytes, row.GetWriteBytes())
 	r.degraded = r.degraded || row.GetTopKDegraded()
 	r.sampleRate = max(r.sampleRate, row.GetSampleRate())
 	c.addBuckets(r, row.GetBuckets())
@@ -214,7 +215,7 @@ func (c *columnSum) addRow(row *api.ReportRow, ww, wr uint32) {
 		minScaled = min(minScaled, k.GetCount()*rate) // validated: no overflow
 	}
 	if full {
-		r.absentUpper = satAdd(r.absentUpper, minScaled)
+		r.absentUpper = saturate.Add(r.absentUpper, minScaled)
 	}
 	for _, k := range top {
 		e := c.key(r, k.GetKey())
@@ -222,13 +223,13 @@ func (c *columnSum) addRow(row *api.ReportRow, ww, wr uint32) {
 			r.degraded = true // past maxMergeKeys
 			continue
 		}
-		e.lower = satAdd(e.lower, (k.GetCount()-k.GetError())*rate)
-		e.upper = satAdd(e.upper, k.GetCount()*rate)
-		e.sampledReads = satAdd(e.sampledReads, k.GetSampledReads())
-		e.sampledWrites = satAdd(e.sampledWrites, k.GetSampledWrites())
-		e.variance = satAdd(e.variance, keyVariance(k, rate, ww, wr))
+		e.lower = saturate.Add(e.lower, (k.GetCount()-k.GetError())*rate)
+		e.upper = saturate.Add(e.upper, k.GetCount()*rate)
+		e.sampledReads = saturate.Add(e.sampledReads, k.GetSampledReads())
+		e.sampledWrites = saturate.Add(e.sampledWrites, k.GetSampledWrites())
+		e.variance = saturate.Add(e.variance, keyVariance(k, rate, ww, wr))
 		if full {
-			e.ownAbsent = satAdd(e.ownAbsent, minScaled)
+			e.ownAbsent = saturate.Add(e.ownAbsent, minScaled)
 		}
 	}
 }
@@ -257,9 +258,9 @@ func (c *columnSum) addSampled(r *rowSum, row *api.ReportRow, ww, wr uint32) {
 	}
 	rate := uint64(row.GetSampleRate())
 	w := u128add(u128mul(uint64(ww), sw), u128mul(uint64(wr), sr))
-	r.sampledTotal = satAdd(r.sampledTotal, u128mulSat(u128{0, rate}, w))
+	r.sampledTotal = saturate.Add(r.sampledTotal, u128mulSat(u128{0, rate}, w))
 	v := u128add(u128mul(uint64(ww)*uint64(ww), sw), u128mul(uint64(wr)*uint64(wr), sr))
-	r.sampledVar = satAdd(r.sampledVar, u128mulSat(u128mul(rate, rate), v))
+	r.sampledVar = saturate.Add(r.sampledVar, u128mulSat(u128mul(rate, rate), v))
 }
 
 // addSamples collects one reporter's operation sample for r: each sampled
@@ -273,10 +274,10 @@ func (c *columnSum) addSamples(r *rowSum, row *api.ReportRow, ww, wr uint32) {
 	}
 	var load, sampled uint64
 	for _, b := range row.GetBuckets() {
-		load = satAdd(load, b) // validated: no overflow
+		load = saturate.Add(load, b) // validated: no overflow
 	}
 	for _, s := range ss {
-		sampled = satAdd(sampled, satAdd(satMul(uint64(ww), uint64(s.GetWrites())), satMul(uint64(wr), uint64(s.GetReads()))))
+		sampled = saturate.Add(sampled, saturate.Add(saturate.Mul(uint64(ww), uint64(s.GetWrites())), saturate.Mul(uint64(wr), uint64(s.GetReads()))))
 	}
 	if load == 0 || sampled == 0 {
 		return
@@ -285,7 +286,7 @@ func (c *columnSum) addSamples(r *rowSum, row *api.ReportRow, ww, wr uint32) {
 		if len(r.samples) >= maxRowSamples {
 			return
 		}
-		w := satAdd(satMul(uint64(ww), uint64(s.GetWrites())), satMul(uint64(wr), uint64(s.GetReads())))
+		w := saturate.Add(saturate.Mul(uint64(ww), uint64(s.GetWrites())), saturate.Mul(uint64(wr), uint64(s.GetReads())))
 		hi, lo := bits.Mul64(load, w)
 		q, _ := bits.Div64(hi, lo, sampled) // w <= sampled: q <= load
 		if q == 0 {
@@ -309,7 +310,7 @@ func (c *columnSum) samplesOf(r *rowSum) []*api.WeightedKey {
 	out := make([]*api.WeightedKey, 0, min(len(ss), mergedSamples))
 	for _, s := range ss {
 		if n := len(out); n > 0 && bytes.Equal(out[n-1].Key, key(s)) {
-			out[n-1].Weight = satAdd(out[n-1].Weight, s.weight)
+			out[n-1].Weight = saturate.Add(out[n-1].Weight, s.weight)
 			continue
 		}
 		out = append(out, &api.WeightedKey{Key: key(s), Weight: s.weight})
@@ -329,13 +330,13 @@ func thinSamples(in []*api.WeightedKey, limit int) []*api.WeightedKey {
 	}
 	var total uint64
 	for _, s := range in {
-		total = satAdd(total, s.Weight)
+		total = saturate.Add(total, s.Weight)
 	}
 	out := make([]*api.WeightedKey, 0, limit)
 	var cum uint64
 	j := uint64(0)
 	for _, s := range in {
-		cum = satAdd(cum, s.Weight)
+		cum = saturate.Add(cum, s.Weight)
 		for j < uint64(limit) {
 			// target (2j+1)·W/(2·limit), without overflow
 			hi, lo := bits.Mul64(2*j+1, total)
@@ -345,7 +346,7 @@ func thinSamples(in []*api.WeightedKey, limit int) []*api.WeightedKey {
 			}
 			per := total / uint64(limit)
 			if n := len(out); n > 0 && bytes.Equal(out[n-1].Key, s.Key) {
-				out[n-1].Weight = satAdd(out[n-1].Weight, per)
+				out[n-1].Weight = saturate.Add(out[n-1].Weight, per)
 			} else {
 				out = append(out, &api.WeightedKey{Key: s.Key, Weight: per})
 			}
@@ -366,7 +367,7 @@ func (c *columnSum) addBuckets(r *rowSum, b []uint64) {
 	default:
 		sums := c.buckets[r.bucketOff : r.bucketOff+r.bucketLen]
 		for i, v := range b {
-			sums[i] = satAdd(sums[i], v)
+			sums[i] = saturate.Add(sums[i], v)
 		}
 	}
 }
@@ -494,7 +495,7 @@ func (c *columnSum) estimates(r *rowSum, limit int, v2 bool) []*api.KeyEstimate 
 		if r.absentUpper != math.MaxUint64 {
 			absent = r.absentUpper - e.ownAbsent // ownAbsent sums a subset of absentUpper's terms
 		}
-		k := &api.KeyEstimate{Key: c.keyOf(i), Lower: e.lower, Upper: satAdd(e.upper, absent)}
+		k := &api.KeyEstimate{Key: c.keyOf(i), Lower: e.lower, Upper: saturate.Add(e.upper, absent)}
 		if v2 {
 			k.SampledReads, k.SampledWrites, k.Variance = e.sampledReads, e.sampledWrites, e.variance
 		}
@@ -558,10 +559,10 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 			g = &api.GroupLoad{GroupId: route.GroupID}
 			groups[route.GroupID] = g
 		}
-		g.Reads = satAdd(g.Reads, r.reads)
-		g.Writes = satAdd(g.Writes, r.writes)
-		g.ReadBytes = satAdd(g.ReadBytes, r.readBytes)
-		g.WriteBytes = satAdd(g.WriteBytes, r.writeBytes)
+		g.Reads = saturate.Add(g.Reads, r.reads)
+		g.Writes = saturate.Add(g.Writes, r.writes)
+		g.ReadBytes = saturate.Add(g.ReadBytes, r.readBytes)
+		g.WriteBytes = saturate.Add(g.WriteBytes, r.writeBytes)
 		s := scored{r, detector.Score(r.reads, r.writes, dc, c.stepMs)}
 		if s.score >= dc.Threshold {
 			hot = append(hot, s)
@@ -630,22 +631,6 @@ func (c *columnSum) sortedReporters() []string {
 	return out
 }
 
-func satAdd(a, b uint64) uint64 {
-	s, c := bits.Add64(a, b, 0)
-	if c != 0 {
-		return math.MaxUint64
-	}
-	return s
-}
-
-func satMul(a, b uint64) uint64 {
-	hi, lo := bits.Mul64(a, b)
-	if hi != 0 {
-		return math.MaxUint64
-	}
-	return lo
-}
-
 // u128 helpers for the variance: products of up to three 64-bit factors,
 // saturated to 64 bits at the end.
 type u128 struct{ hi, lo uint64 }
@@ -672,7 +657,7 @@ func u128mulSat(x, y u128) uint64 {
 		}
 		return math.MaxUint64
 	}
-	return satMul(x.lo, y.lo)
+	return saturate.Mul(x.lo, y.lo)
 }
 
 // digestSeed seeds the content digests of reported columns; digests are
