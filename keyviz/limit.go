@@ -9,9 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// MaxReportBytes bounds the encoded size of one ReportRequest (SPEC §12).
-const MaxReportBytes = 4 << 20
-
 // Field numbers of the messages whose framing limit.go adds up.
 const (
 	reportColumnsField = 2 // ReportRequest.columns

@@ -62,7 +62,8 @@ type ReporterConfig struct {
 	// MaxPending bounds the closed columns kept until acknowledged; when a
 	// new column finds it full, the oldest is dropped and counted.
 	MaxPending int
-	// MaxReportBytes bounds one request (at most MaxReportBytes).
+	// MaxReportBytes bounds one request (default and at most
+	// api.MaxReportBytes).
 	MaxReportBytes int
 	// MinBackoff and MaxBackoff bound the jittered wait after a failure.
 	MinBackoff, MaxBackoff time.Duration
@@ -141,8 +142,8 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 		return nil, fmt.Errorf("%w: Sender is nil", ErrInvalidReporterConfig)
 	case cfg.MaxPending < 0:
 		return nil, fmt.Errorf("%w: MaxPending %d is negative", ErrInvalidReporterConfig, cfg.MaxPending)
-	case cfg.MaxReportBytes < 0 || cfg.MaxReportBytes > MaxReportBytes:
-		return nil, fmt.Errorf("%w: MaxReportBytes %d not in [0, %d]", ErrInvalidReporterConfig, cfg.MaxReportBytes, MaxReportBytes)
+	case cfg.MaxReportBytes < 0 || cfg.MaxReportBytes > api.MaxReportBytes:
+		return nil, fmt.Errorf("%w: MaxReportBytes %d not in [0, %d]", ErrInvalidReporterConfig, cfg.MaxReportBytes, api.MaxReportBytes)
 	case cfg.MinBackoff < 0 || cfg.MaxBackoff < 0 || cfg.ReportTimeout < 0 || cfg.ResendInterval < 0:
 		return nil, fmt.Errorf("%w: negative duration", ErrInvalidReporterConfig)
 	}
@@ -156,7 +157,7 @@ func NewReporter(cfg ReporterConfig) (*Reporter, error) {
 		cfg.MaxPending = DefaultMaxPending
 	}
 	if cfg.MaxReportBytes == 0 {
-		cfg.MaxReportBytes = MaxReportBytes
+		cfg.MaxReportBytes = api.MaxReportBytes
 	}
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff = DefaultMinBackoff

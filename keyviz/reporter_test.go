@@ -673,7 +673,7 @@ func TestNewReporterRejects(t *testing.T) {
 		{ReporterConfig{ReporterID: "n", Sender: snd}, "Sampler"},
 		{ReporterConfig{ReporterID: "n", Sampler: s}, "Sender"},
 		{ReporterConfig{ReporterID: "n", Sampler: s, Sender: snd, MaxPending: -1}, "MaxPending"},
-		{ReporterConfig{ReporterID: "n", Sampler: s, Sender: snd, MaxReportBytes: MaxReportBytes + 1}, "MaxReportBytes"},
+		{ReporterConfig{ReporterID: "n", Sampler: s, Sender: snd, MaxReportBytes: api.MaxReportBytes + 1}, "MaxReportBytes"},
 		{ReporterConfig{ReporterID: "n", Sampler: s, Sender: snd, MaxReportBytes: 40}, "no room"},
 		{ReporterConfig{ReporterID: "n", Sampler: s, Sender: snd, MinBackoff: -1}, "negative"},
 	} {

@@ -21,8 +21,9 @@ const (
 	DefaultSampleRate  = 16
 	DefaultTopK        = 32
 
-	// MaxTopK bounds a route's sketch (and a row's top keys).
-	MaxTopK = 256
+	// MaxTopK bounds a route's sketch: a row carries its sketch as top
+	// keys, which a report may hold at most api.MaxReportTopKeys of.
+	MaxTopK = api.MaxReportTopKeys
 	// MaxSampleRate bounds SampleRate: one in 2^20 observations.
 	MaxSampleRate = 1 << 20
 	// MaxStepMs bounds the step a sampler accepts: one day.

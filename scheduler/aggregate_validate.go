@@ -14,14 +14,8 @@ import (
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
-// Load report limits (SPEC §12).
+// Load report limits (SPEC §12); the wire limits are api's.
 const (
-	// MaxReportBytes bounds one ReportRequest (proto.Size).
-	MaxReportBytes = 4 << 20
-	// MaxReportTopKeys bounds the top-K entries of one report row.
-	MaxReportTopKeys = 256
-	// MaxReportSamples bounds the operation sample of one report row.
-	MaxReportSamples = 64
 	// maxFutureSteps: a column whose window ends more than this many steps
 	// after the leader's wall clock is rejected (a reporter far ahead must
 	// not hold columns open).
@@ -78,8 +72,8 @@ func reject(reason, format string, args ...any) *rejection {
 // must also carry exactly the route's bucket count under the replicated
 // config.
 func validateReport(req *api.ReportRequest, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
-	if n := proto.Size(req); n > MaxReportBytes {
-		return reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", n, MaxReportBytes)
+	if n := proto.Size(req); n > api.MaxReportBytes {
+		return reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", n, api.MaxReportBytes)
 	}
 	if req.GetReporterId() == "" {
 		return reject(rejectReporterID, "reporter_id: must be set")
@@ -166,8 +160,8 @@ func validateRow(row *api.ReportRow, path fieldPath, cat *catalog.Catalog, cfg *
 		}
 	}
 	top := row.GetTopKeys()
-	if len(top) > MaxReportTopKeys {
-		return reject(rejectTopKeys, "%s.top_keys: %d entries exceeds the limit of %d", path, len(top), MaxReportTopKeys)
+	if len(top) > api.MaxReportTopKeys {
+		return reject(rejectTopKeys, "%s.top_keys: %d entries exceeds the limit of %d", path, len(top), api.MaxReportTopKeys)
 	}
 	rate := uint64(row.GetSampleRate())
 	for k, e := range top {
@@ -198,8 +192,8 @@ func validateSamples(row *api.ReportRow, path fieldPath) *rejection {
 		}
 	}
 	ss := row.GetSamples()
-	if len(ss) > MaxReportSamples {
-		return reject(rejectSamples, "%s.samples: %d entries exceeds the limit of %d", path, len(ss), MaxReportSamples)
+	if len(ss) > api.MaxReportSamples {
+		return reject(rejectSamples, "%s.samples: %d entries exceeds the limit of %d", path, len(ss), api.MaxReportSamples)
 	}
 	for k, e := range ss {
 		if n := len(e.GetKey()); n > catalog.MaxKeyLen {

@@ -181,9 +181,9 @@ func TestMergeTopKBounded(t *testing.T) {
 func TestMergeKeyCapDegrades(t *testing.T) {
 	cat := mergeCatalog(t)
 	s := newColumnSum(0, testStep)
-	for r := range maxMergeKeys/MaxReportTopKeys + 1 {
+	for r := range maxMergeKeys/api.MaxReportTopKeys + 1 {
 		var keys []*api.TopKeyCount
-		for i := range MaxReportTopKeys {
+		for i := range api.MaxReportTopKeys {
 			keys = append(keys, key(fmt.Sprintf("r%d-%03d", r, i), 1, 0))
 		}
 		s.add(fmt.Sprint("rep", r), 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)

@@ -29,8 +29,9 @@ type Limits struct {
 	// with ResourceExhausted before its body is read; its reporter backs
 	// off and sends it again.
 	ReportBudgetBytes int64
-	// MaxMessageBytes is the largest gRPC message (the 4 MiB report plus
-	// framing): a report that declares no size is charged this much.
+	// MaxMessageBytes is the largest gRPC message (default
+	// api.MaxMessageBytes, a full report plus framing): a report that
+	// declares no size is charged this much.
 	MaxMessageBytes int
 	// KeepaliveMinTime is the shortest ping interval a client may use
 	// (default 5 s); more frequent pings close the connection.
@@ -64,7 +65,7 @@ func (l Limits) WithDefaults() Limits {
 		l.ReportBudgetBytes = DefaultReportBudgetBytes
 	}
 	if l.MaxMessageBytes == 0 {
-		l.MaxMessageBytes = 4<<20 + 64<<10
+		l.MaxMessageBytes = api.MaxMessageBytes
 	}
 	if l.KeepaliveMinTime == 0 {
 		l.KeepaliveMinTime = DefaultKeepaliveMinTime

@@ -1,6 +1,9 @@
 // Package hotsplitv1 holds the generated protobuf and gRPC code of the
 // hotsplit.v1 API: the route catalog, the Raft command envelope, the
-// replicated state schema, load reports and the four services.
+// replicated state schema, load reports and the four services. Beside it,
+// by hand, the few rules every side of the wire shares: node ids (ids.go),
+// metadata keys (metadata.go), strict decoding of replicated bytes
+// (strict.go) and the wire limits (limits.go).
 //
 // It imports nothing of hotsplit's. The generated *.pb.go files are
 // committed so that building and testing never need protoc; regenerate them

@@ -1,0 +1,18 @@
+package hotsplitv1
+
+// Wire limits of the API (SPEC §12, docs/security.md). Both sides hold to
+// them: a reporter trims what it sends to fit, and a node refuses what does
+// not, so each is written here once.
+const (
+	// MaxReportBytes bounds the encoded size (proto.Size) of one
+	// ReportRequest.
+	MaxReportBytes = 4 << 20
+	// MaxReportTopKeys bounds the top-K entries of one report row (and so
+	// the capacity of a reporter's per-route sketch).
+	MaxReportTopKeys = 256
+	// MaxReportSamples bounds the operation sample of one report row.
+	MaxReportSamples = 64
+	// MaxMessageBytes is the largest gRPC message a node sends or
+	// receives: a full report plus room for gRPC's framing and metadata.
+	MaxMessageBytes = MaxReportBytes + 64<<10
+)
