@@ -50,21 +50,12 @@ func (s *Scheduler) stepOps(ctx context.Context) {
 	}
 }
 
-// stepOnce proposes the next step of the oldest runnable op. It reports
+// stepOnce proposes the step fsm.NextOpStep chooses. It reports
 // whether it proposed anything and, when the oldest op is held by
 // OpStepDelay, how long until it is due.
 func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 	st := s.fsm.State()
-	if !st.Bootstrapped() || !st.Switch().GetEnabled() {
-		return false, 0, nil
-	}
-	var op *api.Op
-	for _, o := range st.LiveOps() {
-		if o.GetState() == api.OpState_OP_STATE_PENDING || o.GetState() == api.OpState_OP_STATE_RUNNING {
-			op = o
-			break
-		}
-	}
+	op, split := fsm.NextOpStep(st.Bootstrapped() && st.Switch().GetEnabled(), st.LiveOps())
 	if op == nil {
 		return false, 0, nil
 	}
@@ -74,21 +65,15 @@ func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 			return false, time.Duration(due-now) * time.Millisecond, nil
 		}
 	}
-	step := op.GetNextStep()
-	keys := op.GetSplitKeys()
-	if step == 0 || int(step) > len(keys) {
-		return false, 0, nil // nothing left to do; the FSM marks it done
-	}
-	cmd := &api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
-		RouteId: op.GetTargetRouteId(), SplitKey: keys[step-1], OpId: op.GetOpId(), Step: step, Actor: "scheduler",
-	}}}
+	split.Actor = "scheduler"
+	cmd := &api.Command{Body: &api.Command_SplitRange{SplitRange: split}}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.RaftTimeout)
 	defer cancel()
 	res, err := s.proposer.Propose(pctx, cmd)
 	if err != nil {
 		return false, 0, err
 	}
-	log := s.log.With("op_id", op.GetOpId(), "step", step, "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
+	log := s.log.With("op_id", op.GetOpId(), "step", split.GetStep(), "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
 	switch res.GetCode() {
 	case api.ResultCode_RESULT_CODE_OK:
 		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "split_origin", fsm.EnumName(op.GetOrigin()))

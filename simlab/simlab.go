@@ -369,25 +369,18 @@ func isolates(op *api.Op, w []byte) bool {
 }
 
 // stepOps applies every live op's steps, oldest first, as the scheduler
-// does, at the end of column c (window end at endMs). cat is the catalog
+// does (both ask fsm.NextOpStep), at the end of column c (window end at endMs). cat is the catalog
 // the column's load was generated under.
 func (r *run) stepOps(c int, endMs uint64, cat *catalog.Catalog) error {
 	for {
-		var op *api.Op
-		for _, o := range r.f.State().LiveOps() {
-			if o.GetState() == api.OpState_OP_STATE_PENDING || o.GetState() == api.OpState_OP_STATE_RUNNING {
-				op = o
-				break
-			}
-		}
+		st := r.f.State()
+		op, split := fsm.NextOpStep(st.Switch().GetEnabled(), st.LiveOps())
 		if op == nil {
 			return nil
 		}
-		step := op.GetNextStep()
-		target := op.GetTargetRouteId()
-		res, err := r.apply(&api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
-			RouteId: target, SplitKey: op.GetSplitKeys()[step-1], OpId: op.GetOpId(), Step: step, Actor: "simlab",
-		}}}, endMs)
+		target := split.GetRouteId()
+		split.Actor = "simlab"
+		res, err := r.apply(&api.Command{Body: &api.Command_SplitRange{SplitRange: split}}, endMs)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,34 @@
+package fsm
+
+import (
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// NextOpStep chooses what the op stepper proposes next (SPEC §7): the
+// next SplitRange step of the oldest live op that is pending or running,
+// while the switch is on. It returns nil, nil when nothing is to be
+// proposed: the switch is off (a paused op waits for it), no op is
+// runnable, or the oldest runnable op has no step left to take (step 0,
+// or past its last split key: the FSM finishes such an op itself). A
+// paused op is skipped, not waited for.
+//
+// It is pure and reads only its arguments: live is State.LiveOps (oldest
+// first) and switchOn the replicated switch. The leader's scheduler and
+// simlab both step ops with it; the caller stamps the command and sets the
+// step's Actor. The returned step's slices are the op's: do not modify.
+func NextOpStep(switchOn bool, live []*api.Op) (*api.Op, *api.SplitRange) {
+	if !switchOn {
+		return nil, nil
+	}
+	for _, op := range live {
+		if s := op.GetState(); s != api.OpState_OP_STATE_PENDING && s != api.OpState_OP_STATE_RUNNING {
+			continue
+		}
+		step, keys := op.GetNextStep(), op.GetSplitKeys()
+		if step == 0 || int(step) > len(keys) {
+			return nil, nil
+		}
+		return op, &api.SplitRange{RouteId: op.GetTargetRouteId(), SplitKey: keys[step-1], OpId: op.GetOpId(), Step: step}
+	}
+	return nil, nil
+}
