@@ -11,6 +11,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/internal/raftfuture"
 )
 
 // Membership errors returned by Join and Remove.
@@ -94,7 +95,7 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 			return fmt.Errorf("%w: %q from raft address %s: an admin runs `hotsplitctl cluster add %s --raft-addr %s` first", ErrNotAdmitted, m.NodeId, m.RaftAddr, m.NodeId, m.RaftAddr)
 		}
 	}
-	if err := waitFuture(ctx, s.raft.AddNonvoter(raft.ServerID(m.NodeId), raft.ServerAddress(m.RaftAddr), 0, s.cfg.RaftTimeout)); err != nil {
+	if err := raftfuture.Wait(ctx, s.raft.AddNonvoter(raft.ServerID(m.NodeId), raft.ServerAddress(m.RaftAddr), 0, s.cfg.RaftTimeout)); err != nil {
 		return classify(err)
 	}
 	if err := s.setMember(ctx, m); err != nil {
@@ -192,7 +193,7 @@ func (s *Scheduler) Remove(ctx context.Context, nodeID string) error {
 		return fmt.Errorf("%w: %q", ErrNoSuchMember, nodeID)
 	}
 	if inRaft {
-		if err := waitFuture(ctx, s.raft.RemoveServer(raft.ServerID(nodeID), 0, s.cfg.RaftTimeout)); err != nil {
+		if err := raftfuture.Wait(ctx, s.raft.RemoveServer(raft.ServerID(nodeID), 0, s.cfg.RaftTimeout)); err != nil {
 			return classify(err)
 		}
 	}
@@ -220,7 +221,7 @@ func inConfiguration(cfg raft.Configuration, id string) bool {
 
 func (s *Scheduler) configuration(ctx context.Context) (raft.Configuration, error) {
 	f := s.raft.GetConfiguration()
-	if err := waitFuture(ctx, f); err != nil {
+	if err := raftfuture.Wait(ctx, f); err != nil {
 		return raft.Configuration{}, fmt.Errorf("read raft configuration: %w", err)
 	}
 	return f.Configuration(), nil
@@ -252,7 +253,7 @@ func (s *Scheduler) promoteCaughtUp(ctx context.Context) {
 		if commit := s.raft.CommitIndex(); applied+maxPromotionLag < commit {
 			continue
 		}
-		if err := waitFuture(ctx, s.raft.AddVoter(srv.ID, srv.Address, 0, s.cfg.RaftTimeout)); err != nil {
+		if err := raftfuture.Wait(ctx, s.raft.AddVoter(srv.ID, srv.Address, 0, s.cfg.RaftTimeout)); err != nil {
 			s.log.Warn("promotion to voter failed", "member_id", m.NodeId, "reason", err.Error())
 			continue
 		}
@@ -291,7 +292,7 @@ func (s *Scheduler) TransferLeadership(ctx context.Context, toID string) (string
 		}
 		f = s.raft.LeadershipTransferToServer(target.ID, target.Address)
 	}
-	if err := waitFuture(ctx, f); err != nil {
+	if err := raftfuture.Wait(ctx, f); err != nil {
 		return "", fmt.Errorf("%w: %w", ErrTransferFailed, err)
 	}
 	// Raft returns once the target won; this node learns the new leader's

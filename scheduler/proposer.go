@@ -12,6 +12,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/raftfuture"
 )
 
 // Applier is the part of *raft.Raft the proposer needs.
@@ -86,16 +87,10 @@ func (p *Proposer) enqueue(cmd *api.Command, fenced bool) (raft.ApplyFuture, err
 }
 
 func (p *Proposer) wait(ctx context.Context, f raft.ApplyFuture) (*fsm.Result, error) {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return nil, classify(err)
-		}
-	case <-ctx.Done():
-		// raft answers every future eventually; the goroutine ends then.
-		return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+	if err := raftfuture.Wait(ctx, f); err != nil {
+		// A context that ended first classifies as ErrOutcomeUnknown too:
+		// the entry may still commit.
+		return nil, classify(err)
 	}
 	res, ok := f.Response().(*fsm.Result)
 	if !ok || res == nil {

@@ -15,6 +15,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/raftfuture"
 )
 
 // Raft is the part of *raft.Raft the scheduler uses.
@@ -327,18 +328,10 @@ func (s *Scheduler) ReadIndex(ctx context.Context) (uint64, error) {
 // has been elected; timestamps handed out before a successful verification
 // cannot be undercut by a newer leader's.
 func (s *Scheduler) verifyLeader(ctx context.Context) error {
-	f := s.raft.VerifyLeader()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("%w: verify leader: %w", ErrNotLeader, err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%w: verify leader: %w", ErrNotLeader, ctx.Err())
+	if err := raftfuture.Wait(ctx, s.raft.VerifyLeader()); err != nil {
+		return fmt.Errorf("%w: verify leader: %w", ErrNotLeader, err)
 	}
+	return nil
 }
 
 // TimestampWait bounds how long a batch waits for the physical clock to
@@ -456,7 +449,7 @@ func (s *Scheduler) giveAway(ctx context.Context, log *slog.Logger, term uint64)
 		"raft_term", term, "warnings", strings.Join(s.cfg.ClockMonitor.Warnings(), "; "))
 	tctx, cancel := context.WithTimeout(ctx, s.cfg.RaftTimeout)
 	defer cancel()
-	if err := waitFuture(tctx, s.raft.LeadershipTransfer()); err != nil && ctx.Err() == nil {
+	if err := raftfuture.Wait(tctx, s.raft.LeadershipTransfer()); err != nil && ctx.Err() == nil {
 		log.Warn("leadership transfer away from an off clock failed", "reason", err.Error())
 	}
 }
@@ -466,7 +459,7 @@ func (s *Scheduler) giveAway(ctx context.Context, log *slog.Logger, term uint64)
 // ceiling, commit AdvanceCeiling, and only once it applied raise the local
 // ceiling.
 func (s *Scheduler) establishFence(ctx context.Context) error {
-	if err := waitFuture(ctx, s.raft.Barrier(s.cfg.RaftTimeout)); err != nil {
+	if err := raftfuture.Wait(ctx, s.raft.Barrier(s.cfg.RaftTimeout)); err != nil {
 		return fmt.Errorf("barrier: %w", err)
 	}
 	st := s.fsm.State()
@@ -551,15 +544,3 @@ func (s *Scheduler) ensureSelfMember(ctx context.Context) {
 }
 
 func cloneMember(m *api.Member) *api.Member { return proto.CloneOf(m) }
-
-// waitFuture waits for f, giving up (not cancelling raft) when ctx ends.
-func waitFuture(ctx context.Context, f raft.Future) error {
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
