@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/hotsplit/hotsplit/internal/loglimit"
 )
 
 // Refusal sums up the recent refusals of load reports for one reason: how
@@ -30,19 +33,18 @@ const refusalLogInterval = 10_000 // ms
 // status warnings.
 const refusalWindowMs = 10 * 60 * 1000
 
+// refusalLogReasons bounds the reasons the log limiter remembers; the
+// reasons are a fixed set, far smaller.
+const refusalLogReasons = 64
+
 // refusals remembers recent report refusals by reason and rate-limits
 // their log lines: a stream of refused reports (a reporter on the wrong
 // step, say) logs one warning per reason per interval, not one per report.
 // Safe for concurrent use.
 type refusals struct {
-	mu sync.Mutex
-	by map[string]*refusalState
-}
-
-type refusalState struct {
-	Refusal
-	lastLogMs  uint64
-	suppressed uint64
+	mu  sync.Mutex
+	by  map[string]*Refusal
+	log *loglimit.Limiter
 }
 
 // record notes one refusal at nowMs and logs it unless the reason logged
@@ -50,24 +52,19 @@ type refusalState struct {
 func (r *refusals) record(log *slog.Logger, nowMs uint64, reason, reporter, detail string) {
 	r.mu.Lock()
 	if r.by == nil {
-		r.by = make(map[string]*refusalState)
+		r.by = make(map[string]*Refusal)
+		r.log = loglimit.New(refusalLogInterval*time.Millisecond, refusalLogReasons)
 	}
 	st := r.by[reason]
 	if st == nil || nowMs >= st.LastMs+refusalWindowMs {
-		st = &refusalState{Refusal: Refusal{Reason: reason, FirstMs: nowMs}}
+		st = &Refusal{Reason: reason, FirstMs: nowMs}
 		r.by[reason] = st
 	}
 	st.Count++
 	st.LastMs, st.Reporter, st.Detail = nowMs, reporter, detail
-	logNow := st.lastLogMs == 0 || nowMs >= st.lastLogMs+refusalLogInterval
-	suppressed := st.suppressed
-	if logNow {
-		st.lastLogMs, st.suppressed = max(nowMs, 1), 0
-	} else {
-		st.suppressed++
-	}
+	lim := r.log
 	r.mu.Unlock()
-	if logNow {
+	if logNow, suppressed := lim.Allow(reason, time.UnixMilli(int64(nowMs))); logNow {
 		log.Warn("load report refused", "reason", reason, "reporter", reporter, "detail", detail,
 			"suppressed_since_last_log", suppressed)
 	}
@@ -81,7 +78,7 @@ func (r *refusals) recent(nowMs uint64) []Refusal {
 	var out []Refusal
 	for _, st := range r.by {
 		if nowMs < st.LastMs+refusalWindowMs {
-			out = append(out, st.Refusal)
+			out = append(out, *st)
 		}
 	}
 	slices.SortFunc(out, func(a, b Refusal) int { return strings.Compare(a.Reason, b.Reason) })
