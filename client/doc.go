@@ -12,7 +12,8 @@
 // by re-sending the same request with the same id.
 //
 // It holds no business rules and imports nothing of hotsplit's but the
-// generated API: it never interprets routes, configs or reasons, and it never
+// generated API and the backup file format (backupfile, which SaveBackup
+// writes): it never interprets routes, configs or reasons, and it never
 // decides on its own that a write "probably" failed.
 //
 // Transport security: TLS 1.3 with the cluster's CA (Config.TLS or

@@ -10,8 +10,8 @@ import (
 )
 
 // TestImports keeps the package thin (SPEC §2): besides the standard library
-// it may import only the generated API, gRPC and protobuf, so that data
-// nodes embedding keyviz pull in no server code.
+// it may import only the generated API, the backup file format, gRPC and
+// protobuf, so that data nodes embedding keyviz pull in no server code.
 func TestImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {
@@ -19,6 +19,7 @@ func TestImports(t *testing.T) {
 	}
 	allowed := []string{
 		"github.com/hotsplit/hotsplit/api/hotsplitv1",
+		"github.com/hotsplit/hotsplit/backupfile",
 		"google.golang.org/grpc",
 		"google.golang.org/protobuf",
 	}
@@ -40,7 +41,7 @@ func TestImports(t *testing.T) {
 				ok = ok || path == a || strings.HasPrefix(path, a+"/")
 			}
 			if !ok {
-				t.Errorf("%s imports %s; client may import only the API, gRPC, protobuf and the standard library", name, path)
+				t.Errorf("%s imports %s; client may import only the API, backupfile, gRPC, protobuf and the standard library", name, path)
 			}
 		}
 	}

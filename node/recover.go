@@ -16,7 +16,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/backupfile"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -127,7 +127,7 @@ func (n *Node) recover(rc *raft.Config, logs raft.LogStore, stable raft.StableSt
 // checksum, the snapshot's invariants, its index and its state hash against
 // the header.
 func openVerifiedBackup(path string) (*fsm.State, *api.SnapshotHeader, error) {
-	b, err := client.OpenBackup(path)
+	b, err := backupfile.Open(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("recovery: %w", err)
 	}
