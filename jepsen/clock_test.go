@@ -14,6 +14,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/jepsen/cluster"
 	"github.com/hotsplit/hotsplit/jepsen/raftlog"
 )
@@ -91,7 +92,7 @@ func TestIntegrationClockOffsetNodeNeverLeads(t *testing.T) {
 	// x logs every term it won and gave away.
 	var refusedAt time.Time
 	var refusedTerm uint64
-	waitFor(t, 5*time.Second, x.ID+" to refuse a term it won", func() bool {
+	testutil.WaitFor(t, 5*time.Second, x.ID+" to refuse a term it won", func() bool {
 		for _, line := range strings.Split(lastRun(t, x), "\n") {
 			if strings.Contains(line, "refusing leadership") {
 				ts, _, _ := strings.Cut(strings.TrimPrefix(line, "time="), " ")
@@ -104,7 +105,7 @@ func TestIntegrationClockOffsetNodeNeverLeads(t *testing.T) {
 		return false
 	})
 	var movedAt time.Time
-	waitFor(t, 5*time.Second, "a ready leader of a later term", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a ready leader of a later term", func() bool {
 		smu.Lock()
 		defer smu.Unlock()
 		for _, sm := range samples {
@@ -219,16 +220,5 @@ func waitState(t *testing.T, n *cluster.Node, d time.Duration, what string, cond
 			t.Fatalf("%s: not %s after %v (%+v, %v)", n.ID, what, d, st, err)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 )
@@ -76,17 +77,8 @@ func (c *fakeClock) pendingTimers() int {
 	return len(c.waiters)
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+// waitLimit is how long a test waits for a condition before failing.
+const waitLimit = 10 * time.Second
 
 // fakeSender records requests (as clones) and answers with respond.
 type fakeSender struct {
@@ -173,7 +165,7 @@ func startReporterWith(t *testing.T, cat *catalog.Catalog, respond func(int, *ap
 	go func() { done <- r.Run(ctx) }()
 	// The close loop waits for the end of the first window; an unstarted
 	// column has no boundary of its own, so time must not move before.
-	waitFor(t, "the close loop to wait", func() bool { return h.clk.pendingTimers() >= 1 })
+	testutil.WaitFor(t, waitLimit, "the close loop to wait", func() bool { return h.clk.pendingTimers() >= 1 })
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
@@ -190,7 +182,7 @@ func (h *harness) boundary(t *testing.T) {
 	closed := h.r.Stats().ColumnsClosed
 	now := uint64(h.clk.Now().UnixMilli())
 	h.clk.Advance(time.Duration(h.s.NextBoundary(now)-now) * time.Millisecond)
-	waitFor(t, "the column to close", func() bool { return h.r.Stats().ColumnsClosed == closed+1 })
+	testutil.WaitFor(t, waitLimit, "the column to close", func() bool { return h.r.Stats().ColumnsClosed == closed+1 })
 }
 
 func TestReporterResendsUntilAcked(t *testing.T) {
@@ -203,14 +195,14 @@ func TestReporterResendsUntilAcked(t *testing.T) {
 	h.s.Observe(1, []byte("a"), true)
 	h.s.Observe(1, []byte("b"), false)
 	h.boundary(t)
-	waitFor(t, "the first report", func() bool { return h.sender.calls() == 1 })
+	testutil.WaitFor(t, waitLimit, "the first report", func() bool { return h.sender.calls() == 1 })
 	for call := 2; call <= 3; call++ {
 		// The close loop waits for the next boundary, the send loop to resend.
-		waitFor(t, "both loops to wait", func() bool { return h.clk.pendingTimers() == 2 })
+		testutil.WaitFor(t, waitLimit, "both loops to wait", func() bool { return h.clk.pendingTimers() == 2 })
 		h.clk.Advance(testResend)
-		waitFor(t, fmt.Sprintf("report %d", call), func() bool { return h.sender.calls() == call })
+		testutil.WaitFor(t, waitLimit, fmt.Sprintf("report %d", call), func() bool { return h.sender.calls() == call })
 	}
-	waitFor(t, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
+	testutil.WaitFor(t, waitLimit, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
 	first := h.sender.req(0)
 	if len(first.Columns) != 1 || first.ReporterId != "node-1" || first.Columns[0].WindowStartMs != t0 {
 		t.Fatalf("first report %v", first)
@@ -228,7 +220,7 @@ func TestReporterResendsUntilAcked(t *testing.T) {
 	}
 	// Acknowledged: never sent again; the next column goes alone.
 	h.boundary(t)
-	waitFor(t, "the next report", func() bool { return h.sender.calls() == 4 })
+	testutil.WaitFor(t, waitLimit, "the next report", func() bool { return h.sender.calls() == 4 })
 	if ws := windows(h.sender.req(3)); !slices.Equal(ws, []uint64{t0 + 1000}) {
 		t.Fatalf("next report windows %v, want only the new column", ws)
 	}
@@ -241,10 +233,10 @@ func TestReporterSendsAllUnacknowledgedWithNewColumn(t *testing.T) {
 	}, func(c *ReporterConfig) { c.ResendInterval = time.Hour })
 	for i := range 3 {
 		h.boundary(t)
-		waitFor(t, "a report", func() bool { return h.sender.calls() == i+1 })
+		testutil.WaitFor(t, waitLimit, "a report", func() bool { return h.sender.calls() == i+1 })
 		// The new column woke the send loop before its resend was due: that
 		// timer is stopped, not left armed beside the new one.
-		waitFor(t, "the close wait and one resend wait", func() bool { return h.clk.pendingTimers() == 2 })
+		testutil.WaitFor(t, waitLimit, "the close wait and one resend wait", func() bool { return h.clk.pendingTimers() == 2 })
 	}
 	if ws := windows(h.sender.req(2)); !slices.Equal(ws, []uint64{t0, t0 + 1000, t0 + 2000}) {
 		t.Fatalf("third report windows %v", ws)
@@ -268,7 +260,7 @@ func TestReporterDropsOldestWhenPendingFull(t *testing.T) {
 	}
 	// Parked in its backoff, the send loop has no stale batch in hand: the
 	// next attempt is built from the three newest columns.
-	waitFor(t, "the backoff wait", func() bool { return h.clk.pendingTimers() == 2 })
+	testutil.WaitFor(t, waitLimit, "the backoff wait", func() bool { return h.clk.pendingTimers() == 2 })
 	if st := h.r.Stats(); st.ColumnsDropped != 2 || st.Pending != 3 || st.ReportFailures == 0 {
 		t.Fatalf("stats %+v, want 2 dropped, 3 pending, failures", st)
 	}
@@ -277,7 +269,7 @@ func TestReporterDropsOldestWhenPendingFull(t *testing.T) {
 	mu.Unlock()
 	calls := h.sender.calls()
 	h.clk.Advance(testMaxBo) // past any backoff
-	waitFor(t, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
+	testutil.WaitFor(t, waitLimit, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
 	last := h.sender.req(h.sender.calls() - 1)
 	if ws := windows(last); !slices.Equal(ws, []uint64{t0 + 2000, t0 + 3000, t0 + 4000}) || h.sender.calls() != calls+1 {
 		t.Fatalf("delivered windows %v in %d calls, want the newest three in one", ws, h.sender.calls()-calls)
@@ -294,11 +286,11 @@ func TestReporterRetriesSameColumnsAfterFailure(t *testing.T) {
 	h.s.Observe(1, []byte("k"), true)
 	h.boundary(t)
 	for call := 2; call <= 3; call++ {
-		waitFor(t, "the backoff wait", func() bool { return h.sender.calls() == call-1 && h.clk.pendingTimers() == 2 })
+		testutil.WaitFor(t, waitLimit, "the backoff wait", func() bool { return h.sender.calls() == call-1 && h.clk.pendingTimers() == 2 })
 		h.clk.Advance(testMaxBo)
-		waitFor(t, fmt.Sprintf("attempt %d", call), func() bool { return h.sender.calls() == call })
+		testutil.WaitFor(t, waitLimit, fmt.Sprintf("attempt %d", call), func() bool { return h.sender.calls() == call })
 	}
-	waitFor(t, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
+	testutil.WaitFor(t, waitLimit, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
 	for i := 1; i < 3; i++ {
 		if !proto.Equal(h.sender.req(i), h.sender.req(0)) {
 			t.Fatalf("attempt %d sent other columns: %v vs %v", i, h.sender.req(i), h.sender.req(0))
@@ -318,12 +310,12 @@ func TestReporterPermanentRejection(t *testing.T) {
 		return ackAll(req), nil
 	}, func(c *ReporterConfig) { c.Permanent = func(err error) bool { return errors.Is(err, refused) } })
 	h.boundary(t)
-	waitFor(t, "the rejection", func() bool { return h.r.Stats().ColumnsRejected == 1 })
+	testutil.WaitFor(t, waitLimit, "the rejection", func() bool { return h.r.Stats().ColumnsRejected == 1 })
 	if st := h.r.Stats(); st.Pending != 0 || st.ReportFailures != 0 {
 		t.Fatalf("stats %+v: a refused column must be dropped, not retried", st)
 	}
 	h.boundary(t)
-	waitFor(t, "the next report", func() bool { return h.sender.calls() == 2 })
+	testutil.WaitFor(t, waitLimit, "the next report", func() bool { return h.sender.calls() == 2 })
 	if ws := windows(h.sender.req(1)); !slices.Equal(ws, []uint64{t0 + 1000}) {
 		t.Fatalf("windows %v: the refused column came back", ws)
 	}
@@ -335,7 +327,7 @@ func TestReporterLateAcks(t *testing.T) {
 		return &api.ReportResponse{LateWindowStarts: windows(req)}, nil
 	}, nil)
 	h.boundary(t)
-	waitFor(t, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
+	testutil.WaitFor(t, waitLimit, "the acknowledgement", func() bool { return h.r.Stats().Pending == 0 })
 	if st := h.r.Stats(); st.ColumnsAcked != 1 || st.ColumnsLate != 1 {
 		t.Fatalf("stats %+v, want 1 acked, 1 late", st)
 	}
@@ -349,15 +341,15 @@ func TestReporterAdoptsConfigAtNextBoundary(t *testing.T) {
 		return resp, nil
 	}, nil)
 	h.boundary(t) // closes [t0, t0+1s); the report's response stages cfg
-	waitFor(t, "the first report", func() bool { return h.sender.calls() == 1 && h.r.Stats().Pending == 0 })
+	testutil.WaitFor(t, waitLimit, "the first report", func() bool { return h.sender.calls() == 1 && h.r.Stats().Pending == 0 })
 	h.s.Observe(1, []byte("k"), true)
 	h.boundary(t) // closes the column opened before cfg arrived
 	// One report per column: two columns closed before the send loop runs
 	// would go out together.
-	waitFor(t, "the second report", func() bool { return h.sender.calls() == 2 })
+	testutil.WaitFor(t, waitLimit, "the second report", func() bool { return h.sender.calls() == 2 })
 	h.s.Observe(1, []byte("k"), true)
 	h.boundary(t)
-	waitFor(t, "three reports", func() bool { return h.sender.calls() == 3 })
+	testutil.WaitFor(t, waitLimit, "three reports", func() bool { return h.sender.calls() == 3 })
 	for i, want := range []uint32{16, 16, 4} {
 		c := h.sender.req(i).Columns[0]
 		if c.Buckets != want || (want == 4) != (c.WriteWeight == 3) {
@@ -376,11 +368,11 @@ func TestReporterRejectsBadClusterConfig(t *testing.T) {
 		return resp, nil
 	}, nil)
 	h.boundary(t)
-	waitFor(t, "the rejection", func() bool { return h.r.Stats().ConfigRejected == 1 })
+	testutil.WaitFor(t, waitLimit, "the rejection", func() bool { return h.r.Stats().ConfigRejected == 1 })
 	h.boundary(t)
-	waitFor(t, "the second report", func() bool { return h.sender.calls() == 2 })
+	testutil.WaitFor(t, waitLimit, "the second report", func() bool { return h.sender.calls() == 2 })
 	h.boundary(t)
-	waitFor(t, "three reports", func() bool { return h.sender.calls() == 3 })
+	testutil.WaitFor(t, waitLimit, "three reports", func() bool { return h.sender.calls() == 3 })
 	if c := h.sender.req(2).Columns[0]; c.Buckets != 16 {
 		t.Fatalf("bucket count %d: a bad config was adopted", c.Buckets)
 	}
@@ -405,7 +397,7 @@ func TestReporterSizeLimit(t *testing.T) {
 		h.s.Observe(cat.Lookup(key).ID, key, i%2 == 0)
 	}
 	h.boundary(t)
-	waitFor(t, "the report", func() bool { return h.sender.calls() == 1 })
+	testutil.WaitFor(t, waitLimit, "the report", func() bool { return h.sender.calls() == 1 })
 	col := h.sender.req(0).Columns[0]
 	if st := h.r.Stats(); st.TopKeysTrimmed == 0 || proto.Size(h.sender.req(0)) > limit {
 		t.Fatalf("stats %+v, request %d bytes", st, proto.Size(h.sender.req(0)))
@@ -427,7 +419,7 @@ func TestReporterSizeLimit(t *testing.T) {
 		h.s.Observe(1, []byte("a"), true)
 		h.boundary(t)
 	}
-	waitFor(t, "the last column", func() bool {
+	testutil.WaitFor(t, waitLimit, "the last column", func() bool {
 		n := h.sender.calls()
 		ws := windows(h.sender.req(n - 1))
 		return ws[len(ws)-1] == t0+30_000
@@ -516,7 +508,7 @@ func TestReporterFollowsCatalog(t *testing.T) {
 	h := startReporterWith(t, nil, func(int, *api.ReportRequest) (*api.ReportResponse, error) { return &api.ReportResponse{}, nil },
 		func(c *ReporterConfig) { c.Routes = src })
 	version := func() uint64 { v, _ := h.s.RoutesVersion(); return v }
-	waitFor(t, "the split", func() bool { return version() == c2.Version() })
+	testutil.WaitFor(t, waitLimit, "the split", func() bool { return version() == c2.Version() })
 	h.s.Observe(kids[1].ID, []byte("m"), true)
 	h.s.Observe(rs[1].ID, []byte("m"), true) // the split parent
 	if st := h.s.Stats(); st.UnknownRoute != 1 {
@@ -524,13 +516,13 @@ func TestReporterFollowsCatalog(t *testing.T) {
 	}
 	step.Unlock()
 	// The gap ends the watch; after a backoff it restarts from a snapshot.
-	waitFor(t, "the watch to back off", func() bool { return h.r.Stats().WatchFailures == 1 && h.clk.pendingTimers() == 2 })
+	testutil.WaitFor(t, waitLimit, "the watch to back off", func() bool { return h.r.Stats().WatchFailures == 1 && h.clk.pendingTimers() == 2 })
 	h.clk.Advance(testMaxBo)
-	waitFor(t, "the resync", func() bool {
+	testutil.WaitFor(t, waitLimit, "the resync", func() bool {
 		return version() == c4.Version() && h.r.Stats().WatchFailures == 2 && h.clk.pendingTimers() == 2
 	})
 	h.clk.Advance(testMaxBo)
-	waitFor(t, "the resumed watch", func() bool { return len(src.started()) == 3 })
+	testutil.WaitFor(t, waitLimit, "the resumed watch", func() bool { return len(src.started()) == 3 })
 	if got := src.started(); !slices.Equal(got, []uint64{0, 0, c4.Version()}) {
 		t.Fatalf("watches started from %v, want [0 0 %d]", got, c4.Version())
 	}
@@ -692,7 +684,7 @@ func TestReporterMetrics(t *testing.T) {
 	})
 	h.s.Observe(99, []byte("k"), true)
 	h.boundary(t)
-	waitFor(t, "the acknowledgement", func() bool { return h.r.Stats().ColumnsAcked == 1 })
+	testutil.WaitFor(t, waitLimit, "the acknowledgement", func() bool { return h.r.Stats().ColumnsAcked == 1 })
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

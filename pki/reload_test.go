@@ -1,7 +1,6 @@
 package pki
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // files is one process's certificate, key and CA bundle paths.
@@ -46,24 +47,6 @@ func node(t *testing.T, ca *CA, id string) *Pair {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// logBuffer collects log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
 }
 
 func reloader(t *testing.T, f files, interval time.Duration, log io.Writer) *Reloader {
@@ -131,17 +114,6 @@ func roundTrip(addr string, cfg *tls.Config) (*x509.Certificate, *tls.Conn, erro
 	return c.ConnectionState().PeerCertificates[0], c, nil
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestReloadRotatesCertificate: replacing the pair on disk changes the
 // certificate of new connections (polled, no restart); a connection made
 // before keeps working.
@@ -162,7 +134,7 @@ func TestReloadRotatesCertificate(t *testing.T) {
 	if err := next.Write(srvFiles.cert, srvFiles.key, true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the new certificate in use", func() bool { return srv.Leaf().SerialNumber.Cmp(next.Cert.SerialNumber) == 0 })
+	testutil.WaitFor(t, 5*time.Second, "the new certificate in use", func() bool { return srv.Leaf().SerialNumber.Cmp(next.Cert.SerialNumber) == 0 })
 	got, c, err := roundTrip(addr, cli.ClientConfig("127.0.0.1"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +166,7 @@ func TestReloadKeepsPairOnHalfReplacement(t *testing.T) {
 	ca := mustCA(t, "test")
 	first := node(t, ca, "n1")
 	f := writeSet(t, dir, "srv", first, ca)
-	var log logBuffer
+	var log testutil.LogBuffer
 	r := reloader(t, f, 0, &log) // polled by hand below
 
 	next := node(t, ca, "n1")
@@ -207,11 +179,11 @@ func TestReloadKeepsPairOnHalfReplacement(t *testing.T) {
 	if _, failed := r.Stats(); failed != 1 {
 		t.Fatalf("%d failed reloads over 10 polls of one half-replaced pair, want 1", failed)
 	}
-	if n := log.count("level=WARN"); n != 1 {
-		t.Fatalf("%d WARN lines, want 1:\n%s", n, log.buf.String())
+	if n := strings.Count(log.String(), "level=WARN"); n != 1 {
+		t.Fatalf("%d WARN lines, want 1:\n%s", n, log.String())
 	}
-	if log.count("half-replaced") != 1 {
-		t.Errorf("the WARN line does not say what is wrong:\n%s", log.buf.String())
+	if strings.Count(log.String(), "half-replaced") != 1 {
+		t.Errorf("the WARN line does not say what is wrong:\n%s", log.String())
 	}
 	if r.Leaf().SerialNumber.Cmp(first.Cert.SerialNumber) != 0 {
 		t.Fatal("the half-replaced pair was taken")

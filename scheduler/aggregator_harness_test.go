@@ -14,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // waitFor is how long a test waits for a condition before failing.
@@ -228,7 +229,7 @@ func (h *aggHarness) run(a *Aggregator) (stop func()) {
 		defer close(done)
 		a.RunTerm(ctx)
 	}()
-	h.eventually("the term to start", func() bool {
+	testutil.WaitFor(h.t, waitFor, "the term to start", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		return a.term != nil
@@ -283,7 +284,7 @@ func (h *aggHarness) result(ch <-chan reportResult) reportResult {
 // the hand-run term's open column.
 func (h *aggHarness) admitted(w uint64, reporters ...string) {
 	h.t.Helper()
-	h.eventually(fmt.Sprintf("%v merged into window %d", reporters, w), func() bool {
+	testutil.WaitFor(h.t, waitFor, fmt.Sprintf("%v merged into window %d", reporters, w), func() bool {
 		h.a.mu.Lock()
 		defer h.a.mu.Unlock()
 		oc := h.term.open[w]
@@ -297,17 +298,6 @@ func (h *aggHarness) admitted(w uint64, reporters ...string) {
 		}
 		return true
 	})
-}
-
-func (h *aggHarness) eventually(what string, cond func() bool) {
-	h.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // metric returns the value of a counter or gauge (with the given label

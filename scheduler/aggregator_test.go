@@ -14,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 func (h *aggHarness) windows() []uint64 {
@@ -357,7 +358,7 @@ func TestAggregatorUnknownOutcomeCountsOnce(t *testing.T) {
 	h.admitted(600_000, "a")
 	h.clock.set(601_000)
 	var r reportResult
-	h.eventually("the answer", func() bool {
+	testutil.WaitFor(t, waitFor, "the answer", func() bool {
 		h.step()
 		select {
 		case r = <-p:
@@ -426,7 +427,7 @@ func TestAggregatorDefiniteFailureRetries(t *testing.T) {
 	p := h.report("a", reportCol(700_000, row(2, 4, 0)))
 	h.admitted(700_000, "a")
 	h.clock.set(701_000)
-	h.eventually("the column to commit", func() bool {
+	testutil.WaitFor(t, waitFor, "the column to commit", func() bool {
 		h.step()
 		return len(h.prop.columns()) == 1
 	})
@@ -451,7 +452,7 @@ func TestAggregatorProposalInFlightAtTermEnd(t *testing.T) {
 		defer close(stepped)
 		h.step()
 	}()
-	h.eventually("the proposal to apply", func() bool { return len(h.prop.columns()) == 1 })
+	testutil.WaitFor(t, waitFor, "the proposal to apply", func() bool { return len(h.prop.columns()) == 1 })
 	h.cancel()
 	<-stepped
 	h.a.endTerm(h.term)

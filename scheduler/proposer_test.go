@@ -13,6 +13,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // fakeFuture is an ApplyFuture answered when released.
@@ -96,7 +97,7 @@ func TestProposerWaitsOutsideTheLock(t *testing.T) {
 		_, err := p.Propose(context.Background(), &api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{}}})
 		first <- err
 	}()
-	waitUntil(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.enqueued) == 1 })
+	testutil.WaitFor(t, waitFor, "the first proposal enqueued", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.enqueued) == 1 })
 	// The first proposal is waiting on its future; a second one must still
 	// get through stamp+enqueue.
 	second := make(chan error, 1)
@@ -104,7 +105,7 @@ func TestProposerWaitsOutsideTheLock(t *testing.T) {
 		_, err := p.Propose(context.Background(), &api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{}}})
 		second <- err
 	}()
-	waitUntil(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.enqueued) == 2 })
+	testutil.WaitFor(t, waitFor, "the second proposal enqueued", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return len(r.enqueued) == 2 })
 	r.mu.Lock()
 	for _, f := range r.futures {
 		close(f.release)
@@ -161,17 +162,6 @@ func TestClassify(t *testing.T) {
 		if !errors.Is(got, tc.want) || IsDefinite(got) != tc.definite || !errors.Is(got, tc.in) {
 			t.Errorf("classify(%v) = %v (definite %v), want %v (definite %v)", tc.in, got, IsDefinite(got), tc.want, tc.definite)
 		}
-	}
-}
-
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

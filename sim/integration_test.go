@@ -13,6 +13,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	server "github.com/hotsplit/hotsplit/node"
 	"github.com/hotsplit/hotsplit/pki"
 )
@@ -56,7 +57,7 @@ func TestIntegrationRunAgainstCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	waitFor(t, "the step to be 200 ms", func() bool {
+	testutil.WaitFor(t, waitLimit, "the step to be 200 ms", func() bool {
 		resp, err := cl.GetConfig(context.Background(), &api.GetConfigRequest{})
 		return err == nil && resp.GetConfig().GetStepMs() == 200
 	})
@@ -76,7 +77,7 @@ func TestIntegrationRunAgainstCluster(t *testing.T) {
 	hot := w.Keys().Key(lo)
 	isolated := append(bytes.Clone(hot), 0)
 	var routes *api.ListRoutesResponse
-	waitFor(t, "the hot key's isolation", func() bool {
+	testutil.WaitFor(t, waitLimit, "the hot key's isolation", func() bool {
 		routes, err = cl.ListAllRoutes(context.Background(), api.Consistency_CONSISTENCY_LINEARIZABLE)
 		if err != nil {
 			return false

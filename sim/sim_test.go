@@ -13,6 +13,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 const testStepMs = 50
@@ -139,9 +140,9 @@ func TestRunRoutesAcrossSplit(t *testing.T) {
 		SampleRate: 1, TopK: 256})
 	done := make(chan error, 1)
 	go func() { done <- runFor(t, s, 10*time.Second) }()
-	waitFor(t, "a third of the operations", func() bool { return s.Stats().Ops >= s.Planned()/3 })
+	testutil.WaitFor(t, waitLimit, "a third of the operations", func() bool { return s.Stats().Ops >= s.Planned()/3 })
 	fc.push(delta(2, []uint64{parent.GetRouteId()}, left, right))
-	waitFor(t, "the split to reach the driver", func() bool { return s.Stats().CatalogVersion == 2 })
+	testutil.WaitFor(t, waitLimit, "the split to reach the driver", func() bool { return s.Stats().CatalogVersion == 2 })
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -180,7 +181,7 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	waitFor(t, "operations", func() bool { return s.Stats().Ops > 0 })
+	testutil.WaitFor(t, waitLimit, "operations", func() bool { return s.Stats().Ops > 0 })
 	cancel()
 	select {
 	case err := <-done:
@@ -372,14 +373,5 @@ func TestAckTracker(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitLimit is how long a test waits for a condition before failing.
+const waitLimit = 10 * time.Second

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 func tokenLine(name, role, token string) string {
@@ -77,7 +79,7 @@ func TestTokenFileRefusals(t *testing.T) {
 func TestTokenFileReload(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens")
 	writeTokens(t, path, tokenLine("a", "reader", "old"), 0o600)
-	var logs syncBuffer
+	var logs testutil.LogBuffer
 	tt, err := LoadTokenFile(path, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -88,12 +90,12 @@ func TestTokenFileReload(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	writeTokens(t, path, tokenLine("a", "reader", "new")+"\n", 0o600)
-	waitUntil(t, "new token accepted", func() bool { _, ok := tt.Lookup("new"); return ok })
+	testutil.WaitFor(t, 5*time.Second, "new token accepted", func() bool { _, ok := tt.Lookup("new"); return ok })
 	if _, ok := tt.Lookup("old"); ok {
 		t.Fatal("the replaced token is still accepted")
 	}
 	writeTokens(t, path, "garbage\n", 0o600)
-	waitUntil(t, "reload refusal logged", func() bool { return strings.Contains(logs.String(), "keeping the previous tokens") })
+	testutil.WaitFor(t, 5*time.Second, "reload refusal logged", func() bool { return strings.Contains(logs.String(), "keeping the previous tokens") })
 	if _, ok := tt.Lookup("new"); !ok {
 		t.Fatal("a bad file replaced the table")
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/pki"
 )
 
@@ -127,7 +128,7 @@ func TestSecurityFlags(t *testing.T) {
 		{[]string{"--cacert", testCerts.ca, "--cert", testCerts.cert}, "--cert and --key go together"},
 		{[]string{"--cacert", testCerts.ca, "--insecure"}, "--insecure together with --cacert"},
 	} {
-		var out, errOut syncBuffer
+		var out, errOut testutil.LogBuffer
 		code := run(t.Context(), append(append([]string{"--endpoints", f.addr}, tc.args...), "cluster", "leader"), noEnv, &out, &errOut)
 		if code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
 			t.Errorf("%q: exit %d stderr %q, want 2 and %q", tc.args, code, errOut.String(), tc.want)

@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // fakeCluster is one in-process gRPC server on 127.0.0.1:0 answering every
@@ -193,24 +192,6 @@ func (f *fakeCluster) CheckState(_ context.Context, req *api.CheckStateRequest) 
 	return answer[*api.CheckStateResponse](f, "CheckState", req)
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // result is one run of the CLI.
 type result struct {
 	code           int
@@ -242,7 +223,7 @@ func ctl(t *testing.T, f *fakeCluster, args ...string) result {
 
 func ctlCtx(t *testing.T, ctx context.Context, f *fakeCluster, args ...string) result {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testutil.LogBuffer
 	if f != nil {
 		args = append([]string{"--endpoints", f.addr, "--timeout", "5s"}, args...)
 	}
@@ -252,15 +233,3 @@ func ctlCtx(t *testing.T, ctx context.Context, f *fakeCluster, args ...string) r
 
 // lines joins golden lines with newlines (and a final one).
 func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

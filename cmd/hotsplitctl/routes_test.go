@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // splitHLC is 1723456789012.3: 2024-08-12 09:59:49.012 UTC, logical 3.
@@ -183,12 +185,12 @@ func watchUntil(t *testing.T, f *fakeCluster, n int, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testutil.LogBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"--endpoints", f.addr}, args...), testEnv, &out, &errOut)
 	}()
-	waitFor(t, "watch output", func() bool { return strings.Count(out.String(), "\n") >= n })
+	testutil.WaitFor(t, 5*time.Second, "watch output", func() bool { return strings.Count(out.String(), "\n") >= n })
 	cancel()
 	code := <-done
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}

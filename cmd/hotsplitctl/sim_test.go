@@ -7,10 +7,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // loadCluster is an in-process gRPC server with what `hotsplitctl sim`
@@ -100,7 +102,7 @@ func (c *loadCluster) ops() uint64 {
 
 func simCtl(t *testing.T, ctx context.Context, addr string, args ...string) result {
 	t.Helper()
-	var out, errOut syncBuffer
+	var out, errOut testutil.LogBuffer
 	code := run(ctx, append([]string{"--endpoints", addr, "--timeout", "5s", "sim"}, args...), testEnv, &out, &errOut)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }
@@ -226,7 +228,7 @@ func TestSimInterrupt(t *testing.T) {
 	go func() {
 		done <- simCtl(t, ctx, c.addr, "--workload", "uniform", "--rate", "1000", "--duration", "1h", "--progress=false", "-o", "json")
 	}()
-	waitFor(t, "load at the cluster", func() bool { return c.ops() > 0 })
+	testutil.WaitFor(t, 5*time.Second, "load at the cluster", func() bool { return c.ops() > 0 })
 	cancel()
 	r := <-done
 	var sum simSummary
@@ -247,7 +249,7 @@ func TestSimUnavailable(t *testing.T) {
 	}
 	addr := lis.Addr().String()
 	lis.Close()
-	var out, errOut syncBuffer
+	var out, errOut testutil.LogBuffer
 	code := run(context.Background(), []string{"--endpoints", addr, "--timeout", "1s", "sim", "--workload", "hotkey",
 		"--rate", "100", "--duration", "1s", "--progress=false"}, testEnv, &out, &errOut)
 	if code != exitUnavailable || out.String() != "" || !strings.Contains(errOut.String(), "sim: reading the cluster's load config: ") {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -100,7 +101,7 @@ func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 	}
 	lo, _, _ := w.Hotspot(0)
 	hot := ks.Key(lo)
-	eventually(t, 60*time.Second, "the hot key isolated", func() error {
+	testutil.Eventually(t, 60*time.Second, "the hot key isolated", func() error {
 		got, err := ctl(t, hotsplitctl, env, endpoints, "routes", "get", string(hot), "-o", "json")
 		if err != nil {
 			return err

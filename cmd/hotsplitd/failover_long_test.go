@@ -16,6 +16,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // writeLog records when each successful write completed.
@@ -141,7 +142,7 @@ func TestLongFailoverBenchmark(t *testing.T) {
 	defer cl.Close()
 	healthy := func() string {
 		var leader string
-		eventually(t, 60*time.Second, "a healthy cluster of three voters", func() error {
+		testutil.Eventually(t, 60*time.Second, "a healthy cluster of three voters", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			r, err := cl.Health(ctx, &api.HealthRequest{})
@@ -178,7 +179,7 @@ func TestLongFailoverBenchmark(t *testing.T) {
 			t.Fatal(err)
 		}
 		var ready, write time.Time
-		eventually(t, 30*time.Second, "a new leader ready and a write after it", func() error {
+		testutil.Eventually(t, 30*time.Second, "a new leader ready and a write after it", func() error {
 			var ok bool
 			if ready, ok = leaderReadyAfter(t, logs, fault); !ok {
 				return fmt.Errorf("no leader ready yet")

@@ -25,6 +25,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // startOne starts a single bootstrapped TLS node with extra flags and
@@ -44,7 +45,7 @@ func startOne(t *testing.T, extra ...string) (*proc, certDir) {
 		}
 	})
 	p.start(t, hotsplitd)
-	eventually(t, 20*time.Second, "a ready leader", func() error {
+	testutil.Eventually(t, 20*time.Second, "a ready leader", func() error {
 		_, err := ctl(t, hotsplitctl, certs.adminEnv(), p.grpc, "routes", "list")
 		return err
 	})
@@ -238,7 +239,7 @@ func TestIntegrationConnectionFloodIsCapped(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	eventually(t, 10*time.Second, "the excess refused", func() error {
+	testutil.Eventually(t, 10*time.Second, "the excess refused", func() error {
 		refusedN := metric(t, hc, p.http, `hotsplit_connections_refused_total{listener="grpc"}`)
 		open := metric(t, hc, p.http, `hotsplit_connections_open{listener="grpc"}`)
 		if open > limit || refusedN < flood-limit {
@@ -250,7 +251,7 @@ func TestIntegrationConnectionFloodIsCapped(t *testing.T) {
 		c.Close()
 	}
 	conns = nil
-	eventually(t, 10*time.Second, "served again after the flood", func() error {
+	testutil.Eventually(t, 10*time.Second, "served again after the flood", func() error {
 		_, err := ctl(t, hotsplitctl, certs.adminEnv(), p.grpc, "routes", "list")
 		return err
 	})

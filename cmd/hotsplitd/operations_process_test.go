@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // ctlExit runs hotsplitctl with a timeout and returns its output and exit
@@ -93,7 +95,7 @@ func TestIntegrationProcessOperations(t *testing.T) {
 		procs[id].start(t, hotsplitd)
 	}
 	all := procs["n1"].grpc + "," + procs["n2"].grpc + "," + procs["n3"].grpc
-	eventually(t, 30*time.Second, "a healthy cluster of three voters", func() error {
+	testutil.Eventually(t, 30*time.Second, "a healthy cluster of three voters", func() error {
 		out, errOut, code := ctlExit(t, hotsplitctl, env, all, "3s", "cluster", "health")
 		if code != 0 || strings.Count(out, " voter ") != 3 {
 			return fmt.Errorf("exit %d: %s%s", code, out, errOut)
@@ -141,7 +143,7 @@ func TestIntegrationProcessOperations(t *testing.T) {
 	}
 	t.Logf("read after kill -9 of leader %s answered in %v", lead, time.Since(killed).Round(time.Millisecond))
 	procs[lead].start(t, hotsplitd)
-	eventually(t, 20*time.Second, "healthy again", func() error {
+	testutil.Eventually(t, 20*time.Second, "healthy again", func() error {
 		if _, errOut, code := ctlExit(t, hotsplitctl, env, all, "3s", "cluster", "health"); code != 0 {
 			return fmt.Errorf("exit %d %s", code, errOut)
 		}
@@ -162,7 +164,7 @@ func TestIntegrationProcessOperations(t *testing.T) {
 	}
 	procs[victim].kill9(t)
 	killed = time.Now()
-	eventually(t, 2*time.Second, victim+" unreachable in cluster health", func() error {
+	testutil.Eventually(t, 2*time.Second, victim+" unreachable in cluster health", func() error {
 		out, _, code := ctlExit(t, hotsplitctl, env, procs[lead].grpc, "1s", "cluster", "health")
 		if code != exitDegraded || !regexp.MustCompile(`(?m)^`+victim+`\s+voter\s+\S+\s+no\s`).MatchString(out) {
 			return fmt.Errorf("exit %d:\n%s", code, out)
@@ -177,7 +179,7 @@ func TestIntegrationProcessOperations(t *testing.T) {
 
 	// Quorum lost: the survivor says so, exit 5.
 	procs[lead].kill9(t)
-	eventually(t, 5*time.Second, "no quorum", func() error {
+	testutil.Eventually(t, 5*time.Second, "no quorum", func() error {
 		out, _, code := ctlExit(t, hotsplitctl, env, procs[survivor].grpc, "1s", "cluster", "health")
 		if code != exitNoQuorum || !strings.Contains(out, "no quorum") {
 			return fmt.Errorf("exit %d:\n%s", code, out)
@@ -195,7 +197,7 @@ func TestIntegrationProcessOperations(t *testing.T) {
 	}
 	procs[survivor].args = append(certs.nodeArgs(survivor), "--metricsInsecure", "--forceNewCluster")
 	procs[survivor].start(t, hotsplitd)
-	eventually(t, 20*time.Second, "the survivor healthy alone", func() error {
+	testutil.Eventually(t, 20*time.Second, "the survivor healthy alone", func() error {
 		out, errOut, code := ctlExit(t, hotsplitctl, env, procs[survivor].grpc, "3s", "cluster", "health")
 		if code != 0 || strings.Count(out, " voter ") != 1 {
 			return fmt.Errorf("exit %d: %s%s", code, out, errOut)
@@ -211,7 +213,7 @@ func TestIntegrationProcessOperations(t *testing.T) {
 		args: append(certs.nodeArgs("r1"), "--restoreSnapshot", backup)}
 	extra = append(extra, r1)
 	r1.start(t, hotsplitd)
-	eventually(t, 20*time.Second, "the restored cluster serving", func() error {
+	testutil.Eventually(t, 20*time.Second, "the restored cluster serving", func() error {
 		_, errOut, code := ctlExit(t, hotsplitctl, env, r1.grpc, "3s", "cluster", "health")
 		if code != 0 {
 			return fmt.Errorf("exit %d: %s", code, errOut)
@@ -240,7 +242,7 @@ const (
 func leaderOf(t *testing.T, hotsplitctl string, env []string, endpoints string) string {
 	t.Helper()
 	var id string
-	eventually(t, 10*time.Second, "a leader", func() error {
+	testutil.Eventually(t, 10*time.Second, "a leader", func() error {
 		out, err := ctl(t, hotsplitctl, env, endpoints, "cluster", "leader", "-o", "json")
 		if err != nil {
 			return err

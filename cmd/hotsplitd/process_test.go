@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // buildBinaries builds hotsplitd and hotsplitctl (without -race) once per
@@ -169,25 +171,10 @@ func ctl(t *testing.T, bin string, env []string, endpoints string, args ...strin
 // certificate only once admitted).
 func admit(t *testing.T, hotsplitctl string, env []string, endpoint string, p *proc) {
 	t.Helper()
-	eventually(t, 20*time.Second, "admitted "+p.id, func() error {
+	testutil.Eventually(t, 20*time.Second, "admitted "+p.id, func() error {
 		_, err := ctl(t, hotsplitctl, env, endpoint, "cluster", "add", p.id, "--raft-addr", p.raft)
 		return err
 	})
-}
-
-func eventually(t *testing.T, d time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v still not %s: %v", d, what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 type jsonRoutes struct {
@@ -237,7 +224,7 @@ func TestIntegrationProcessCluster(t *testing.T) {
 	}
 	all := strings.Join([]string{procs["n1"].grpc, procs["n2"].grpc, procs["n3"].grpc}, ",")
 
-	eventually(t, 30*time.Second, "three voters", func() error {
+	testutil.Eventually(t, 30*time.Second, "three voters", func() error {
 		out, err := ctl(t, hotsplitctl, env, all, "cluster", "members", "-o", "json")
 		if err != nil {
 			return err
@@ -259,7 +246,7 @@ func TestIntegrationProcessCluster(t *testing.T) {
 		return l.LeaderID
 	}
 	var lead string
-	eventually(t, 10*time.Second, "a leader", func() error {
+	testutil.Eventually(t, 10*time.Second, "a leader", func() error {
 		if lead = leader(); lead == "" {
 			return fmt.Errorf("no leader")
 		}
@@ -304,11 +291,11 @@ func TestIntegrationProcessCluster(t *testing.T) {
 			survivor = id
 		}
 	}
-	eventually(t, 5*time.Second, "a split through another endpoint", func() error { return splitVia(procs[survivor].grpc, "t") })
+	testutil.Eventually(t, 5*time.Second, "a split through another endpoint", func() error { return splitVia(procs[survivor].grpc, "t") })
 	t.Logf("split through %s succeeded %v after kill -9 of leader %s", survivor, time.Since(killed).Round(time.Millisecond), lead)
 
 	procs[lead].start(t, hotsplitd)
-	eventually(t, 20*time.Second, "the same catalog on every node", func() error {
+	testutil.Eventually(t, 20*time.Second, "the same catalog on every node", func() error {
 		var first string
 		for _, id := range ids {
 			out, err := ctl(t, hotsplitctl, env, procs[id].grpc, "routes", "list", "--consistency", "stale", "-o", "json")
@@ -334,7 +321,7 @@ func TestIntegrationProcessCluster(t *testing.T) {
 
 	// hotsplitctl cluster check: one hash per node at one common index.
 	var check string
-	eventually(t, 20*time.Second, "a state check every member answers", func() error {
+	testutil.Eventually(t, 20*time.Second, "a state check every member answers", func() error {
 		out, err := ctl(t, hotsplitctl, env, all, "cluster", "check")
 		check = out
 		if err == nil && strings.Count(out, " agrees ") != 3 {

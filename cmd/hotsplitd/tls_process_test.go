@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // openssl runs the openssl recipe of docs/security.md ("Certificates with
@@ -116,7 +118,7 @@ func TestIntegrationProcessOpenSSLCertificates(t *testing.T) {
 	env := func(d string) []string {
 		return []string{"HOTSPLIT_CACERT=" + filepath.Join(dir, "ca.crt"), "HOTSPLIT_CERT=" + filepath.Join(d, "ops.crt"), "HOTSPLIT_KEY=" + filepath.Join(d, "ops.key")}
 	}
-	eventually(t, 20*time.Second, "routes through an openssl client certificate", func() error {
+	testutil.Eventually(t, 20*time.Second, "routes through an openssl client certificate", func() error {
 		out, err := ctl(t, hotsplitctl, env(dir), p.grpc, "routes", "list", "-o", "json")
 		if err == nil && !strings.Contains(out, `"routes"`) {
 			err = fmt.Errorf("no routes in %s", out)
@@ -156,7 +158,7 @@ func TestIntegrationProcessOpenSSLCertificates(t *testing.T) {
 	os.Rename(filepath.Join(dir, "n1.key"), filepath.Join(dir, "n1-old.key"))
 	o.node("n1")
 	p.cmd.Process.Signal(syscall.SIGHUP)
-	eventually(t, 10*time.Second, "the new certificate on new connections", func() error {
+	testutil.Eventually(t, 10*time.Second, "the new certificate on new connections", func() error {
 		if s := serverSerial(t, dir, p.grpc); s == before {
 			return fmt.Errorf("still serial %s", s)
 		}
