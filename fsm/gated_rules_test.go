@@ -11,9 +11,9 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// Issue 13's rules are replicated behaviour of cluster version 2; these
-// tests run each at version 2 and, where a version 1 rule differs, at
-// version 1 too.
+// The rules a cluster version turns on are replicated behaviour: these
+// tests run each of version 2's at version 2 and, where the version 1 rule
+// differs, at version 1 too.
 
 // bootstrappedAt is bootstrapped at the given cluster version.
 func bootstrappedAt(t testing.TB, version uint32, splits [][]byte, cfg *api.Config) *harness {

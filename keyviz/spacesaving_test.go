@@ -221,3 +221,39 @@ func TestSpaceSavingHashCollision(t *testing.T) {
 		t.Fatalf("top %v total %d, want only a=4", top, s.total)
 	}
 }
+
+// Every sketch entry's raw sampled reads and writes are exactly what its
+// lower estimate weighs: count - error = ww·writes + wr·reads, and never
+// more events than the key was fed.
+func TestSketchRawCounts(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		capacity := rapid.IntRange(1, 8).Draw(t, "capacity")
+		const ww, wr = 4, 1
+		s := newSpaceSaving(capacity)
+		fed := map[string][2]uint64{}
+		for i := range rapid.IntRange(0, 300).Draw(t, "updates") {
+			k := fmt.Sprintf("k%d", rapid.IntRange(0, 20).Draw(t, fmt.Sprint("k", i)))
+			write := rapid.Bool().Draw(t, fmt.Sprint("w", i))
+			w := uint64(wr)
+			if write {
+				w = ww
+			}
+			s.add([]byte(k), w, write)
+			f := fed[k]
+			if write {
+				f[1]++
+			} else {
+				f[0]++
+			}
+			fed[k] = f
+		}
+		for _, e := range s.top() {
+			if e.Count-e.Error != ww*e.SampledWrites+wr*e.SampledReads {
+				t.Fatalf("key %s: count %d - error %d != 4·%d + %d", e.Key, e.Count, e.Error, e.SampledWrites, e.SampledReads)
+			}
+			if f := fed[string(e.Key)]; e.SampledReads > f[0] || e.SampledWrites > f[1] {
+				t.Fatalf("key %s: %d/%d sampled events, fed %v", e.Key, e.SampledReads, e.SampledWrites, f)
+			}
+		}
+	})
+}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
@@ -619,5 +620,63 @@ func TestAggregatorMetricsBesideFSM(t *testing.T) {
 		if got := h.metric(name, ""); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// A scheduled step change: windows before the boundary keep the old step,
+// the window at it takes the new one; a reporter still on the old step at
+// the boundary is refused (the reason it must hear of the change ahead).
+func TestAggregatorStepChangeWindows(t *testing.T) {
+	h := newAggHarness(t, 400_000)
+	res := h.prop.apply(&api.Command{Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Actor: "t",
+		Patch: &api.ConfigPatch{StepMs: proto.Uint64(2 * testStep)}}}})
+	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
+		t.Fatalf("set config: %v", res)
+	}
+	cfg := h.f.State().Config()
+	at := cfg.GetNextStepAtMs()
+	if at == 0 || cfg.GetStepMs() != testStep {
+		t.Fatalf("config %v", cfg)
+	}
+	old := func(w uint64) *api.ReportColumn { return reportCol(w, row(2, 1, 0)) }
+	nu := func(w uint64) *api.ReportColumn {
+		c := reportCol(w, row(2, 1, 0))
+		c.StepMs = 2 * testStep
+		return c
+	}
+	cat := h.f.State().Catalog()
+	for _, tc := range []struct {
+		name string
+		col  *api.ReportColumn
+		ok   bool
+	}{
+		{"old step before the boundary", old(at - testStep), true},
+		{"new step before the boundary", nu(at - 2*testStep), false},
+		{"new step at the boundary", nu(at), true},
+		{"old step at the boundary", old(at), false},
+	} {
+		r := validateReport(&api.ReportRequest{ReporterId: "a", Columns: []*api.ReportColumn{tc.col}}, cat, cfg, at)
+		if (r == nil) != tc.ok || (r != nil && r.reason != rejectStep) {
+			t.Errorf("%s: rejection %+v", tc.name, r)
+		}
+	}
+	// Through the aggregator: the last old window, then the first new one.
+	h.clock.set(at - testStep/2)
+	h.begin()
+	defer h.end()
+	first := h.report("a", old(at-testStep))
+	h.admitted(at-testStep, "a")
+	h.clock.set(at + testStep/2)
+	h.step()
+	wantAck(t, h.result(first), []uint64{at - testStep}, nil)
+	next := h.report("a", nu(at))
+	h.admitted(at, "a")
+	h.clock.set(at + 2*testStep)
+	h.step()
+	if r := h.result(next); r.err != nil || !slices.Equal(r.resp.GetAckedWindowStarts(), []uint64{at}) || len(r.resp.GetLateWindowStarts()) != 0 {
+		t.Fatalf("first window of the new step: %+v %v", r.resp, r.err)
+	}
+	if c := h.f.State().Config(); c.GetStepMs() != 2*testStep || c.GetNextStepAtMs() != 0 {
+		t.Fatalf("config after the boundary %v", c)
 	}
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // mergeCatalog has three routes: 1 = ["", g) in group 1, 2 = [g, p) and
@@ -333,4 +335,99 @@ func TestMergeOrderIndependentProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sampledKeyCount is a top-K entry with raw sampled reads and writes
+// (count - error = 4·writes + reads).
+func sampledKeyCount(k string, reads, writes, errBound uint64) *api.TopKeyCount {
+	return &api.TopKeyCount{Key: []byte(k), Count: 4*writes + reads + errBound, Error: errBound, SampledReads: reads, SampledWrites: writes}
+}
+
+// The merge keeps the raw sampled counts per key and the variance of the
+// key's lower estimate, and the reporters' operation samples weighted by
+// their reporter's load; below version 2 none of it reaches the entry.
+func TestMergeKeepsSampledEvidence(t *testing.T) {
+	cat, err := catalog.New([][]byte{[]byte("g"), []byte("p")}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hotRow := func(rate uint32, k *api.TopKeyCount, load uint64, samples ...*api.SampledKey) *api.ReportRow {
+		return &api.ReportRow{RouteId: 2, Writes: load / 4, SampleRate: rate, Buckets: buckets16(load), TopKeys: []*api.TopKeyCount{k}, Samples: samples}
+	}
+	sk := func(k string, reads, writes uint32) *api.SampledKey {
+		return &api.SampledKey{Key: []byte(k), Reads: reads, Writes: writes}
+	}
+	a := reportCol(0, hotRow(16, sampledKeyCount("h", 10, 100, 0), 1_000_000, sk("h", 0, 3), sk("i", 1, 0)))
+	b := reportCol(0, hotRow(4, sampledKeyCount("h", 0, 50, 2), 500_000, sk("h", 0, 1), sk("j", 0, 1)))
+	// A version 1 reporter: no raw counts; variance from the larger weight.
+	c := reportCol(0, hotRow(1, key("h", 30, 0), 100_000))
+	var entries []*api.ObserveColumn
+	for _, order := range [][]Contribution{{{"a", a}, {"b", b}, {"c", c}}, {{"c", c}, {"b", b}, {"a", a}}} {
+		entries = append(entries, MergeColumn(order, cat, detector.DefaultConfig(), fsm.Version2))
+	}
+	if !proto.Equal(entries[0], entries[1]) {
+		t.Fatal("the merge depends on the reports' order")
+	}
+	r := findRow(t, entries[0], 2)
+	k := r.GetTopKeys()[0]
+	wantVar := uint64(16*16*(16*100+1*10) + 4*4*(16*50) + 1*4*30)
+	if string(k.GetKey()) != "h" || k.GetSampledReads() != 10 || k.GetSampledWrites() != 150 || k.GetVariance() != wantVar {
+		t.Fatalf("key %v, want 10 reads, 150 writes, variance %d", k, wantVar)
+	}
+	if r.GetSampleRate() != 16 {
+		t.Fatalf("sample rate %d, want the largest, 16", r.GetSampleRate())
+	}
+	// a: h 12 of 13 sampled weight of 1e6; i 1/13; b: h and j half of 5e5.
+	want := []*api.WeightedKey{{Key: []byte("h"), Weight: 1_000_000*12/13 + 250_000}, {Key: []byte("i"), Weight: 1_000_000 / 13}, {Key: []byte("j"), Weight: 250_000}}
+	if got := r.GetSamples(); len(got) != len(want) {
+		t.Fatalf("samples %v", got)
+	}
+	for i, w := range want {
+		if g := r.GetSamples()[i]; !bytes.Equal(g.GetKey(), w.GetKey()) || g.GetWeight() != w.GetWeight() {
+			t.Fatalf("sample %d = %v, want %v", i, g, w)
+		}
+	}
+	v1 := findRow(t, MergeColumn([]Contribution{{"a", a}, {"b", b}}, cat, detector.DefaultConfig(), fsm.Version1), 2)
+	if len(v1.GetSamples()) != 0 || v1.GetSampleRate() != 0 || v1.GetTopKeys()[0].GetVariance() != 0 || v1.GetTopKeys()[0].GetSampledWrites() != 0 {
+		t.Fatalf("version 1 entry carries version 2 evidence: %v", v1)
+	}
+}
+
+// Thinning keeps at most the limit, keeps the cumulative weight at every
+// kept key within W/limit of the original's, and is deterministic.
+func TestThinSamples(t *testing.T) {
+	var in []*api.WeightedKey
+	var total uint64
+	for i := range 1000 {
+		w := uint64(1 + i%7)
+		in = append(in, &api.WeightedKey{Key: []byte(fmt.Sprintf("k%04d", i)), Weight: w})
+		total += w
+	}
+	out := thinSamples(in, mergedSamples)
+	if len(out) > mergedSamples || len(out) < mergedSamples/2 {
+		t.Fatalf("%d samples kept", len(out))
+	}
+	cumIn := map[string]uint64{}
+	var c uint64
+	for _, s := range in {
+		c += s.Weight
+		cumIn[string(s.Key)] = c
+	}
+	var cumOut uint64
+	for _, s := range out {
+		cumOut += s.Weight
+		d := int64(cumOut) - int64(cumIn[string(s.Key)])
+		if d < 0 {
+			d = -d
+		}
+		if uint64(d) > total/mergedSamples+1 {
+			t.Fatalf("at %s the thinned cumulative weight is %d, the original %d (tolerance %d)", s.Key, cumOut, cumIn[string(s.Key)], total/mergedSamples)
+		}
+	}
+	again := thinSamples(in, mergedSamples)
+	for i := range out {
+		if !proto.Equal(out[i], again[i]) {
+			t.Fatal("thinning is not deterministic")
+		}
+	}
 }
