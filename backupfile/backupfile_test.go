@@ -75,8 +75,9 @@ func TestReadBackupRefusesDamage(t *testing.T) {
 	}
 }
 
-// TestReadBackupFixture decodes the file the old code wrote.
-func TestReadBackupFixture(t *testing.T) {
+// readFixture returns the fixture's bytes, decoded.
+func readFixture(t *testing.T) ([]byte, *Backup) {
+	t.Helper()
 	data, err := os.ReadFile(fixture)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +86,12 @@ func TestReadBackupFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return data, b
+}
+
+// TestReadBackupFixture decodes the file the old code wrote.
+func TestReadBackupFixture(t *testing.T) {
+	data, b := readFixture(t)
 	hdr := b.Header
 	if hdr.GetIndex() != 3 || hdr.GetTerm() != 2 || hdr.GetClusterId() != "c1" || hdr.GetServedBy() != "n1" ||
 		hdr.GetCatalogVersion() != 3 || hdr.GetRoutes() != 4 || len(hdr.GetStateHash()) != sha256.Size {
@@ -105,14 +112,7 @@ func TestReadBackupFixture(t *testing.T) {
 // TestWriterReproducesFixture: the same header and payload written again
 // give the old file byte for byte, chunked either way.
 func TestWriterReproducesFixture(t *testing.T) {
-	data, err := os.ReadFile(fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Read(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, b := readFixture(t)
 	payload, _ := io.ReadAll(b.Payload())
 	for _, chunks := range [][][]byte{{payload}, {payload[:100], payload[100:200], payload[200:]}} {
 		if got := backupBytes(t, b.Header, chunks...); !bytes.Equal(got, data) {
