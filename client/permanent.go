@@ -100,8 +100,10 @@ func configName(s Setting) string {
 // PermanentError is a connection failure that retrying cannot fix. It
 // wraps ErrPermanent and the typed error it was classified from (an
 // x509 or crypto/tls error), so errors.Is and errors.As see both. Calls
-// return it inside an *Error; gRPC status code Unauthenticated for the
-// client certificate's problems, FailedPrecondition for the others.
+// return it inside an *Error. Its gRPC status code is Unavailable, the code
+// gRPC gives any failed connection (so code-based callers such as a
+// node's join loop behave as before); ErrPermanent, not the code, says
+// that retrying is useless.
 type PermanentError struct {
 	Problem Problem
 	// Endpoint is the address that showed the problem ("" when it was
@@ -133,12 +135,7 @@ func (e *PermanentError) Unwrap() []error {
 
 // GRPCStatus makes status.Code and status.Convert see the problem.
 func (e *PermanentError) GRPCStatus() *status.Status {
-	code := codes.FailedPrecondition
-	switch e.Problem {
-	case ProblemCertExpired, ProblemCertNotYetValid, ProblemCertRefused:
-		code = codes.Unauthenticated
-	}
-	return status.New(code, e.Error())
+	return status.New(codes.Unavailable, e.Error())
 }
 
 // Explain renders the problem as one line, naming settings with name (for
