@@ -88,7 +88,7 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 			// applied.
 			c.forgetLeader(addr)
 			fail := &Error{RPC: r.name, Endpoint: addr, RequestID: r.requestID, Attempts: attempt, Err: pe, outcome: outcome, Skipped: broken}
-			if pe.Problem.EveryEndpoint() {
+			if pe.Problem.EveryEndpoint() || c.maxRetries < 0 || (c.maxRetries > 0 && attempt > c.maxRetries) {
 				return zero, fail
 			}
 			broken = append(broken, pe)

@@ -349,6 +349,15 @@ func TestPermanentFailureScope(t *testing.T) {
 			t.Fatalf("the working endpoint answered %d calls, want 3", n)
 		}
 	})
+	t.Run("a wrong port and no retries allowed", func(t *testing.T) {
+		web := startHTTP(t, &good)
+		srv := startFake(t, &fakeNode{get: getRouteOK, creds: p.grpcServerCreds(good)})
+		cfg := tlsFiles(web.addr, srv.addr)
+		cfg.MaxRetries = -1
+		if _, err := get(testClient(t, cfg)); !errors.Is(err, ErrPermanent) || srv.called("GetRoute") != 0 {
+			t.Fatalf("%v, %d calls at the other endpoint: MaxRetries -1 allows one attempt", err, srv.called("GetRoute"))
+		}
+	})
 	t.Run("every endpoint a wrong port", func(t *testing.T) {
 		a, b := startHTTP(t, &good), startHTTP(t, nil)
 		took, err := get(testClient(t, tlsFiles(a.addr, b.addr)))
