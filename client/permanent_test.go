@@ -461,3 +461,46 @@ func TestHumanDuration(t *testing.T) {
 		}
 	}
 }
+
+// A connection that closed before the server's greeting, with no typed
+// error, is explained by one probe connection: it asks the question of
+// the record's kind and the answer replaces the record, or leaves it a
+// transient failure when the server turns out fine.
+func TestProbesExplainEarlyCloses(t *testing.T) {
+	p, other := newTestPKI(t), newTestPKI(t)
+	good := p.serverPair(t)
+	tlsNode := startFake(t, &fakeNode{get: getRouteOK, creds: p.grpcServerCreds(good)})
+	plainNode := startFake(t, &fakeNode{get: getRouteOK})
+	closed := errors.New("the server closed the connection before answering: EOF")
+	for _, tc := range []struct {
+		name  string
+		cfg   Config
+		addr  string
+		probe probeKind
+		want  Problem // 0: nothing permanent
+	}{
+		{"a certificate the server refuses", Config{CACertFile: p.caFile, CertFile: other.clientCert, KeyFile: other.clientK}, tlsNode.addr, probeTLSRefusal, ProblemCertRefused},
+		{"a certificate the server takes", Config{CACertFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientK}, tlsNode.addr, probeTLSRefusal, 0},
+		{"a plaintext node for a TLS client", Config{CACertFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientK}, plainNode.addr, probePlaintextServer, ProblemServerIsPlaintext},
+		{"a TLS node for a TLS client", Config{CACertFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientK}, tlsNode.addr, probePlaintextServer, 0},
+		{"a TLS node for a plaintext client", Config{Insecure: true}, tlsNode.addr, probeTLSServer, ProblemServerIsTLS},
+		{"a plaintext node for a plaintext client", Config{Insecure: true}, plainNode.addr, probeTLSServer, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.Endpoints = []string{tc.addr}
+			c := testClient(t, cfg)
+			ec := &endpointConn{addr: tc.addr}
+			rec := &unexplained{err: closed, probe: tc.probe}
+			ec.setDialErr(rec)
+			got := c.explain(context.Background(), ec, rec)
+			pe, permanent := errors.AsType[*PermanentError](got)
+			switch {
+			case tc.want == 0 && (permanent || got != closed || ec.lastDialErr() != rec):
+				t.Fatalf("explained as %v (record %v), want the failure left as it was", got, ec.lastDialErr())
+			case tc.want != 0 && (!permanent || pe.Problem != tc.want || ec.lastDialErr() != got):
+				t.Fatalf("explained as %v (record %v), want problem %d recorded", got, ec.lastDialErr(), tc.want)
+			}
+		})
+	}
+}
