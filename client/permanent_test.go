@@ -489,6 +489,9 @@ func TestProbesExplainEarlyCloses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := tc.cfg
 			cfg.Endpoints = []string{tc.addr}
+			if tc.probe == probePlaintextServer && tc.want == 0 {
+				cfg.DialTimeout = 200 * time.Millisecond // a TLS server stays silent: the probe waits this long
+			}
 			c := testClient(t, cfg)
 			ec := &endpointConn{addr: tc.addr}
 			rec := &unexplained{err: closed, probe: tc.probe}
