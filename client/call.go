@@ -228,7 +228,7 @@ func (c *Client) ready(parent context.Context, ec *endpointConn) error {
 				ec.cc.ResetConnectBackoff()
 				return errors.New("connection failed")
 			}
-			err = c.explain(ctx, ec, err)
+			err = c.explain(parent, ec, err) // its own DialTimeout, not what is left of this wait
 			if !errors.Is(err, ErrPermanent) {
 				ec.cc.ResetConnectBackoff()
 			}
