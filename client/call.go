@@ -45,9 +45,19 @@ type call struct {
 // AttemptTimeout; retries, until RequestTimeout (or MaxRetries when set),
 // only reads and definite failures; a fresh leader hint is followed at once,
 // other retries wait a capped, jittered backoff; the request id rides along
-// unchanged on every attempt.
+// unchanged on every attempt. A permanent failure (PermanentError) is never
+// retried: one of the client's own settings ends the call at once, one of
+// an endpoint's drops that endpoint for the rest of the call (see
+// Problem.EveryEndpoint).
 func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Context, grpc.ClientConnInterface) (T, error)) (T, error) {
 	var zero T
+	outcome := outcomeRead
+	if r.mutation {
+		outcome = outcomeNotApplied
+	}
+	if pe := c.sec.checkOwnCert(time.Now()); pe != nil {
+		return zero, &Error{RPC: r.name, RequestID: r.requestID, Err: pe, outcome: outcome}
+	}
 	ctx, cancel := c.withTimeout(ctx)
 	defer cancel()
 	if r.requestID != "" {
@@ -55,6 +65,7 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 	}
 	addr := c.firstAddr()
 	tried := map[string]bool{}
+	var broken []*PermanentError // endpoints dropped for this call
 	for attempt := 1; ; attempt++ {
 		tried[addr] = true
 		believed := c.LeaderAddr()
@@ -72,6 +83,22 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 		if errors.Is(err, ErrClosed) {
 			return zero, fmt.Errorf("%s: %w", r.name, err)
 		}
+		if pe, ok := errors.AsType[*PermanentError](err); ok {
+			// Nothing reached a hotsplit server: even a mutation was not
+			// applied.
+			c.forgetLeader(addr)
+			fail := &Error{RPC: r.name, Endpoint: addr, RequestID: r.requestID, Attempts: attempt, Err: pe, outcome: outcome, Skipped: broken}
+			if pe.Problem.EveryEndpoint() || c.maxRetries < 0 || (c.maxRetries > 0 && attempt > c.maxRetries) {
+				return zero, fail
+			}
+			broken = append(broken, pe)
+			next := c.nextUnbroken(addr, broken)
+			if next == "" || !hasBudget(ctx) {
+				return zero, fail
+			}
+			addr = next // at once: no pause helps another endpoint
+			continue
+		}
 		v := classify(ctx, err, r.mutation, sent)
 		hint := LeaderHint(err)
 		follow := ""
@@ -81,12 +108,15 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 		if follow == "" && (!sent || status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded) {
 			c.forgetLeader(addr) // it did not answer, or answered that it does not lead
 		}
-		fail := &Error{RPC: r.name, Endpoint: addr, RequestID: r.requestID, Attempts: attempt, Hint: hint, Err: err, outcome: v.outcome}
+		fail := &Error{RPC: r.name, Endpoint: addr, RequestID: r.requestID, Attempts: attempt, Hint: hint, Err: err, outcome: v.outcome, Skipped: broken}
 		if !v.retry || c.maxRetries < 0 || (c.maxRetries > 0 && attempt > c.maxRetries) || ctx.Err() != nil {
 			return zero, fail
 		}
 		c.log.Debug("retrying", "rpc", r.name, "endpoint", addr, "attempt", attempt,
 			"request_id", r.requestID, "code", status.Code(err).String(), "leader_hint", follow, "err", err)
+		if isBroken(follow, broken) {
+			follow = ""
+		}
 		if follow != "" && (!tried[follow] || follow != believed) {
 			if !hasBudget(ctx) {
 				return zero, fail
@@ -96,8 +126,8 @@ func invoke[T any](ctx context.Context, c *Client, r call, fn func(context.Conte
 		}
 		if follow != "" {
 			addr = follow // back to a tried node, e.g. a busy leader: after a pause
-		} else {
-			addr = c.nextAddr(addr)
+		} else if addr = c.nextUnbroken(addr, broken); addr == "" {
+			return zero, fail
 		}
 		if err := c.sleep(ctx, attempt, v.overload); err != nil || !hasBudget(ctx) {
 			return zero, fail
@@ -148,8 +178,32 @@ func tryOnce[T any](ctx context.Context, c *Client, addr string, fn func(context
 		}
 		return resp, false, unreachable(addr, err)
 	}
-	resp, err = fn(ctx, ec.cc)
+	octx, obs := observe(ctx)
+	resp, err = fn(octx, ec.cc)
+	if pe := obs.notGRPC(addr, err); pe != nil {
+		return resp, true, pe
+	}
 	return resp, true, err
+}
+
+// nextUnbroken is nextAddr among the endpoints not dropped for this call;
+// "" when every endpoint has been.
+func (c *Client) nextUnbroken(addr string, broken []*PermanentError) string {
+	for range c.endpoints {
+		if addr = c.nextAddr(addr); !isBroken(addr, broken) {
+			return addr
+		}
+	}
+	return ""
+}
+
+func isBroken(addr string, broken []*PermanentError) bool {
+	for _, pe := range broken {
+		if pe.Endpoint == addr {
+			return true
+		}
+	}
+	return false
 }
 
 // ready waits, at most DialTimeout, until ec's connection is READY. A
@@ -167,22 +221,33 @@ func (c *Client) ready(parent context.Context, ec *endpointConn) error {
 		case connectivity.Idle:
 			ec.cc.Connect()
 		case connectivity.TransientFailure:
-			ec.cc.ResetConnectBackoff()
-			if err := ec.lastDialErr(); err != nil {
-				return err
+			// The cause first: the reconnect asked for next may record
+			// its own.
+			err := ec.lastDialErr()
+			if err == nil {
+				ec.cc.ResetConnectBackoff()
+				return errors.New("connection failed")
 			}
-			return errors.New("connection failed")
+			err = c.explain(parent, ec, err) // its own DialTimeout, not what is left of this wait
+			if !errors.Is(err, ErrPermanent) {
+				ec.cc.ResetConnectBackoff()
+			}
+			return err
 		case connectivity.Shutdown:
 			return ErrClosed
 		}
 		if !ec.cc.WaitForStateChange(ctx, s) {
+			// The connection attempt under way has not failed: a recorded
+			// error is an earlier attempt's, context only (never
+			// permanent: this attempt may succeed).
+			before := ""
 			if err := ec.lastDialErr(); err != nil {
-				return err
+				before = "; the attempt before: " + err.Error()
 			}
 			if parent.Err() != nil {
-				return fmt.Errorf("no connection before the call's deadline (state %s)", s)
+				return fmt.Errorf("no connection before the call's deadline (state %s%s)", s, before)
 			}
-			return fmt.Errorf("no connection within %v (state %s)", c.dialTimeout, s)
+			return fmt.Errorf("no connection within %v (state %s%s)", c.dialTimeout, s, before)
 		}
 	}
 }

@@ -122,6 +122,7 @@ type Client struct {
 	log            *slog.Logger
 	actor          string
 	creds          credentials.TransportCredentials
+	sec            security
 	perRPC         credentials.PerRPCCredentials // nil without a token
 
 	mu     sync.Mutex
@@ -170,12 +171,13 @@ func New(cfg Config) (*Client, error) {
 	case cfg.Backoff < 0:
 		return nil, fmt.Errorf("client: Config.Backoff is negative (%v)", cfg.Backoff)
 	}
-	creds, err := transportCredentials(cfg)
+	creds, sec, err := transportCredentials(cfg)
 	if err != nil {
 		return nil, err
 	}
 	c := &Client{
 		creds:          creds,
+		sec:            sec,
 		endpoints:      eps,
 		dialTimeout:    orDefault(cfg.DialTimeout, DefaultDialTimeout),
 		attemptTimeout: orDefault(cfg.AttemptTimeout, DefaultAttemptTimeout),
@@ -258,26 +260,43 @@ func (c *Client) Close() error {
 }
 
 // endpointConn is the connection to one address, plus the last dial error
-// so that "unreachable" can say why (connection refused, no route, ...).
+// so that "unreachable" can say why (connection refused, no route, an
+// expired certificate, ...).
 type endpointConn struct {
-	cc *grpc.ClientConn
+	cc   *grpc.ClientConn
+	addr string
 
-	mu      sync.Mutex
-	dialErr error // last failed dial, nil after a successful one
+	mu sync.Mutex
+	// dialErr is the last connection failure: TCP, TLS, or the server's
+	// greeting. It is recorded before gRPC learns of the failure, so a
+	// connection in TRANSIENT_FAILURE always finds its own cause here, and
+	// cleared only by a gRPC server's greeting (not by a TCP connect that
+	// may fail next in TLS).
+	dialErr error
 }
 
 func (e *endpointConn) dial(ctx context.Context, addr string) (net.Conn, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
-	e.mu.Lock()
-	e.dialErr = err
-	e.mu.Unlock()
+	if err != nil {
+		e.setDialErr(err)
+	}
 	return conn, err
 }
 
 func (e *endpointConn) setDialErr(err error) {
 	e.mu.Lock()
 	e.dialErr = err
+	e.mu.Unlock()
+}
+
+// replaceDialErr swaps in an explanation of old unless a newer failure (or
+// a greeting) replaced old meanwhile.
+func (e *endpointConn) replaceDialErr(old, explained error) {
+	e.mu.Lock()
+	if e.dialErr == old {
+		e.dialErr = explained
+	}
 	e.mu.Unlock()
 }
 
@@ -298,10 +317,11 @@ func (c *Client) conn(addr string) (*endpointConn, error) {
 	if ec, ok := c.conns[addr]; ok {
 		return ec, nil
 	}
-	ec := &endpointConn{}
+	ec := &endpointConn{addr: addr}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(handshakeRecorder{c.creds, ec}),
+		grpc.WithTransportCredentials(handshakeRecorder{c.creds, ec, c.sec}),
 		grpc.WithContextDialer(ec.dial),
+		grpc.WithStatsHandler(callObserver{}),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: c.backoff, Multiplier: 2, Jitter: 0.2, MaxDelay: MaxBackoff},
 			MinConnectTimeout: c.dialTimeout,

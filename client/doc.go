@@ -11,6 +11,15 @@
 // ErrUnknownOutcome and carries the request id, so the caller can resolve it
 // by re-sending the same request with the same id.
 //
+// A connection failure that retrying cannot fix is a *PermanentError
+// (errors.Is ErrPermanent), classified from typed errors: the client
+// certificate expired or not yet valid (checked before dialing), refused by
+// the server, the server's certificate not signed by the CA, a plaintext
+// client at a TLS server or the reverse, a port that is no gRPC port. It is
+// never retried: a problem of the client's own settings ends the call at
+// once, one of a single endpoint drops that endpoint for the call
+// (Problem.EveryEndpoint). Its message names the Config setting to fix.
+//
 // It holds no business rules and imports nothing of hotsplit's but the
 // generated API and the backup file format (backupfile, which SaveBackup
 // writes): it never interprets routes, configs or reasons, and it never

@@ -62,8 +62,13 @@ type Error struct {
 	Attempts int
 	// Hint is the leader hint of the last answer, if it carried one.
 	Hint *api.LeaderHint
-	// Err is the last attempt's error: a gRPC status error.
+	// Err is the last attempt's error: a gRPC status error, or a
+	// *PermanentError (which wraps ErrPermanent and has a gRPC status too).
 	Err error
+	// Skipped are the endpoints this call dropped after a permanent
+	// failure of their own (a wrong port, a node's certificate), when the
+	// call went on without them.
+	Skipped []*PermanentError
 
 	outcome outcome
 }
@@ -105,6 +110,11 @@ func (e *Error) Error() string {
 	}
 	if e.Attempts > 1 {
 		notes = append(notes, fmt.Sprintf("%d attempts", e.Attempts))
+	}
+	for _, pe := range e.Skipped {
+		if pe.Endpoint != e.Endpoint {
+			notes = append(notes, "skipped "+pe.Error())
+		}
 	}
 	if len(notes) > 0 {
 		b.WriteString(" (")
@@ -163,7 +173,11 @@ func outcomeDetail(err error) *api.ErrorOutcome {
 
 // unreachable is the status of an attempt whose connection never became
 // ready: nothing was sent, so even a mutation definitely was not applied.
+// A permanent cause is returned as it is, for the caller to stop on.
 func unreachable(addr string, cause error) error {
+	if pe, ok := errors.AsType[*PermanentError](cause); ok {
+		return pe
+	}
 	return status.Errorf(codes.Unavailable, "endpoint %s unreachable: %v", addr, cause)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +36,8 @@ type fakeNode struct {
 	report func(n int, req *api.ReportRequest) (*api.ReportResponse, error)
 	// creds serve TLS when set; the default is plaintext.
 	creds credentials.TransportCredentials
+	// accepts counts the TCP connections the server accepted.
+	accepts atomic.Int32
 
 	mu       sync.Mutex
 	auth     []string // "authorization" metadata seen, in order
@@ -54,6 +57,7 @@ func startFakeB(t testing.TB, f *fakeNode) *fakeNode {
 	}
 	f.addr = lis.Addr().String()
 	f.calls = map[string]int{}
+	lis = countingListener{lis, &f.accepts}
 	var opts []grpc.ServerOption
 	if f.creds != nil {
 		opts = append(opts, grpc.Creds(f.creds))
@@ -66,6 +70,20 @@ func startFakeB(t testing.TB, f *fakeNode) *fakeNode {
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return f
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n *atomic.Int32
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
 }
 
 // deadAddr returns a loopback address nothing listens on.

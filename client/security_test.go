@@ -10,9 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/pki"
@@ -107,27 +105,6 @@ func TestInsecureTokenOnlyWhenAsked(t *testing.T) {
 	}
 }
 
-func TestTLSRefusesWrongServer(t *testing.T) {
-	p, other := newTestPKI(t), newTestPKI(t)
-	for name, tc := range map[string]struct {
-		srv  credentials.TransportCredentials
-		want string
-	}{
-		"server of another CA": {other.serverCreds(t, 0), "certificate"},
-		"TLS 1.2 server":       {p.serverCreds(t, tls.VersionTLS12), "version"},
-	} {
-		f := startFake(t, &fakeNode{get: getRouteOK, creds: tc.srv})
-		c := testClient(t, Config{Endpoints: []string{f.addr}, CACertFile: p.caFile, CertFile: p.clientCert, KeyFile: p.clientK, MaxRetries: -1})
-		_, err := c.GetRoute(context.Background(), &api.GetRouteRequest{Key: []byte("a")})
-		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want Unavailable mentioning %q", name, err, tc.want)
-		}
-		if f.called("GetRoute") != 0 {
-			t.Errorf("%s: the call reached the server", name)
-		}
-	}
-}
-
 func TestNewChecksTransportSecurity(t *testing.T) {
 	p := newTestPKI(t)
 	ep := []string{"127.0.0.1:7001"}
@@ -179,27 +156,36 @@ func (c *scriptedConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// A server that refuses the client's certificate after the TLS 1.3
-// handshake closes the connection before its first byte: whether gRPC
-// meets that on its preface write or on its first read, the endpoint's
-// error names the certificate; once the server answered, a later error is
-// the connection's own business.
-func TestConnectionClosedBeforeAnswerNamesTheCertificate(t *testing.T) {
+// What a connection records before the server's greeting: an HTTP/2
+// SETTINGS frame (in any split of reads) clears the endpoint's error,
+// other first bytes say what the port is, and a read or write error
+// before them is left for a probe to explain (a TLS client's is the
+// question whether the server refuses its certificate, a plaintext
+// client's whether the server speaks TLS). The first record stays.
+func TestFirstReadConnRecords(t *testing.T) {
 	reset := errors.New("write: connection reset by peer")
 	eof := errors.New("EOF")
+	settings := string([]byte{0, 0, 0, http2FrameSettings, 0, 0, 0, 0, 0})
+	earlier := errors.New("an earlier attempt's failure")
 	for _, tc := range []struct {
-		name  string
-		conn  *scriptedConn
-		write bool
-		want  string // "" : nothing recorded
+		name     string
+		conn     *scriptedConn
+		insecure bool
+		write    bool
+		want     string    // "" : nothing recorded (cleared)
+		probe    probeKind // the probe an unexplained record asks for
 	}{
-		{"preface write fails", &scriptedConn{writeErr: reset}, true, "connection reset by peer"},
-		{"first read fails", &scriptedConn{readErr: eof}, false, "EOF"},
-		{"fails after the server's first byte", &scriptedConn{reads: []string{"settings"}, readErr: eof}, false, ""},
+		{"preface write fails", &scriptedConn{writeErr: reset}, false, true, "connection reset by peer", probeTLSRefusal},
+		{"first read fails", &scriptedConn{readErr: eof}, false, false, "EOF", probeTLSRefusal},
+		{"plaintext: first read fails", &scriptedConn{readErr: eof}, true, false, "EOF", probeTLSServer},
+		{"greeting, then a failure", &scriptedConn{reads: []string{settings}, readErr: eof}, false, false, "", 0},
+		{"greeting in two reads", &scriptedConn{reads: []string{settings[:2], settings[2:]}, readErr: eof}, true, false, "", 0},
+		{"HTTP/1 answer", &scriptedConn{reads: []string{"HTTP/1.1 400 Bad Request"}, readErr: eof}, true, false, "HTTP/1", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ec := &endpointConn{}
-			c := &firstReadConn{Conn: tc.conn, ec: ec}
+			ec := &endpointConn{addr: "127.0.0.1:1"}
+			ec.setDialErr(earlier)
+			c := &firstReadConn{Conn: tc.conn, ec: ec, sec: security{insecure: tc.insecure}}
 			buf := make([]byte, 16)
 			if tc.write {
 				c.Write([]byte("PRI * HTTP/2.0"))
@@ -213,10 +199,38 @@ func TestConnectionClosedBeforeAnswerNamesTheCertificate(t *testing.T) {
 			err := ec.lastDialErr()
 			switch {
 			case tc.want == "" && err != nil:
-				t.Fatalf("recorded %v after the server answered", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("recorded %v, want the certificate named and %q", err, tc.want)
+				t.Fatalf("recorded %v after the server's greeting", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("recorded %v, want %q", err, tc.want)
+			}
+			u, ok := err.(*unexplained)
+			if tc.probe != 0 && (!ok || u.probe != tc.probe) {
+				t.Fatalf("recorded %#v, want an unexplained error for probe %d", err, tc.probe)
+			}
+			if tc.probe == 0 && ok {
+				t.Fatalf("recorded %v as unexplained", err)
 			}
 		})
+	}
+}
+
+// A TCP connect that succeeds does not clear the endpoint's last failure:
+// the TLS handshake after it may fail, and a call that finds the
+// connection failed must find that failure's cause, not nothing.
+func TestSuccessfulDialKeepsLastFailure(t *testing.T) {
+	f := startFake(t, &fakeNode{})
+	ec := &endpointConn{addr: f.addr}
+	failure := errors.New("tls: bad certificate")
+	ec.setDialErr(failure)
+	conn, err := ec.dial(context.Background(), f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if got := ec.lastDialErr(); got != failure {
+		t.Fatalf("after a TCP connect the last failure is %v, want %v", got, failure)
+	}
+	if _, err := ec.dial(context.Background(), deadAddr(t)); err == nil || ec.lastDialErr() != err {
+		t.Fatalf("a failed connect was not recorded: %v", ec.lastDialErr())
 	}
 }

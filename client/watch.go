@@ -23,6 +23,9 @@ const maxSnapshotRoutes = 1 << 22
 // or the server closes it; nothing is retried or deduplicated once it is
 // open. Most callers want Watch.
 func (c *Client) WatchRoutes(ctx context.Context, req *api.WatchRoutesRequest) (grpc.ServerStreamingClient[api.WatchRoutesResponse], error) {
+	if pe := c.sec.checkOwnCert(time.Now()); pe != nil {
+		return nil, &Error{RPC: "WatchRoutes", Err: pe}
+	}
 	addr := c.firstAddr()
 	var last error
 	for attempt := 1; attempt <= len(c.endpoints)+1; attempt++ {
@@ -35,6 +38,9 @@ func (c *Client) WatchRoutes(ctx context.Context, req *api.WatchRoutesRequest) (
 				return nil, fmt.Errorf("WatchRoutes: %w", err)
 			}
 			last = &Error{RPC: "WatchRoutes", Endpoint: addr, Attempts: attempt, Err: unreachable(addr, err)}
+			if pe, ok := errors.AsType[*PermanentError](err); ok && pe.Problem.EveryEndpoint() {
+				return nil, last
+			}
 			c.forgetLeader(addr)
 			addr = c.nextAddr(addr)
 			continue
@@ -72,6 +78,9 @@ func (c *Client) WatchRoutes(ctx context.Context, req *api.WatchRoutesRequest) (
 // delivered an event or stayed up longer than MaxBackoff. fn runs on the
 // calling goroutine; Watch holds no lock while it runs.
 func (c *Client) Watch(ctx context.Context, fromVersion uint64, fn func(*api.WatchRoutesResponse) error) error {
+	if pe := c.sec.checkOwnCert(time.Now()); pe != nil {
+		return &Error{RPC: "WatchRoutes", Err: pe}
+	}
 	w := &watchState{delivered: fromVersion, based: fromVersion > 0}
 	if w.based {
 		c.mu.Lock()
@@ -131,9 +140,14 @@ type callbackError struct{ err error }
 func (e callbackError) Error() string { return e.err.Error() }
 
 // permanentWatchError is an answer that another attempt will not change.
+// A permanent failure of one endpoint (a wrong port in the list) is not:
+// the next endpoint may serve.
 func permanentWatchError(err error) bool {
 	if errors.Is(err, errUnknownEvent) || errors.Is(err, ErrClosed) {
 		return true
+	}
+	if pe, ok := errors.AsType[*PermanentError](err); ok {
+		return pe.Problem.EveryEndpoint()
 	}
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
@@ -159,7 +173,11 @@ func (c *Client) watchOnce(ctx context.Context, addr string, w *watchState, fn f
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sctx, obs := observe(sctx)
 	stream, err := api.NewCatalogClient(ec.cc).WatchRoutes(sctx, &api.WatchRoutesRequest{FromVersion: w.delivered, ClusterId: w.clusterID})
+	if pe := obs.notGRPC(addr, err); pe != nil {
+		return false, pe
+	}
 	if err != nil {
 		return false, err
 	}
@@ -168,6 +186,9 @@ func (c *Client) watchOnce(ctx context.Context, addr string, w *watchState, fn f
 		ev, err := stream.Recv()
 		if err == io.EOF {
 			return good, status.Error(codes.Unavailable, "watch stream ended by the server")
+		}
+		if pe := obs.notGRPC(addr, err); pe != nil {
+			return good, pe
 		}
 		if err != nil {
 			return good, err

@@ -143,7 +143,7 @@ func TestSecurityFlags(t *testing.T) {
 	}
 	// --insecure against the TLS server fails; against a plaintext one it
 	// works even with the TLS environment set.
-	if r := ctl(t, f, "--insecure", "--timeout", "1s", "cluster", "leader"); r.code != exitUnavailable {
+	if r := ctl(t, f, "--insecure", "--timeout", "1s", "cluster", "leader"); r.code != exitCredentials || !strings.Contains(r.stderr, "speaks TLS") {
 		t.Fatalf("--insecure against a TLS server: %+v", r)
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

@@ -20,6 +20,12 @@ const (
 	exitUnavailable = 3 // no answer, or a mutation whose outcome is unknown
 	exitDegraded    = 4 // cluster health: quorum holds, a member is not healthy
 	exitNoQuorum    = 5 // cluster health: no quorum or no leader
+	// exitCredentials: the connection settings cannot work, and retrying
+	// will not change that: a certificate expired, not yet valid or
+	// refused, the wrong CA, TLS against plaintext or the reverse, a port
+	// that is no gRPC port. Nothing was applied; the message names the flag
+	// or file to fix.
+	exitCredentials = 6
 )
 
 // usageError is a command line the CLI refuses before contacting anyone.
@@ -91,10 +97,18 @@ func describe(err error) string {
 		}
 		return oneLine(s)
 	}
+	if _, ok := errors.AsType[*client.Error](err); ok {
+		return oneLine(describeCause(err))
+	}
 	return oneLine(err.Error())
 }
 
 func describeCause(err error) string {
+	if pe, ok := errors.AsType[*client.PermanentError](err); ok {
+		// The flag or file to fix, and why: gRPC's code and the attempt
+		// count say nothing more.
+		return pe.Explain(flagName)
+	}
 	var e *client.Error
 	if !errors.As(err, &e) {
 		switch {
@@ -113,6 +127,9 @@ func describeCause(err error) string {
 	var notes []string
 	if e.Attempts > 1 {
 		notes = append(notes, fmt.Sprintf("%d attempts", e.Attempts))
+	}
+	for _, pe := range e.Skipped {
+		notes = append(notes, "skipped "+pe.Explain(flagName))
 	}
 	switch {
 	case errors.Is(err, client.ErrUnknownOutcome):
@@ -139,6 +156,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue):
 		return exitUsage
+	case errors.Is(err, client.ErrPermanent):
+		return exitCredentials
 	case errors.Is(err, client.ErrUnknownOutcome),
 		errors.Is(err, client.ErrCatalogChanging),
 		errors.Is(err, context.Canceled),

@@ -80,13 +80,17 @@ failed precondition; nothing was applied); 2 usage error (nothing was sent);
 3 the cluster was unavailable, or a mutation's outcome is unknown (it may have
 been applied: the error prints its request id; re-run with --request-id ID to
 learn the result); 4 'cluster health' found the cluster degraded; 5 'cluster
-health' found no quorum.
+health' found no quorum; 6 the connection settings cannot work and retrying
+will not help (a certificate expired, not yet valid or refused, the wrong
+--cacert, TLS against an --insecure node or the reverse, an --endpoints port
+that is no gRPC port): nothing was applied, and the message names the flag or
+file to fix.
 
 Each request is retried on another member, or after a short pause, until
 --timeout when it failed for want of a leader (a failover in progress) or
 was not applied; every attempt is bounded (1 s) so a paused or partitioned
-leader is given up quickly. Refusals (permission, validation) are never
-retried.
+leader is given up quickly. Refusals (permission, validation) and the
+failures of exit code 6 are never retried.
 
 Connections are TLS 1.3: --cacert names the cluster's CA, and you prove who
 you are with a client certificate (--cert/--key: CN = your name, O = your
@@ -125,6 +129,22 @@ started with --insecure. 'hotsplitctl certs' makes the certificates.`,
 
 	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.snapshotCmd(), a.simCmd(), a.certsCmd(), a.versionCmd(), a.completionCmd())
 	return root
+}
+
+// flagName is the flag that sets a client setting (its default comes from
+// the environment variable its help names).
+func flagName(s client.Setting) string {
+	switch s {
+	case client.SettingCertFile:
+		return "--cert"
+	case client.SettingCACertFile:
+		return "--cacert"
+	case client.SettingInsecure:
+		return "--insecure"
+	case client.SettingEndpoints:
+		return "--endpoints"
+	}
+	return "the TLS settings"
 }
 
 func (a *app) defaultActor() string {

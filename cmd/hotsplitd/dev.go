@@ -17,6 +17,16 @@ import (
 
 const devNodes = 3
 
+// devLogPath is the nodes' log file of --dev: flag, or one in the temporary
+// directory that outlives the demo (the default data dir does not). The
+// flag's help prints the default from here.
+func devLogPath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return filepath.Join(os.TempDir(), "hotsplit-dev.log")
+}
+
 // runDev starts a three-node cluster on loopback in this process, with TLS
 // from an ephemeral CA, prints how to reach it, and runs until ctx ends.
 func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer) error {
@@ -35,10 +45,7 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 		return err
 	}
 	// The nodes log to a file; the terminal keeps the demo's narrative.
-	logPath := o.devLog
-	if logPath == "" {
-		logPath = filepath.Join(os.TempDir(), "hotsplit-dev.log")
-	}
+	logPath := devLogPath(o.devLog)
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
 	if err != nil {
 		return fmt.Errorf("dev log: %w", err)

@@ -122,7 +122,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.devDir, "devDir", "", "--dev: data directory (default: a temporary one, removed at exit)")
 	fs.StringVar(&o.devWorkload, "devWorkload", demoWorkload, "--dev: simulated load: demo (a hot key, then a shifting hot range), "+strings.Join(sim.WorkloadNames(), ", ")+", or none")
 	fs.IntVar(&o.devRate, "devRate", 5000, "--dev: simulated operations per second")
-	fs.StringVar(&o.devLog, "devLog", "", "--dev: file for the nodes' logs (default: nodes.log in the data directory); the terminal keeps the demo's narrative")
+	fs.StringVar(&o.devLog, "devLog", "", "--dev: file for the nodes' logs (default "+devLogPath("")+", kept after exit); the terminal keeps the demo's narrative")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: hotsplitd [flags]\n\nRun one hotsplit node, or --dev for a demo cluster.\n\nExamples:\n"+
 			"  hotsplitd --dev\n"+

@@ -39,3 +39,19 @@ func TestTLSFlags(t *testing.T) {
 		t.Errorf("--tlsReloadInterval 0 must mean SIGHUP only: %v %+v", err, o)
 	}
 }
+
+// The help states the --devLog default the demo uses.
+func TestDevLogHelpNamesTheDefault(t *testing.T) {
+	var help strings.Builder
+	if _, err := parseFlags([]string{"--help"}, &help); err == nil {
+		t.Fatal("--help parsed without flag.ErrHelp")
+	}
+	_, usage, _ := strings.Cut(help.String(), "-devLog")
+	usage, _, _ = strings.Cut(usage, "\n  -")
+	if want := "(default " + devLogPath("") + ", kept after exit)"; !strings.Contains(usage, want) || strings.Contains(usage, "nodes.log") {
+		t.Fatalf("--devLog help %q, want it to name the default: %s", usage, want)
+	}
+	if devLogPath("x.log") != "x.log" {
+		t.Fatal("--devLog x.log is not used as given")
+	}
+}

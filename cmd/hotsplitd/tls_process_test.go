@@ -125,8 +125,13 @@ func TestIntegrationProcessOpenSSLCertificates(t *testing.T) {
 		}
 		return err
 	})
-	if _, err := ctl(t, hotsplitctl, env(other.dir), p.grpc, "routes", "list"); err == nil || !strings.Contains(err.Error(), "certificate") {
-		t.Fatalf("a client certificate of another CA: %v, want a refusal naming the certificate", err)
+	// A certificate of another CA is refused, permanently: exit 6 at once
+	// (a retry loop would run the whole 10 s) in one line naming the file.
+	start := time.Now()
+	_, stderr, code := ctlExit(t, hotsplitctl, env(other.dir), p.grpc, "10s", "routes", "list")
+	if took := time.Since(start); code != 6 || strings.Count(stderr, "\n") != 1 || took > 5*time.Second ||
+		!strings.Contains(stderr, filepath.Join(other.dir, "ops.crt")) || !strings.Contains(stderr, "refused this client certificate") {
+		t.Fatalf("a client certificate of another CA: exit %d after %v: %q, want 6 at once, one line naming the certificate file", code, took, stderr)
 	}
 
 	// Roles from openssl's O: a reader's split is refused naming the role
