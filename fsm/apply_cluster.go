@@ -197,9 +197,9 @@ func (a *applier) dropAdmission(nodeID string) bool {
 // rules is the detector rule set of a cluster version.
 func rules(version uint32) detector.Rules {
 	if version >= Version2 {
-		return detector.RulesV2
+		return detector.AllRules
 	}
-	return detector.RulesV1
+	return 0
 }
 
 // applyCheckState accepts the cross-replica state check marker (cluster
