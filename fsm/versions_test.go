@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -210,5 +211,34 @@ func TestRaiseToVersion2RunsItsHooks(t *testing.T) {
 		api.ResultCode_RESULT_CODE_OK)
 	if n := len(h.state().Decisions()) - before; n != 1 {
 		t.Fatalf("%d decisions after a second member at the same version", n)
+	}
+}
+
+// docs/design.md lists the table, row for row.
+func TestDesignDocListsTheFeatureTable(t *testing.T) {
+	b, err := os.ReadFile("../docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	_, section, ok := strings.Cut(doc, "## Cluster versions and features")
+	if !ok {
+		t.Fatal(`docs/design.md has no section "Cluster versions and features"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var rows int
+	for _, l := range strings.Split(section, "\n") {
+		if strings.HasPrefix(l, "| `") {
+			rows++
+		}
+	}
+	for f := range numFeatures {
+		r := features[f]
+		if line := fmt.Sprintf("| `%s` | %d | %s |", r.name, r.version, r.doc); !strings.Contains(section, line+"\n") {
+			t.Errorf("docs/design.md lacks the row\n%s", line)
+		}
+	}
+	if rows != int(numFeatures) {
+		t.Errorf("docs/design.md lists %d feature rows, the table has %d", rows, numFeatures)
 	}
 }
