@@ -234,7 +234,7 @@ func raiseSteps(table []featureRow, from, to uint32) []hookStep {
 // <what each hook set>". The cluster version is N while N's hooks run.
 func (a *applier) raiseVersion(table []featureRow, v uint32) {
 	from := a.s.clusterVersion
-	if !Reaches(v, from) || v == from {
+	if v <= from {
 		return
 	}
 	a.f.log.Info("fsm: cluster version raised", "from", from, "to", v)
