@@ -8,13 +8,13 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// The RulesV2 split key (SPEC §6.5, docs/design.md "Split keys"):
+// The RuleBalanceSplit split key (SPEC §6.5, docs/design.md "Split keys"):
 //
 //  1. A route [H, H·0x00) holds one key: already_isolated by its shape,
 //     whatever the evidence says.
-//  2. Single-key isolation as in version 1, but the share and floor tests
-//     use the lower confidence bound of the hot key's load (bound.go),
-//     the share measured within the sample (isolate).
+//  2. Single-key isolation as in version 1 (with RuleLowerBoundIsolation
+//     the share and floor tests use the lower confidence bound of the hot
+//     key's load, bound.go, the share measured within the sample).
 //  3. Otherwise the best-balanced cut of the evidence (below). Never a
 //     blind midpoint: without evidence on both sides, no_split_key.
 //  4. If no cut is balanced enough because one key dominates — it clears
@@ -52,15 +52,15 @@ type balanceItem struct {
 	sample bool
 }
 
-// chooseSplitV2 is chooseSplit under RulesV2.
-func chooseSplitV2(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64) splitChoice {
+// chooseBalancedSplit is chooseSplit under RuleBalanceSplit.
+func chooseBalancedSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, rules Rules) splitChoice {
 	var c splitChoice
 	c.sampleRate = row.SampleRate
 	if catalog.IsSingleKey(r.Start, r.End) {
 		c.decline, c.isolation, c.isolationDecision = ReasonAlreadyIsolated, ReasonAlreadyIsolated, true
 		return c
 	}
-	c.isolation = isolate(cfg, r, row, durMs, &c, RulesV2)
+	c.isolation = isolate(cfg, r, row, durMs, &c, rules)
 	if c.isolationDecision {
 		return c
 	}

@@ -2,7 +2,7 @@ package detector
 
 import "math/bits"
 
-// Lower confidence bound of a sampled, weighted count (RulesV2).
+// Lower confidence bound of a sampled, weighted count (RuleLowerBoundIsolation).
 //
 // A key's merged lower estimate L is a sum of scaled Poisson counts: each
 // reporter sampled its operations one in rate_r, so L = Σ w_i·k_i with

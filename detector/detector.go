@@ -39,7 +39,7 @@ const (
 	ReasonKeyTooLong        Reason = 14
 	ReasonTopKShare         Reason = 15
 	ReasonNoTopK            Reason = 16
-	// RulesV2 only.
+	// RuleHoldBand and RuleColumnExplanations only.
 	ReasonHoldBand       Reason = 40
 	ReasonBelowThreshold Reason = 41
 )
@@ -52,33 +52,50 @@ const (
 	OriginIsolationSingleLowerEdge Origin = 3
 	OriginIsolationSingleUpperEdge Origin = 4
 	OriginSubBucketMedian          Origin = 5
-	// RulesV2: the best-balanced point of the evidence (see balance).
+	// RuleBalanceSplit: the best-balanced point of the evidence (see balance).
 	OriginBalance Origin = 40
 )
 
-// Rules selects the rule set Observe applies: the replicated cluster
-// version, so that a cluster with a version 1 member keeps version 1
-// behaviour on every replica (SPEC §5). The zero value is RulesV1.
-type Rules int32
+// Rules is the set of rules Observe applies on top of the first release's:
+// strict hysteresis, the sub-bucket median split key, and isolation on the
+// point estimate of the hot key's load (the zero value). Which rules are on
+// is replicated behaviour: the fsm derives the set from the cluster
+// version through its feature table (fsm/versions.go), so that a cluster
+// with an older member keeps the older behaviour on every replica (SPEC
+// §5). Each rule is one flag; a new rule is a new flag and a new row of
+// that table, never a comparison of rule or version numbers.
+type Rules uint32
 
-// Rule sets.
+// The rules. Each names one behaviour and is tested on its own.
 const (
-	// RulesV1: strict hysteresis, the sub-bucket median split key, and
-	// isolation on the point estimate of the hot key's load.
-	RulesV1 Rules = 1
-	// RulesV2 (cluster version 2) adds: the hold band; a split key at the
-	// best-balanced point of bucket loads and sampled keys, with at least
-	// MinSideShareBP of the load on each side by the evidence and the
-	// shortest separator as boundary (else no_split_key); isolation tests on
-	// a lower confidence bound of the hot key's load; already_isolated by
-	// the route's shape [H, H·0x00); and explanations whose score, counter
-	// and reason always come from one column, with the settings and numbers
-	// behind them.
-	RulesV2 Rules = 2
+	// RuleHoldBand: a column scoring in the hold band (HoldBandBP of the
+	// threshold up to it) holds a route's counter instead of resetting it.
+	RuleHoldBand Rules = 1 << iota
+	// RuleBalanceSplit: a split key at the best-balanced point of bucket
+	// loads and sampled keys, with at least MinSideShareBP of the load on
+	// each side by the evidence and the shortest separator as boundary
+	// (else no_split_key); a route [H, H·0x00) is already_isolated by its
+	// shape; the explanation keeps the numbers behind the cut.
+	RuleBalanceSplit
+	// RuleLowerBoundIsolation: isolation's share and floor tests use a
+	// lower confidence bound of the hot key's load, the share measured
+	// within the sample when the row says how much was sampled.
+	RuleLowerBoundIsolation
+	// RuleColumnExplanations: an explanation's score, counter and reason
+	// always come from one column, with the settings it was judged by; a
+	// tracked route that is not hot is explained too (hold_band, or
+	// below_threshold once when it cools).
+	RuleColumnExplanations
 )
 
+// AllRules is every rule this build's detector knows.
+const AllRules = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations
+
+// Has reports whether every rule of x is in r.
+func (r Rules) Has(x Rules) bool { return r&x == x }
+
 // MinSideShareBP is the least share of a route's load (basis points) that a
-// RulesV2 split key must put on each side, by the evidence: a split that
+// RuleBalanceSplit split key must put on each side, by the evidence: a split that
 // moves less than a fifth of the load away relieves too little to be worth
 // two routes.
 const MinSideShareBP = 2000
@@ -97,7 +114,7 @@ type Config struct {
 	TopKeyAbsoluteFloor uint64
 	Buckets             uint32
 	SmoothingWindows    uint32
-	// HoldBandBP (RulesV2): a column scoring in [HoldBandBP·Threshold/10000,
+	// HoldBandBP (RuleHoldBand): a column scoring in [HoldBandBP·Threshold/10000,
 	// Threshold) holds the counter instead of resetting it; 0 = strict.
 	HoldBandBP uint32
 }
@@ -125,7 +142,8 @@ type Explanation struct {
 	MedianBucket      uint32
 	OpID              uint64
 	ProjectedRoutes   uint64
-	// RulesV2 only (see api.Explanation fields 40-49).
+	// RuleBalanceSplit and RuleColumnExplanations only (see api.Explanation
+	// fields 40-49).
 	LeftShareBP        uint32
 	RightShareBP       uint32
 	BucketShareBP      uint32
@@ -157,7 +175,7 @@ type Tracked struct {
 type KeyEstimate struct {
 	Key          []byte
 	Lower, Upper uint64
-	// RulesV2: the raw sampled reads and writes behind Lower, and Lower's
+	// RuleLowerBoundIsolation: the raw sampled reads and writes behind Lower, and Lower's
 	// variance as a sum of scaled Poisson counts (Σ rate²·(ww²·writes +
 	// wr²·reads)); isolation decides on the lower confidence bound of
 	// Lower (see lowerBound). Zero variance: Lower is taken as exact.
@@ -182,11 +200,11 @@ type Row struct {
 	Buckets      []uint64
 	TopKeys      []KeyEstimate
 	TopKDegraded bool
-	// RulesV2: a sample of the row's operations, distinct keys (where the
+	// RuleBalanceSplit: a sample of the row's operations, distinct keys (where the
 	// load lies inside a bucket), and the largest sample rate behind it.
 	Samples    []WeightedKey
 	SampleRate uint32
-	// RulesV2: the row's sampled operations scaled and weighted like the
+	// RuleLowerBoundIsolation: the row's sampled operations scaled and weighted like the
 	// keys' Lower, and their variance; a hot key's share is measured
 	// against them (one sample). 0: unknown, the share is measured against
 	// the exact load instead.
@@ -222,7 +240,7 @@ type Input struct {
 	Enabled bool
 	// Planned ops get ids NextOpID, NextOpID+1, … in plan order.
 	NextOpID uint64
-	// Rules is the rule set (the replicated cluster version).
+	// Rules are the rules on at the replicated cluster version.
 	Rules Rules
 }
 

@@ -232,7 +232,7 @@ func observeArbitrary(t *testing.T, b []byte) {
 			col.Rows = append(col.Rows, f.row(c))
 		}
 		in := Input{Config: cfg, Catalog: c, NowMs: col.AtMs + uint64(f.fixed(3)), Enabled: f.intn(4) != 0, NextOpID: f.u64(),
-			Rules: Rules(f.intn(3))}
+			Rules: Rules(f.intn(int(AllRules) + 1))}
 		if f.intn(8) == 0 {
 			in.NowMs = f.u64()
 		}

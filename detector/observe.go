@@ -132,10 +132,11 @@ func (o *observation) walk(order []int) {
 
 // visit applies the column to one route: its score (0 when absent), its
 // counter (SPEC §6.2–6.3) and, when it is hot, the explanation of why it is
-// or is not a candidate. Under RulesV2 a column in the hold band holds the
-// counter, and a tracked route that is not hot is explained too (hold_band,
-// or below_threshold once when it cools), so that the explanation's score,
-// counter and reason always come from one column.
+// or is not a candidate. Under RuleHoldBand a column in the hold band holds
+// the counter; under RuleColumnExplanations a tracked route that is not hot
+// is explained too (hold_band, or below_threshold once when it cools), so
+// that the explanation's score, counter and reason always come from one
+// column.
 func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	var score uint64
 	if row != nil {
@@ -144,7 +145,7 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	// An absent route has no load and no evidence: never hot, even under a
 	// zero threshold (which Config.Validate refuses).
 	hot := row != nil && score >= o.cfg.Threshold
-	band := !hot && row != nil && o.v2() && o.inHoldBand(score)
+	band := !hot && row != nil && o.in.Rules.Has(RuleHoldBand) && o.inHoldBand(score)
 	if prev == nil && !hot {
 		return // cold (or in the band with nothing to hold) and untracked
 	}
@@ -180,7 +181,7 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	o.out = append(o.out, e)
 	x := o.explanation(score, e.ConsecutiveOver, cooldownLeft)
 	if !hot {
-		if o.v2() {
+		if o.in.Rules.Has(RuleColumnExplanations) {
 			// Only a counter worth holding makes hold_band: a route in the
 			// band with nothing counted yet is simply below the threshold.
 			o.explainCold(pos, x, band && active && e.ConsecutiveOver > 0)
@@ -201,8 +202,6 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	}
 }
 
-func (o *observation) v2() bool { return o.in.Rules >= RulesV2 }
-
 // inHoldBand reports whether score (below the threshold) is at least
 // HoldBandBP of it: score·10000 >= threshold·HoldBandBP, in 128 bits.
 func (o *observation) inHoldBand(score uint64) bool {
@@ -210,10 +209,11 @@ func (o *observation) inHoldBand(score uint64) bool {
 }
 
 // explanation starts the explanation of this column for a route: its
-// score and counter and, under RulesV2, the settings they are judged by.
+// score and counter and, under RuleColumnExplanations, the settings they
+// are judged by.
 func (o *observation) explanation(score uint64, counter uint32, cooldownLeft uint64) Explanation {
 	x := Explanation{AtMs: o.col.AtMs, Score: score, ConsecutiveOver: counter, CooldownLeftMs: cooldownLeft}
-	if o.v2() {
+	if o.in.Rules.Has(RuleColumnExplanations) {
 		x.Threshold = o.cfg.Threshold
 		x.CandidateWindows = o.cfg.CandidateWindows
 		x.HoldBandBP = o.cfg.HoldBandBP
@@ -223,7 +223,7 @@ func (o *observation) explanation(score uint64, counter uint32, cooldownLeft uin
 }
 
 // explainCold explains a tracked route that is not hot in this column
-// (RulesV2): hold_band while the band holds its counter; below_threshold
+// (RuleColumnExplanations): hold_band while the band holds its counter; below_threshold
 // once, when it leaves a hot or held explanation behind. A route that
 // stays cold keeps that one below_threshold explanation (it is not
 // refreshed), so its entry ages out like any other.
@@ -300,13 +300,13 @@ func (o *observation) decide() []Plan {
 		e := &o.out[cd.pos]
 		x := o.explanation(cd.score, e.ConsecutiveOver, 0)
 		var ch splitChoice
-		if o.v2() {
-			ch = chooseSplitV2(o.cfg, cd.route, cd.row, o.durMs)
+		if o.in.Rules.Has(RuleBalanceSplit) {
+			ch = chooseBalancedSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
 			x.LeftShareBP, x.RightShareBP = ch.leftShareBP, ch.rightShareBP
 			x.BucketShareBP, x.HotKeyUpperShareBP = ch.bucketShareBP, ch.hotUpperShareBP
 			x.SampleRate, x.SamplePoints = ch.sampleRate, ch.samplePoints
 		} else {
-			ch = chooseSplit(o.cfg, cd.route, cd.row, o.durMs)
+			ch = chooseSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
 		}
 		x.Origin = ch.origin
 		x.IsolationReason = ch.isolation

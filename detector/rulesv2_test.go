@@ -10,10 +10,11 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// RulesV2 (cluster version 2): split keys at the balance point of the
-// evidence, isolation on the lower confidence bound, already_isolated by
-// shape, the hold band and coherent explanations. The version 1 rules are
-// what the other tests of this package run (Input.Rules 0 is RulesV1).
+// The rules of cluster version 2 (rulesV2): split keys at the balance point
+// of the evidence, isolation on the lower confidence bound,
+// already_isolated by shape, the hold band and coherent explanations. The
+// version 1 rules are what the other tests of this package run
+// (Input.Rules 0 is rulesV1).
 
 // samples are equal-weight sampled keys.
 func samples(ks ...string) []WeightedKey {
@@ -87,7 +88,7 @@ func TestSplitKeyV2(t *testing.T) {
 			reason: ReasonNoSplitKey, isolation: ReasonTopKErrorBound, left: 1000, right: 9000},
 	}
 	for _, tc := range cases {
-		tc.rules = RulesV2
+		tc.rules = rulesV2
 		t.Run(tc.name, func(t *testing.T) { runSplitCase(t, tc) })
 	}
 }
@@ -98,7 +99,7 @@ func TestPlanExplanationV2(t *testing.T) {
 	cfg := DefaultConfig()
 	c, id := routeUnderTest(t, "a", "b")
 	in := enabledInput(c, cfg)
-	in.Rules = RulesV2
+	in.Rules = rulesV2
 	row := Row{RouteID: id, Writes: hotWrites, Buckets: buckets(16, map[int]uint64{7: 60_000}), SampleRate: 16,
 		Samples: samples("ap1", "ap2", "ap3", "ap4"), TopKeys: []KeyEstimate{withVariance(hotKey("ap2", 15_000, 18_000), 1)}}
 	s, plans := Observe(in, eligibleState(t, cfg, id), column(row))
@@ -121,7 +122,7 @@ func TestPlanExplanationV2(t *testing.T) {
 }
 
 // TestHoldBand: a column in [hold·threshold, threshold) holds the counter
-// (RulesV2, hold > 0); below it, or absent, or strict, it resets. RulesV1
+// (rulesV2, hold > 0); below it, or absent, or strict, it resets. rulesV1
 // is strict whatever the config says.
 func TestHoldBand(t *testing.T) {
 	const (
@@ -138,25 +139,25 @@ func TestHoldBand(t *testing.T) {
 		want   []uint32 // counter after each column
 		reason []Reason
 	}{
-		{"hold 8000: the band holds, three hot columns plan", RulesV2, 8000,
+		{"hold 8000: the band holds, three hot columns plan", rulesV2, 8000,
 			[]uint64{hot, band, hot, band, hot}, []uint32{1, 1, 2, 2, 3},
 			[]Reason{ReasonCounting, ReasonHoldBand, ReasonCounting, ReasonHoldBand, ReasonPlanned}},
-		{"hold 8000: below the band resets", RulesV2, 8000,
+		{"hold 8000: below the band resets", rulesV2, 8000,
 			[]uint64{hot, hot, low, hot}, []uint32{1, 2, 0, 1},
 			[]Reason{ReasonCounting, ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"hold 8000: an absent route resets", RulesV2, 8000,
+		{"hold 8000: an absent route resets", rulesV2, 8000,
 			[]uint64{hot, hot, gone, hot}, []uint32{1, 2, 0, 1},
 			[]Reason{ReasonCounting, ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"hold 9500: 90% is below the band", RulesV2, 9500,
+		{"hold 9500: 90% is below the band", rulesV2, 9500,
 			[]uint64{hot, band, hot}, []uint32{1, 0, 1},
 			[]Reason{ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"hold 0 is strict", RulesV2, 0,
+		{"hold 0 is strict", rulesV2, 0,
 			[]uint64{hot, band, hot}, []uint32{1, 0, 1},
 			[]Reason{ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"a band column with nothing counted is below the threshold", RulesV2, 8000,
+		{"a band column with nothing counted is below the threshold", rulesV2, 8000,
 			[]uint64{band, band}, []uint32{0, 0},
 			[]Reason{ReasonUnspecified, ReasonUnspecified}},
-		{"version 1 rules are strict whatever the config", RulesV1, 8000,
+		{"version 1 rules are strict whatever the config", rulesV1, 8000,
 			[]uint64{hot, band, hot}, []uint32{1, 0, 1},
 			[]Reason{ReasonCounting, ReasonCounting, ReasonCounting}},
 	}
@@ -184,9 +185,9 @@ func TestHoldBand(t *testing.T) {
 	}
 }
 
-// TestExplanationCoherenceV2: under RulesV2 the explanation's score,
+// TestExplanationCoherenceV2: under rulesV2 the explanation's score,
 // counter and reason come from one column, also after the load drops;
-// under RulesV1 a cooled route keeps its last hot explanation.
+// under rulesV1 a cooled route keeps its last hot explanation.
 func TestExplanationCoherenceV2(t *testing.T) {
 	cfg := DefaultConfig()
 	c := newCatalog(t, "m", "n", "n\x00")
@@ -205,7 +206,7 @@ func TestExplanationCoherenceV2(t *testing.T) {
 		{hot(1), writesRow(3, hotWrites)}, {hot(1), writesRow(3, hotWrites)},
 		{writesRow(1, below), writesRow(3, hotWrites)}, {writesRow(1, below), writesRow(3, below)}, {writesRow(1, 1000), writesRow(3, below)},
 	}
-	s := run(RulesV2, hotCold...)
+	s := run(rulesV2, hotCold...)
 	tr, _ := s.Get(1)
 	x := tr.Explanation
 	if x.Reason != ReasonBelowThreshold || x.Score != 36_000 || x.ConsecutiveOver != 0 || x.AtMs != t0+3*minute || x.Threshold != 50_000 {
@@ -220,19 +221,19 @@ func TestExplanationCoherenceV2(t *testing.T) {
 	}
 	// The hot single-key route was explained already_isolated with its own
 	// counter at every hot column.
-	s3 := run(RulesV2, hotCold[:3]...)
+	s3 := run(rulesV2, hotCold[:3]...)
 	if tr, _ := s3.Get(3); tr.Explanation.Reason != ReasonAlreadyIsolated || tr.Explanation.ConsecutiveOver != 3 || tr.ConsecutiveOver != 3 {
 		t.Fatalf("hot single-key route: %+v", tr)
 	}
 	// Version 1 keeps the stale explanation (the incoherence issue 13
 	// fixes at version 2), so replicas of a version 1 cluster agree.
-	s = run(RulesV1, hotCold...)
+	s = run(rulesV1, hotCold...)
 	if tr, _ := s.Get(1); tr.Explanation.Reason != ReasonCounting || tr.Explanation.ConsecutiveOver != 2 || tr.ConsecutiveOver != 0 {
 		t.Fatalf("version 1 route 1: %+v", tr)
 	}
 }
 
-// TestRulesV1HaveNoV2Outputs: whatever the input, RulesV1 never produces
+// TestRulesV1HaveNoV2Outputs: whatever the input, rulesV1 never produces
 // a version 2 origin, reason or explanation field, so a version 1 cluster's
 // state stays what a version 1 binary computes.
 func TestRulesV1HaveNoV2Outputs(t *testing.T) {
@@ -258,7 +259,7 @@ func TestRulesV1HaveNoV2Outputs(t *testing.T) {
 			Column{WindowStartMs: t0, AtMs: t0 + minute, Rows: rows})
 		for _, p := range plans {
 			if p.Origin == OriginBalance {
-				t.Fatalf("RulesV1 planned a balance split: %+v", p)
+				t.Fatalf("rulesV1 planned a balance split: %+v", p)
 			}
 		}
 		for _, tr := range s.Tracked() {
@@ -266,13 +267,13 @@ func TestRulesV1HaveNoV2Outputs(t *testing.T) {
 			if x.Reason == ReasonHoldBand || x.Reason == ReasonBelowThreshold || x.Origin == OriginBalance ||
 				x.LeftShareBP != 0 || x.RightShareBP != 0 || x.BucketShareBP != 0 || x.HotKeyUpperShareBP != 0 ||
 				x.SampleRate != 0 || x.Floor != 0 || x.Threshold != 0 || x.CandidateWindows != 0 || x.HoldBandBP != 0 || x.SamplePoints != 0 {
-				t.Fatalf("RulesV1 explanation with version 2 content: %+v", x)
+				t.Fatalf("rulesV1 explanation with version 2 content: %+v", x)
 			}
 		}
 	})
 }
 
-// TestBalancePlansAreValid: under RulesV2 every planned key lies strictly
+// TestBalancePlansAreValid: under rulesV2 every planned key lies strictly
 // inside its route and a balance plan leaves MinSideShareBP on each side.
 func TestBalancePlansAreValid(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -289,7 +290,7 @@ func TestBalancePlansAreValid(t *testing.T) {
 		for range rapid.IntRange(0, 12).Draw(t, "samples") {
 			row.Samples = append(row.Samples, WeightedKey{Key: genKeyFor(t, r), Weight: rapid.Uint64Range(0, 100).Draw(t, "w")})
 		}
-		_, plans := Observe(Input{Config: cfg, Catalog: withStates(t, c, nil), NowMs: t0 + minute, Enabled: true, NextOpID: 1, Rules: RulesV2}, nil,
+		_, plans := Observe(Input{Config: cfg, Catalog: withStates(t, c, nil), NowMs: t0 + minute, Enabled: true, NextOpID: 1, Rules: rulesV2}, nil,
 			Column{WindowStartMs: t0, AtMs: t0 + minute, Rows: []Row{row}})
 		for _, p := range plans {
 			if _, err := c.CheckSplit(p.RouteID, p.Keys[0]); err != nil && r.State == catalog.StateActive {

@@ -26,7 +26,7 @@ type splitChoice struct {
 	medianBucket      uint32
 	isolationDecision bool // isolation chose or declined; the median was not tried
 
-	// RulesV2 numbers (balance.go).
+	// RuleBalanceSplit numbers (balance.go).
 	hotUpperShareBP           uint32
 	hotFloorOK                bool
 	leftShareBP, rightShareBP uint32
@@ -38,9 +38,9 @@ type splitChoice struct {
 // chooseSplit picks the split key of an eligible route from its row of
 // the column (durMs long): (a) single-key isolation from the top-K, else
 // (b) the sub-bucket median, else (c) decline. Never a blind midpoint.
-func chooseSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64) splitChoice {
+func chooseSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, rules Rules) splitChoice {
 	var c splitChoice
-	c.isolation = isolate(cfg, r, row, durMs, &c, RulesV1)
+	c.isolation = isolate(cfg, r, row, durMs, &c, rules)
 	if c.isolationDecision {
 		return c
 	}
@@ -51,9 +51,9 @@ func chooseSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64)
 // isolate tries (a). It returns why isolation does not apply, so the caller
 // falls through to the median (or balance); or, with c.isolationDecision
 // set, 0 for a plan of one or two boundaries and the reason of a decline.
-// Under RulesV2 the share and floor tests use the lower confidence bound
-// of the hot key's load (bound.go), and the share is measured within the
-// sample when the row says how much was sampled.
+// Under RuleLowerBoundIsolation the share and floor tests use the lower
+// confidence bound of the hot key's load (bound.go), and the share is
+// measured within the sample when the row says how much was sampled.
 func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *splitChoice, rules Rules) Reason {
 	if row.TopKDegraded {
 		return ReasonTopKDegraded
@@ -73,14 +73,14 @@ func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *
 	hot := &row.TopKeys[h]
 	upper := max(hot.Upper, hot.Lower) // an upper below the lower bound is no bound
 	lower := hot.Lower
-	if rules >= RulesV2 {
+	if rules.Has(RuleLowerBoundIsolation) {
 		lower = lowerBound(hot.Lower, hot.Variance)
 	}
 	c.hotKey = bytes.Clone(hot.Key)
 	c.hotLowerPerMin = perMinute(u128{0, lower}, durMs)
 	c.hotUpperPerMin = perMinute(u128{0, upper}, durMs)
 	var upperShare uint32
-	if s := row.SampledTotal; rules >= RulesV2 && s > 0 && hot.Lower <= s {
+	if s := row.SampledTotal; rules.Has(RuleLowerBoundIsolation) && s > 0 && hot.Lower <= s {
 		// The share within one sample: the key's sampled weight against
 		// the row's, whose noise mostly cancels (shareLowerBound).
 		c.hotShareBP = shareLowerBound(hot.Lower, hot.Variance, s, row.SampledVariance)
@@ -90,9 +90,7 @@ func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *
 		c.hotShareBP = shareBP(lower, total)
 		upperShare = shareBP(upper, total)
 	}
-	if rules >= RulesV2 {
-		c.hotUpperShareBP = upperShare
-	}
+	c.hotUpperShareBP = upperShare // read only by the balance rule
 
 	shareOK := c.hotShareBP >= cfg.TopKeyShareBP
 	floorOK := c.hotLowerPerMin >= cfg.TopKeyAbsoluteFloor

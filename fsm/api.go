@@ -7,19 +7,6 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// Cluster versions (SPEC §5). Version 1 is the release recorded in
-// testdata/upgrade/baseline; Version2 is the current wave (trust, integrity,
-// split keys, operations): each of its replicated changes — commands,
-// fields, Apply and detector rules — is keyed on State.ClusterVersion() ≥
-// Version2, never on the binary.
-const (
-	Version1 = 1
-	Version2 = 2
-)
-
-// SupportedVersion is the highest cluster_version this build can apply.
-const SupportedVersion = Version2
-
 // Default bounds of the replicated tables. They are part of the replicated
 // state machine: every replica must run with the same values, or their states
 // (and hashes) diverge once a table fills up. Restore refuses a snapshot that

@@ -22,7 +22,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if err != nil {
 		return f.halted(l.Index, fmt.Errorf("raft index %d: %w", l.Index, err))
 	}
-	if cmd.GetMinVersion() > SupportedVersion {
+	if !Supported(cmd.GetMinVersion()) {
 		return f.halted(l.Index, fmt.Errorf("raft index %d: %w: entry needs cluster version %d, this build supports %d",
 			l.Index, ErrVersion, cmd.GetMinVersion(), SupportedVersion))
 	}
@@ -92,7 +92,7 @@ type applier struct {
 }
 
 func (a *applier) dispatch() *api.CommandResult {
-	if a.s.bootstrapped && a.cmd.GetMinVersion() > a.s.clusterVersion {
+	if a.s.bootstrapped && !Reaches(a.s.clusterVersion, a.cmd.GetMinVersion()) {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "min_version %d above cluster version %d: the leader proposed a command the cluster has not enabled",
 			a.cmd.GetMinVersion(), a.s.clusterVersion)
 	}

@@ -20,7 +20,7 @@ func (a *applier) applySetAutoSplit(c *api.SetAutoSplit) *api.CommandResult {
 	if src == api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG && a.s.sw.GetSource() == api.SwitchSource_SWITCH_SOURCE_OPERATOR {
 		return &api.CommandResult{Switch: a.s.sw, Message: "switch was set by an operator; the bootstrap flag does not change it"}
 	}
-	sw := &api.AutoSplitSwitch{Enabled: c.GetEnabled(), Actor: c.GetActor(), Note: a.note(c.GetNote()), Reason: c.GetReason(), Source: src, ChangedAtHlc: a.nowHLC}
+	sw := &api.AutoSplitSwitch{Enabled: c.GetEnabled(), Actor: c.GetActor(), Note: a.s.KeptNote(c.GetNote()), Reason: c.GetReason(), Source: src, ChangedAtHlc: a.nowHLC}
 	a.s.sw = sw
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: c.GetActor(), Note: sw.Note, Detail: switchDetail(sw)})
 	for _, op := range a.s.LiveOps() {
@@ -69,7 +69,7 @@ func (a *applier) resumeOp(op *api.Op) {
 
 // applySetConfig patches, validates and stores the config; every
 // hysteresis counter restarts (its evidence was scored under other rules).
-// From cluster version 2 on a step change is scheduled at a boundary both
+// With ScheduledStepChange a step change is scheduled at a boundary both
 // steps share (ScheduleStep) instead of applying at once, so that no
 // column is lost while reporters switch.
 func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
@@ -88,15 +88,18 @@ func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
 	if at := cfg.GetNextStepAtMs(); at != 0 {
 		changed += fmt.Sprintf(" (step_ms %d from window %d on)", cfg.GetNextStepMs(), at)
 	}
-	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: c.GetActor(), Note: a.note(c.GetNote()), Detail: changed})
+	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: c.GetActor(), Note: a.s.KeptNote(c.GetNote()), Detail: changed})
 	a.f.log.Info("fsm: config set", "actor", c.GetActor(), "changed", changed, "commit_hlc", a.nowHLC)
 	return &api.CommandResult{Config: cfg}
 }
 
-// note is a command's self-declared actor text, kept from cluster version
-// 2 on (SPEC §13: the actor is the authenticated identity, the text a note).
-func (a *applier) note(n string) string {
-	if a.s.clusterVersion < Version2 {
+// KeptNote is the note a mutation's self-declared actor text becomes in a
+// cluster at this state's version: the text itself with ActorNotes on
+// (SPEC §13: the actor is the authenticated identity, the text a note
+// beside it), nothing before — replicas of older versions refuse the
+// field. The transport and Apply both use it.
+func (s *State) KeptNote(n string) string {
+	if !s.Has(ActorNotes) {
 		return ""
 	}
 	return n
@@ -128,7 +131,7 @@ func (a *applier) applyAbortOp(c *api.AbortOp) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_OP_FINISHED, "op %d already %s", op.GetOpId(), op.GetState())
 	}
 	n := cloneOp(op)
-	n.Actor, n.Note = c.GetActor(), a.note(c.GetNote())
+	n.Actor, n.Note = c.GetActor(), a.s.KeptNote(c.GetNote())
 	n = a.abortOp(n, api.OpAbortReason_OP_ABORT_REASON_OPERATOR, c.GetReason())
 	return &api.CommandResult{OpId: n.GetOpId(), Op: n}
 }

@@ -15,7 +15,7 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if a.s.bootstrapped {
 		return fail(api.ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED, "cluster %q already bootstrapped", a.s.clusterID)
 	}
-	if b.GetClusterVersion() > SupportedVersion {
+	if !Supported(b.GetClusterVersion()) {
 		// Another build could accept this entry; refusing it would diverge.
 		a.haltErr = fmt.Errorf("%w: bootstrap at cluster version %d, this build supports %d", ErrVersion, b.GetClusterVersion(), SupportedVersion)
 		return nil
@@ -72,7 +72,7 @@ func (a *applier) applySetMember(c *api.SetMember) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member: required")
 	case m.GetNodeId() == "":
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member.node_id: required")
-	case m.GetSupportedVersion() < 1:
+	case !IsVersion(m.GetSupportedVersion()):
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member.supported_version: must be >= 1")
 	}
 	a.dropAdmission(m.GetNodeId())
@@ -114,7 +114,8 @@ func (a *applier) applyRemoveMember(c *api.RemoveMember) *api.CommandResult {
 }
 
 // setMembers stores ms and raises the cluster version to their minimum
-// supported version. It halts (returns false) rather than run a cluster
+// supported version, running the raise hooks of every crossed version
+// (raiseVersion). It halts (returns false) rather than run a cluster
 // version this build does not support.
 func (a *applier) setMembers(ms []*api.Member) bool {
 	v := a.s.clusterVersion
@@ -125,25 +126,12 @@ func (a *applier) setMembers(ms []*api.Member) bool {
 		}
 		v = max(v, lowest)
 	}
-	if v > SupportedVersion {
+	if !Supported(v) {
 		a.haltErr = fmt.Errorf("%w: every member supports cluster version %d, this build only %d", ErrVersion, v, SupportedVersion)
 		return false
 	}
-	if v != a.s.clusterVersion {
-		a.f.log.Info("fsm: cluster version raised", "from", a.s.clusterVersion, "to", v)
-	}
-	if a.s.clusterVersion < Version2 && v >= Version2 && a.s.cfg != nil {
-		// The version 2 settings start at their defaults on every replica
-		// at the same entry: the hold band, and a floor that follows the
-		// threshold if it still is the version 1 default.
-		a.s.cfg = upgradeConfigV2(a.s.cfg)
-		a.s.detCfg = detectorConfig(a.s.cfg)
-		detail := fmt.Sprintf("cluster version %d: hold_band_bp=%d floor_follows_threshold=%v", v, a.s.cfg.GetHoldBandBp(), a.s.cfg.GetFloorFollowsThreshold())
-		a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_CONFIG, Actor: "cluster", Detail: detail})
-		a.f.log.Info("fsm: config upgraded", "detail", detail)
-	}
+	a.raiseVersion(features[:], v)
 	a.s.members = ms
-	a.s.clusterVersion = v
 	return true
 }
 
@@ -151,10 +139,10 @@ func (a *applier) setMembers(ms []*api.Member) bool {
 const maxAdmissions = 64
 
 // applyAdmitMember records that a node id may join from a raft address
-// (cluster version 2). Admitting an id again replaces its admission.
+// (feature Admission). Admitting an id again replaces its admission.
 func (a *applier) applyAdmitMember(c *api.AdmitMember) *api.CommandResult {
-	if a.s.clusterVersion < Version2 {
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "admit_member needs cluster version %d, the cluster runs %d", Version2, a.s.clusterVersion)
+	if !a.s.Has(Admission) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "admit_member needs cluster version %d, the cluster runs %d", Admission.Version(), a.s.clusterVersion)
 	}
 	if err := api.ValidateNodeID(c.GetNodeId()); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "node_id: %v", err)
@@ -194,20 +182,12 @@ func (a *applier) dropAdmission(nodeID string) bool {
 	return true
 }
 
-// rules is the detector rule set of a cluster version.
-func rules(version uint32) detector.Rules {
-	if version >= Version2 {
-		return detector.RulesV2
-	}
-	return detector.RulesV1
-}
-
-// applyCheckState accepts the cross-replica state check marker (cluster
-// version 2). It changes nothing replicated: each replica hashes its state
+// applyCheckState accepts the cross-replica state check marker (feature
+// StateCheck). It changes nothing replicated: each replica hashes its state
 // at this index outside Apply (Options.OnCheckState).
 func (a *applier) applyCheckState(c *api.CheckState) *api.CommandResult {
-	if a.s.clusterVersion < Version2 {
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "check_state needs cluster version %d, the cluster runs %d", Version2, a.s.clusterVersion)
+	if !a.s.Has(StateCheck) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "check_state needs cluster version %d, the cluster runs %d", StateCheck.Version(), a.s.clusterVersion)
 	}
 	a.checkState = true
 	a.f.log.Info("fsm: state check marker", "actor", c.GetActor())

@@ -42,7 +42,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		NowMs:    a.now,
 		Enabled:  s.sw.GetEnabled(),
 		NextOpID: s.nextOpID,
-		Rules:    rules(s.clusterVersion),
+		Rules:    rulesAt(s.clusterVersion),
 	}, s.det, col)
 	s.det = det
 	s.lastColumnAtMs = c.GetAtMs()
@@ -65,7 +65,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		res.PlannedOpIds = append(res.PlannedOpIds, op.GetOpId())
 		d := &api.Decision{Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: p.RouteID, OpId: op.GetOpId(),
 			Origin: op.GetOrigin(), Reason: api.Reason_REASON_PLANNED, Score: p.Score, SplitKeys: op.GetSplitKeys()}
-		if s.clusterVersion >= Version2 {
+		if s.Has(DecisionExplanations) {
 			// Why this key, kept after the route is gone.
 			d.Explanation = explanationToProto(p.Explanation)
 		}
@@ -76,7 +76,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	}
 	a.recordSkips(col, det)
 	a.f.m.column(c.GetDroppedRows(), dropped)
-	if s.clusterVersion >= Version2 {
+	if s.Has(ScheduledStepChange) {
 		if next := promoteStep(s.cfg, c.GetWindowStartMs()); next != s.cfg {
 			a.f.log.Info("fsm: step change took effect", "step_ms", next.GetStepMs(), "window_start_ms", c.GetWindowStartMs())
 			s.cfg = next
@@ -87,7 +87,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 
 // checkColumn rejects a malformed column before anything applies: the SPEC
 // §12 limits and sorted reporters here, the window and one row per route in
-// detector.Column.Validate. Below cluster version 2 the version 2 fields
+// detector.Column.Validate. Before SampledEvidence is on its fields
 // (samples, sample rates, raw counts, variances) are refused: no leader
 // emits them there.
 func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
@@ -106,8 +106,8 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 		if len(row.GetTopKeys()) > maxTopKeys {
 			return invalid("rows[%d].top_keys: %d above %d", i, len(row.GetTopKeys()), maxTopKeys)
 		}
-		if version < Version2 && (len(row.GetSamples()) > 0 || row.GetSampleRate() != 0 || row.GetSampledTotal() != 0 || row.GetSampledVariance() != 0) {
-			return invalid("rows[%d].samples: needs cluster version %d, the cluster is at %d", i, Version2, version)
+		if !SampledEvidence.EnabledAt(version) && (len(row.GetSamples()) > 0 || row.GetSampleRate() != 0 || row.GetSampledTotal() != 0 || row.GetSampledVariance() != 0) {
+			return invalid("rows[%d].samples: needs cluster version %d, the cluster is at %d", i, SampledEvidence.Version(), version)
 		}
 		if len(row.GetSamples()) > maxSamples {
 			return invalid("rows[%d].samples: %d above %d", i, len(row.GetSamples()), maxSamples)
@@ -118,8 +118,8 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 			}
 		}
 		for j, k := range row.GetTopKeys() {
-			if version < Version2 && (k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 || k.GetVariance() != 0) {
-				return invalid("rows[%d].top_keys[%d]: sampled counts need cluster version %d, the cluster is at %d", i, j, Version2, version)
+			if !SampledEvidence.EnabledAt(version) && (k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 || k.GetVariance() != 0) {
+				return invalid("rows[%d].top_keys[%d]: sampled counts need cluster version %d, the cluster is at %d", i, j, SampledEvidence.Version(), version)
 			}
 			if len(k.GetKey()) > catalog.MaxKeyLen {
 				return invalid("rows[%d].top_keys[%d].key: %d bytes above %d", i, j, len(k.GetKey()), catalog.MaxKeyLen)
@@ -239,7 +239,7 @@ func (a *applier) recordSkips(col detector.Column, det *detector.State) {
 		if e.IsolationReason != detector.ReasonUnspecified {
 			d.Detail = "isolation not used: " + reasonLabel(api.Reason(e.IsolationReason))
 		}
-		if a.s.clusterVersion >= Version2 {
+		if a.s.Has(DecisionExplanations) {
 			d.Explanation = explanationToProto(e)
 		}
 		a.decide(d)

@@ -55,7 +55,7 @@ func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 	}
 	a.commitSplit(c.GetRouteId(), next, children, 0)
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_MANUAL_SPLIT, RouteId: c.GetRouteId(),
-		Origin: api.SplitOrigin_SPLIT_ORIGIN_MANUAL, SplitKeys: [][]byte{c.GetSplitKey()}, Actor: c.GetActor(), Note: a.note(c.GetNote())})
+		Origin: api.SplitOrigin_SPLIT_ORIGIN_MANUAL, SplitKeys: [][]byte{c.GetSplitKey()}, Actor: c.GetActor(), Note: a.s.KeptNote(c.GetNote())})
 	a.f.m.split(api.SplitOrigin_SPLIT_ORIGIN_MANUAL)
 	a.f.log.Info("fsm: manual split", "route_id", c.GetRouteId(), "split_origin", "manual",
 		"catalog_version", next.Version(), "commit_hlc", a.cmd.GetHlc(), "actor", c.GetActor())

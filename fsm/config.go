@@ -21,8 +21,8 @@ const (
 	maxDurationMs = 7 * 24 * 3600 * 1000
 )
 
-// DefaultHoldBandBP is the hysteresis hold band new (version 2) clusters
-// start with: a column scoring in [80%, 100%) of the threshold holds a
+// DefaultHoldBandBP is the hysteresis hold band clusters start with once
+// HoldBand is on: a column scoring in [80%, 100%) of the threshold holds a
 // route's counter. Chosen from the sim comparison in docs/benchmarks.md.
 const DefaultHoldBandBP = 8000
 
@@ -62,10 +62,12 @@ func DefaultConfig() *api.Config {
 // floor is half the (given) threshold, the op TTL the cooldown, the grace
 // half the step.
 //
-// At cluster version 1 a zero weight is unset (the v1 rule: a zero weight
-// at bootstrap became the default). From version 2 on a weight is unset only
-// when absent, so an explicit 0 is kept; an absolute floor left unset
-// follows the threshold; and a zero hold band takes DefaultHoldBandBP.
+// Without ExplicitZeroWeights a zero weight is unset (the version 1 rule: a
+// zero weight at bootstrap became the default); with it a weight is unset
+// only when absent, so an explicit 0 is kept. With FloorFollowsThreshold an
+// absolute floor left unset follows the threshold; with HoldBand an absent
+// hold band takes DefaultHoldBandBP. The settings of a feature that is off
+// stay absent, so that the state hashes of mixed-version replicas agree.
 func withDefaults(c *api.Config, version uint32) *api.Config {
 	d := DefaultConfig()
 	out := &api.Config{}
@@ -83,7 +85,7 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 		}
 	}
 	fillWeight := func(v **uint32, def *uint32) {
-		if *v == nil || (version < Version2 && **v == 0) {
+		if *v == nil || (!ExplicitZeroWeights.EnabledAt(version) && **v == 0) {
 			*v = proto.Uint32(*def)
 		}
 	}
@@ -95,15 +97,15 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	fill32(&out.MaxSplitsPerCycle, d.MaxSplitsPerCycle)
 	fill32(&out.MaxAutoRoutes, d.MaxAutoRoutes)
 	fill32(&out.TopKeyShareBp, d.TopKeyShareBp)
-	if version >= Version2 {
-		out.FloorFollowsThreshold = out.TopKeyAbsoluteFloor == 0
-		if out.HoldBandBp == nil {
-			out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
-		}
-	} else {
-		// v1 knows none of the version 2 fields: they stay absent so the
-		// state hashes of mixed-version replicas agree.
-		out.HoldBandBp, out.FloorFollowsThreshold, out.NextStepMs, out.NextStepAtMs = nil, false, 0, 0
+	switch {
+	case !HoldBand.EnabledAt(version):
+		out.HoldBandBp = nil
+	case out.HoldBandBp == nil:
+		out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
+	}
+	out.FloorFollowsThreshold = FloorFollowsThreshold.EnabledAt(version) && out.TopKeyAbsoluteFloor == 0
+	if !ScheduledStepChange.EnabledAt(version) {
+		out.NextStepMs, out.NextStepAtMs = 0, 0
 	}
 	fill64(&out.TopKeyAbsoluteFloor, out.Threshold/2)
 	fill32(&out.Buckets, d.Buckets)
@@ -114,10 +116,10 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	return out
 }
 
-// Upper bounds of cluster version 2: a probe set max_auto_routes to 2^32−1
-// and the floor without limit. They are checked by the transport before
-// anything is proposed and by Apply once the cluster runs at Version2, so a
-// v1 replica never disagrees with a v2 one.
+// Upper bounds of ConfigLimits: a probe set max_auto_routes to 2^32−1 and
+// the floor without limit. They are checked by the transport before
+// anything is proposed and by Apply once ConfigLimits is on, so an older
+// replica never disagrees with a newer one.
 const (
 	// MaxAutoRoutesLimit bounds max_auto_routes.
 	MaxAutoRoutesLimit = 1 << 20
@@ -126,13 +128,13 @@ const (
 	MaxScoreLimit = 1 << 40
 )
 
-// ValidateConfigAt is ValidateConfig plus the bounds that hold from the
-// given cluster version on.
+// ValidateConfigAt is ValidateConfig plus the bounds that hold at the
+// given cluster version (ConfigLimits).
 func ValidateConfigAt(c *api.Config, clusterVersion uint32) error {
 	if err := ValidateConfig(c); err != nil {
 		return err
 	}
-	if clusterVersion < Version2 {
+	if !ConfigLimits.EnabledAt(clusterVersion) {
 		return nil
 	}
 	bad := func(field string, v, limit uint64) error {
@@ -149,23 +151,11 @@ func ValidateConfigAt(c *api.Config, clusterVersion uint32) error {
 	return nil
 }
 
-// PatchIsEmpty reports whether p sets no field. From cluster version 2 an
+// PatchIsEmpty reports whether p sets no field. With EmptyPatchRefused an
 // empty patch is refused: it would change nothing but reset every
 // hysteresis counter.
 func PatchIsEmpty(p *api.ConfigPatch) bool {
 	return p == nil || proto.Size(p) == 0
-}
-
-// upgradeConfigV2 is the config of a cluster whose version has just risen
-// to 2: the hold band takes its default and the floor follows the threshold
-// if it still is the v1 default (half the threshold). Nothing else changes.
-func upgradeConfigV2(c *api.Config) *api.Config {
-	out := proto.Clone(c).(*api.Config)
-	if out.HoldBandBp == nil {
-		out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
-	}
-	out.FloorFollowsThreshold = out.GetTopKeyAbsoluteFloor() == out.GetThreshold()/2
-	return out
 }
 
 // ValidateConfig checks every field of c; the error names the first field
@@ -205,13 +195,14 @@ func ValidateConfig(c *api.Config) error {
 // under the rules of cluster version `version`. Neither argument is
 // modified.
 //
-// Version 2 rules: the absolute floor follows the threshold (threshold/2)
-// while floor_follows_threshold holds; setting top_key_absolute_floor pins
-// it (floor_follows_threshold off), and setting it to 0 makes it follow the
-// threshold again. A weight set to 0 is kept as a present 0. A step_ms
-// patch is not applied here: applySetConfig schedules it (ScheduleStep).
-// At version 1 the step applies at once and a zero weight is stored absent,
-// as version 1 did.
+// FloorFollowsThreshold: the absolute floor follows the threshold
+// (threshold/2) while floor_follows_threshold holds; setting
+// top_key_absolute_floor pins it (floor_follows_threshold off), and setting
+// it to 0 makes it follow the threshold again. ExplicitZeroWeights: a
+// weight set to 0 is kept as a present 0 (without it, stored absent).
+// ScheduledStepChange: a step_ms patch is not applied here, PatchConfig
+// schedules it (ScheduleStep); without it the step applies at once.
+// HoldBand: hold_band_bp is patched.
 func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	out := &api.Config{}
 	if c != nil {
@@ -233,7 +224,7 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	setWeight := func(dst **uint32, v *uint32) {
 		switch {
 		case v == nil:
-		case *v == 0 && version < Version2:
+		case *v == 0 && !ExplicitZeroWeights.EnabledAt(version):
 			*dst = nil
 		default:
 			*dst = proto.Uint32(*v)
@@ -249,16 +240,16 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	set32(&out.TopKeyShareBp, p.TopKeyShareBp)
 	set64(&out.TopKeyAbsoluteFloor, p.TopKeyAbsoluteFloor)
 	set32(&out.Buckets, p.Buckets)
-	if version < Version2 {
+	if !ScheduledStepChange.EnabledAt(version) {
 		set64(&out.StepMs, p.StepMs)
 	}
 	set64(&out.OpTtlMs, p.OpTtlMs)
 	set32(&out.SmoothingWindows, p.SmoothingWindows)
 	set64(&out.GraceMs, p.GraceMs)
-	if version >= Version2 {
-		if p.HoldBandBp != nil {
-			out.HoldBandBp = proto.Uint32(*p.HoldBandBp)
-		}
+	if HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
+		out.HoldBandBp = proto.Uint32(*p.HoldBandBp)
+	}
+	if FloorFollowsThreshold.EnabledAt(version) {
 		if p.TopKeyAbsoluteFloor != nil {
 			out.FloorFollowsThreshold = *p.TopKeyAbsoluteFloor == 0
 		}
@@ -269,8 +260,8 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	return out
 }
 
-// ScheduleStep returns c with a step change to newStep scheduled (cluster
-// version 2): the change takes effect at the first boundary that is a
+// ScheduleStep returns c with a step change to newStep scheduled
+// (ScheduledStepChange): the change takes effect at the first boundary that is a
 // multiple of both the current and the new step and lies at least two
 // current steps plus graceMs after nowMs — so every reporter hears of it
 // in a Report response before it closes its last column of the old step,
@@ -306,14 +297,14 @@ func ScheduleStep(c *api.Config, newStep, nowMs, graceMs uint64) (*api.Config, e
 // applies exactly this; the transport calls it first so that a bad value
 // never reaches the log.
 func PatchConfig(cur *api.Config, version uint32, p *api.ConfigPatch, nowMs uint64) (*api.Config, error) {
-	if version >= Version2 && PatchIsEmpty(p) {
+	if EmptyPatchRefused.EnabledAt(version) && PatchIsEmpty(p) {
 		return nil, fmt.Errorf("%w: patch: sets no field", ErrInvalidConfig)
 	}
-	if version < Version2 && p.HoldBandBp != nil {
-		return nil, fmt.Errorf("%w: hold_band_bp: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, Version2, version)
+	if !HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
+		return nil, fmt.Errorf("%w: hold_band_bp: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, HoldBand.Version(), version)
 	}
 	cfg := ApplyPatch(cur, p, version)
-	if version >= Version2 && p.StepMs != nil {
+	if ScheduledStepChange.EnabledAt(version) && p.StepMs != nil {
 		var err error
 		if cfg, err = ScheduleStep(cfg, p.GetStepMs(), nowMs, max(cur.GetGraceMs(), cfg.GetGraceMs())); err != nil {
 			return nil, err

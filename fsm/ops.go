@@ -52,8 +52,8 @@ func (a *applier) retireFinished() {
 
 // abortOp marks a live op ABORTED. When at least one step applied, the
 // middle child — the route the next step would have split — gets a
-// cooldown from now (SPEC §7), if it is still a live route. From cluster
-// version 2 on an operator's or a stale abort before the first step puts the
+// cooldown from now (SPEC §7), if it is still a live route. With
+// StickyAbort an operator's or a stale abort before the first step puts the
 // planned route itself in cooldown, so the abort sticks: the next hot column
 // does not plan the same split again at once.
 func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *api.Op {
@@ -62,7 +62,7 @@ func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *
 	n.AbortReason = reason
 	n.Detail = detail
 	n.UpdatedHlc = a.nowHLC
-	sticks := a.s.clusterVersion >= Version2 &&
+	sticks := a.s.Has(StickyAbort) &&
 		(reason == api.OpAbortReason_OP_ABORT_REASON_OPERATOR || reason == api.OpAbortReason_OP_ABORT_REASON_STALE)
 	if n.GetNextStep() > 1 || sticks {
 		if _, live := a.s.cat.Route(n.GetTargetRouteId()); live {

@@ -40,8 +40,8 @@ func Reseed(s *State, clusterID string, self *api.Member, ceilingMs uint64) (*ap
 		return nil, fmt.Errorf("%w: it is not bootstrapped", ErrReseed)
 	case clusterID == "" || clusterID == s.ClusterID():
 		return nil, fmt.Errorf("%w: the new cluster id %q must differ from %q", ErrReseed, clusterID, s.ClusterID())
-	case self.GetSupportedVersion() < Version2:
-		return nil, fmt.Errorf("%w: the seeding node supports cluster version %d, recording the old cluster id needs %d", ErrReseed, self.GetSupportedVersion(), Version2)
+	case !PreviousClusterIDs.EnabledAt(self.GetSupportedVersion()):
+		return nil, fmt.Errorf("%w: the seeding node supports cluster version %d, recording the old cluster id needs %d", ErrReseed, self.GetSupportedVersion(), PreviousClusterIDs.Version())
 	}
 	p := s.Proto()
 	p.PreviousClusterIds = append(slices.Clone(p.GetPreviousClusterIds()), p.GetClusterId())
@@ -56,16 +56,16 @@ func Reseed(s *State, clusterID string, self *api.Member, ceilingMs uint64) (*ap
 	return p, nil
 }
 
-// checkPreviousClusterIDs: recorded only from cluster version 2, non-empty,
-// distinct, never the current id, bounded.
+// checkPreviousClusterIDs: recorded only with PreviousClusterIDs on,
+// non-empty, distinct, never the current id, bounded.
 func checkPreviousClusterIDs(p *api.StateSnapshot) error {
 	ids := p.GetPreviousClusterIds()
 	if len(ids) == 0 {
 		return nil
 	}
 	switch {
-	case p.GetClusterVersion() < Version2:
-		return fmt.Errorf("previous_cluster_ids at cluster version %d (needs %d)", p.GetClusterVersion(), Version2)
+	case !PreviousClusterIDs.EnabledAt(p.GetClusterVersion()):
+		return fmt.Errorf("previous_cluster_ids at cluster version %d (needs %d)", p.GetClusterVersion(), PreviousClusterIDs.Version())
 	case len(ids) > maxPreviousClusterIDs:
 		return fmt.Errorf("%d previous_cluster_ids, at most %d", len(ids), maxPreviousClusterIDs)
 	}

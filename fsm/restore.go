@@ -226,7 +226,7 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 	if p.GetFormatVersion() != snapshotFormatVersion {
 		return nil, fmt.Errorf("state format version %d, want %d", p.GetFormatVersion(), snapshotFormatVersion)
 	}
-	if p.GetClusterVersion() > SupportedVersion {
+	if !Supported(p.GetClusterVersion()) {
 		return nil, fmt.Errorf("%w: cluster version %d, this build supports %d", ErrVersion, p.GetClusterVersion(), SupportedVersion)
 	}
 	if p.GetNextOpId() < 1 || p.GetNextDecisionSeq() < 1 || p.GetNextRequestSeq() < 1 {
@@ -287,7 +287,7 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 // checkEmpty: a state that is not bootstrapped has only request answers,
 // clocks and counters.
 func checkEmpty(p *api.StateSnapshot) error {
-	if p.GetClusterId() != "" || p.GetClusterVersion() != 0 || p.GetConfig() != nil || p.GetSwitch() != nil ||
+	if p.GetClusterId() != "" || IsVersion(p.GetClusterVersion()) || p.GetConfig() != nil || p.GetSwitch() != nil ||
 		len(p.GetMembers()) != 0 || len(p.GetTracked()) != 0 || len(p.GetOps()) != 0 || len(p.GetDecisions()) != 0 ||
 		p.GetLastColumnAtMs() != 0 || len(p.GetLastColumnReporters()) != 0 || p.GetNextOpId() != 1 || p.GetNextDecisionSeq() != 1 ||
 		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 {
@@ -300,7 +300,7 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if p.GetClusterId() == "" {
 		return errors.New("cluster_id empty")
 	}
-	if p.GetClusterVersion() < 1 {
+	if !IsVersion(p.GetClusterVersion()) {
 		return errors.New("cluster_version 0")
 	}
 	cat, err := catalog.FromProto(p.GetCatalog())
@@ -310,9 +310,8 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if err := ValidateConfig(p.GetConfig()); err != nil {
 		return err
 	}
-	if c := p.GetConfig(); p.GetClusterVersion() < Version2 &&
-		(c.HoldBandBp != nil || c.GetFloorFollowsThreshold() || c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0) {
-		return fmt.Errorf("config holds cluster version %d settings at cluster version %d", Version2, p.GetClusterVersion())
+	if err := checkConfigFeatures(p.GetConfig(), p.GetClusterVersion()); err != nil {
+		return err
 	}
 	sw := p.GetSwitch()
 	if sw == nil {
@@ -334,9 +333,28 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	return nil
 }
 
+// checkConfigFeatures: a config holds no setting of a feature off at the
+// cluster version (no replica of that version writes one).
+func checkConfigFeatures(c *api.Config, version uint32) error {
+	for _, x := range []struct {
+		f     Feature
+		set   bool
+		field string
+	}{
+		{HoldBand, c.HoldBandBp != nil, "hold_band_bp"},
+		{FloorFollowsThreshold, c.GetFloorFollowsThreshold(), "floor_follows_threshold"},
+		{ScheduledStepChange, c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0, "next_step_ms"},
+	} {
+		if x.set && !x.f.EnabledAt(version) {
+			return fmt.Errorf("config holds %s, a setting of cluster version %d, at cluster version %d", x.field, x.f.Version(), version)
+		}
+	}
+	return nil
+}
+
 func checkMembers(ms []*api.Member) error {
 	for i, m := range ms {
-		if m.GetNodeId() == "" || m.GetSupportedVersion() < 1 {
+		if m.GetNodeId() == "" || !IsVersion(m.GetSupportedVersion()) {
 			return fmt.Errorf("members[%d]: empty node id or supported version 0", i)
 		}
 		if i > 0 && m.GetNodeId() <= ms[i-1].GetNodeId() {

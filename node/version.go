@@ -22,7 +22,7 @@ func checkClusterVersion(stable raft.StableStore, dataDir string) error {
 	if err != nil {
 		return nil // never recorded: a fresh data dir, or one of the first release
 	}
-	if v > fsm.SupportedVersion {
+	if !fsm.Supported(v) {
 		return fmt.Errorf("data dir %s has run at cluster version %d, this build supports %d: start a newer hotsplitd", dataDir, v, fsm.SupportedVersion)
 	}
 	return nil

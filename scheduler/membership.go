@@ -32,10 +32,8 @@ var (
 	// this node still leads, or leads no more; retry).
 	ErrTransferFailed = errors.New("leadership transfer failed")
 	// ErrNotAdmitted: a node asked to join under an id no admin admitted
-	// (from that raft address), in a cluster at version 2.
+	// (from that raft address), in a cluster with fsm.Admission on.
 	ErrNotAdmitted = errors.New("node not admitted")
-	// ErrVersionTooLow: the command needs a higher cluster version.
-	ErrVersionTooLow = errors.New("cluster version too low")
 	// ErrRemovedMember: a node with this cluster's data announced itself,
 	// but it is neither a member nor in the raft configuration any more: it
 	// was removed, and may not come back under its old id.
@@ -59,7 +57,7 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 	if clusterID != "" && clusterID != st.ClusterID() {
 		return fmt.Errorf("%w: node %q has cluster id %q, this cluster is %q", ErrForeignCluster, m.NodeId, clusterID, st.ClusterID())
 	}
-	if m.SupportedVersion < st.ClusterVersion() {
+	if !fsm.Reaches(m.SupportedVersion, st.ClusterVersion()) {
 		return fmt.Errorf("%w: node %q supports version %d, cluster is at %d", ErrUnsupportedVersion, m.NodeId, m.SupportedVersion, st.ClusterVersion())
 	}
 	cfg, err := s.configuration(ctx)
@@ -89,7 +87,7 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 	if isMember {
 		return fmt.Errorf("%w: %q is a recorded member; remove it first", ErrMemberExists, m.NodeId)
 	}
-	if needsAdmission && st.ClusterVersion() >= fsm.Version2 {
+	if needsAdmission && st.Has(fsm.Admission) {
 		adm, ok := st.Admission(m.NodeId)
 		if !ok || adm.GetRaftAddr() != m.RaftAddr {
 			return fmt.Errorf("%w: %q from raft address %s: an admin runs `hotsplitctl cluster add %s --raft-addr %s` first", ErrNotAdmitted, m.NodeId, m.RaftAddr, m.NodeId, m.RaftAddr)
@@ -106,20 +104,20 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 	return nil
 }
 
-// Admit lets nodeID join later from raftAddr (cluster version 2). Leader
-// only.
+// Admit lets nodeID join later from raftAddr (fsm.Admission). Leader
+// only. Below the version it needs it fails with fsm.ErrVersionTooLow.
 func (s *Scheduler) Admit(ctx context.Context, nodeID, raftAddr, actor string) error {
 	if !s.IsReady() {
 		return ErrNotLeader
 	}
 	st := s.fsm.State()
-	if v := st.ClusterVersion(); v < fsm.Version2 {
-		return fmt.Errorf("%w: admitting nodes needs cluster version %d, the cluster runs %d (a member has not been upgraded)", ErrVersionTooLow, fsm.Version2, v)
+	if err := st.Require(fsm.Admission); err != nil {
+		return fmt.Errorf("admitting nodes: %w (a member has not been upgraded)", err)
 	}
 	if _, ok := st.Member(nodeID); ok {
 		return fmt.Errorf("%w: %q is a member already", ErrMemberExists, nodeID)
 	}
-	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.Version2, Body: &api.Command_AdmitMember{AdmitMember: &api.AdmitMember{NodeId: nodeID, RaftAddr: raftAddr, Actor: actor}}})
+	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.Admission.Version(), Body: &api.Command_AdmitMember{AdmitMember: &api.AdmitMember{NodeId: nodeID, RaftAddr: raftAddr, Actor: actor}}})
 	if err != nil {
 		return err
 	}

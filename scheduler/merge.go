@@ -14,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
@@ -479,8 +480,8 @@ func (c *columnSum) keyOf(i int32) []byte {
 
 // estimates returns row r's merged key estimates, highest upper bound first
 // (ties: higher lower bound, then key), at most limit of them. The keys
-// share the column's arena.
-func (c *columnSum) estimates(r *rowSum, limit int, v2 bool) []*api.KeyEstimate {
+// share the column's arena. sampled adds the fsm.SampledEvidence fields.
+func (c *columnSum) estimates(r *rowSum, limit int, sampled bool) []*api.KeyEstimate {
 	if r.nkeys == 0 {
 		return nil
 	}
@@ -496,7 +497,7 @@ func (c *columnSum) estimates(r *rowSum, limit int, v2 bool) []*api.KeyEstimate 
 			absent = r.absentUpper - e.ownAbsent // ownAbsent sums a subset of absentUpper's terms
 		}
 		k := &api.KeyEstimate{Key: c.keyOf(i), Lower: e.lower, Upper: saturate.Add(e.upper, absent)}
-		if v2 {
+		if sampled {
 			k.SampledReads, k.SampledWrites, k.Variance = e.sampledReads, e.sampledWrites, e.variance
 		}
 		out = append(out, k)
@@ -534,11 +535,11 @@ type entryStats struct {
 // does not depend on the order the contributions arrived in (unless a row
 // exceeds maxMergeKeys, which marks it degraded): rows by route id, groups
 // by group id, reporters sorted. Buckets and keys share the sum's arenas.
-// Below cluster version 2 (version < 2) the version 2 evidence — samples,
-// sample rates, raw counts and variances — is left out: replicas of that
-// version refuse it.
+// Without fsm.SampledEvidence at version its evidence — samples, sample
+// rates, raw counts and variances — is left out: replicas of that version
+// refuse it.
 func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int, version uint32) (*api.ObserveColumn, entryStats) {
-	v2 := version >= 2
+	sampled := fsm.SampledEvidence.EnabledAt(version)
 	stats := entryStats{deadRows: c.deadRows}
 	type scored struct {
 		row   *rowSum
@@ -585,9 +586,9 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 			end := s.row.bucketOff + s.row.bucketLen
 			row.Buckets = c.buckets[s.row.bucketOff:end:end]
 		}
-		row.TopKeys = c.estimates(s.row, mergedTopKeys, v2)
+		row.TopKeys = c.estimates(s.row, mergedTopKeys, sampled)
 		row.TopKDegraded = s.row.degraded
-		if v2 {
+		if sampled {
 			row.Samples = c.samplesOf(s.row)
 			row.SampleRate = s.row.sampleRate
 			if !s.row.sampledUnknown {

@@ -174,17 +174,19 @@ func (s *Scheduler) CheckState(ctx context.Context, actor string) (*api.CheckSta
 	return s.cfg.StateChecks.Result(ctx, index)
 }
 
-// proposeCheck commits a CheckState marker and returns its index.
+// proposeCheck commits a CheckState marker and returns its index. Below the
+// version fsm.StateCheck needs, or if the FSM refuses the marker (whose
+// only refusals are of the version), it fails with fsm.ErrVersionTooLow.
 func (s *Scheduler) proposeCheck(ctx context.Context, actor string) (uint64, error) {
-	if v := s.fsm.State().ClusterVersion(); v < fsm.Version2 {
-		return 0, fmt.Errorf("%w: the cluster runs version %d", ErrNeedsVersion2, v)
+	if err := s.fsm.State().Require(fsm.StateCheck); err != nil {
+		return 0, err
 	}
-	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.Version2, Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: actor}}})
+	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.StateCheck.Version(), Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: actor}}})
 	if err != nil {
 		return 0, err
 	}
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
-		return 0, fmt.Errorf("%w: check_state refused: %s", ErrNeedsVersion2, res.GetMessage())
+		return 0, fmt.Errorf("%w: check_state refused: %s", fsm.ErrVersionTooLow, res.GetMessage())
 	}
 	return res.Index, nil
 }
@@ -413,7 +415,7 @@ func (s *Scheduler) lead(ctx context.Context, t *termState) {
 		case <-ctx.Done():
 			return
 		case <-checks:
-			if s.fsm.State().ClusterVersion() >= fsm.Version2 {
+			if s.fsm.State().Has(fsm.StateCheck) {
 				if _, err := s.proposeCheck(ctx, "periodic"); err != nil && ctx.Err() == nil {
 					log.Warn("periodic state check not committed", "reason", err.Error())
 				}

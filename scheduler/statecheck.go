@@ -21,9 +21,6 @@ import (
 // was dropped, or the collection was cut short).
 var ErrNoVerdict = errors.New("state check reached no verdict")
 
-// ErrNeedsVersion2: the command needs cluster version 2 (SPEC §5).
-var ErrNeedsVersion2 = errors.New("needs cluster version 2")
-
 // StateCheckConfig configures a StateChecker. Zero durations take the
 // defaults.
 type StateCheckConfig struct {

@@ -146,7 +146,7 @@ func newRun(spec Spec) (*run, error) {
 	case spec.Columns < 1:
 		return nil, fmt.Errorf("%w: Columns %d: want >= 1", ErrInvalidSpec, spec.Columns)
 	}
-	if spec.ClusterVersion == 0 {
+	if !fsm.IsVersion(spec.ClusterVersion) { // unset
 		spec.ClusterVersion = fsm.SupportedVersion
 	}
 	if spec.Nodes == 0 {

@@ -257,5 +257,6 @@ func orDash(s string) string {
 	return s
 }
 
-// Versions are the rule sets the table compares.
-var Versions = []uint32{fsm.Version1, fsm.Version2}
+// Versions are the rule sets the table compares: every cluster version
+// this build supports.
+var Versions = fsm.Versions()

@@ -47,7 +47,7 @@ const (
 // IsolationTrials runs spec and returns in how many trials the key was
 // planned for isolation.
 func IsolationTrials(spec TrialSpec) (int, error) {
-	if spec.ClusterVersion == 0 {
+	if !fsm.IsVersion(spec.ClusterVersion) { // unset
 		spec.ClusterVersion = fsm.SupportedVersion
 	}
 	key := []byte("tenant:0042:orders:incidental")

@@ -52,7 +52,7 @@ func (c *clusterServer) Join(ctx context.Context, req *api.JoinRequest) (*api.Jo
 	if err := checkAddr("grpc_addr", req.GetGrpcAddr()); err != nil {
 		return nil, err
 	}
-	if req.GetSupportedVersion() == 0 {
+	if !fsm.IsVersion(req.GetSupportedVersion()) {
 		return nil, invalid("supported_version: must be set")
 	}
 	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.JoinResponse, error) {

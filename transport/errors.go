@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/scheduler"
 )
 
@@ -79,7 +80,7 @@ func membershipError(err error, hint *api.LeaderHint) error {
 	switch {
 	case errors.Is(err, scheduler.ErrMemberExists):
 		return statusWith(codes.AlreadyExists, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
-	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion), errors.Is(err, scheduler.ErrVersionTooLow),
+	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion), errors.Is(err, fsm.ErrVersionTooLow),
 		errors.Is(err, scheduler.ErrRemovedMember):
 		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
 	case errors.Is(err, scheduler.ErrNotAdmitted):

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/scheduler"
 )
 
@@ -101,6 +102,7 @@ func TestMembershipErrors(t *testing.T) {
 		{fmt.Errorf("%w: n2", scheduler.ErrMemberExists), codes.AlreadyExists},
 		{fmt.Errorf("%w: x", scheduler.ErrForeignCluster), codes.FailedPrecondition},
 		{fmt.Errorf("%w: x", scheduler.ErrUnsupportedVersion), codes.FailedPrecondition},
+		{fmt.Errorf("admitting nodes: %w", fsm.Admission.CheckAt(fsm.Version1)), codes.FailedPrecondition},
 		{fmt.Errorf("%w: x", scheduler.ErrNoSuchMember), codes.NotFound},
 		{fmt.Errorf("%w: x", scheduler.ErrNotLeader), codes.Unavailable},
 	} {

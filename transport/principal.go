@@ -5,8 +5,6 @@ import (
 	"crypto/x509"
 	"slices"
 	"strings"
-
-	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // Role is what an identity may do (SPEC §13). reporter < reader < operator
@@ -118,14 +116,12 @@ func PrincipalFrom(ctx context.Context) (*Principal, bool) {
 	return p, ok
 }
 
-// actor returns the actor and note to put on a mutation: the note only once
-// the cluster runs at version 2 (older replicas would refuse the field).
+// actor returns the actor and note to put on a mutation: the note as the
+// replicated state would keep it (fsm.State.KeptNote: older replicas would
+// refuse the field).
 func (s *Server) actor(ctx context.Context, declared string) (actor, note string) {
 	actor, note = actorOf(ctx, declared)
-	if s.cfg.FSM.State().ClusterVersion() < fsm.Version2 {
-		note = ""
-	}
-	return actor, note
+	return actor, s.cfg.FSM.State().KeptNote(note)
 }
 
 // actorOf returns the actor to record for a mutation: the authenticated

@@ -166,7 +166,7 @@ func TestClusterCheck(t *testing.T) {
 		t.Fatalf("diverged: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
 	}
 
-	f.fail("CheckState", status.Error(codes.FailedPrecondition, "needs cluster version 2: the cluster runs version 1"))
+	f.fail("CheckState", status.Error(codes.FailedPrecondition, "cluster version too low: state_check needs cluster version 2, the cluster runs 1"))
 	if r := ctl(t, f, "cluster", "check"); r.code != 1 || !strings.Contains(r.stderr, "needs cluster version 2") {
 		t.Fatalf("v1 cluster: exit %d stderr %q", r.code, r.stderr)
 	}
