@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -179,7 +181,7 @@ func TestPermanentFailuresExitWithCredentialsCode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			addr, accepts := tc.server(t)
-			var out, errOut syncBuffer
+			var out, errOut testutil.LogBuffer
 			args := append(append([]string{"--endpoints", addr, "--timeout", "10s"}, tc.flags...), "routes", "list")
 			start := time.Now()
 			code := run(t.Context(), args, testEnv, &out, &errOut)
