@@ -21,11 +21,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-
-	"github.com/hotsplit/hotsplit/internal/testutil"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/pki"
 )
 
