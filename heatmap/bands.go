@@ -176,17 +176,14 @@ func mergeColdest(av [][metrics]uint64, routes []uint32, want int) []int32 {
 		cnt[i] = uint64(routes[i])
 	}
 	next[n-1] = -1
-	h := pairHeap{}
+	h := pairHeap{s: make([]pair, 0, 2*n)}
 	push := func(l int32) {
 		if l < 0 || next[l] < 0 {
 			return
 		}
 		r := next[l]
-		h.push(pair{
-			class:  uint8(bits.Len64(satAdd(av[l][MetricWeighted], av[r][MetricWeighted]))),
-			routes: cnt[l] + cnt[r],
-			left:   l, right: r, vl: ver[l], vr: ver[r],
-		})
+		class := bits.Len64(satAdd(av[l][MetricWeighted], av[r][MetricWeighted]))
+		h.push(pair{key: pairKey(class, cnt[l]+cnt[r]), left: l, right: r, vl: ver[l], vr: ver[r]})
 	}
 	for i := range n - 1 {
 		push(int32(i))
@@ -219,22 +216,18 @@ func mergeColdest(av [][metrics]uint64, routes []uint32, want int) []int32 {
 }
 
 // pair is a merge candidate: bands left and right (adjacent, left first)
-// as they were at versions vl and vr.
+// as they were at versions vl and vr. key packs the cost: the class in the
+// top 8 bits, the route count (below 2^56) under it.
 type pair struct {
-	class       uint8
-	routes      uint64
+	key         uint64
 	left, right int32
 	vl, vr      uint32
 }
 
-func (a pair) less(b pair) bool {
-	if a.class != b.class {
-		return a.class < b.class
-	}
-	if a.routes != b.routes {
-		return a.routes < b.routes
-	}
-	return a.left < b.left
+func pairKey(class int, routes uint64) uint64 { return uint64(class)<<56 | min(routes, 1<<56-1) }
+
+func (a *pair) less(b *pair) bool {
+	return a.key < b.key || a.key == b.key && a.left < b.left
 }
 
 // pairHeap is a binary min-heap of merge candidates.
@@ -242,9 +235,10 @@ type pairHeap struct{ s []pair }
 
 func (h *pairHeap) push(p pair) {
 	h.s = append(h.s, p)
-	for i := len(h.s) - 1; i > 0; {
+	i := len(h.s) - 1
+	for i > 0 {
 		up := (i - 1) / 2
-		if !h.s[i].less(h.s[up]) {
+		if !h.s[i].less(&h.s[up]) {
 			break
 		}
 		h.s[i], h.s[up] = h.s[up], h.s[i]
@@ -253,23 +247,32 @@ func (h *pairHeap) push(p pair) {
 }
 
 func (h *pairHeap) pop() pair {
-	top := h.s[0]
-	last := len(h.s) - 1
-	h.s[0] = h.s[last]
-	h.s = h.s[:last]
-	for i := 0; ; {
-		l, r, m := 2*i+1, 2*i+2, i
-		if l < last && h.s[l].less(h.s[m]) {
-			m = l
-		}
-		if r < last && h.s[r].less(h.s[m]) {
-			m = r
-		}
-		if m == i {
+	s := h.s
+	top := s[0]
+	last := len(s) - 1
+	x := s[last]
+	s = s[:last]
+	h.s = s
+	if last == 0 {
+		return top
+	}
+	// Sift the last element down from the root, moving children up
+	// instead of swapping.
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= last {
 			break
 		}
-		h.s[i], h.s[m] = h.s[m], h.s[i]
-		i = m
+		if r := c + 1; r < last && s[r].less(&s[c]) {
+			c = r
+		}
+		if !s[c].less(&x) {
+			break
+		}
+		s[i] = s[c]
+		i = c
 	}
+	s[i] = x
 	return top
 }

@@ -142,11 +142,10 @@ func interior(lay *layout, start, end string) ([]string, int) {
 // boundaries used by the most cells are kept (ties: the lower key); the
 // bands of a dropped boundary are added to the band below it.
 func queryAxis(sel []queryColumn, start, end string) []string {
-	type use struct {
-		key   string
-		cells int
-	}
-	var all []use
+	// Merge the interior boundaries of each run of cells sharing a layout
+	// into one sorted list of (key, cells using it): consecutive layouts
+	// share most strings, so this is linear in the answer.
+	var cur, next []keyUse
 	for i := 0; i < len(sel); {
 		lay := sel[i].c.lay
 		j := i + 1
@@ -154,31 +153,48 @@ func queryAxis(sel []queryColumn, start, end string) []string {
 			j++
 		}
 		in, _ := interior(lay, start, end)
-		for _, k := range in {
-			all = append(all, use{k, j - i})
-		}
+		next = mergeUses(next[:0], cur, in, j-i)
+		cur, next = next, cur
 		i = j
 	}
-	slices.SortFunc(all, func(a, b use) int { return cmp.Compare(a.key, b.key) })
-	var uniq []use
-	for _, u := range all {
-		if n := len(uniq); n > 0 && uniq[n-1].key == u.key {
-			uniq[n-1].cells += u.cells
-			continue
-		}
-		uniq = append(uniq, u)
+	if len(cur) > MaxBands-1 {
+		slices.SortStableFunc(cur, func(a, b keyUse) int { return cmp.Compare(b.cells, a.cells) })
+		cur = cur[:MaxBands-1]
+		slices.SortFunc(cur, func(a, b keyUse) int { return cmp.Compare(a.key, b.key) })
 	}
-	if len(uniq) > MaxBands-1 {
-		slices.SortStableFunc(uniq, func(a, b use) int { return cmp.Compare(b.cells, a.cells) })
-		uniq = uniq[:MaxBands-1]
-		slices.SortFunc(uniq, func(a, b use) int { return cmp.Compare(a.key, b.key) })
-	}
-	axis := make([]string, 1, len(uniq)+1)
+	axis := make([]string, 1, len(cur)+1)
 	axis[0] = start
-	for _, u := range uniq {
+	for _, u := range cur {
 		axis = append(axis, u.key)
 	}
 	return axis
+}
+
+// keyUse is a boundary and the number of cells that use it.
+type keyUse struct {
+	key   string
+	cells int
+}
+
+// mergeUses appends to dst the union of uses and keys (both ascending),
+// counting cells more uses for each of keys.
+func mergeUses(dst, uses []keyUse, keys []string, cells int) []keyUse {
+	i, j := 0, 0
+	for i < len(uses) || j < len(keys) {
+		switch {
+		case j == len(keys) || i < len(uses) && uses[i].key < keys[j]:
+			dst = append(dst, uses[i])
+			i++
+		case i == len(uses) || keys[j] < uses[i].key:
+			dst = append(dst, keyUse{keys[j], cells})
+			j++
+		default:
+			dst = append(dst, keyUse{uses[i].key, uses[i].cells + cells})
+			i++
+			j++
+		}
+	}
+	return dst
 }
 
 // queryCell projects one (possibly merged) column onto the axis.
