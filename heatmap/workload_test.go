@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
-	"slices"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/hotsplit/hotsplit/catalog"
 )
