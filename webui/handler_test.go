@@ -83,7 +83,7 @@ func TestPageAndAssets(t *testing.T) {
 func TestPageHasNoInlineCodeAndScriptNoHTMLSinks(t *testing.T) {
 	page, _ := assets.ReadFile("assets/index.html")
 	for _, bad := range []*regexp.Regexp{
-		regexp.MustCompile(`<script(\s[^>]*)?>[^<]`),         // a script with a body
+		regexp.MustCompile(`<script(\s[^>]*)?>[^<]`),          // a script with a body
 		regexp.MustCompile(`<script(?:\s(?:[^s>]|s[^r])*)?>`), // a script without src
 		regexp.MustCompile(`<style`),
 		regexp.MustCompile(`\sstyle=`),
