@@ -110,12 +110,14 @@ func TestMemoryBound10kRoutes(t *testing.T) {
 				return h
 			})
 			size := h.Size()
+			start := time.Now()
 			p := h.ToProto()
 			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
+			encode := time.Since(start)
+			start = time.Now()
 			var back api.HeatmapHistory
 			if err := api.UnmarshalStrict(b, &back); err != nil {
 				t.Fatal(err)
@@ -128,8 +130,8 @@ func TestMemoryBound10kRoutes(t *testing.T) {
 			if !proto.Equal(restored.ToProto(), p) {
 				t.Fatal("the restored history differs")
 			}
-			t.Logf("%s: %d columns (%d layouts), Size %.1f MiB, heap %.1f MiB, snapshot %.1f MiB, restore %v, %v per AddColumn with its workload",
-				tc.name, h.Columns(), layouts(h), mib(size), mib(heap), mib(int64(len(b))), restore.Round(time.Millisecond),
+			t.Logf("%s: %d columns (%d layouts), Size %.1f MiB, heap %.1f MiB, snapshot %.1f MiB, encode %v, restore %v, %v per AddColumn with its workload",
+				tc.name, h.Columns(), layouts(h), mib(size), mib(heap), mib(int64(len(b))), encode.Round(time.Millisecond), restore.Round(time.Millisecond),
 				(addTime / time.Duration(tc.spanMs/tc.stepMs)).Round(time.Microsecond))
 			if size > memoryBound || heap > memoryBound {
 				t.Fatalf("Size %d, heap %d: above %d", size, heap, memoryBound)

@@ -55,18 +55,43 @@ func (h *History) ToProto() *api.HeatmapHistory {
 	return p
 }
 
-// boundaries returns every boundary some column uses, ascending, unique.
+// boundaries returns every boundary some column uses, ascending, unique:
+// the union of the distinct layouts, merged one at a time (consecutive
+// layouts share most boundaries, so each merge is linear and cheap).
 func (h *History) boundaries() []string {
-	var all []string
+	var cur, next []string
 	seen := make(map[*layout]bool) // lookups only: the output is sorted
 	h.ascend(func(c *column, _ int) {
-		if !seen[c.lay] {
-			seen[c.lay] = true
-			all = append(all, c.lay.bounds...)
+		if seen[c.lay] {
+			return
 		}
+		seen[c.lay] = true
+		next = unionSorted(next[:0], cur, c.lay.bounds)
+		cur, next = next, cur
 	})
-	slices.Sort(all)
-	return slices.Compact(all)
+	return slices.Clone(cur)
+}
+
+// unionSorted appends the union of a and b (both ascending, unique) to
+// dst.
+func unionSorted(dst, a, b []string) []string {
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch {
+		case a[i] < b[j]:
+			dst = append(dst, a[i])
+			i++
+		case a[i] > b[j]:
+			dst = append(dst, b[j])
+			j++
+		default:
+			dst = append(dst, a[i])
+			i++
+			j++
+		}
+	}
+	dst = append(dst, a[i:]...)
+	return append(dst, b[j:]...)
 }
 
 // FromProto rebuilds a history from its canonical form, validating

@@ -98,12 +98,15 @@
     clearTimeout(state.timer);
     const seq = ++state.seq;
     let delay = MAX_POLL_MS;
+    const began = performance.now();
     try {
       const d = await getJSON(heatmapURL());
       if (seq !== state.seq) return; // a newer request took over
       state.data = d;
-      delay = pollDelay(d);
       render();
+      // Every step, unless fetching and painting take more than a quarter
+      // of it (a wide range of many routes at a 1 s step).
+      delay = Math.max(pollDelay(d), Math.min(MAX_POLL_MS, 4 * (performance.now() - began)));
     } catch (err) {
       if (seq !== state.seq) return;
       setStatus('cannot read the heat map: ' + err.message, true);
