@@ -54,7 +54,11 @@ func (h *History) AddColumn(in ColumnInput) (*History, error) {
 		return nil, err
 	}
 	a := deriveAtoms(in.Catalog, h.atoms)
-	bounds, vals := deriveBands(a, loads, in.Weights)
+	var prevLay *layout
+	if newest != nil {
+		prevLay = newest.lay
+	}
+	bounds, vals := deriveBands(a, loads, in.Weights, prevLay)
 	lay := &layout{bounds: bounds}
 	if newest != nil && newest.lay.equal(lay) {
 		lay = newest.lay
