@@ -117,7 +117,7 @@ func checkMark(m Mark, kept bool) error {
 
 // Marks returns the kept marks committed in [fromMs, toMs] with a key in
 // [start, end) (end empty: +inf), oldest first. A cut key is compared as
-// it is kept.
+// it is kept. The marks share their keys with h: do not modify them.
 func (h *History) Marks(fromMs, toMs uint64, start, end []byte) []Mark {
 	var out []Mark
 	h.marks.ascend(func(m Mark) {
