@@ -367,7 +367,7 @@ func (c *testCluster) forgetHalted(id string) {
 	n.closeOnce.Do(func() {}) // halt already stopped gRPC and raft
 	n.cancel()
 	n.wg.Wait()
-	n.srv.Close()
+	n.peers.Close()
 	n.store.Close()
 	n.closeListeners()
 }

@@ -72,7 +72,7 @@ func (c *testCluster) kill(id string) {
 	n.grpc.Stop()
 	n.raft.Shutdown().Error()
 	n.wg.Wait()
-	n.srv.Close()
+	n.peers.Close()
 	n.store.Close()
 	n.closeListeners()
 	n.closeOnce.Do(func() {})

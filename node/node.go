@@ -46,6 +46,9 @@ type Node struct {
 	fsm   *fsm.FSM
 	sched *scheduler.Scheduler
 	srv   *transport.Server
+	// peers are the connections to other nodes: forwarding, the leader
+	// duties' calls and the health probes share them.
+	peers *transport.Peers
 	grpc  *grpc.Server
 	http  *http.Server
 	store *raftboltdb.BoltStore
@@ -170,9 +173,19 @@ func Start(cfg Config) (_ *Node, err error) {
 	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog}), acks}
 	n.stream = trans
 
+	var peerCredentials credentials.TransportCredentials = insecure.NewCredentials()
+	if n.tls != nil {
+		peerCredentials = newPeerCreds(n.tls, n.grpcMemberAt)
+	}
+	dialOpts := []grpc.DialOption{
+		grpc.WithTransportCredentials(peerCredentials),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+	}
+	n.peers = transport.NewPeers(cfg.ID, dialOpts...)
 	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
 		PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
-			return n.srv.PeerStateHash(ctx, m.GrpcAddr, index)
+			return n.peers.StateHash(ctx, m.GrpcAddr, index)
 		},
 		Diverged: n.diverged,
 	})
@@ -247,24 +260,15 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.Bootstrap {
 		boot = &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
 	}
-	var peerCredentials credentials.TransportCredentials = insecure.NewCredentials()
-	if n.tls != nil {
-		peerCredentials = newPeerCreds(n.tls, n.grpcMemberAt)
-	}
-	dialOpts := []grpc.DialOption{
-		grpc.WithTransportCredentials(peerCredentials),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
-	}
 	clockMon := scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset),
 		HaltAfter: cfg.ClockOffsetHalt, Halt: n.halt, Logger: log, Registerer: reg,
-		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.srv.PeerClockPing(ctx, m.GrpcAddr) },
+		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.peers.ClockPing(ctx, m.GrpcAddr) },
 	})
 	n.sched = scheduler.New(scheduler.Config{
 		Self: self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
 		ClockMonitor: clockMon, StateChecks: checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
-			return n.srv.PeerAppliedIndex(ctx, m.GrpcAddr)
+			return n.peers.AppliedIndex(ctx, m.GrpcAddr)
 		},
 	}, freshVerify{n.raft, acks, raft.ServerID(cfg.ID)}, n.fsm, n.clock, notify)
 	agg := scheduler.NewAggregator(scheduler.AggregatorConfig{Logger: log, Metrics: reg}, n.sched.Proposer(), n.fsm)
@@ -273,7 +277,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	limits.MaxMessageBytes = MaxMessageSize
 	n.health = n.newHealth()
 	n.healthRef.Store(n.health)
-	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
+	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, Peers: n.peers, Loads: agg, Logger: log,
 		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
 	// A connection that has not finished its TLS handshake and HTTP/2
 	// preface by then is closed, freeing its slot under the connection cap
@@ -537,7 +541,7 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	errs := []error{n.raft.Shutdown().Error()}
 	n.wg.Wait()
-	errs = append(errs, n.srv.Close(), n.store.Close())
+	errs = append(errs, n.peers.Close(), n.store.Close())
 	n.closeListeners()
 	return errors.Join(errs...)
 }

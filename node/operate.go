@@ -39,7 +39,7 @@ func checkNotRemoved(dataDir string) error {
 // newHealth creates the node's health monitor; its probes go through the
 // transport's peer connections.
 func (n *Node) newHealth() *healthMonitor {
-	probe := func(ctx context.Context, addr string) (*api.ProgressResponse, error) { return n.srv.Probe(ctx, addr) }
+	probe := func(ctx context.Context, addr string) (*api.ProgressResponse, error) { return n.peers.Probe(ctx, addr) }
 	return newHealthMonitor(n.cfg.ID, n.raft, n.fsm, probe, n.log, n.markRemoved)
 }
 
