@@ -183,13 +183,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
 	}
 	n.peers = transport.NewPeers(cfg.ID, dialOpts...)
-	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
-		PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
-			return n.peers.StateHash(ctx, m.GrpcAddr, index)
-		},
-		Diverged: n.diverged,
-	})
-	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg), OnCheckState: checks.Capture})
+	captures := scheduler.NewStateCaptures()
+	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg), OnCheckState: captures.Capture})
 	notify := make(chan bool, 16)
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -260,24 +255,28 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.Bootstrap {
 		boot = &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
 	}
+	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
+		PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
+			return n.peers.StateHash(ctx, m.GrpcAddr, index)
+		},
+		Diverged: n.diverged,
+	}, captures, n.fsm, n.clock)
 	clockMon := scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset),
 		HaltAfter: cfg.ClockOffsetHalt, Halt: n.halt, Logger: log, Registerer: reg,
 		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.peers.ClockPing(ctx, m.GrpcAddr) },
-	})
+	}, n.fsm, n.clock)
 	n.sched = scheduler.New(scheduler.Config{
 		Self: self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
-		ClockMonitor: clockMon, StateChecks: checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
+		Columns: &scheduler.AggregatorConfig{Logger: log, Metrics: reg}, ClockMonitor: clockMon, StateChecks: checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.peers.AppliedIndex(ctx, m.GrpcAddr)
 		},
 	}, freshVerify{n.raft, acks, raft.ServerID(cfg.ID)}, n.fsm, n.clock, notify)
-	agg := scheduler.NewAggregator(scheduler.AggregatorConfig{Logger: log, Metrics: reg}, n.sched.Proposer(), n.fsm)
-	n.sched.SetLoads(agg)
 	limits := cfg.Limits
 	limits.MaxMessageBytes = MaxMessageSize
 	n.health = n.newHealth()
 	n.healthRef.Store(n.health)
-	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, Peers: n.peers, Loads: agg, Logger: log,
+	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, Peers: n.peers, Loads: n.sched.Loads(), Logger: log,
 		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
 	// A connection that has not finished its TLS handshake and HTTP/2
 	// preface by then is closed, freeing its slot under the connection cap
