@@ -14,6 +14,7 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/transport"
 )
 
@@ -102,7 +103,7 @@ type Config struct {
 	// a new prometheus.Registry).
 	Registry MetricsRegistry
 	Clock    hlc.Source
-	Dialer   Dialer
+	Dialer   raftnet.Dialer
 	// Halt stops the process when it must not go on (a failed log write, an
 	// entry this build cannot apply). Default: log one line, os.Exit(1).
 	Halt func(error)

@@ -27,6 +27,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
@@ -156,26 +157,20 @@ func Start(cfg Config) (_ *Node, err error) {
 
 	dialer := cfg.Dialer
 	if dialer == nil {
-		dialer = defaultDialer(cfg.ID)
+		dialer = raftnet.DefaultDialer()
 	}
-	stream, err := n.newStreamLayer(dialer, reg)
+	stream, err := raftnet.NewStreamLayer(raftnet.StreamConfig{Listener: n.raftLn, Advertise: n.advertisedRaft(), Dialer: dialer, TLS: n.tls,
+		Admit: n.raftAdmits, ExpectAt: n.raftMemberAt, Logger: log, Registerer: reg})
 	if err != nil {
 		return nil, err
 	}
 	n.stream = stream
-	// MaxRPCsInFlight 1 turns raft's pipelined replication off: in v1.7.2
-	// its pipeline can deadlock when a follower answers Success=false (the
-	// decoder exits, the sender parks on a full channel, replication to that
-	// follower stops for good and Shutdown waits forever; see
-	// docs/design.md). Each follower then gets one AppendEntries at a time,
-	// batching whatever queued meanwhile.
-	acks := newAckTracker()
-	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog}), acks}
+	trans := raftnet.NewTransport(stream, hlog)
 	n.stream = trans
 
 	var peerCredentials credentials.TransportCredentials = insecure.NewCredentials()
 	if n.tls != nil {
-		peerCredentials = newPeerCreds(n.tls, n.grpcMemberAt)
+		peerCredentials = raftnet.PeerCredentials(n.tls, n.grpcMemberAt)
 	}
 	dialOpts := []grpc.DialOption{
 		grpc.WithTransportCredentials(peerCredentials),
@@ -271,7 +266,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.peers.AppliedIndex(ctx, m.GrpcAddr)
 		},
-	}, freshVerify{n.raft, acks, raft.ServerID(cfg.ID)}, n.fsm, n.clock, notify)
+	}, trans.WithFreshVerify(n.raft, raft.ServerID(cfg.ID)), n.fsm, n.clock, notify)
 	limits := cfg.Limits
 	limits.MaxMessageBytes = MaxMessageSize
 	n.health = n.newHealth()

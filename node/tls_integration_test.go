@@ -22,6 +22,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/pki"
 )
 
@@ -220,7 +221,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 			// Half-open: twice the handshake cap of idle connections, each
 			// reopened 1 s after the node closes it (eviction, deadline), so
 			// the cap stays full and evicting.
-			for range 2 * raftMaxHandshakes {
+			for range 2 * raftnet.MaxHandshakes {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -277,7 +278,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 			stop = flood()
 			if phase == 1 {
 				waitFor(t, 10*time.Second, "the flood under way", func() bool {
-					return refusals(t, c.node(leader), refusedHandshakeCap) > 0 && refusals(t, c.node(leader), refusedHandshake) > 20
+					return refusals(t, c.node(leader), "handshake_cap") > 0 && refusals(t, c.node(leader), "handshake") > 20
 				})
 			}
 		}
@@ -297,7 +298,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 	if p50f > p50q*3/2 {
 		t.Fatalf("split commit p50 rose from %v to %v under the raft-port flood (limit 1.5x)", p50q, p50f)
 	}
-	if refusals(t, c.node(leader), refusedNotMember) != 0 {
+	if refusals(t, c.node(leader), "not_member") != 0 {
 		t.Error("a member's connection was refused as a non-member")
 	}
 }
