@@ -28,6 +28,7 @@ import (
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/node/raftnet"
+	"github.com/hotsplit/hotsplit/node/raftobs"
 	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
@@ -120,7 +121,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	reg := cfg.Registry
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	installRaftMetrics()
+	raftobs.InstallMetrics()
 
 	if cfg.Insecure {
 		log.Warn("running without TLS (--insecure): anything that can reach the raft, gRPC or HTTP port can read and change this cluster")
@@ -145,7 +146,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hlog := newRaftLogger(log)
+	hlog := raftobs.NewLogger(log)
 	if err := removeStaleSnapshotTemps(cfg.DataDir, log); err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/node/raftobs"
 )
 
 // removedFile marks a data dir whose node was removed from its cluster: it
@@ -69,8 +70,8 @@ func (n *Node) startOperations(ctx context.Context, reg prometheus.Registerer, s
 					m.leaderChanges.Inc()
 					n.srv.NoteLeaderChange()
 				case raft.PeerObservation:
-					if d.Removed && raftBridge != nil {
-						raftBridge.forgetPeer(string(d.Peer.ID))
+					if d.Removed {
+						raftobs.ForgetPeer(string(d.Peer.ID))
 					}
 				}
 				n.health.note(o)

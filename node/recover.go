@@ -18,6 +18,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/node/raftobs"
 )
 
 // Recovery seeds a node's raft state before it starts, for disaster
@@ -108,7 +109,7 @@ func (n *Node) recover(rc *raft.Config, logs raft.LogStore, stable raft.StableSt
 	}
 	f.index = last
 	conf := *rc
-	conf.Logger = newRaftLogger(n.log)
+	conf.Logger = raftobs.NewLogger(n.log)
 	if err := raft.RecoverCluster(&conf, f, logs, stable, snaps, trans, self); err != nil {
 		return fmt.Errorf("recovery: force new cluster: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/hotsplit/hotsplit/node/raftobs"
 )
 
 // ErrSnapshotGap: the snapshot raft would restore and the log do not meet,
@@ -85,7 +87,7 @@ const snapshotsRetained = 3
 // quietSnapshots opens a data dir's snapshots for reading without raft's
 // own log lines: the caller reports what it finds in its own words.
 func quietSnapshots(dataDir string) (*raft.FileSnapshotStore, error) {
-	return raft.NewFileSnapshotStoreWithLogger(dataDir, snapshotsRetained, newRaftLogger(discardLogger()))
+	return raft.NewFileSnapshotStoreWithLogger(dataDir, snapshotsRetained, raftobs.NewLogger(discardLogger()))
 }
 
 // pickSnapshot returns the newest snapshot whose CRC checks (nil when
