@@ -368,7 +368,7 @@ func (c *testCluster) forgetHalted(id string) {
 	n.cancel()
 	n.wg.Wait()
 	n.peers.Close()
-	n.store.Close()
+	n.stores.Close()
 	n.closeListeners()
 }
 

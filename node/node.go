@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
@@ -29,6 +28,7 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/node/raftobs"
+	"github.com/hotsplit/hotsplit/node/storage"
 	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
@@ -53,18 +53,16 @@ type Node struct {
 	peers *transport.Peers
 	grpc  *grpc.Server
 	http  *http.Server
-	store *raftboltdb.BoltStore
-	clock *hlc.Clock
-	auth  *transport.Authenticator
+	// stores are raft's log, stable and snapshot stores.
+	stores *storage.Stores
+	clock  *hlc.Clock
+	auth   *transport.Authenticator
 	// tls holds the node's certificate material; nil when Insecure.
 	tls *pki.Reloader
 	// stream is raft's stream layer until the transport exists, then the
 	// transport, which marks itself shut down before it closes the stream
 	// (else raft's accept loop logs the closed listener as an ERROR).
 	stream io.Closer
-	// legacyEntries counts log entries read without a checksum (written
-	// before this build first opened the data dir).
-	legacyEntries atomic.Uint64
 
 	raftLn, grpcLn, httpLn net.Listener
 	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
@@ -110,8 +108,8 @@ func Start(cfg Config) (_ *Node, err error) {
 				n.stream.Close()
 			}
 			n.closeListeners()
-			if n.store != nil {
-				n.store.Close()
+			if n.stores != nil {
+				n.stores.Close()
 			}
 		}
 	}()
@@ -142,19 +140,13 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	tmetrics := transport.NewMetrics(reg)
 	n.limitListeners(cfg.Limits.WithDefaults().MaxConnections, tmetrics)
-	logs, stable, err := n.openStores()
-	if err != nil {
-		return nil, err
-	}
 	hlog := raftobs.NewLogger(log)
-	if err := removeStaleSnapshotTemps(cfg.DataDir, log); err != nil {
+	n.stores, err = storage.Open(storage.Config{ID: cfg.ID, DataDir: cfg.DataDir, NoSync: cfg.NoSync, Halt: n.halt, Logger: log, RaftLogger: hlog,
+		Registerer: reg, WrapLog: cfg.wrapLogStore})
+	if err != nil {
 		return nil, err
 	}
-	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, hlog)
-	if err != nil {
-		return nil, fmt.Errorf("open snapshot store in %s: %w", cfg.DataDir, err)
-	}
-	snaps := n.wrapSnapshots(fileSnaps)
+	logs, stable, snaps, fileSnaps := n.stores.Logs, n.stores.Stable, n.stores.Snapshots, n.stores.Files
 
 	dialer := cfg.Dialer
 	if dialer == nil {
@@ -206,33 +198,26 @@ func Start(cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	if err := checkClusterVersion(stable, cfg.DataDir); err != nil {
+	if err := storage.CheckClusterVersion(stable, cfg.DataDir); err != nil {
 		return nil, err
 	}
 	existing, err := raft.HasExistingState(logs, stable, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
 	}
-	// The check reads the same files through a quiet store: it names what
-	// it refuses in one line, and raft's own ERROR per bad CRC would be a
-	// second.
-	quietSnaps, err := quietSnapshots(cfg.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("open snapshots in %s: %w", cfg.DataDir, err)
-	}
-	restoring, err := checkSnapshotCoverage(quietSnaps, logs, cfg.DataDir, log)
+	restoring, err := storage.CheckSnapshotCoverage(cfg.DataDir, logs, log)
 	if err != nil {
 		return nil, err
 	}
 	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
-	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader), halt: n.halt, snapshot: restoring}
+	restores := storage.NewRestoreGuard(wrapFSM(cfg.ID, n.fsm, isLeader), n.halt, restoring)
 	n.configs = newConfigRecorder(restores, snaps)
 	n.raft, err = raft.NewRaft(rc, n.configs, logs, stable, snaps, trans)
 	if err != nil {
 		// e.g. the snapshot failed to restore: there is nothing safe to serve.
-		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.explain(err))
+		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.Explain(err))
 	}
-	restores.running()
+	restores.Running()
 	n.raftRef.Store(n.raft)
 	if cfg.Bootstrap && !existing {
 		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
@@ -286,8 +271,6 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.grpc = grpc.NewServer(srvOpts...)
 	n.srv.Register(n.grpc)
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hotsplit_log_legacy_entries_read_total", Help: "Raft log entries read without a checksum because an earlier build wrote them (below checksummed_from)."},
-		func() float64 { return float64(n.legacyEntries.Load()) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_seconds", Help: "How far the HLC this node knows (issued, observed or applied) runs ahead of its own clock, in seconds; 0 when it does not. Issuing never moves it ahead; observing an old leader's ceiling may, by up to one fence window plus the clock offset between the two."}, n.hlcSkewSeconds))
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -299,7 +282,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.goRun(func() { clockMon.Run(ctx) })
 	n.goRun(func() { checks.Run(ctx) })
 	n.startOperations(ctx, reg, fileSnaps)
-	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
+	n.goRun(func() { storage.RecordClusterVersion(ctx, stable, n.fsm) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
 	}
@@ -536,7 +519,7 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	errs := []error{n.raft.Shutdown().Error()}
 	n.wg.Wait()
-	errs = append(errs, n.peers.Close(), n.store.Close())
+	errs = append(errs, n.peers.Close(), n.stores.Close())
 	n.closeListeners()
 	return errors.Join(errs...)
 }

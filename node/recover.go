@@ -19,6 +19,7 @@ import (
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/node/raftobs"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // Recovery seeds a node's raft state before it starts, for disaster
@@ -276,8 +277,8 @@ func Inspect(dataDir string) (*Inspection, error) {
 		}
 	}
 	in.CurrentTerm, _ = store.GetUint64([]byte("CurrentTerm"))
-	in.ClusterVersion, _ = store.GetUint64(clusterVersionKey)
-	snaps, err := quietSnapshots(dataDir)
+	in.ClusterVersion, _ = store.GetUint64(storage.ClusterVersionKey)
+	snaps, err := storage.QuietSnapshots(dataDir)
 	if err == nil {
 		if list, err := snaps.List(); err == nil && len(list) > 0 {
 			in.SnapshotIndex, in.SnapshotTerm = list[0].Index, list[0].Term

@@ -1,4 +1,4 @@
-package node
+package storage
 
 import (
 	"encoding/binary"
@@ -277,7 +277,7 @@ var checksummedFromKey = []byte("hotsplit_checksummed_from")
 var legacyStableKeys = []struct {
 	key    []byte
 	uint64 bool
-}{{[]byte("CurrentTerm"), true}, {[]byte("LastVoteTerm"), true}, {[]byte("LastVoteCand"), false}, {clusterVersionKey, true}}
+}{{[]byte("CurrentTerm"), true}, {[]byte("LastVoteTerm"), true}, {[]byte("LastVoteCand"), false}, {ClusterVersionKey, true}}
 
 // migrateStable runs before raft starts. On the first start of this build
 // on a data dir it seals the legacy stable-store values with their CRC and
