@@ -26,6 +26,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/node/health"
 	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/node/raftobs"
 	"github.com/hotsplit/hotsplit/node/storage"
@@ -70,7 +71,7 @@ type Node struct {
 	raftRef atomic.Pointer[raft.Raft]
 	// healthRef publishes n.health to the raft stream layer, which starts
 	// before it.
-	healthRef atomic.Pointer[healthMonitor]
+	healthRef atomic.Pointer[health.Monitor]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -81,7 +82,7 @@ type Node struct {
 	halting   atomic.Bool   // set by the first halt
 	logGate   *logGate      // sealed by a halt that exits the process
 
-	health  *healthMonitor
+	health  *health.Monitor
 	configs *configRecorder
 	removed chan struct{} // closed when the node learnt it was removed
 }

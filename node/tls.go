@@ -124,7 +124,7 @@ func (n *Node) raftAdmits(id string) bool {
 	if h == nil {
 		return false
 	}
-	index, reported := h.newestConfiguration()
+	index, reported := h.NewestConfiguration()
 	own, _ := n.configs.committed()
 	return index > own && slices.Contains(reported, id)
 }
