@@ -168,8 +168,7 @@ func (s *seeder) state(st *fsm.State) (*api.StateSnapshot, error) {
 		wall = uint64(s.n.cfg.Clock())
 	}
 	start := max(st.CeilingMs(), wall) + uint64(s.offset.Milliseconds()) + uint64(window.Milliseconds())
-	self := &api.Member{NodeId: s.n.cfg.ID, GrpcAddr: s.n.advertisedGRPC(), RaftAddr: s.n.advertisedRaft(), SupportedVersion: fsm.SupportedVersion, AutoSplitFlag: autoSplitFlag(s.n.cfg.AutoSplit)}
-	seeded, err := fsm.Reseed(st, newClusterID(), self, start)
+	seeded, err := fsm.Reseed(st, newClusterID(), s.n.selfMember(), start)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: %w", err)
 	}
