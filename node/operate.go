@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,52 +98,4 @@ func (n *Node) markRemoved(reason string) {
 	}
 	n.log.Warn(msg+"; exiting: this data dir cannot rejoin (wipe it and join under a new id)", "reason", "removed")
 	close(n.removed)
-}
-
-// configRecorder remembers the latest raft configuration this node's FSM
-// saw committed: raft hands committed configuration entries to the FSM
-// (StoreConfiguration), and a restored snapshot's configuration was
-// committed when it was taken. raft's own GetConfiguration returns the
-// latest one, committed or not, without its index.
-type configRecorder struct {
-	raft.ConfigurationStore
-
-	mu      sync.Mutex
-	index   uint64
-	servers []string
-}
-
-// newConfigRecorder wraps an FSM, seeded from the newest snapshot's
-// configuration.
-func newConfigRecorder(f raft.ConfigurationStore, snaps raft.SnapshotStore) *configRecorder {
-	c := &configRecorder{ConfigurationStore: f}
-	if list, err := snaps.List(); err == nil && len(list) > 0 {
-		c.record(list[0].ConfigurationIndex, list[0].Configuration)
-	}
-	return c
-}
-
-func (c *configRecorder) StoreConfiguration(index uint64, conf raft.Configuration) {
-	c.ConfigurationStore.StoreConfiguration(index, conf)
-	c.record(index, conf)
-}
-
-func (c *configRecorder) record(index uint64, conf raft.Configuration) {
-	ids := make([]string, 0, len(conf.Servers))
-	for _, s := range conf.Servers {
-		ids = append(ids, string(s.ID))
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if index >= c.index {
-		c.index, c.servers = index, ids
-	}
-}
-
-// committed returns the configuration's index and server ids (0, nil
-// before any).
-func (c *configRecorder) committed() (uint64, []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.index, slices.Clone(c.servers)
 }

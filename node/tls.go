@@ -4,10 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hotsplit/hotsplit/node/raftnet"
@@ -91,75 +89,6 @@ func (n *Node) TLSCertificate() *x509.Certificate {
 		return nil
 	}
 	return n.tls.Leaf()
-}
-
-// raftAdmits is the raft port's membership check: the peer's id is a
-// server of raft's latest configuration (which includes a node being
-// added as soon as the leader appends it), or of a newer committed one a
-// member reported (see below); a node that has no configuration yet
-// (fresh, before its first entry) admits any node certificate of the
-// cluster CA, since it cannot know its members.
-//
-// A node's own configuration can lag the cluster's: it joined from a
-// snapshot taken before today's leader was a member, or it was down while
-// members changed. It learns newer configurations only through raft, from
-// that very leader, so refusing it would leave the node behind for good.
-// Its members' health answers carry their committed configuration; a newer
-// one stands in until raft catches up (etcd's peers, too, accept members
-// they do not know yet).
-func (n *Node) raftAdmits(id string) bool {
-	servers, ok := n.raftServers()
-	if !ok {
-		return false
-	}
-	if len(servers) == 0 {
-		return true
-	}
-	for _, s := range servers {
-		if string(s.ID) == id {
-			return true
-		}
-	}
-	h := n.healthRef.Load()
-	if h == nil {
-		return false
-	}
-	index, reported := h.NewestConfiguration()
-	own, _ := n.configs.committed()
-	return index > own && slices.Contains(reported, id)
-}
-
-// raftMemberAt names the server raft knows at a raft address, "" if none.
-func (n *Node) raftMemberAt(addr string) string {
-	servers, _ := n.raftServers()
-	for _, s := range servers {
-		if string(s.Address) == addr {
-			return string(s.ID)
-		}
-	}
-	return ""
-}
-
-func (n *Node) raftServers() ([]raft.Server, bool) {
-	r := n.raftRef.Load()
-	if r == nil {
-		return nil, false // raft not started yet: admit no one
-	}
-	f := r.GetConfiguration()
-	if f.Error() != nil {
-		return nil, false
-	}
-	return f.Configuration().Servers, true
-}
-
-// grpcMemberAt names the member whose gRPC address is addr, "" if none.
-func (n *Node) grpcMemberAt(addr string) string {
-	for _, m := range n.fsm.State().Members() {
-		if m.GrpcAddr == addr {
-			return m.NodeId
-		}
-	}
-	return ""
 }
 
 // joinTLS is the client TLS config of the join loop: this node's current
