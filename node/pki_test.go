@@ -112,19 +112,3 @@ func pairTLS(t testing.TB, p *pki.Pair) *tls.Config {
 	}
 	return c
 }
-
-// peerTLS is a client config holding a node certificate for id of ca
-// (nil: no client certificate), trusting the test CA.
-func peerTLS(t *testing.T, ca *pki.CA, id string) *tls.Config {
-	t.Helper()
-	if ca == nil {
-		return &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: testCA(t).Pool(), ServerName: "127.0.0.1"}
-	}
-	p, err := ca.NewNode(id, pki.NodeOptions{IPs: []net.IP{net.ParseIP("127.0.0.1")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := pairTLS(t, p)
-	cfg.ServerName = "127.0.0.1"
-	return cfg
-}

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -44,7 +45,10 @@ func serialAt(t *testing.T, addr string, cfg *tls.Config, protos ...string) *big
 // memberTLS is a client config holding a fresh node certificate for id.
 func memberTLS(t *testing.T, id string) *tls.Config {
 	t.Helper()
-	return peerTLS(t, testCA(t), id)
+	dir := t.TempDir()
+	cfg := pairTLS(t, writeNodeCert(t, &TLSFiles{CertFile: filepath.Join(dir, id+".crt"), KeyFile: filepath.Join(dir, id+".key")}, id))
+	cfg.ServerName = "127.0.0.1"
+	return cfg
 }
 
 // TestIntegrationTLSRotationUnderLoad replaces the certificate and key of

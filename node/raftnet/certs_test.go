@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/hotsplit/hotsplit/pki"
 )
@@ -83,16 +82,4 @@ func clientTLS(t testing.TB, name string, roles ...string) *tls.Config {
 		t.Fatal(err)
 	}
 	return pairTLS(t, p)
-}
-
-// waitFor polls cond every 10 ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

@@ -21,15 +21,16 @@ type streamFixture struct {
 	addr     string
 	accepted chan net.Conn
 
-	mu       sync.Mutex // guards members, refusals
+	mu       sync.Mutex // guards members, refusals, counted
 	members  map[string]bool
 	refusals map[string]int
+	counted  chan struct{} // closed and replaced on every refusal
 }
 
 func newStreamFixture(t *testing.T, id string, members []string, tweak func(*streamConfig)) *streamFixture {
 	t.Helper()
 	r := nodeReloader(t, id)
-	fx := &streamFixture{accepted: make(chan net.Conn, 16), members: map[string]bool{}, refusals: map[string]int{}}
+	fx := &streamFixture{accepted: make(chan net.Conn, 16), members: map[string]bool{}, refusals: map[string]int{}, counted: make(chan struct{})}
 	for _, m := range members {
 		fx.members[m] = true
 	}
@@ -39,8 +40,14 @@ func newStreamFixture(t *testing.T, id string, members []string, tweak func(*str
 		ln: ln, advertise: ln.Addr(), dialer: &net.Dialer{}, tls: r,
 		admit:    func(id string) bool { fx.mu.Lock(); defer fx.mu.Unlock(); return fx.members[id] },
 		expectAt: func(string) string { return "" },
-		refused:  func(reason string) { fx.mu.Lock(); fx.refusals[reason]++; fx.mu.Unlock() },
-		log:      slog.New(slog.DiscardHandler),
+		refused: func(reason string) {
+			fx.mu.Lock()
+			fx.refusals[reason]++
+			close(fx.counted)
+			fx.counted = make(chan struct{})
+			fx.mu.Unlock()
+		},
+		log: slog.New(slog.DiscardHandler),
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -63,6 +70,26 @@ func (fx *streamFixture) refused(reason string) int {
 	fx.mu.Lock()
 	defer fx.mu.Unlock()
 	return fx.refusals[reason]
+}
+
+// await waits, at most 5 s, until cond holds of the refusals counted.
+func (fx *streamFixture) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		fx.mu.Lock()
+		counted := fx.counted // before the check, so no refusal is missed
+		fx.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-counted:
+		case <-deadline.C:
+			t.Fatalf("timed out after 5s waiting for %s", what)
+		}
+	}
 }
 
 func (fx *streamFixture) setMember(id string, in bool) {
@@ -131,7 +158,7 @@ func TestSecureStreamRefusesUnverifiedPeers(t *testing.T) {
 		if err := tryPeer(t, fx.addr, tc.cfg); err == nil {
 			t.Errorf("%s: the connection stayed open", tc.name)
 		}
-		waitFor(t, 5*time.Second, tc.name+" refused", func() bool { return fx.refused(tc.reason) == before+1 })
+		fx.await(t, tc.name+" refused", func() bool { return fx.refused(tc.reason) == before+1 })
 	}
 	// Plaintext: raft's own bytes (rpcAppendEntries, then msgpack).
 	raw, err := net.Dial("tcp", fx.addr)
@@ -144,7 +171,7 @@ func TestSecureStreamRefusesUnverifiedPeers(t *testing.T) {
 		t.Errorf("plaintext: %v, want the connection closed", err)
 	}
 	raw.Close()
-	waitFor(t, 5*time.Second, "plaintext refused", func() bool { return fx.refused(refusedHandshake) == 3 })
+	fx.await(t, "plaintext refused", func() bool { return fx.refused(refusedHandshake) == 3 })
 	select {
 	case c := <-fx.accepted:
 		t.Fatalf("raft was handed a connection from %v", c.RemoteAddr())
@@ -192,7 +219,7 @@ func TestSecureStreamHandshakeCapAndDeadline(t *testing.T) {
 			c.Close()
 		}
 	}()
-	waitFor(t, 5*time.Second, "the 3 oldest idle connections evicted", func() bool { return fx.refused(refusedHandshakeCap) == 3 })
+	fx.await(t, "the 3 oldest idle connections evicted", func() bool { return fx.refused(refusedHandshakeCap) == 3 })
 	for i, c := range idle[:3] {
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
@@ -215,7 +242,7 @@ func TestSecureStreamHandshakeCapAndDeadline(t *testing.T) {
 		t.Errorf("the member waited %v", d)
 	}
 	// The member's arrival evicted one more; the other capacity-1 time out.
-	waitFor(t, 5*time.Second, "the idle connections timed out", func() bool {
+	fx.await(t, "the idle connections timed out", func() bool {
 		return fx.refused(refusedHandshake) == capacity-1 && fx.refused(refusedHandshakeCap) == 4
 	})
 }
