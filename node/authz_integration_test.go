@@ -218,7 +218,7 @@ func TestIntegrationRoleMatrix(t *testing.T) {
 		connects   bool
 	}
 	ids := []identity{
-		{"anonymous", "", peerTLS(t, nil, ""), true},
+		{"anonymous", "", &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: testCA(t).Pool(), ServerName: "127.0.0.1"}, true},
 		{"mallory", "admin", pairTLS(t, foreign), false},
 		{"late", "admin", pairTLS(t, expired), false},
 		{"n2", "node", memberTLS(t, "n2"), true},

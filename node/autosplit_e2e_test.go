@@ -106,12 +106,12 @@ type logEntry struct {
 // commands decodes every command in a node's raft log, in order.
 func commands(t testing.TB, n *Node) []logEntry {
 	t.Helper()
-	first, _ := n.store.FirstIndex()
-	last, _ := n.store.LastIndex()
+	first, _ := n.stores.Logs.FirstIndex()
+	last, _ := n.stores.Logs.LastIndex()
 	var out []logEntry
 	for i := first; i <= last && i > 0; i++ {
 		var l raft.Log
-		if err := n.store.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
+		if err := n.stores.Logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
 			continue
 		}
 		cmd, err := fsm.DecodeCommand(l.Data)

@@ -367,8 +367,8 @@ func (c *testCluster) forgetHalted(id string) {
 	n.closeOnce.Do(func() {}) // halt already stopped gRPC and raft
 	n.cancel()
 	n.wg.Wait()
-	n.srv.Close()
-	n.store.Close()
+	n.peers.Close()
+	n.stores.Close()
 	n.closeListeners()
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/transport"
 )
 
@@ -102,15 +103,17 @@ type Config struct {
 	// a new prometheus.Registry).
 	Registry MetricsRegistry
 	Clock    hlc.Source
-	Dialer   Dialer
+	// Dialer opens the raft and gRPC connections to other nodes (default:
+	// raftnet.DefaultDialer, plain TCP; the jepsen build's can cut links).
+	Dialer raftnet.Dialer
 	// Halt stops the process when it must not go on (a failed log write, an
 	// entry this build cannot apply). Default: log one line, os.Exit(1).
 	Halt func(error)
 
 	RaftListener, GRPCListener, HTTPListener net.Listener
 
-	// wrapLogStore lets this package's tests put a failing store under the
-	// fatal wrapper.
+	// wrapLogStore lets this package's tests put a failing or timed store
+	// under the checksums (storage.Config.WrapLog).
 	wrapLogStore func(raft.LogStore) raft.LogStore
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hotsplit/hotsplit/node/raftobs"
 )
 
 // describingRegistry records the name of every metric a collector
@@ -121,8 +123,8 @@ func TestDeployExpressionsUseRegisteredMetrics(t *testing.T) {
 	reg := &describingRegistry{Registry: prometheus.NewRegistry(), names: map[string]bool{}}
 	c := newTestCluster(t, 1, func(cfg *Config) { cfg.Registry = reg })
 	_ = c.node("n1")
-	for _, m := range raftMetricTable {
-		reg.names[m.name] = true
+	for _, name := range raftobs.MetricNames() {
+		reg.names[name] = true
 	}
 	exprs := deployExpressions(t)
 	if len(exprs) < 40 {

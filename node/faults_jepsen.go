@@ -3,112 +3,35 @@
 package node
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/node/raftnet"
 )
 
 // This file is the jepsen build's fault seam. Each hotsplitd process is one
 // node, so the fault state is process-wide: the harness tells every node,
 // over POST /jepsen/*, which peer addresses it cannot reach (both directions
-// are cut by telling both sides), how far to shift its clock, and which
-// failpoint to trip. None of it exists in normal builds.
+// are cut by telling both sides; raftnet holds the links), how far to shift
+// its clock, and which failpoint to trip. None of it exists in normal
+// builds.
 
-// faults is the process-wide fault state.
-var faults = &faultState{cut: map[string]bool{}, delay: map[string]time.Duration{}}
+// faults is the process-wide fault state of the clock and the FSM; the
+// links are raftnet's (raftnet.SetLinkFaults).
+var faults = &faultState{}
 
 type faultState struct {
-	mu    sync.Mutex
-	cut   map[string]bool          // peer address -> unreachable
-	delay map[string]time.Duration // peer address -> added latency per write
-	conns map[*faultConn]struct{}
-
 	clockOffsetMs atomic.Int64
 	failpoint     atomic.Pointer[failpoint]
-}
-
-// defaultDialer is the fault-injecting dialer in jepsen builds: raft's
-// stream layer and inter-node gRPC both dial through it.
-func defaultDialer(string) Dialer { return faultDialer{} }
-
-type faultDialer struct{}
-
-func (faultDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	faults.mu.Lock()
-	cut, delay := faults.cut[addr], faults.delay[addr]
-	faults.mu.Unlock()
-	if cut {
-		return nil, fmt.Errorf("jepsen: link to %s is cut", addr)
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	fc := &faultConn{Conn: c, addr: addr, delay: delay}
-	faults.mu.Lock()
-	if faults.conns == nil {
-		faults.conns = map[*faultConn]struct{}{}
-	}
-	faults.conns[fc] = struct{}{}
-	faults.mu.Unlock()
-	return fc, nil
-}
-
-type faultConn struct {
-	net.Conn
-	addr  string
-	delay time.Duration
-}
-
-func (c *faultConn) Write(p []byte) (int, error) {
-	if c.delay > 0 {
-		time.Sleep(c.delay)
-	}
-	return c.Conn.Write(p)
-}
-
-func (c *faultConn) Close() error {
-	faults.mu.Lock()
-	delete(faults.conns, c)
-	faults.mu.Unlock()
-	return c.Conn.Close()
-}
-
-// setNet replaces the link rules and closes open connections to peers that
-// are now cut (or whose delay changed).
-func (f *faultState) setNet(cut []string, delayMs map[string]int64) {
-	f.mu.Lock()
-	f.cut = map[string]bool{}
-	for _, a := range cut {
-		f.cut[a] = true
-	}
-	f.delay = map[string]time.Duration{}
-	for a, ms := range delayMs {
-		f.delay[a] = time.Duration(ms) * time.Millisecond
-	}
-	var closing []*faultConn
-	for c := range f.conns {
-		if f.cut[c.addr] || f.delay[c.addr] != c.delay {
-			closing = append(closing, c)
-		}
-	}
-	f.mu.Unlock()
-	for _, c := range closing {
-		c.Close()
-	}
 }
 
 // wrapClock shifts the physical source by the jepsen clock offset.
@@ -198,7 +121,7 @@ func registerJepsenHandlers(mux *http.ServeMux, n *Node) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		faults.setNet(req.Cut, req.DelayMs)
+		raftnet.SetLinkFaults(req.Cut, req.DelayMs)
 		n.log.Warn("jepsen: link rules replaced", "cut", fmt.Sprint(req.Cut), "delay_ms", fmt.Sprint(req.DelayMs))
 	})
 	mux.HandleFunc("POST /jepsen/clock", func(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc/status"
 
+	"github.com/hotsplit/hotsplit/node/raftobs"
 	"github.com/hotsplit/hotsplit/transport"
 )
 
@@ -20,7 +21,7 @@ import (
 // EnablePprof (pprof's cmdline shows every flag).
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
-	gather := prometheus.Gatherers{n.cfg.Registry, raftRegistry}
+	gather := prometheus.Gatherers{n.cfg.Registry, raftobs.Registry()}
 	metrics := promhttp.HandlerFor(gather, promhttp.HandlerOpts{})
 	if !n.cfg.MetricsInsecure {
 		metrics = n.requireRole(transport.RoleReader, metrics)

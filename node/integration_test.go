@@ -72,8 +72,8 @@ func (c *testCluster) kill(id string) {
 	n.grpc.Stop()
 	n.raft.Shutdown().Error()
 	n.wg.Wait()
-	n.srv.Close()
-	n.store.Close()
+	n.peers.Close()
+	n.stores.Close()
 	n.closeListeners()
 	n.closeOnce.Do(func() {})
 }
@@ -162,13 +162,13 @@ func TestIntegrationSingleProposerUnderLoad(t *testing.T) {
 // carry strictly increasing HLCs in log order.
 func checkLogHLCs(t *testing.T, n *Node) int {
 	t.Helper()
-	first, _ := n.store.FirstIndex()
-	last, _ := n.store.LastIndex()
+	first, _ := n.stores.Logs.FirstIndex()
+	last, _ := n.stores.Logs.LastIndex()
 	var prev uint64
 	count := 0
 	for i := first; i <= last; i++ {
 		var l raft.Log
-		if err := n.store.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
+		if err := n.stores.Logs.GetLog(i, &l); err != nil || l.Type != raft.LogCommand {
 			continue
 		}
 		cmd, err := fsm.DecodeCommand(l.Data)

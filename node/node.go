@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,16 +16,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/node/health"
+	"github.com/hotsplit/hotsplit/node/storage"
 	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
@@ -38,7 +34,8 @@ const MaxMessageSize = 4<<20 + 64<<10
 // grpcHandshakeTimeout bounds a gRPC connection's TLS handshake.
 const grpcHandshakeTimeout = 5 * time.Second
 
-// Node is one running hotsplit server.
+// Node is one running hotsplit server. Its methods are safe for
+// concurrent use.
 type Node struct {
 	cfg   Config
 	log   *slog.Logger
@@ -46,28 +43,31 @@ type Node struct {
 	fsm   *fsm.FSM
 	sched *scheduler.Scheduler
 	srv   *transport.Server
+	// peers are the connections to other nodes: forwarding, the leader
+	// duties' calls and the health probes share them.
+	peers *transport.Peers
 	grpc  *grpc.Server
 	http  *http.Server
-	store *raftboltdb.BoltStore
-	clock *hlc.Clock
-	auth  *transport.Authenticator
+	// stores are raft's log, stable and snapshot stores.
+	stores *storage.Stores
+	clock  *hlc.Clock
+	auth   *transport.Authenticator
 	// tls holds the node's certificate material; nil when Insecure.
 	tls *pki.Reloader
 	// stream is raft's stream layer until the transport exists, then the
 	// transport, which marks itself shut down before it closes the stream
 	// (else raft's accept loop logs the closed listener as an ERROR).
 	stream io.Closer
-	// legacyEntries counts log entries read without a checksum (written
-	// before this build first opened the data dir).
-	legacyEntries atomic.Uint64
 
 	raftLn, grpcLn, httpLn net.Listener
-	// raftRef publishes n.raft to raft's own goroutines (the jepsen FSM
-	// wrapper asks whether this node leads while an entry applies).
+	// raftRef publishes n.raft to goroutines that start before it: raft's
+	// own (the jepsen FSM wrapper asks whether this node leads while an
+	// entry applies) and the stream layer's membership check (raft takes
+	// its transport at construction, so the transport cannot take raft).
 	raftRef atomic.Pointer[raft.Raft]
-	// healthRef publishes n.health to the raft stream layer, which starts
-	// before it.
-	healthRef atomic.Pointer[healthMonitor]
+	// healthRef publishes n.health, and with it n.configs (set before), to
+	// the stream layer's membership check, which starts before both.
+	healthRef atomic.Pointer[health.Monitor]
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -78,257 +78,9 @@ type Node struct {
 	halting   atomic.Bool   // set by the first halt
 	logGate   *logGate      // sealed by a halt that exits the process
 
-	health  *healthMonitor
+	health  *health.Monitor
 	configs *configRecorder
 	removed chan struct{} // closed when the node learnt it was removed
-}
-
-// Start opens the data dir, starts raft, the leader duties, gRPC and HTTP,
-// and (for a fresh node) bootstraps or joins. It returns once the node
-// serves; it does not wait for a leader.
-func Start(cfg Config) (_ *Node, err error) {
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("node config: %w", err)
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if err := checkNotRemoved(cfg.DataDir); err != nil {
-		return nil, err
-	}
-	gate := &logGate{}
-	log := slog.New(lastWord{cfg.Logger.Handler(), gate}).With("node_id", cfg.ID)
-	n := &Node{cfg: cfg, log: log, logGate: gate, halted: make(chan struct{}), removed: make(chan struct{})}
-	defer func() {
-		if err != nil {
-			if n.stream != nil {
-				n.stream.Close()
-			}
-			n.closeListeners()
-			if n.store != nil {
-				n.store.Close()
-			}
-		}
-	}()
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-		n.cfg.Registry = cfg.Registry
-	}
-	reg := cfg.Registry
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	installRaftMetrics()
-
-	if cfg.Insecure {
-		log.Warn("running without TLS (--insecure): anything that can reach the raft, gRPC or HTTP port can read and change this cluster")
-	} else if err := n.startTLS(); err != nil {
-		return nil, err
-	}
-	n.auth = &transport.Authenticator{Insecure: cfg.Insecure}
-	if cfg.TokenFile != "" {
-		if n.auth.Tokens, err = transport.LoadTokenFile(cfg.TokenFile, log); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("data dir %s: %w", cfg.DataDir, err)
-	}
-	if err := n.listen(); err != nil {
-		return nil, err
-	}
-	tmetrics := transport.NewMetrics(reg)
-	n.limitListeners(cfg.Limits.WithDefaults().MaxConnections, tmetrics)
-	logs, stable, err := n.openStores()
-	if err != nil {
-		return nil, err
-	}
-	hlog := newRaftLogger(log)
-	if err := removeStaleSnapshotTemps(cfg.DataDir, log); err != nil {
-		return nil, err
-	}
-	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, snapshotsRetained, hlog)
-	if err != nil {
-		return nil, fmt.Errorf("open snapshot store in %s: %w", cfg.DataDir, err)
-	}
-	snaps := n.wrapSnapshots(fileSnaps)
-
-	dialer := cfg.Dialer
-	if dialer == nil {
-		dialer = defaultDialer(cfg.ID)
-	}
-	stream, err := n.newStreamLayer(dialer, reg)
-	if err != nil {
-		return nil, err
-	}
-	n.stream = stream
-	// MaxRPCsInFlight 1 turns raft's pipelined replication off: in v1.7.2
-	// its pipeline can deadlock when a follower answers Success=false (the
-	// decoder exits, the sender parks on a full channel, replication to that
-	// follower stops for good and Shutdown waits forever; see
-	// docs/design.md). Each follower then gets one AppendEntries at a time,
-	// batching whatever queued meanwhile.
-	acks := newAckTracker()
-	trans := mainLoopHeartbeats{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: hlog}), acks}
-	n.stream = trans
-
-	checks := scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: log, Registerer: reg,
-		PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
-			return n.srv.PeerStateHash(ctx, m.GrpcAddr, index)
-		},
-		Diverged: n.diverged,
-	})
-	n.fsm = fsm.New(fsm.Options{Logger: log, Halt: n.halt, Metrics: fsm.NewMetrics(reg), OnCheckState: checks.Capture})
-	notify := make(chan bool, 16)
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = hlog
-	rc.NotifyCh = notify
-	rc.BatchApplyCh = true
-	setIfPositive(&rc.HeartbeatTimeout, cfg.HeartbeatTimeout)
-	setIfPositive(&rc.ElectionTimeout, cfg.ElectionTimeout)
-	setIfPositive(&rc.LeaderLeaseTimeout, cfg.LeaderLeaseTimeout)
-	setIfPositive(&rc.CommitTimeout, cfg.CommitTimeout)
-	setIfPositive(&rc.SnapshotInterval, cfg.SnapshotInterval)
-	if cfg.SnapshotThreshold > 0 {
-		rc.SnapshotThreshold = cfg.SnapshotThreshold
-	}
-	if cfg.TrailingLogs > 0 {
-		rc.TrailingLogs = cfg.TrailingLogs
-	}
-	if cfg.Recovery.enabled() {
-		if n.cfg.Recovery.MaxClockOffset == 0 {
-			n.cfg.Recovery.MaxClockOffset = orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset)
-		}
-		if err := n.recover(rc, logs, stable, snaps, trans); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkClusterVersion(stable, cfg.DataDir); err != nil {
-		return nil, err
-	}
-	existing, err := raft.HasExistingState(logs, stable, snaps)
-	if err != nil {
-		return nil, fmt.Errorf("inspect raft state in %s: %w", cfg.DataDir, err)
-	}
-	// The check reads the same files through a quiet store: it names what
-	// it refuses in one line, and raft's own ERROR per bad CRC would be a
-	// second.
-	quietSnaps, err := quietSnapshots(cfg.DataDir)
-	if err != nil {
-		return nil, fmt.Errorf("open snapshots in %s: %w", cfg.DataDir, err)
-	}
-	restoring, err := checkSnapshotCoverage(quietSnaps, logs, cfg.DataDir, log)
-	if err != nil {
-		return nil, err
-	}
-	isLeader := func() bool { r := n.raftRef.Load(); return r != nil && r.State() == raft.Leader }
-	restores := &restoreRecorder{ConfigurationStore: wrapFSM(cfg.ID, n.fsm, isLeader), halt: n.halt, snapshot: restoring}
-	n.configs = newConfigRecorder(restores, snaps)
-	n.raft, err = raft.NewRaft(rc, n.configs, logs, stable, snaps, trans)
-	if err != nil {
-		// e.g. the snapshot failed to restore: there is nothing safe to serve.
-		return nil, fmt.Errorf("start raft in %s: %w", cfg.DataDir, restores.explain(err))
-	}
-	restores.running()
-	n.raftRef.Store(n.raft)
-	if cfg.Bootstrap && !existing {
-		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
-		if err := n.raft.BootstrapCluster(boot).Error(); err != nil {
-			n.raft.Shutdown()
-			return nil, fmt.Errorf("bootstrap raft: %w", err)
-		}
-		log.Info("formed a new cluster", "raft_addr", n.advertisedRaft())
-	} else if cfg.Bootstrap {
-		log.Info("data dir holds raft state: not bootstrapping again")
-	}
-
-	n.clock = hlc.New(wrapClock(cfg.Clock))
-	self := &api.Member{NodeId: cfg.ID, GrpcAddr: n.advertisedGRPC(), RaftAddr: n.advertisedRaft(), SupportedVersion: fsm.SupportedVersion, AutoSplitFlag: autoSplitFlag(cfg.AutoSplit)}
-	var boot *scheduler.BootstrapParams
-	if cfg.Bootstrap {
-		boot = &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
-	}
-	var peerCredentials credentials.TransportCredentials = insecure.NewCredentials()
-	if n.tls != nil {
-		peerCredentials = newPeerCreds(n.tls, n.grpcMemberAt)
-	}
-	dialOpts := []grpc.DialOption{
-		grpc.WithTransportCredentials(peerCredentials),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
-	}
-	clockMon := scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset),
-		HaltAfter: cfg.ClockOffsetHalt, Halt: n.halt, Logger: log, Registerer: reg,
-		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.srv.PeerClockPing(ctx, m.GrpcAddr) },
-	})
-	n.sched = scheduler.New(scheduler.Config{
-		Self: self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: boot, Logger: log, Metrics: scheduler.NewMetrics(reg),
-		ClockMonitor: clockMon, StateChecks: checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
-		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
-			return n.srv.PeerAppliedIndex(ctx, m.GrpcAddr)
-		},
-	}, freshVerify{n.raft, acks, raft.ServerID(cfg.ID)}, n.fsm, n.clock, notify)
-	agg := scheduler.NewAggregator(scheduler.AggregatorConfig{Logger: log, Metrics: reg}, n.sched.Proposer(), n.fsm)
-	n.sched.SetLoads(agg)
-	limits := cfg.Limits
-	limits.MaxMessageBytes = MaxMessageSize
-	n.health = n.newHealth()
-	n.healthRef.Store(n.health)
-	n.srv = transport.New(transport.Config{NodeID: cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, DialOptions: dialOpts, Loads: agg, Logger: log,
-		Metrics: tmetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
-	// A connection that has not finished its TLS handshake and HTTP/2
-	// preface by then is closed, freeing its slot under the connection cap
-	// (gRPC's default: 120 s).
-	srvOpts := append(n.srv.ServerOptions(), grpc.ConnectionTimeout(grpcHandshakeTimeout))
-	if n.tls != nil {
-		// Client certificates are optional here: peers and certificate
-		// clients present one, token clients do not; the verified chain
-		// reaches the authorization layer in the peer's credentials.TLSInfo.
-		srvOpts = append(srvOpts, grpc.Creds(credentials.NewTLS(n.tls.ServerConfig(tls.VerifyClientCertIfGiven))))
-	}
-	n.grpc = grpc.NewServer(srvOpts...)
-	n.srv.Register(n.grpc)
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "hotsplit_log_legacy_entries_read_total", Help: "Raft log entries read without a checksum because an earlier build wrote them (below checksummed_from)."},
-		func() float64 { return float64(n.legacyEntries.Load()) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hotsplit_hlc_skew_seconds", Help: "How far the HLC this node knows (issued, observed or applied) runs ahead of its own clock, in seconds; 0 when it does not. Issuing never moves it ahead; observing an old leader's ceiling may, by up to one fence window plus the clock offset between the two."}, n.hlcSkewSeconds))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	if n.tls != nil {
-		n.goRun(func() { n.tls.Run(ctx) })
-	}
-	n.goRun(func() { n.sched.Run(ctx) })
-	n.goRun(func() { clockMon.Run(ctx) })
-	n.goRun(func() { checks.Run(ctx) })
-	n.startOperations(ctx, reg, fileSnaps)
-	n.goRun(func() { n.recordClusterVersion(ctx, stable) })
-	if n.auth.Tokens != nil {
-		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
-	}
-	n.goRun(func() {
-		if err := n.grpc.Serve(n.grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			log.Error("grpc server stopped", "reason", err.Error())
-		}
-	})
-	if n.httpLn != nil {
-		// net/http's own lines (TLS handshake errors) go through the node's
-		// logger: one format, and nothing after a halt's last line.
-		n.http = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-		serve := func() error { return n.http.Serve(n.httpLn) }
-		if n.tls != nil {
-			// Client certificates optional: handlers find a verified one in
-			// r.TLS.VerifiedChains.
-			n.http.TLSConfig = n.tls.ServerConfig(tls.VerifyClientCertIfGiven, "h2", "http/1.1")
-			serve = func() error { return n.http.ServeTLS(n.httpLn, "", "") }
-		}
-		n.goRun(func() {
-			if err := serve(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("http server stopped", "reason", err.Error())
-			}
-		})
-	}
-	n.goRun(func() { n.announce(ctx, self, existing) })
-	log.Info("node started", "raft_addr", n.advertisedRaft(), "grpc_addr", n.advertisedGRPC(), "http_addr", n.HTTPAddr(), "existing_state", existing)
-	return n, nil
 }
 
 // hlcSkewSeconds is HLC − wall on this node. A follower issues nothing, so
@@ -388,7 +140,7 @@ func (n *Node) goRun(f func()) {
 	}()
 }
 
-func (n *Node) listen() error {
+func (n *Node) openListeners() error {
 	var err error
 	if n.raftLn = n.cfg.RaftListener; n.raftLn == nil {
 		if n.raftLn, err = net.Listen("tcp", n.cfg.RaftAddr); err != nil {
@@ -537,7 +289,7 @@ func (n *Node) close(ctx context.Context) error {
 	}
 	errs := []error{n.raft.Shutdown().Error()}
 	n.wg.Wait()
-	errs = append(errs, n.srv.Close(), n.store.Close())
+	errs = append(errs, n.peers.Close(), n.stores.Close())
 	n.closeListeners()
 	return errors.Join(errs...)
 }

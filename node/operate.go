@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
-	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/node/health"
+	"github.com/hotsplit/hotsplit/node/raftobs"
 )
 
 // removedFile marks a data dir whose node was removed from its cluster: it
@@ -37,17 +36,16 @@ func checkNotRemoved(dataDir string) error {
 }
 
 // newHealth creates the node's health monitor; its probes go through the
-// transport's peer connections.
-func (n *Node) newHealth() *healthMonitor {
-	probe := func(ctx context.Context, addr string) (*api.ProgressResponse, error) { return n.srv.Probe(ctx, addr) }
-	return newHealthMonitor(n.cfg.ID, n.raft, n.fsm, probe, n.log, n.markRemoved)
+// peer connections.
+func (n *Node) newHealth() *health.Monitor {
+	return health.NewMonitor(n.cfg.ID, n.raft, n.fsm, n.peers.Probe, n.log, n.markRemoved)
 }
 
 // startOperations registers the node's operational metrics and starts the
 // health monitor and the raft observer, until ctx ends.
 func (n *Node) startOperations(ctx context.Context, reg prometheus.Registerer, snaps *raft.FileSnapshotStore) {
-	m := n.registerNodeMetrics(reg, snaps, n.health.lastContact)
-	reg.MustRegister(&clusterCollector{h: n.health})
+	m := n.registerNodeMetrics(reg, snaps, n.health.LastContact)
+	reg.MustRegister(n.health.Collector())
 	ch := make(chan raft.Observation, 64)
 	obs := raft.NewObserver(ch, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -69,15 +67,15 @@ func (n *Node) startOperations(ctx context.Context, reg prometheus.Registerer, s
 					m.leaderChanges.Inc()
 					n.srv.NoteLeaderChange()
 				case raft.PeerObservation:
-					if d.Removed && raftBridge != nil {
-						raftBridge.forgetPeer(string(d.Peer.ID))
+					if d.Removed {
+						raftobs.ForgetPeer(string(d.Peer.ID))
 					}
 				}
-				n.health.note(o)
+				n.health.Note(o)
 			}
 		}
 	})
-	n.goRun(func() { n.health.run(ctx) })
+	n.goRun(func() { n.health.Run(ctx) })
 }
 
 // Removed is closed when this node learnt that it was removed from the
@@ -100,85 +98,4 @@ func (n *Node) markRemoved(reason string) {
 	}
 	n.log.Warn(msg+"; exiting: this data dir cannot rejoin (wipe it and join under a new id)", "reason", "removed")
 	close(n.removed)
-}
-
-// clusterCollector exports quorum as this node sees it.
-type clusterCollector struct{ h *healthMonitor }
-
-var (
-	votersDesc    = prometheus.NewDesc("hotsplit_cluster_voters", "Voters in this node's raft configuration.", nil, nil)
-	reachableDesc = prometheus.NewDesc("hotsplit_cluster_voters_reachable", "Voters this node reached within the last probe interval (itself included).", nil, nil)
-	quorumDesc    = prometheus.NewDesc("hotsplit_cluster_quorum", "Voters a quorum needs.", nil, nil)
-	healthDesc    = prometheus.NewDesc("hotsplit_cluster_health", "1 for the cluster health this node reports (healthy, degraded, no_quorum), 0 for the others.", []string{"status"}, nil)
-)
-
-var healthStatuses = []api.HealthStatus{api.HealthStatus_HEALTH_STATUS_HEALTHY, api.HealthStatus_HEALTH_STATUS_DEGRADED, api.HealthStatus_HEALTH_STATUS_NO_QUORUM}
-
-func (c *clusterCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- votersDesc
-	ch <- reachableDesc
-	ch <- quorumDesc
-	ch <- healthDesc
-}
-
-func (c *clusterCollector) Collect(ch chan<- prometheus.Metric) {
-	r := c.h.Report()
-	ch <- prometheus.MustNewConstMetric(votersDesc, prometheus.GaugeValue, float64(r.GetVoters()))
-	ch <- prometheus.MustNewConstMetric(reachableDesc, prometheus.GaugeValue, float64(r.GetVotersReachable()))
-	ch <- prometheus.MustNewConstMetric(quorumDesc, prometheus.GaugeValue, float64(r.GetQuorum()))
-	for _, s := range healthStatuses {
-		v := 0.0
-		if s == r.GetStatus() {
-			v = 1
-		}
-		ch <- prometheus.MustNewConstMetric(healthDesc, prometheus.GaugeValue, v, strings.ToLower(strings.TrimPrefix(s.String(), "HEALTH_STATUS_")))
-	}
-}
-
-// configRecorder remembers the latest raft configuration this node's FSM
-// saw committed: raft hands committed configuration entries to the FSM
-// (StoreConfiguration), and a restored snapshot's configuration was
-// committed when it was taken. raft's own GetConfiguration returns the
-// latest one, committed or not, without its index.
-type configRecorder struct {
-	raft.ConfigurationStore
-
-	mu      sync.Mutex
-	index   uint64
-	servers []string
-}
-
-// newConfigRecorder wraps an FSM, seeded from the newest snapshot's
-// configuration.
-func newConfigRecorder(f raft.ConfigurationStore, snaps raft.SnapshotStore) *configRecorder {
-	c := &configRecorder{ConfigurationStore: f}
-	if list, err := snaps.List(); err == nil && len(list) > 0 {
-		c.record(list[0].ConfigurationIndex, list[0].Configuration)
-	}
-	return c
-}
-
-func (c *configRecorder) StoreConfiguration(index uint64, conf raft.Configuration) {
-	c.ConfigurationStore.StoreConfiguration(index, conf)
-	c.record(index, conf)
-}
-
-func (c *configRecorder) record(index uint64, conf raft.Configuration) {
-	ids := make([]string, 0, len(conf.Servers))
-	for _, s := range conf.Servers {
-		ids = append(ids, string(s.ID))
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if index >= c.index {
-		c.index, c.servers = index, ids
-	}
-}
-
-// committed returns the configuration's index and server ids (0, nil
-// before any).
-func (c *configRecorder) committed() (uint64, []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.index, slices.Clone(c.servers)
 }

@@ -18,6 +18,8 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/backupfile"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/node/raftobs"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // Recovery seeds a node's raft state before it starts, for disaster
@@ -108,7 +110,7 @@ func (n *Node) recover(rc *raft.Config, logs raft.LogStore, stable raft.StableSt
 	}
 	f.index = last
 	conf := *rc
-	conf.Logger = newRaftLogger(n.log)
+	conf.Logger = raftobs.NewLogger(n.log)
 	if err := raft.RecoverCluster(&conf, f, logs, stable, snaps, trans, self); err != nil {
 		return fmt.Errorf("recovery: force new cluster: %w", err)
 	}
@@ -166,8 +168,7 @@ func (s *seeder) state(st *fsm.State) (*api.StateSnapshot, error) {
 		wall = uint64(s.n.cfg.Clock())
 	}
 	start := max(st.CeilingMs(), wall) + uint64(s.offset.Milliseconds()) + uint64(window.Milliseconds())
-	self := &api.Member{NodeId: s.n.cfg.ID, GrpcAddr: s.n.advertisedGRPC(), RaftAddr: s.n.advertisedRaft(), SupportedVersion: fsm.SupportedVersion, AutoSplitFlag: autoSplitFlag(s.n.cfg.AutoSplit)}
-	seeded, err := fsm.Reseed(st, newClusterID(), self, start)
+	seeded, err := fsm.Reseed(st, newClusterID(), s.n.selfMember(), start)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: %w", err)
 	}
@@ -275,8 +276,8 @@ func Inspect(dataDir string) (*Inspection, error) {
 		}
 	}
 	in.CurrentTerm, _ = store.GetUint64([]byte("CurrentTerm"))
-	in.ClusterVersion, _ = store.GetUint64(clusterVersionKey)
-	snaps, err := quietSnapshots(dataDir)
+	in.ClusterVersion, _ = store.GetUint64(storage.ClusterVersionKey)
+	snaps, err := storage.QuietSnapshots(dataDir)
 	if err == nil {
 		if list, err := snaps.List(); err == nil && len(list) > 0 {
 			in.SnapshotIndex, in.SnapshotTerm = list[0].Index, list[0].Term

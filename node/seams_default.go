@@ -14,9 +14,3 @@ import (
 func wrapClock(src hlc.Source) hlc.Source { return src }
 
 func wrapFSM(_ string, f *fsm.FSM, _ func() bool) raft.ConfigurationStore { return f }
-
-// wrapDiskLog is the identity: the disk-full seam is jepsen-only.
-func wrapDiskLog(_ string, s raft.LogStore) raft.LogStore { return s }
-
-// wrapDiskSnapshots is the identity: the disk-full seam is jepsen-only.
-func wrapDiskSnapshots(_ string, s raft.SnapshotStore) raft.SnapshotStore { return s }

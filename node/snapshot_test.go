@@ -40,7 +40,7 @@ func TestIntegrationSnapshotsCompactAndInstall(t *testing.T) {
 	c.splitChain(leader, 1000, "k")
 	waitFor(t, 30*time.Second, "every node to compact its log", func() bool {
 		for _, n := range c.running() {
-			if first, _ := n.store.FirstIndex(); first <= 1 {
+			if first, _ := n.stores.Logs.FirstIndex(); first <= 1 {
 				return false
 			}
 		}

@@ -1,18 +1,14 @@
 package node
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
-	"slices"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"google.golang.org/grpc/credentials"
 
+	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/pki"
 )
 
@@ -95,132 +91,6 @@ func (n *Node) TLSCertificate() *x509.Certificate {
 	return n.tls.Leaf()
 }
 
-// checkPeerNode checks a verified peer certificate of a node this node
-// dialled: a node certificate, of the member expected at that address when
-// one is known, else of a node admit accepts (nil admit: any node).
-func checkPeerNode(leaf *x509.Certificate, expected string, admit func(string) bool) error {
-	id := leaf.Subject.CommonName
-	switch {
-	case !pki.IsNode(leaf):
-		return fmt.Errorf("peer certificate CN=%q O=%v is not a node certificate", id, leaf.Subject.Organization)
-	case expected != "" && id != expected:
-		return fmt.Errorf("peer certificate names node %q, the member at this address is %q", id, expected)
-	case expected == "" && admit != nil && !admit(id):
-		return fmt.Errorf("peer certificate names node %q, which is not a member", id)
-	}
-	return nil
-}
-
-// raftAdmits is the raft port's membership check: the peer's id is a
-// server of raft's latest configuration (which includes a node being
-// added as soon as the leader appends it), or of a newer committed one a
-// member reported (see below); a node that has no configuration yet
-// (fresh, before its first entry) admits any node certificate of the
-// cluster CA, since it cannot know its members.
-//
-// A node's own configuration can lag the cluster's: it joined from a
-// snapshot taken before today's leader was a member, or it was down while
-// members changed. It learns newer configurations only through raft, from
-// that very leader, so refusing it would leave the node behind for good.
-// Its members' health answers carry their committed configuration; a newer
-// one stands in until raft catches up (etcd's peers, too, accept members
-// they do not know yet).
-func (n *Node) raftAdmits(id string) bool {
-	servers, ok := n.raftServers()
-	if !ok {
-		return false
-	}
-	if len(servers) == 0 {
-		return true
-	}
-	for _, s := range servers {
-		if string(s.ID) == id {
-			return true
-		}
-	}
-	h := n.healthRef.Load()
-	if h == nil {
-		return false
-	}
-	index, reported := h.newestConfiguration()
-	own, _ := n.configs.committed()
-	return index > own && slices.Contains(reported, id)
-}
-
-// raftMemberAt names the server raft knows at a raft address, "" if none.
-func (n *Node) raftMemberAt(addr string) string {
-	servers, _ := n.raftServers()
-	for _, s := range servers {
-		if string(s.Address) == addr {
-			return string(s.ID)
-		}
-	}
-	return ""
-}
-
-func (n *Node) raftServers() ([]raft.Server, bool) {
-	r := n.raftRef.Load()
-	if r == nil {
-		return nil, false // raft not started yet: admit no one
-	}
-	f := r.GetConfiguration()
-	if f.Error() != nil {
-		return nil, false
-	}
-	return f.Configuration().Servers, true
-}
-
-// grpcMemberAt names the member whose gRPC address is addr, "" if none.
-func (n *Node) grpcMemberAt(addr string) string {
-	for _, m := range n.fsm.State().Members() {
-		if m.GrpcAddr == addr {
-			return m.NodeId
-		}
-	}
-	return ""
-}
-
-// peerCreds are the gRPC transport credentials of node-to-node calls
-// (forwarding to the leader, peer progress): mutual TLS with this node's
-// certificate, built per handshake from the current files, and a check that
-// the peer is the member expected at the dialled address (gRPC passes the
-// address, port included, as the authority).
-type peerCreds struct {
-	credentials.TransportCredentials // Info and the unused server side
-	tls                              *pki.Reloader
-	expectAt                         func(addr string) string
-}
-
-func newPeerCreds(r *pki.Reloader, expectAt func(string) string) *peerCreds {
-	return &peerCreds{TransportCredentials: credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS13}), tls: r, expectAt: expectAt}
-}
-
-func (p *peerCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	host, _, err := net.SplitHostPort(authority)
-	if err != nil {
-		host = authority
-	}
-	conn, info, err := credentials.NewTLS(p.tls.ClientConfig(host)).ClientHandshake(ctx, authority, raw)
-	if err != nil {
-		return nil, nil, err
-	}
-	ti, ok := info.(credentials.TLSInfo)
-	if !ok || len(ti.State.PeerCertificates) == 0 {
-		conn.Close()
-		return nil, nil, fmt.Errorf("peer %s: no TLS peer certificate", authority)
-	}
-	if err := checkPeerNode(ti.State.PeerCertificates[0], p.expectAt(authority), nil); err != nil {
-		conn.Close()
-		return nil, nil, fmt.Errorf("peer %s: %w", authority, err)
-	}
-	return conn, info, nil
-}
-
-func (p *peerCreds) Clone() credentials.TransportCredentials {
-	c := *p
-	return &c
-}
-
 // joinTLS is the client TLS config of the join loop: this node's current
 // certificate, and a server that must hold a node certificate of the
 // cluster CA (the addresses come from --join, so no member id is known for
@@ -228,7 +98,7 @@ func (p *peerCreds) Clone() credentials.TransportCredentials {
 func (n *Node) joinTLS() *tls.Config {
 	cfg := n.tls.ClientConfig("")
 	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		return checkPeerNode(cs.PeerCertificates[0], "", nil)
+		return raftnet.CheckPeerNode(cs.PeerCertificates[0], "", nil)
 	}
 	return cfg
 }

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/pki"
 )
 
@@ -43,7 +45,10 @@ func serialAt(t *testing.T, addr string, cfg *tls.Config, protos ...string) *big
 // memberTLS is a client config holding a fresh node certificate for id.
 func memberTLS(t *testing.T, id string) *tls.Config {
 	t.Helper()
-	return peerTLS(t, testCA(t), id)
+	dir := t.TempDir()
+	cfg := pairTLS(t, writeNodeCert(t, &TLSFiles{CertFile: filepath.Join(dir, id+".crt"), KeyFile: filepath.Join(dir, id+".key")}, id))
+	cfg.ServerName = "127.0.0.1"
+	return cfg
 }
 
 // TestIntegrationTLSRotationUnderLoad replaces the certificate and key of
@@ -220,7 +225,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 			// Half-open: twice the handshake cap of idle connections, each
 			// reopened 1 s after the node closes it (eviction, deadline), so
 			// the cap stays full and evicting.
-			for range 2 * raftMaxHandshakes {
+			for range 2 * raftnet.MaxHandshakes {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
@@ -277,7 +282,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 			stop = flood()
 			if phase == 1 {
 				waitFor(t, 10*time.Second, "the flood under way", func() bool {
-					return refusals(t, c.node(leader), refusedHandshakeCap) > 0 && refusals(t, c.node(leader), refusedHandshake) > 20
+					return refusals(t, c.node(leader), "handshake_cap") > 0 && refusals(t, c.node(leader), "handshake") > 20
 				})
 			}
 		}
@@ -297,7 +302,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 	if p50f > p50q*3/2 {
 		t.Fatalf("split commit p50 rose from %v to %v under the raft-port flood (limit 1.5x)", p50q, p50f)
 	}
-	if refusals(t, c.node(leader), refusedNotMember) != 0 {
+	if refusals(t, c.node(leader), "not_member") != 0 {
 		t.Error("a member's connection was refused as a non-member")
 	}
 }

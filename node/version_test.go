@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // A data dir that has run at a cluster version above this build's is
@@ -21,20 +23,19 @@ func TestIntegrationDataDirAboveSupportedVersionIsRefused(t *testing.T) {
 	c := newTestCluster(t, 1, nil)
 	cfg := c.cfgs["n1"]
 	waitFor(t, 5*time.Second, "cluster version recorded", func() bool {
-		v, err := c.node("n1").store.GetUint64(clusterVersionKey)
+		v, err := c.node("n1").stores.Stable.GetUint64(storage.ClusterVersionKey)
 		return err == nil && v == uint64(c.node("n1").FSM().State().ClusterVersion())
 	})
 	c.stop("n1")
 
-	store, err := raftboltdb.NewBoltStore(filepath.Join(cfg.DataDir, "raft.db"))
+	stores, err := storage.Open(storage.Config{DataDir: cfg.DataDir, Halt: func(err error) { t.Error(err) }, Logger: quietLogger(), RaftLogger: hclog.NewNullLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	sealed := &checksumStableStore{inner: store, path: "raft.db"}
-	if err := sealed.SetUint64(clusterVersionKey, fsm.SupportedVersion+1); err != nil {
+	if err := stores.Stable.SetUint64(storage.ClusterVersionKey, fsm.SupportedVersion+1); err != nil {
 		t.Fatal(err)
 	}
-	store.Close()
+	stores.Close()
 
 	_, err = Start(cfg)
 	if err == nil {
@@ -44,6 +45,10 @@ func TestIntegrationDataDirAboveSupportedVersionIsRefused(t *testing.T) {
 		t.Fatalf("error %q does not say %q", err, want)
 	}
 }
+
+// checksummedFromKey is the stable-store key that marks where this build's
+// checksums begin (and that every stable-store value carries a CRC).
+var checksummedFromKey = []byte("hotsplit_checksummed_from")
 
 // A data dir written by an earlier build — entries without checksums,
 // stable-store values without CRC — starts under this build: its values
@@ -57,7 +62,9 @@ func TestIntegrationLegacyDataDirIsAdopted(t *testing.T) {
 	cfg := c.cfgs["n1"]
 	c.stop("n1")
 
-	// Rewrite it as an earlier build left it.
+	// Rewrite it as an earlier build left it: the stable-store values an
+	// earlier build wrote lose their CRC, and the mark of where checksums
+	// begin goes.
 	path := filepath.Join(cfg.DataDir, "raft.db")
 	raw, err := raftboltdb.NewBoltStore(path)
 	if err != nil {
@@ -82,9 +89,9 @@ func TestIntegrationLegacyDataDirIsAdopted(t *testing.T) {
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
 		conf := tx.Bucket([]byte("conf"))
-		for _, k := range legacyStableKeys {
-			if v := conf.Get(k.key); v != nil {
-				if err := conf.Put(k.key, bytes.Clone(v[:len(v)-4])); err != nil {
+		for _, k := range []string{"CurrentTerm", "LastVoteTerm", "LastVoteCand", string(storage.ClusterVersionKey)} {
+			if v := conf.Get([]byte(k)); v != nil {
+				if err := conf.Put([]byte(k), bytes.Clone(v[:len(v)-4])); err != nil {
 					return err
 				}
 			}
@@ -101,10 +108,10 @@ func TestIntegrationLegacyDataDirIsAdopted(t *testing.T) {
 	if got := businessHash(t, n); got != want {
 		t.Fatalf("after adopting the legacy data dir the state is %s, want %s", got, want)
 	}
-	if got := n.legacyEntries.Load(); got < uint64(legacy) {
+	if got := n.stores.LegacyEntries(); got < uint64(legacy) {
 		t.Fatalf("%d legacy entries read, want at least %d", got, legacy)
 	}
-	from, err := (&checksumStableStore{inner: n.store, path: path}).GetUint64(checksummedFromKey)
+	from, err := n.stores.Stable.GetUint64(checksummedFromKey)
 	if err != nil || from != uint64(legacy)+1 {
 		t.Fatalf("checksummed_from = %d (%v), want %d", from, err, legacy+1)
 	}

@@ -72,9 +72,9 @@ type clockSample struct {
 	at                  time.Time
 }
 
-// NewClockMonitor returns a monitor; scheduler.New binds it to the node's
-// clock and FSM, and Run starts it.
-func NewClockMonitor(cfg ClockConfig) *ClockMonitor {
+// NewClockMonitor returns a monitor of clock (the node's HLC, whose
+// physical source it samples) against the members in f; Run starts it.
+func NewClockMonitor(cfg ClockConfig, f *fsm.FSM, clock *hlc.Clock) *ClockMonitor {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 500 * time.Millisecond
 	}
@@ -87,7 +87,7 @@ func NewClockMonitor(cfg ClockConfig) *ClockMonitor {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &ClockMonitor{cfg: cfg, samples: map[string]clockSample{}, now: time.Now}
+	m := &ClockMonitor{cfg: cfg, clock: clock, fsm: f, samples: map[string]clockSample{}, now: time.Now}
 	if reg := cfg.Registerer; reg != nil {
 		m.offGauge = prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_clock_offset_exceeded",
 			Help: "1 while this node's clock is off by more than --maxClockOffset from a majority of the members (it refuses to lead)."})

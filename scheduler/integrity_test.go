@@ -139,14 +139,14 @@ func newReplicas(t *testing.T) *replicas {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	for _, id := range r.ids {
+		captures := NewStateCaptures()
+		f := fsm.New(fsm.Options{Logger: log, OnCheckState: captures.Capture, Halt: func(err error) { t.Errorf("%s halted: %v", id, err) }})
 		c := NewStateChecker(StateCheckConfig{Self: id, Logger: log, CollectTimeout: 5 * time.Second,
 			PeerHash: func(ctx context.Context, m *api.Member, index uint64) (*api.StateReport, error) {
 				return r.checks[m.GetNodeId()].Report(ctx, index)
 			},
 			Diverged: func(uint64, *fsm.State, *api.CheckStateResponse) { r.diverged <- id },
-		})
-		f := fsm.New(fsm.Options{Logger: log, OnCheckState: c.Capture, Halt: func(err error) { t.Errorf("%s halted: %v", id, err) }})
-		c.fsm, c.clock = f, clock
+		}, captures, f, clock)
 		r.fsms[id], r.checks[id] = f, c
 		wg.Add(1)
 		go func() { defer wg.Done(); c.Run(ctx) }()
@@ -267,8 +267,7 @@ func newClockRig(t *testing.T, maxOffset time.Duration, peers ...string) *clockR
 			rig.mu.Unlock()
 			time.Sleep(d)
 			return int64(local.PhysicalNow()) + off, nil
-		}})
-	rig.m.clock = local
+		}}, nil, local)
 	for _, id := range append([]string{"n1"}, peers...) {
 		rig.members = append(rig.members, &api.Member{NodeId: id, GrpcAddr: id + ":1"})
 	}

@@ -65,6 +65,9 @@ type Config struct {
 	// planned ops in `autosplit status` and abort one before anything
 	// changes. Default 0: step at once.
 	OpStepDelay time.Duration
+	// Columns configures the column aggregator, a duty of every term that
+	// proposes through this scheduler's proposer (Loads); nil: none.
+	Columns *AggregatorConfig
 	// ClockMonitor, when enabled, vetoes leadership while this node's clock
 	// is off from a majority (SPEC §13). nil: no monitor.
 	ClockMonitor *ClockMonitor
@@ -78,12 +81,6 @@ type Config struct {
 	Metrics            *Metrics
 }
 
-// TermDuty is a leader duty that runs for the length of a term once the
-// fence is established, and stops when ctx ends.
-type TermDuty interface {
-	RunTerm(ctx context.Context)
-}
-
 // Scheduler runs the leader duties of one node. Start it with Run.
 type Scheduler struct {
 	cfg      Config
@@ -94,9 +91,10 @@ type Scheduler struct {
 	log      *slog.Logger
 	notify   <-chan bool
 
-	mu    sync.Mutex // guards the fields below
-	term  *termState // nil while not leader
-	loads TermDuty   // the column aggregator, run for every term
+	loads *Aggregator // the column aggregator, run for every term; nil: none
+
+	mu   sync.Mutex // guards term
+	term *termState // nil while not leader
 }
 
 // termState is one leadership term of this node.
@@ -127,11 +125,8 @@ func New(cfg Config, r Raft, f *fsm.FSM, clock *hlc.Clock, notify <-chan bool) *
 	}
 	s := &Scheduler{cfg: cfg, raft: r, fsm: f, clock: clock, notify: notify, log: cfg.Logger}
 	s.proposer = NewProposer(r, clock, cfg.RaftTimeout, func() uint32 { return f.State().ClusterVersion() })
-	if m := cfg.ClockMonitor; m != nil {
-		m.clock, m.fsm = clock, f
-	}
-	if c := cfg.StateChecks; c != nil {
-		c.clock, c.fsm = clock, f
+	if cfg.Columns != nil {
+		s.loads = NewAggregator(*cfg.Columns, s.proposer, f)
 	}
 	return s
 }
@@ -191,14 +186,9 @@ func (s *Scheduler) proposeCheck(ctx context.Context, actor string) (uint64, err
 	return res.Index, nil
 }
 
-// SetLoads installs the column aggregator as a duty of every term. It is
-// set after New because the aggregator proposes through this scheduler's
-// single proposer; call it before Run.
-func (s *Scheduler) SetLoads(d TermDuty) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.loads = d
-}
+// Loads returns the column aggregator (nil without Config.Columns): the
+// sink of load reports on the leader.
+func (s *Scheduler) Loads() *Aggregator { return s.loads }
 
 // Proposer returns the node's single proposer.
 func (s *Scheduler) Proposer() *Proposer { return s.proposer }
@@ -392,12 +382,9 @@ func (s *Scheduler) lead(ctx context.Context, t *termState) {
 	defer duties.Wait()
 	duties.Add(1)
 	go func() { defer duties.Done(); s.stepOps(dctx) }()
-	s.mu.Lock()
-	loads := s.loads
-	s.mu.Unlock()
-	if loads != nil {
+	if s.loads != nil {
 		duties.Add(1)
-		go func() { defer duties.Done(); loads.RunTerm(dctx) }()
+		go func() { defer duties.Done(); s.loads.RunTerm(dctx) }()
 	}
 
 	renew := time.NewTicker(s.cfg.CeilingWindow / 4)

@@ -45,23 +45,38 @@ type StateCheckConfig struct {
 const keptChecks = 8
 
 // StateChecker is one node's part in the cross-replica state check (SPEC
-// §13). The FSM hands it the state at each CheckState marker (Capture:
-// O(1), inside Apply); Run hashes it on its own goroutine. Peers read the
+// §13). The FSM hands it the state at each CheckState marker through its
+// StateCaptures; Run hashes it on its own goroutine. Peers read the
 // hash through Report. Once its own hash is known the node judges: it
 // collects every member's hash at that index, decides by majority within
 // one hash format (judgeReports), exports the outcome, and if it is the
 // one that diverged it calls Diverged. The leader answers `cluster check`
 // with its own judgement (Result). Safe for concurrent use.
 type StateChecker struct {
-	cfg   StateCheckConfig
-	fsm   *fsm.FSM
-	clock *hlc.Clock
-	work  chan *checkRecord
-	gauge *prometheus.GaugeVec
+	cfg      StateCheckConfig
+	captures *StateCaptures
+	fsm      *fsm.FSM
+	clock    *hlc.Clock
+	gauge    *prometheus.GaugeVec
 
-	mu     sync.Mutex // guards the fields below
+	mu   sync.Mutex // guards last
+	last *api.CheckStateResponse
+}
+
+// StateCaptures carries the states at CheckState markers from the FSM to
+// the StateChecker. It exists before both: its Capture is the FSM's
+// Options.OnCheckState, and the checker, built with the FSM, reads it.
+// Safe for concurrent use.
+type StateCaptures struct {
+	work chan *checkRecord
+
+	mu     sync.Mutex // guards checks
 	checks []*checkRecord
-	last   *api.CheckStateResponse
+}
+
+// NewStateCaptures returns an empty set of captures.
+func NewStateCaptures() *StateCaptures {
+	return &StateCaptures{work: make(chan *checkRecord, keptChecks)}
 }
 
 type checkRecord struct {
@@ -75,9 +90,9 @@ type checkRecord struct {
 	verdict        *api.CheckStateResponse
 }
 
-// NewStateChecker returns a checker; it is bound to its FSM and clock by
-// scheduler.New and started with Run.
-func NewStateChecker(cfg StateCheckConfig) *StateChecker {
+// NewStateChecker returns the checker of the states f hands to captures,
+// judging their age on clock; Run starts it.
+func NewStateChecker(cfg StateCheckConfig, captures *StateCaptures, f *fsm.FSM, clock *hlc.Clock) *StateChecker {
 	if cfg.CollectTimeout <= 0 {
 		cfg.CollectTimeout = 30 * time.Second
 	}
@@ -87,7 +102,7 @@ func NewStateChecker(cfg StateCheckConfig) *StateChecker {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &StateChecker{cfg: cfg, work: make(chan *checkRecord, keptChecks)}
+	c := &StateChecker{cfg: cfg, captures: captures, fsm: f, clock: clock}
 	if cfg.Registerer != nil {
 		c.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hotsplit_state_mismatch",
@@ -102,7 +117,7 @@ func NewStateChecker(cfg StateCheckConfig) *StateChecker {
 // FSM calls it inside Apply, before publishing st: it never blocks (a
 // capture that finds the hashing queue full is dropped and reported as
 // skipped).
-func (c *StateChecker) Capture(index uint64, st *fsm.State) {
+func (c *StateCaptures) Capture(index uint64, st *fsm.State) {
 	rec := &checkRecord{index: index, st: st, hashed: make(chan struct{}), judged: make(chan struct{})}
 	c.mu.Lock()
 	c.checks = append(c.checks, rec)
@@ -127,7 +142,7 @@ func (c *StateChecker) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case rec := <-c.work:
+		case rec := <-c.captures.work:
 			rec.hash = rec.st.Hash()
 			close(rec.hashed)
 			if age := time.Duration(int64(c.clock.PhysicalNow())-int64(hlc.Physical(rec.st.LastHLC()))) * time.Millisecond; age > c.cfg.MaxAge {
@@ -140,7 +155,7 @@ func (c *StateChecker) Run(ctx context.Context) {
 	}
 }
 
-func (c *StateChecker) find(index uint64) *checkRecord {
+func (c *StateCaptures) find(index uint64) *checkRecord {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range c.checks {
@@ -159,7 +174,7 @@ func (c *StateChecker) Report(ctx context.Context, index uint64) (*api.StateRepo
 		return nil, fmt.Errorf("waiting to apply index %d: %w", index, err)
 	}
 	rep := &api.StateReport{NodeId: c.cfg.Self, Index: index}
-	rec := c.find(index)
+	rec := c.captures.find(index)
 	if rec == nil {
 		rep.Outcome, rep.Detail = api.StateOutcome_STATE_OUTCOME_SKIPPED, "reached the index through a snapshot, or no longer keeps its hash"
 		return rep, nil
@@ -322,7 +337,7 @@ func formatReports(rs []*api.StateReport) string {
 // Result waits for this node's verdict at index (the leader answering
 // `cluster check`).
 func (c *StateChecker) Result(ctx context.Context, index uint64) (*api.CheckStateResponse, error) {
-	rec := c.find(index)
+	rec := c.captures.find(index)
 	if rec == nil {
 		return nil, fmt.Errorf("%w: no capture at index %d", ErrNoVerdict, index)
 	}

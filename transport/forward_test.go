@@ -67,10 +67,9 @@ func startHung(t *testing.T) (string, *hungLeader) {
 
 func forwardServer(t *testing.T, r RaftView, timeout time.Duration) *Server {
 	t.Helper()
-	s := New(Config{NodeID: "n2", FSM: fsm.New(fsm.Options{}), Raft: r, ForwardTimeout: timeout,
-		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}})
-	t.Cleanup(func() { s.Close() })
-	return s
+	peers := NewPeers("n2", grpc.WithTransportCredentials(insecure.NewCredentials()))
+	t.Cleanup(func() { peers.Close() })
+	return New(Config{NodeID: "n2", FSM: fsm.New(fsm.Options{}), Raft: r, ForwardTimeout: timeout, Peers: peers})
 }
 
 func callLeader(ctx context.Context, cc *grpc.ClientConn) (*api.LeaderResponse, error) {

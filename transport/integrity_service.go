@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -65,30 +64,4 @@ func (c *clusterServer) CheckState(ctx context.Context, req *api.CheckStateReque
 		return nil, statusWith(codes.DeadlineExceeded, api.Outcome_OUTCOME_UNKNOWN, "", nil, err.Error())
 	}
 	return nil, proposalError(err, "", c.s.leaderHint())
-}
-
-// PeerClockPing reads the physical clock of the node at grpcAddr.
-func (s *Server) PeerClockPing(ctx context.Context, grpcAddr string) (int64, error) {
-	cc, err := s.fwd.conn(grpcAddr)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := api.NewClusterClient(cc).ClockPing(ctx, &api.ClockPingRequest{FromNodeId: s.cfg.NodeID})
-	if err != nil {
-		return 0, fmt.Errorf("clock ping of %s: %w", grpcAddr, err)
-	}
-	return resp.GetPhysicalMs(), nil
-}
-
-// PeerStateHash asks the node at grpcAddr for its state hash at index.
-func (s *Server) PeerStateHash(ctx context.Context, grpcAddr string, index uint64) (*api.StateReport, error) {
-	cc, err := s.fwd.conn(grpcAddr)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := api.NewClusterClient(cc).StateHash(ctx, &api.StateHashRequest{Index: index})
-	if err != nil {
-		return nil, fmt.Errorf("state hash of %s at index %d: %w", grpcAddr, index, err)
-	}
-	return resp.GetReport(), nil
 }

@@ -93,7 +93,6 @@ func TestAwaitLeaderHoldsThroughAnElection(t *testing.T) {
 		&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", GrpcAddr: "127.0.0.1:1", RaftAddr: "127.0.0.1:2", SupportedVersion: 1}}}})
 	r := &fakeRaft{}
 	s := New(Config{NodeID: "n2", FSM: f, Raft: r, Sched: &scheduler.Scheduler{}, Logger: slog.New(slog.DiscardHandler)})
-	t.Cleanup(func() { s.Close() })
 
 	t.Run("a leader becomes known", func(t *testing.T) {
 		r.setLeader("")

@@ -31,9 +31,11 @@ type Config struct {
 	FSM    *fsm.FSM
 	Sched  *scheduler.Scheduler
 	Raft   RaftView
-	// DialOptions connect to other nodes for forwarding (the node's dialer,
-	// credentials).
-	DialOptions []grpc.DialOption
+	// Peers are the connections to other nodes that forwarding uses (nil:
+	// a Peers without dial options, for servers that never forward). The
+	// server does not close them: their owner does, after the server
+	// stopped.
+	Peers *Peers
 	// ForwardTimeout bounds every forwarded call, whatever the caller's
 	// deadline (default DefaultForwardTimeout): a follower answers its
 	// client before the client's own attempt deadline, with what it knows
@@ -101,8 +103,11 @@ func New(cfg Config) *Server {
 	if auth == nil {
 		auth = &Authenticator{Insecure: true}
 	}
+	if cfg.Peers == nil {
+		cfg.Peers = NewPeers(cfg.NodeID)
+	}
 	lim := cfg.Limits.WithDefaults()
-	return &Server{cfg: cfg, log: cfg.Logger, fwd: newForwarder(cfg.DialOptions), auth: auth, codec: newRequestCodec(),
+	return &Server{cfg: cfg, log: cfg.Logger, fwd: cfg.Peers.fwd, auth: auth, codec: newRequestCodec(),
 		lim: lim, limits: newLimiters(*lim.Rate), budget: &reportBudget{limit: lim.ReportBudgetBytes}}
 }
 
@@ -123,9 +128,6 @@ func (s *Server) Register(g *grpc.Server) {
 	api.RegisterAutoSplitServer(g, &autoSplitServer{s: s})
 	api.RegisterClusterServer(g, &clusterServer{s: s})
 }
-
-// Close releases forwarding connections.
-func (s *Server) Close() error { return s.fwd.close() }
 
 // forwardedKey marks a request that already made its one hop.
 const forwardedKey = "hotsplit-forwarded"

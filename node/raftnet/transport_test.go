@@ -1,4 +1,4 @@
-package node
+package raftnet
 
 import (
 	"io"
@@ -12,7 +12,7 @@ import (
 // that was given a heartbeat handler: the handler must not run and the RPC
 // must arrive on the consumer channel that raft's main loop reads.
 func TestHeartbeatsReachTheMainLoop(t *testing.T) {
-	recv := mainLoopHeartbeats{newTCP(t), newAckTracker()}
+	recv := Transport{newTCP(t), newAckTracker()}
 	send := newTCP(t)
 	fastPath := make(chan raft.RPC, 1)
 	recv.SetHeartbeatHandler(func(rpc raft.RPC) { fastPath <- rpc })
@@ -78,7 +78,7 @@ func TestAckTrackerCountsOnlyFreshAnswers(t *testing.T) {
 // before the request left, and nothing for a refusal.
 func TestTransportRecordsAcceptedAppendEntries(t *testing.T) {
 	recv := newTCP(t)
-	send := mainLoopHeartbeats{newTCP(t), newAckTracker()}
+	send := Transport{newTCP(t), newAckTracker()}
 	for _, accept := range []bool{false, true} {
 		before := time.Now()
 		done := make(chan error, 1)

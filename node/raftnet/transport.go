@@ -1,14 +1,15 @@
-package node
+package raftnet
 
 import (
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
-// mainLoopHeartbeats is raft's NetworkTransport with its heartbeat fast path
+// Transport is raft's NetworkTransport with its heartbeat fast path
 // turned off, so every AppendEntries, heartbeats included, is handled by
 // raft's main loop.
 //
@@ -22,18 +23,38 @@ import (
 // cost: a follower busy writing a large batch answers a heartbeat after it
 // rather than beside it, which the election timeout (1 s by default, far
 // above a batch write) absorbs.
-type mainLoopHeartbeats struct {
+//
+// It also records which AppendEntries each peer accepted, for
+// WithFreshVerify. Safe for concurrent use, as raft's transport is.
+type Transport struct {
 	*raft.NetworkTransport
 	acks *ackTracker
 }
 
+// NewTransport returns raft's transport over stream. MaxRPCsInFlight 1
+// turns raft's pipelined replication off: in v1.7.2 its pipeline can
+// deadlock when a follower answers Success=false (the decoder exits, the
+// sender parks on a full channel, replication to that follower stops for
+// good and Shutdown waits forever; see docs/design.md). Each follower then
+// gets one AppendEntries at a time, batching whatever queued meanwhile.
+func NewTransport(stream raft.StreamLayer, logger hclog.Logger) *Transport {
+	return &Transport{raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: logger}), newAckTracker()}
+}
+
+// WithFreshVerify returns r, whose transport t is, with a VerifyLeader
+// that counts only answers to requests sent after it began (see
+// FreshVerify); self is r's server id.
+func (t *Transport) WithFreshVerify(r *raft.Raft, self raft.ServerID) FreshVerify {
+	return FreshVerify{r, t.acks, self}
+}
+
 // SetHeartbeatHandler ignores the handler: raft then receives heartbeats on
 // its consumer channel like any other RPC.
-func (mainLoopHeartbeats) SetHeartbeatHandler(func(raft.RPC)) {}
+func (Transport) SetHeartbeatHandler(func(raft.RPC)) {}
 
 // AppendEntries records, for a successful answer in the request's own term,
-// when the request left: the proof freshVerify needs.
-func (t mainLoopHeartbeats) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+// when the request left: the proof FreshVerify needs.
+func (t Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	sent := time.Now() // no later than the bytes leave: a conservative send time
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil && resp.Success && resp.Term == args.Term {
@@ -101,7 +122,7 @@ func (a *ackTracker) doneWaiting() {
 	a.mu.Unlock()
 }
 
-// freshVerify is raft with a VerifyLeader that counts only answers to
+// FreshVerify is raft with a VerifyLeader that counts only answers to
 // requests sent after the call. raft v1.7.2 counts any successful
 // AppendEntries answer that arrives while a verification waits, including
 // one to a request sent before it: a leader paused (SIGSTOP, a long GC or
@@ -112,7 +133,7 @@ func (a *ackTracker) doneWaiting() {
 // accepted an AppendEntries of this term sent after the call began; the
 // heartbeats raft's verification triggers are such requests, so a leader
 // that still leads waits no longer than before.
-type freshVerify struct {
+type FreshVerify struct {
 	*raft.Raft
 	acks *ackTracker
 	self raft.ServerID
@@ -122,14 +143,14 @@ type freshVerify struct {
 // verification began (raft's own verification has succeeded by then).
 const freshAckWait = 2 * time.Second
 
-func (r freshVerify) VerifyLeader() raft.Future {
+func (r FreshVerify) VerifyLeader() raft.Future {
 	since, term := time.Now(), r.Raft.CurrentTerm()
 	return &freshFuture{verify: r.Raft.VerifyLeader(), r: r, since: since, term: term}
 }
 
 type freshFuture struct {
 	verify raft.Future
-	r      freshVerify
+	r      FreshVerify
 	since  time.Time
 	term   uint64
 	once   sync.Once

@@ -1,4 +1,4 @@
-package node
+package storage
 
 import (
 	"fmt"
@@ -8,14 +8,16 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// restoreRecorder makes a refused snapshot final. When the FSM refuses the
+// RestoreGuard makes a refused snapshot final. When the FSM refuses the
 // snapshot raft restores at start, raft would fall back to an older one —
-// whose log may not reach it (checkSnapshotCoverage vetted only the newest
+// whose log may not reach it (CheckSnapshotCoverage vetted only the newest
 // valid one) and which silently rolls the node back. Instead every later
 // restore of this start fails too, raft gives up, and the start error names
 // the snapshot and the reason. Once raft runs, a refused snapshot (one the
 // leader installs) halts the node: fail-stop rather than serve an old state.
-type restoreRecorder struct {
+//
+// Safe for concurrent use: raft restores on its own goroutines.
+type RestoreGuard struct {
 	raft.ConfigurationStore
 	halt func(error)
 	// snapshot names the snapshot raft restores at start, for the error.
@@ -26,7 +28,14 @@ type restoreRecorder struct {
 	started bool
 }
 
-func (r *restoreRecorder) Restore(rc io.ReadCloser) error {
+// NewRestoreGuard guards the restores of f; snapshot names the snapshot
+// raft restores at start (CheckSnapshotCoverage's answer), halt stops the
+// node.
+func NewRestoreGuard(f raft.ConfigurationStore, halt func(error), snapshot string) *RestoreGuard {
+	return &RestoreGuard{ConfigurationStore: f, halt: halt, snapshot: snapshot}
+}
+
+func (r *RestoreGuard) Restore(rc io.ReadCloser) error {
 	r.mu.Lock()
 	refused, started := r.last, r.started
 	r.mu.Unlock()
@@ -46,15 +55,15 @@ func (r *restoreRecorder) Restore(rc io.ReadCloser) error {
 	return err
 }
 
-// running marks the end of raft's start: later refusals halt.
-func (r *restoreRecorder) running() {
+// Running marks the end of raft's start: later refusals halt.
+func (r *RestoreGuard) Running() {
 	r.mu.Lock()
 	r.started, r.last = true, nil
 	r.mu.Unlock()
 }
 
-// explain adds the refusal to a raft start error.
-func (r *restoreRecorder) explain(err error) error {
+// Explain adds the refusal to a raft start error.
+func (r *RestoreGuard) Explain(err error) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.last == nil {

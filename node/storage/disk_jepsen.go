@@ -1,12 +1,9 @@
 //go:build jepsen
 
-package node
+package storage
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -33,8 +30,9 @@ func diskBudget(id string) *atomic.Int64 {
 	return b.(*atomic.Int64)
 }
 
-// setDiskFullAfter arms (n >= 0) or disarms (n < 0) node id's disk.
-func setDiskFullAfter(id string, n int64) { diskBudget(id).Store(n) }
+// SetDiskFullAfter arms (n >= 0) or disarms (n < 0) node id's disk: its
+// log and snapshot writes fail with ENOSPC once n more bytes were written.
+func SetDiskFullAfter(id string, n int64) { diskBudget(id).Store(n) }
 
 // spendDisk takes n bytes from the budget, or fails with ENOSPC.
 func spendDisk(b *atomic.Int64, n int) error {
@@ -102,21 +100,4 @@ func (d diskSink) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return d.SnapshotSink.Write(p)
-}
-
-// registerDiskHandler adds POST /jepsen/disk {"full_after_bytes": N}: the
-// node's log and snapshot writes fail with ENOSPC once N more bytes were
-// written (N < 0 disarms).
-func registerDiskHandler(mux *http.ServeMux, n *Node) {
-	mux.HandleFunc("POST /jepsen/disk", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			FullAfterBytes int64 `json:"full_after_bytes"`
-		}
-		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<10)).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		setDiskFullAfter(n.cfg.ID, req.FullAfterBytes)
-		n.log.Warn("jepsen: disk seam set", "full_after_bytes", req.FullAfterBytes)
-	})
 }

@@ -1,4 +1,4 @@
-package node
+package health
 
 import (
 	"context"
@@ -34,7 +34,7 @@ const (
 )
 
 // peerState is what the monitor knows of one peer. Guarded by
-// healthMonitor.mu.
+// Monitor.mu.
 type peerState struct {
 	lastOK     time.Time // last answered probe
 	lastErr    error     // last failed probe, nil after an answer
@@ -46,14 +46,24 @@ type peerState struct {
 	hbLastSeen time.Time             // raft's last contact before they failed
 }
 
-// healthMonitor keeps this node's view of every member: each is probed
+// Raft is the part of *raft.Raft the monitor reads.
+type Raft interface {
+	State() raft.RaftState
+	CurrentTerm() uint64
+	CommitIndex() uint64
+	LastContact() time.Time
+	LeaderWithID() (raft.ServerAddress, raft.ServerID)
+	GetConfiguration() raft.ConfigurationFuture
+}
+
+// Monitor keeps this node's view of every member: each is probed
 // (Cluster.Progress, node role) every probeInterval, and on the leader
 // raft's heartbeat observations mark a peer whose raft port stopped
 // answering. Any node answers Cluster.Health from it, leader or not, so an
 // operator sees a lost quorum from the survivors. Safe for concurrent use.
-type healthMonitor struct {
+type Monitor struct {
 	self  string
-	raft  *raft.Raft
+	raft  Raft
 	fsm   *fsm.FSM
 	probe func(ctx context.Context, addr string) (*api.ProgressResponse, error)
 	log   *slog.Logger
@@ -67,12 +77,16 @@ type healthMonitor struct {
 	removed bool
 }
 
-func newHealthMonitor(self string, r *raft.Raft, f *fsm.FSM, probe func(context.Context, string) (*api.ProgressResponse, error), log *slog.Logger, onRemoved func(string)) *healthMonitor {
-	return &healthMonitor{self: self, raft: r, fsm: f, probe: probe, log: log, now: time.Now, onRemoved: onRemoved, peers: map[string]*peerState{}}
+// NewMonitor returns the monitor of node self: probe asks the member at a
+// gRPC address for its progress, onRemoved is called once when a leader's
+// committed configuration no longer lists self. Run starts it; Note feeds
+// it raft's observations.
+func NewMonitor(self string, r Raft, f *fsm.FSM, probe func(ctx context.Context, addr string) (*api.ProgressResponse, error), log *slog.Logger, onRemoved func(reason string)) *Monitor {
+	return &Monitor{self: self, raft: r, fsm: f, probe: probe, log: log, now: time.Now, onRemoved: onRemoved, peers: map[string]*peerState{}}
 }
 
-// run probes every member until ctx ends.
-func (h *healthMonitor) run(ctx context.Context) {
+// Run probes every member until ctx ends.
+func (h *Monitor) Run(ctx context.Context) {
 	t := time.NewTicker(probeInterval)
 	defer t.Stop()
 	for {
@@ -92,7 +106,7 @@ func (h *healthMonitor) run(ctx context.Context) {
 }
 
 // probeAll starts one probe per member that has none in flight.
-func (h *healthMonitor) probeAll(ctx context.Context) {
+func (h *Monitor) probeAll(ctx context.Context) {
 	for _, m := range h.fsm.State().Members() {
 		if m.GetNodeId() == h.self || m.GetGrpcAddr() == "" {
 			continue
@@ -110,7 +124,7 @@ func (h *healthMonitor) probeAll(ctx context.Context) {
 	}
 }
 
-func (h *healthMonitor) peer(id string) *peerState {
+func (h *Monitor) peer(id string) *peerState {
 	p := h.peers[id]
 	if p == nil {
 		p = &peerState{}
@@ -119,7 +133,7 @@ func (h *healthMonitor) peer(id string) *peerState {
 	return p
 }
 
-func (h *healthMonitor) probeOne(ctx context.Context, id, addr string) {
+func (h *Monitor) probeOne(ctx context.Context, id, addr string) {
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	resp, err := h.probe(pctx, addr)
 	cancel()
@@ -145,7 +159,7 @@ func (h *healthMonitor) probeOne(ctx context.Context, id, addr string) {
 // forever. A node that is joining is not probed by anyone's member list
 // until the leader has added it, and never probes before it has a member
 // table, so it cannot mistake an old configuration for its removal.
-func (h *healthMonitor) checkRemoved(from string, resp *api.ProgressResponse) {
+func (h *Monitor) checkRemoved(from string, resp *api.ProgressResponse) {
 	if resp.GetRaftState() != transport.RaftStateName(raft.Leader) || resp.GetTerm() < h.raft.CurrentTerm() ||
 		resp.GetConfigurationIndex() == 0 || slices.Contains(resp.GetConfiguration(), h.self) {
 		return
@@ -153,11 +167,11 @@ func (h *healthMonitor) checkRemoved(from string, resp *api.ProgressResponse) {
 	h.fireRemoved(fmt.Sprintf("the committed configuration of leader %s (term %d, index %d) no longer lists %s", from, resp.GetTerm(), resp.GetConfigurationIndex(), h.self))
 }
 
-// newestConfiguration is the newest committed raft configuration any
+// NewestConfiguration is the newest committed raft configuration any
 // member reported in its last answer: its index and server ids (0, nil if
 // none). Members answer over node-to-node mutual TLS, each proving the
 // identity this node's member table expects at its address.
-func (h *healthMonitor) newestConfiguration() (uint64, []string) {
+func (h *Monitor) NewestConfiguration() (uint64, []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var index uint64
@@ -171,7 +185,7 @@ func (h *healthMonitor) newestConfiguration() (uint64, []string) {
 }
 
 // fireRemoved calls onRemoved once.
-func (h *healthMonitor) fireRemoved(reason string) {
+func (h *Monitor) fireRemoved(reason string) {
 	h.mu.Lock()
 	already := h.removed
 	h.removed = true
@@ -181,10 +195,10 @@ func (h *healthMonitor) fireRemoved(reason string) {
 	}
 }
 
-// note takes one raft observation: on the leader, heartbeat failures mark
+// Note takes one raft observation: on the leader, heartbeat failures mark
 // a peer whose raft port stopped answering even if its gRPC port still
 // does.
-func (h *healthMonitor) note(o raft.Observation) {
+func (h *Monitor) Note(o raft.Observation) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch d := o.Data.(type) {
@@ -208,7 +222,7 @@ func (h *healthMonitor) note(o raft.Observation) {
 }
 
 // Report is this node's view of the cluster now (transport.HealthSource).
-func (h *healthMonitor) Report() *api.HealthResponse {
+func (h *Monitor) Report() *api.HealthResponse {
 	st := h.fsm.State()
 	in := healthInputs{self: h.self, clusterID: st.ClusterID(), now: h.now()}
 	if f := h.raft.GetConfiguration(); f.Error() == nil {
@@ -231,9 +245,9 @@ func (h *healthMonitor) Report() *api.HealthResponse {
 	return decideHealth(in)
 }
 
-// lastContact returns how long ago this node heard from each peer it has
+// LastContact returns how long ago this node heard from each peer it has
 // ever heard from (for the per-peer metric).
-func (h *healthMonitor) lastContact() map[string]time.Duration {
+func (h *Monitor) LastContact() map[string]time.Duration {
 	now := h.now()
 	out := map[string]time.Duration{}
 	h.mu.Lock()

@@ -1,4 +1,4 @@
-package node
+package storage
 
 import (
 	"encoding/binary"
@@ -32,10 +32,10 @@ var entryMagic = []byte{'h', 's', 1}
 
 const entryTagLen = 3 + 4
 
-// EntryChecksum is the CRC-32C a log entry carries: over Index and Term (8
+// entryChecksum is the CRC-32C a log entry carries: over Index and Term (8
 // bytes each, big endian), Type (one byte) and Data. The jepsen checker
 // recomputes it independently.
-func EntryChecksum(index, term uint64, typ raft.LogType, data []byte) uint32 {
+func entryChecksum(index, term uint64, typ raft.LogType, data []byte) uint32 {
 	var hdr [17]byte
 	binary.BigEndian.PutUint64(hdr[:8], index)
 	binary.BigEndian.PutUint64(hdr[8:16], term)
@@ -136,7 +136,7 @@ func (s *checksumLogStore) GetLog(index uint64, l *raft.Log) (err error) {
 		s.legacy.Add(1)
 		return nil
 	}
-	if got := EntryChecksum(l.Index, l.Term, l.Type, l.Data); got != sum {
+	if got := entryChecksum(l.Index, l.Term, l.Type, l.Data); got != sum {
 		return s.fail("entry %d: checksum mismatch (stored %08x, computed %08x)", index, sum, got)
 	}
 	if len(rest) == 0 {
@@ -162,7 +162,7 @@ func (s *checksumLogStore) StoreLogs(logs []*raft.Log) (err error) {
 		_, rest, _ := splitEntryTag(l.Extensions)
 		ext := make([]byte, 0, entryTagLen+len(rest))
 		ext = append(ext, entryMagic...)
-		ext = binary.BigEndian.AppendUint32(ext, EntryChecksum(l.Index, l.Term, l.Type, l.Data))
+		ext = binary.BigEndian.AppendUint32(ext, entryChecksum(l.Index, l.Term, l.Type, l.Data))
 		tagged[i].Extensions = append(ext, rest...)
 		ptrs[i] = &tagged[i]
 	}
@@ -277,7 +277,7 @@ var checksummedFromKey = []byte("hotsplit_checksummed_from")
 var legacyStableKeys = []struct {
 	key    []byte
 	uint64 bool
-}{{[]byte("CurrentTerm"), true}, {[]byte("LastVoteTerm"), true}, {[]byte("LastVoteCand"), false}, {clusterVersionKey, true}}
+}{{[]byte("CurrentTerm"), true}, {[]byte("LastVoteTerm"), true}, {[]byte("LastVoteCand"), false}, {ClusterVersionKey, true}}
 
 // migrateStable runs before raft starts. On the first start of this build
 // on a data dir it seals the legacy stable-store values with their CRC and

@@ -1,4 +1,4 @@
-package node
+package storage
 
 import (
 	"bytes"
@@ -246,7 +246,7 @@ func FuzzChecksumRead(f *testing.F) {
 			}
 			return
 		}
-		if sum, _, ok := splitEntryTag(ext); !ok || sum != EntryChecksum(5, term, raft.LogType(typ), data) {
+		if sum, _, ok := splitEntryTag(ext); !ok || sum != entryChecksum(5, term, raft.LogType(typ), data) {
 			t.Fatalf("accepted an entry whose checksum does not match: %+v", got)
 		}
 	})

@@ -1,4 +1,4 @@
-package node
+package raftobs
 
 import (
 	"strings"
@@ -27,7 +27,8 @@ var (
 	raftBridge      *raftSink
 )
 
-func installRaftMetrics() {
+// InstallMetrics bridges raft's metrics into Registry, once per process.
+func InstallMetrics() {
 	raftMetricsOnce.Do(func() {
 		raftBridge = newRaftSink(raftRegistry)
 		conf := gometrics.DefaultConfig("hotsplit")
@@ -39,6 +40,28 @@ func installRaftMetrics() {
 			return // metrics are an aid; a node without raft metrics still serves
 		}
 	})
+}
+
+// Registry holds raft's bridged metrics: every node's /metrics gathers it
+// beside its own registry.
+func Registry() prometheus.Gatherer { return raftRegistry }
+
+// MetricNames are the Prometheus names of the bridged raft metrics, every
+// one registered up front (dashboards and alerts are checked against
+// them).
+func MetricNames() []string {
+	names := make([]string, 0, len(raftMetricTable))
+	for _, m := range raftMetricTable {
+		names = append(names, m.name)
+	}
+	return names
+}
+
+// ForgetPeer drops the series of a peer no longer in the configuration.
+func ForgetPeer(peer string) {
+	if raftBridge != nil {
+		raftBridge.forgetPeer(peer)
+	}
 }
 
 // raftMetricKind says how a raft metric becomes a Prometheus one.

@@ -1,4 +1,4 @@
-package node
+package raftnet
 
 import (
 	"context"
@@ -26,7 +26,7 @@ type Dialer interface {
 
 // Raft stream layer limits (SPEC §13): a connection that has not finished
 // its TLS handshake and member check within raftHandshakeTimeout is closed,
-// and at most raftMaxHandshakes connections may be at that stage at once: a
+// and at most MaxHandshakes connections may be at that stage at once: a
 // new one beyond the cap evicts the oldest, so idle connections cannot
 // hold every slot and lock a member out (a member's handshake takes a few
 // round trips; an attacker must open connections faster than that to
@@ -34,7 +34,8 @@ type Dialer interface {
 // peer), so the cap only ever bites a flood.
 const (
 	raftHandshakeTimeout = 3 * time.Second
-	raftMaxHandshakes    = 64
+	// MaxHandshakes is the cap on raft connections still handshaking.
+	MaxHandshakes = 64
 	// raftSweepInterval is how often accepted connections are checked
 	// against the current membership, so a removed member's connections
 	// close.
@@ -107,7 +108,7 @@ type streamConfig struct {
 	expectAt func(addr string) string
 	refused  func(reason string)
 	log      *slog.Logger
-	// Zero values take raftHandshakeTimeout, raftMaxHandshakes and
+	// Zero values take raftHandshakeTimeout, MaxHandshakes and
 	// raftSweepInterval.
 	handshakeTimeout time.Duration
 	maxHandshakes    int
@@ -129,7 +130,7 @@ func newSecureStream(cfg streamConfig) *secureStream {
 		cfg.handshakeTimeout = raftHandshakeTimeout
 	}
 	if cfg.maxHandshakes <= 0 {
-		cfg.maxHandshakes = raftMaxHandshakes
+		cfg.maxHandshakes = MaxHandshakes
 	}
 	if cfg.sweepInterval <= 0 {
 		cfg.sweepInterval = raftSweepInterval
@@ -318,7 +319,7 @@ func (s *secureStream) Dial(address raft.ServerAddress, timeout time.Duration) (
 		raw.Close()
 		return nil, fmt.Errorf("raft dial %s: TLS: %w", addr, err)
 	}
-	if err := checkPeerNode(tc.ConnectionState().PeerCertificates[0], s.expectAt(addr), s.admit); err != nil {
+	if err := CheckPeerNode(tc.ConnectionState().PeerCertificates[0], s.expectAt(addr), s.admit); err != nil {
 		tc.Close()
 		return nil, fmt.Errorf("raft dial %s: %w", addr, err)
 	}
@@ -381,15 +382,36 @@ func (c *trackedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// newStreamLayer is raft's stream layer for this node: mutual TLS with the
-// membership check, or plaintext when Insecure.
-func (n *Node) newStreamLayer(d Dialer, reg prometheus.Registerer) (raft.StreamLayer, error) {
-	addr, err := resolveAdvertise(n.advertisedRaft())
+// StreamConfig is what NewStreamLayer builds a node's raft stream layer
+// from.
+type StreamConfig struct {
+	// Listener is the raft port; Advertise the address peers reach it at.
+	Listener  net.Listener
+	Advertise string
+	Dialer    Dialer
+	// TLS is the node's certificate material; nil runs plaintext
+	// (--insecure).
+	TLS *pki.Reloader
+	// Admit says whether a node id may hold raft connections to this node
+	// now; ExpectAt names the member raft knows at an address ("" if
+	// none). Both are called from the stream's goroutines, before raft
+	// runs too.
+	Admit    func(id string) bool
+	ExpectAt func(addr string) string
+	Logger   *slog.Logger
+	// Registerer receives hotsplit_raft_conns_refused_total (TLS only).
+	Registerer prometheus.Registerer
+}
+
+// NewStreamLayer is raft's stream layer for one node: mutual TLS with the
+// membership check, or plaintext without TLS. Close it to stop accepting.
+func NewStreamLayer(cfg StreamConfig) (raft.StreamLayer, error) {
+	addr, err := resolveAdvertise(cfg.Advertise)
 	if err != nil {
 		return nil, err
 	}
-	if n.tls == nil {
-		return &plainStream{Listener: n.raftLn, advertise: addr, dialer: d}, nil
+	if cfg.TLS == nil {
+		return &plainStream{Listener: cfg.Listener, advertise: addr, dialer: cfg.Dialer}, nil
 	}
 	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hotsplit_raft_conns_refused_total",
@@ -398,13 +420,13 @@ func (n *Node) newStreamLayer(d Dialer, reg prometheus.Registerer) (raft.StreamL
 	for _, r := range []string{refusedHandshakeCap, refusedHandshake, refusedNotNode, refusedNotMember, refusedRemoved} {
 		refusals.WithLabelValues(r)
 	}
-	reg.MustRegister(refusals)
-	rl := &refusalLog{log: n.log, last: map[string]time.Time{}, count: map[string]int{}}
+	cfg.Registerer.MustRegister(refusals)
+	rl := &refusalLog{log: cfg.Logger, last: map[string]time.Time{}, count: map[string]int{}}
 	refused := func(reason string) {
 		refusals.WithLabelValues(reason).Inc()
 		rl.note(reason)
 	}
-	return newSecureStream(streamConfig{ln: n.raftLn, advertise: addr, dialer: d, tls: n.tls, admit: n.raftAdmits, expectAt: n.raftMemberAt, refused: refused, log: n.log}), nil
+	return newSecureStream(streamConfig{ln: cfg.Listener, advertise: addr, dialer: cfg.Dialer, tls: cfg.TLS, admit: cfg.Admit, expectAt: cfg.ExpectAt, refused: refused, log: cfg.Logger}), nil
 }
 
 // refusalLog writes at most one WARN line per reason every

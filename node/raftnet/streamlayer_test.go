@@ -1,12 +1,10 @@
-package node
+package raftnet
 
 import (
 	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,19 +21,16 @@ type streamFixture struct {
 	addr     string
 	accepted chan net.Conn
 
-	mu       sync.Mutex // guards members, refusals
+	mu       sync.Mutex // guards members, refusals, counted
 	members  map[string]bool
 	refusals map[string]int
+	counted  chan struct{} // closed and replaced on every refusal
 }
 
 func newStreamFixture(t *testing.T, id string, members []string, tweak func(*streamConfig)) *streamFixture {
 	t.Helper()
-	f := nodeTLS(t, t.TempDir(), id)
-	r, err := pki.NewReloader(pki.ReloaderConfig{CertFile: f.CertFile, KeyFile: f.KeyFile, CAFile: f.CAFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fx := &streamFixture{accepted: make(chan net.Conn, 16), members: map[string]bool{}, refusals: map[string]int{}}
+	r := nodeReloader(t, id)
+	fx := &streamFixture{accepted: make(chan net.Conn, 16), members: map[string]bool{}, refusals: map[string]int{}, counted: make(chan struct{})}
 	for _, m := range members {
 		fx.members[m] = true
 	}
@@ -45,8 +40,14 @@ func newStreamFixture(t *testing.T, id string, members []string, tweak func(*str
 		ln: ln, advertise: ln.Addr(), dialer: &net.Dialer{}, tls: r,
 		admit:    func(id string) bool { fx.mu.Lock(); defer fx.mu.Unlock(); return fx.members[id] },
 		expectAt: func(string) string { return "" },
-		refused:  func(reason string) { fx.mu.Lock(); fx.refusals[reason]++; fx.mu.Unlock() },
-		log:      slog.New(slog.DiscardHandler),
+		refused: func(reason string) {
+			fx.mu.Lock()
+			fx.refusals[reason]++
+			close(fx.counted)
+			fx.counted = make(chan struct{})
+			fx.mu.Unlock()
+		},
+		log: slog.New(slog.DiscardHandler),
 	}
 	if tweak != nil {
 		tweak(&cfg)
@@ -69,6 +70,26 @@ func (fx *streamFixture) refused(reason string) int {
 	fx.mu.Lock()
 	defer fx.mu.Unlock()
 	return fx.refusals[reason]
+}
+
+// await waits, at most 5 s, until cond holds of the refusals counted.
+func (fx *streamFixture) await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		fx.mu.Lock()
+		counted := fx.counted // before the check, so no refusal is missed
+		fx.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-counted:
+		case <-deadline.C:
+			t.Fatalf("timed out after 5s waiting for %s", what)
+		}
+	}
 }
 
 func (fx *streamFixture) setMember(id string, in bool) {
@@ -137,7 +158,7 @@ func TestSecureStreamRefusesUnverifiedPeers(t *testing.T) {
 		if err := tryPeer(t, fx.addr, tc.cfg); err == nil {
 			t.Errorf("%s: the connection stayed open", tc.name)
 		}
-		waitFor(t, 5*time.Second, tc.name+" refused", func() bool { return fx.refused(tc.reason) == before+1 })
+		fx.await(t, tc.name+" refused", func() bool { return fx.refused(tc.reason) == before+1 })
 	}
 	// Plaintext: raft's own bytes (rpcAppendEntries, then msgpack).
 	raw, err := net.Dial("tcp", fx.addr)
@@ -150,7 +171,7 @@ func TestSecureStreamRefusesUnverifiedPeers(t *testing.T) {
 		t.Errorf("plaintext: %v, want the connection closed", err)
 	}
 	raw.Close()
-	waitFor(t, 5*time.Second, "plaintext refused", func() bool { return fx.refused(refusedHandshake) == 3 })
+	fx.await(t, "plaintext refused", func() bool { return fx.refused(refusedHandshake) == 3 })
 	select {
 	case c := <-fx.accepted:
 		t.Fatalf("raft was handed a connection from %v", c.RemoteAddr())
@@ -198,7 +219,7 @@ func TestSecureStreamHandshakeCapAndDeadline(t *testing.T) {
 			c.Close()
 		}
 	}()
-	waitFor(t, 5*time.Second, "the 3 oldest idle connections evicted", func() bool { return fx.refused(refusedHandshakeCap) == 3 })
+	fx.await(t, "the 3 oldest idle connections evicted", func() bool { return fx.refused(refusedHandshakeCap) == 3 })
 	for i, c := range idle[:3] {
 		c.SetReadDeadline(time.Now().Add(time.Second))
 		if _, err := c.Read(make([]byte, 1)); err != io.EOF {
@@ -221,7 +242,7 @@ func TestSecureStreamHandshakeCapAndDeadline(t *testing.T) {
 		t.Errorf("the member waited %v", d)
 	}
 	// The member's arrival evicted one more; the other capacity-1 time out.
-	waitFor(t, 5*time.Second, "the idle connections timed out", func() bool {
+	fx.await(t, "the idle connections timed out", func() bool {
 		return fx.refused(refusedHandshake) == capacity-1 && fx.refused(refusedHandshakeCap) == 4
 	})
 }
@@ -274,42 +295,4 @@ func TestSecureStreamDialChecksPeer(t *testing.T) {
 		t.Fatalf("dial an admitted node: %v", err)
 	}
 	c.Close()
-}
-
-func TestNodeConfigRequiresTLSOrInsecure(t *testing.T) {
-	base := Config{ID: "n1", DataDir: t.TempDir(), RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2"}
-	for _, tc := range []struct {
-		name string
-		tls  *TLSFiles
-		ins  bool
-		ok   bool
-	}{
-		{"neither", nil, false, false},
-		{"both", &TLSFiles{CertFile: "a", KeyFile: "b", CAFile: "c"}, true, false},
-		{"no CA", &TLSFiles{CertFile: "a", KeyFile: "b"}, false, false},
-		{"insecure", nil, true, true},
-		{"tls", &TLSFiles{CertFile: "a", KeyFile: "b", CAFile: "c"}, false, true},
-	} {
-		cfg := base
-		cfg.TLS, cfg.Insecure = tc.tls, tc.ins
-		if err := cfg.validate(); (err == nil) != tc.ok {
-			t.Errorf("%s: validate = %v", tc.name, err)
-		}
-	}
-	// A certificate of another node is refused at start, naming both ids.
-	f := nodeTLS(t, filepath.Join(t.TempDir(), "certs"), "n2")
-	cfg := base
-	cfg.TLS = f
-	if _, err := Start(cfg); err == nil || !contains(err.Error(), `"n2"`, `"n1"`) {
-		t.Fatalf("start with n2's certificate as n1: %v", err)
-	}
-}
-
-func contains(s string, subs ...string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }

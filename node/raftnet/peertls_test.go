@@ -1,4 +1,4 @@
-package node
+package raftnet
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/peer"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/pki"
 )
 
 type leaderOnly struct {
@@ -29,16 +28,7 @@ func (leaderOnly) Leader(context.Context, *api.LeaderRequest) (*api.LeaderRespon
 // address, or any node certificate where it expects none; the peer sees
 // the dialling node's certificate.
 func TestPeerCredsCheckExpectedMember(t *testing.T) {
-	dir := t.TempDir()
-	srvFiles, cliFiles := nodeTLS(t, dir, "n3"), nodeTLS(t, dir, "n1")
-	srvTLS, err := pki.NewReloader(pki.ReloaderConfig{CertFile: srvFiles.CertFile, KeyFile: srvFiles.KeyFile, CAFile: srvFiles.CAFile})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cliTLS, err := pki.NewReloader(pki.ReloaderConfig{CertFile: cliFiles.CertFile, KeyFile: cliFiles.KeyFile, CAFile: cliFiles.CAFile})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srvTLS, cliTLS := nodeReloader(t, "n3"), nodeReloader(t, "n1")
 	ln := listen(t)
 	var mu sync.Mutex
 	var seen []string
@@ -57,7 +47,7 @@ func TestPeerCredsCheckExpectedMember(t *testing.T) {
 
 	call := func(expect string) error {
 		var gotAuthority string
-		creds := newPeerCreds(cliTLS, func(a string) string { gotAuthority = a; return expect })
+		creds := PeerCredentials(cliTLS, func(a string) string { gotAuthority = a; return expect })
 		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			t.Fatal(err)

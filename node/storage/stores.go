@@ -1,4 +1,4 @@
-package node
+package storage
 
 import (
 	"fmt"
@@ -67,29 +67,6 @@ func (s fatalStableStore) SetUint64(key []byte, val uint64) error {
 	return nil
 }
 
-// openStores opens raft.db (the log and the stable store) defensively and
-// wraps it: checksums under the fatal-on-write wrappers, the jepsen disk
-// seam (if built in) under the checksums. It converts a data dir of an
-// earlier build once (migrateStable) and returns the stores raft gets.
-func (n *Node) openStores() (raft.LogStore, raft.StableStore, error) {
-	path := filepath.Join(n.cfg.DataDir, "raft.db")
-	store, err := openBoltStore(path, n.cfg.NoSync)
-	if err != nil {
-		return nil, nil, err
-	}
-	n.store = store
-	base := wrapDiskLog(n.cfg.ID, store)
-	if n.cfg.wrapLogStore != nil {
-		base = n.cfg.wrapLogStore(base)
-	}
-	checked := &checksumLogStore{inner: base, path: path, halt: n.halt, legacy: &n.legacyEntries}
-	sealed := &checksumStableStore{inner: store, path: path, halt: n.halt}
-	if checked.from, err = migrateStable(store, sealed, checked); err != nil {
-		return nil, nil, fmt.Errorf("raft stable store %s: %w", path, err)
-	}
-	return fatalLogStore{LogStore: checked, path: path, halt: n.halt}, fatalStableStore{StableStore: sealed, path: path, halt: n.halt}, nil
-}
-
 // fatalSnapshotStore stops the node (through halt) when a snapshot cannot
 // be created or written — a full disk, most likely. Raft would only log it
 // and retry later, while the log it can no longer compact keeps growing on
@@ -98,10 +75,6 @@ type fatalSnapshotStore struct {
 	raft.SnapshotStore
 	dir  string
 	halt func(error)
-}
-
-func (n *Node) wrapSnapshots(s raft.SnapshotStore) raft.SnapshotStore {
-	return fatalSnapshotStore{SnapshotStore: wrapDiskSnapshots(n.cfg.ID, s), dir: filepath.Join(n.cfg.DataDir, "snapshots"), halt: n.halt}
 }
 
 func (s fatalSnapshotStore) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration,

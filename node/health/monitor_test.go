@@ -1,7 +1,8 @@
-package node
+package health
 
 import (
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 func TestDecideHealth(t *testing.T) {
@@ -110,9 +112,7 @@ func TestDecideHealth(t *testing.T) {
 // node removes it; answers that prove nothing (a follower's, an older
 // term's, a configuration still unknown, one that lists us) do not.
 func TestCheckRemoved(t *testing.T) {
-	c := newTestCluster(t, 1, nil)
-	n := c.node("n1")
-	term := n.Raft().CurrentTerm()
+	const term = 4
 	leaderAnswer := func(f func(*api.ProgressResponse)) *api.ProgressResponse {
 		r := &api.ProgressResponse{RaftState: "leader", Term: term, ConfigurationIndex: 9, Configuration: []string{"n2", "n3"}}
 		if f != nil {
@@ -121,7 +121,7 @@ func TestCheckRemoved(t *testing.T) {
 		return r
 	}
 	var fired []string
-	h := newHealthMonitor("n1", n.Raft(), n.FSM(), nil, quietLogger(), func(reason string) { fired = append(fired, reason) })
+	h := NewMonitor("n1", termOnly(term), fsm.New(fsm.Options{}), nil, slog.New(slog.DiscardHandler), func(reason string) { fired = append(fired, reason) })
 	for _, r := range []*api.ProgressResponse{
 		leaderAnswer(func(r *api.ProgressResponse) { r.RaftState = "follower" }),
 		leaderAnswer(func(r *api.ProgressResponse) { r.Term = term - 1 }),
@@ -139,3 +139,13 @@ func TestCheckRemoved(t *testing.T) {
 		t.Fatalf("fired %q, want once naming the leader", fired)
 	}
 }
+
+// termOnly is a raft whose current term is all the test may read.
+type termOnly uint64
+
+func (termOnly) State() raft.RaftState                             { panic("not read") }
+func (t termOnly) CurrentTerm() uint64                             { return uint64(t) }
+func (termOnly) CommitIndex() uint64                               { panic("not read") }
+func (termOnly) LastContact() time.Time                            { panic("not read") }
+func (termOnly) LeaderWithID() (raft.ServerAddress, raft.ServerID) { panic("not read") }
+func (termOnly) GetConfiguration() raft.ConfigurationFuture        { panic("not read") }

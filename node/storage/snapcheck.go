@@ -1,4 +1,4 @@
-package node
+package storage
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 )
 
@@ -43,6 +44,17 @@ func removeStaleSnapshotTemps(dataDir string, log *slog.Logger) error {
 		log.Warn("removed an unfinished snapshot left by an earlier run", "path", path)
 	}
 	return nil
+}
+
+// CheckSnapshotCoverage is checkSnapshotCoverage on the data dir's
+// snapshots, read through a quiet store: the check names what it refuses
+// in one line, and raft's own ERROR per bad CRC would be a second.
+func CheckSnapshotCoverage(dataDir string, logs raft.LogStore, log *slog.Logger) (string, error) {
+	quiet, err := QuietSnapshots(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("open snapshots in %s: %w", dataDir, err)
+	}
+	return checkSnapshotCoverage(quiet, logs, dataDir, log)
 }
 
 // checkSnapshotCoverage runs before raft starts. It picks the snapshot
@@ -82,10 +94,10 @@ func checkSnapshotCoverage(snaps raft.SnapshotStore, logs raft.LogStore, dataDir
 // snapshotsRetained is how many snapshots a data dir keeps.
 const snapshotsRetained = 3
 
-// quietSnapshots opens a data dir's snapshots for reading without raft's
+// QuietSnapshots opens a data dir's snapshots for reading without raft's
 // own log lines: the caller reports what it finds in its own words.
-func quietSnapshots(dataDir string) (*raft.FileSnapshotStore, error) {
-	return raft.NewFileSnapshotStoreWithLogger(dataDir, snapshotsRetained, newRaftLogger(discardLogger()))
+func QuietSnapshots(dataDir string) (*raft.FileSnapshotStore, error) {
+	return raft.NewFileSnapshotStoreWithLogger(dataDir, snapshotsRetained, hclog.NewNullLogger())
 }
 
 // pickSnapshot returns the newest snapshot whose CRC checks (nil when

@@ -1,0 +1,19 @@
+// Package storage is a node's durable raft state and its integrity (SPEC
+// §12): raft.db opened defensively (bbolt's panics and mmap faults become
+// errors naming the file), every log entry and stable-store value
+// checksummed on write and verified on read, a failed write or a damaged
+// read stopping the node in one line, snapshots that cannot be written
+// doing the same, and the checks a data dir passes before raft starts —
+// the snapshot raft will restore must meet the log (CheckSnapshotCoverage),
+// the data dir must not have run at a newer cluster version
+// (CheckClusterVersion, RecordClusterVersion keep that mark), and a
+// snapshot refused at start stays refused (RestoreGuard).
+//
+// It does not start raft, does not decide what a command does, and does
+// not recover a cluster: node does those with the stores it opens. The
+// jepsen build adds a disk that fills up (SetDiskFullAfter); normal builds
+// have no seam.
+//
+// Concurrency: the stores are safe for concurrent use as raft uses them;
+// Config.Halt may be called from raft's goroutines.
+package storage
