@@ -14,10 +14,6 @@ import (
 	"github.com/hotsplit/hotsplit/backupfile"
 )
 
-// ErrBadBackup is backupfile.ErrBadBackup, which a restore from a damaged
-// backup file wraps; kept under this name for callers that check it here.
-var ErrBadBackup = backupfile.ErrBadBackup
-
 // SaveBackup streams a consistent snapshot from the leader into path, a
 // backup file in package backupfile's format: it is written to
 // path+".part", checked against the leader's SHA-256, synced and renamed,

@@ -16,6 +16,7 @@ import (
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -198,7 +199,7 @@ func TestIntegrationAutoIsolatesHotKey(t *testing.T) {
 	w, _ := sim.ParseWorkload(sim.HotKey, opts)
 	lo, _, _ := w.Hotspot(0)
 	hot := ks.Key(lo)
-	waitFor(t, 15*time.Second, "the hot key alone in a route", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "the hot key alone in a route", func() bool {
 		r := c.leaderRouteOf(hot)
 		return r != nil && bytes.Equal(r.Start, hot) && bytes.Equal(r.End, append(bytes.Clone(hot), 0))
 	})
@@ -237,7 +238,7 @@ func TestIntegrationAutoSplitsHotRangeUntilCool(t *testing.T) {
 	// range scored at or above the threshold.
 	coolColumns := 0
 	var lastCol uint64
-	waitFor(t, 30*time.Second, "no route of the hot range above the threshold", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "no route of the hot range above the threshold", func() bool {
 		st := c.leaderNode().FSM().State()
 		if st.LastColumnAtMs() == lastCol {
 			return false
@@ -373,7 +374,7 @@ func TestIntegrationSwitchOrdering(t *testing.T) {
 	}
 	pendingOp := func() *api.Op {
 		var op *api.Op
-		waitFor(t, 15*time.Second, "a planned op", func() bool {
+		testutil.WaitFor(t, 15*time.Second, "a planned op", func() bool {
 			ops := c.leaderNode().FSM().State().LiveOps()
 			if len(ops) == 1 && ops[0].State == api.OpState_OP_STATE_PENDING {
 				op = ops[0]
@@ -394,7 +395,7 @@ func TestIntegrationSwitchOrdering(t *testing.T) {
 		t.Fatalf("after disable op %d is %v", stale.OpId, op.State)
 	}
 	paused := opState(stale.OpId)
-	waitFor(t, 5*time.Second, "the pause to outlast op_ttl on the leader's clock", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the pause to outlast op_ttl on the leader's clock", func() bool {
 		now := hlc.Physical(c.leaderNode().Scheduler().Clock().Now())
 		return now > hlc.Physical(paused.PausedAtHlc)+cfg.OpTtlMs
 	})
@@ -438,7 +439,7 @@ func TestIntegrationSwitchOrdering(t *testing.T) {
 
 	// 3. Enable resumes it at its next step; the scheduler finishes it.
 	setSwitch(true)
-	waitFor(t, 15*time.Second, "the resumed op to finish", func() bool { return opState(op.OpId).State == api.OpState_OP_STATE_DONE })
+	testutil.WaitFor(t, 15*time.Second, "the resumed op to finish", func() bool { return opState(op.OpId).State == api.OpState_OP_STATE_DONE })
 	if got := opState(op.OpId); got.NextStep != uint32(len(got.SplitKeys))+1 {
 		t.Fatalf("done op at next step %d with %d keys", got.NextStep, len(got.SplitKeys))
 	}
@@ -456,7 +457,7 @@ func TestIntegrationAutoStatusAndExplain(t *testing.T) {
 	lo, _, _ := w.Hotspot(0)
 	hot := ks.Key(lo)
 	var iso *catalog.RouteDescriptor
-	waitFor(t, 15*time.Second, "the isolated hot route to be explained as in cooldown", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "the isolated hot route to be explained as in cooldown", func() bool {
 		iso = c.leaderRouteOf(hot)
 		if iso == nil || !bytes.Equal(iso.Start, hot) {
 			return false

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 func TestIntegrationAutoSplitStartFlag(t *testing.T) {
@@ -26,7 +27,7 @@ func TestIntegrationAutoSplitStartFlag(t *testing.T) {
 	// While no operator has set the switch, a member started with an explicit
 	// flag commits its value.
 	restartWith("n2", true)
-	waitFor(t, 15*time.Second, "the start flag of n2 to switch automatic splits on", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "the start flag of n2 to switch automatic splits on", func() bool {
 		s := sw()
 		return s.Enabled && s.Source == api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG && s.Actor == "flag@n2"
 	})
@@ -37,7 +38,7 @@ func TestIntegrationAutoSplitStartFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	restartWith("n3", true)
-	waitFor(t, 15*time.Second, "n3's record to carry its start flag", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "n3's record to carry its start flag", func() bool {
 		m, ok := c.leaderNode().FSM().State().Member("n3")
 		return ok && m.AutoSplitFlag == api.AutoSplitFlag_AUTO_SPLIT_FLAG_ON
 	})

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/transport"
 )
 
@@ -238,7 +239,7 @@ func (c *testCluster) leader() string {
 func (c *testCluster) waitLeaderReady(d time.Duration) string {
 	c.t.Helper()
 	var id string
-	waitFor(c.t, d, "a ready leader", func() bool { id = c.leader(); return id != "" && c.node(id).FSM().State().Bootstrapped() })
+	testutil.WaitFor(c.t, d, "a ready leader", func() bool { id = c.leader(); return id != "" && c.node(id).FSM().State().Bootstrapped() })
 	return id
 }
 
@@ -261,7 +262,7 @@ func (c *testCluster) followers() []string {
 
 func (c *testCluster) waitVoters(n int, d time.Duration) {
 	c.t.Helper()
-	waitFor(c.t, d, fmt.Sprintf("%d voters", n), func() bool {
+	testutil.WaitFor(c.t, d, fmt.Sprintf("%d voters", n), func() bool {
 		id := c.leader()
 		if id == "" {
 			return false
@@ -285,7 +286,7 @@ func (c *testCluster) waitVoters(n int, d time.Duration) {
 func (c *testCluster) waitConverged(d time.Duration) [32]byte {
 	c.t.Helper()
 	var h [32]byte
-	waitFor(c.t, d, "all nodes on one state hash", func() bool {
+	testutil.WaitFor(c.t, d, "all nodes on one state hash", func() bool {
 		nodes := c.running()
 		if len(nodes) == 0 {
 			return false
@@ -301,18 +302,6 @@ func (c *testCluster) waitConverged(d time.Duration) [32]byte {
 		return true
 	})
 	return h
-}
-
-// waitFor polls cond every 10 ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func requestID() string {
@@ -342,7 +331,7 @@ func businessHash(t testing.TB, n *Node) string {
 func (c *testCluster) waitBusinessConverged(d time.Duration) string {
 	c.t.Helper()
 	var h string
-	waitFor(c.t, d, "all nodes on one business state", func() bool {
+	testutil.WaitFor(c.t, d, "all nodes on one business state", func() bool {
 		nodes := c.running()
 		h = businessHash(c.t, nodes[0])
 		for _, n := range nodes[1:] {

@@ -21,6 +21,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 func skipShort(t *testing.T) {
@@ -45,7 +46,7 @@ func (c *testCluster) mustSplit(via, key string) *api.SplitRangeResponse {
 	c.t.Helper()
 	var resp *api.SplitRangeResponse
 	// A leader change can make a split fail definitely; retry those.
-	waitFor(c.t, 10*time.Second, "split of "+key, func() bool {
+	testutil.WaitFor(c.t, 10*time.Second, "split of "+key, func() bool {
 		var err error
 		resp, err = c.split(via, key)
 		if err != nil && status.Code(err) != codes.Unavailable {
@@ -223,7 +224,7 @@ func TestIntegrationLeaderChangesKeepTimeMonotonic(t *testing.T) {
 		if err != nil {
 			t.Fatalf("transfer %d: %v", i, err)
 		}
-		waitFor(t, 5*time.Second, "a different ready leader", func() bool { l := c.leader(); return l != "" && l != leader })
+		testutil.WaitFor(t, 5*time.Second, "a different ready leader", func() bool { l := c.leader(); return l != "" && l != leader })
 		s := c.mustSplit(c.followers()[0], fmt.Sprintf("t%03d", i))
 		splitHLCs = append(splitHLCs, s.CommitHlc)
 		_ = resp

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // A node whose raft configuration lags the cluster's — here one that
@@ -34,7 +36,7 @@ func TestIntegrationLaggingConfigurationAdmitsTheNewLeader(t *testing.T) {
 	if err := c.node("n1").Raft().LeadershipTransferToServer("n2", raft.ServerAddress(c.cfgs["n2"].RaftAddr)).Error(); err != nil {
 		t.Fatalf("leadership to n2: %v", err)
 	}
-	waitFor(t, 10*time.Second, "n2 leading", func() bool { return c.leader() == "n2" })
+	testutil.WaitFor(t, 10*time.Second, "n2 leading", func() bool { return c.leader() == "n2" })
 	c.start(joiner("n4", c.node("n2").GRPCAddr()))
 	c.waitVoters(4, 20*time.Second)
 	c.waitConverged(10 * time.Second)

@@ -12,6 +12,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // Load pipeline tests at node level (issue 5): reporters with known
@@ -191,7 +192,7 @@ func TestIntegrationLoadExactlyOnceAcrossLeaderKill(t *testing.T) {
 		<-firstSent
 	}
 	leader := c.leader()
-	waitFor(t, 2*time.Second, "the leader to hold an open column", func() bool {
+	testutil.WaitFor(t, 2*time.Second, "the leader to hold an open column", func() bool {
 		return metricValue(t, c.node(leader), "hotsplit_columns_open") > 0
 	})
 	killedWindow := first + killAt*loadStepMs

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/node/raftobs"
 )
 
@@ -30,7 +30,7 @@ func TestLoggerFormatsHLCs(t *testing.T) {
 // adapter) writes another line; the halt line goes through the base
 // handler and is the last one.
 func TestSealedLogWritesNothingMore(t *testing.T) {
-	var buf syncBuffer
+	var buf testutil.LogBuffer
 	base := NewLogger(&buf, slog.LevelInfo, false)
 	gate := &logGate{}
 	log := slog.New(lastWord{base.Handler(), gate}).With("node_id", "n1")
@@ -70,22 +70,4 @@ func TestSealedLogWritesNothingMore(t *testing.T) {
 	if strings.Contains(buf.String(), "msg=after") {
 		t.Errorf("a line was written after the seal")
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // No log line names a key twice (node=n1 node_id=n1 was one): a cluster's
@@ -13,7 +15,7 @@ import (
 // follower and a leadership transfer, at debug level, parsed as logfmt.
 func TestIntegrationLogLinesHaveNoDuplicateKeys(t *testing.T) {
 	skipShort(t)
-	var buf syncBuffer
+	var buf testutil.LogBuffer
 	logger := NewLogger(&buf, slog.LevelDebug, false)
 	c := newTestCluster(t, 3, func(cfg *Config) { cfg.Logger = logger })
 	leader := c.waitLeaderReady(10 * time.Second)

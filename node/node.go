@@ -21,15 +21,13 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/raftfuture"
 	"github.com/hotsplit/hotsplit/node/health"
 	"github.com/hotsplit/hotsplit/node/storage"
 	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
 )
-
-// MaxMessageSize bounds one gRPC message: a 4 MiB load report plus framing.
-const MaxMessageSize = 4<<20 + 64<<10
 
 // grpcHandshakeTimeout bounds a gRPC connection's TLS handshake.
 const grpcHandshakeTimeout = 5 * time.Second
@@ -310,12 +308,5 @@ func (n *Node) hasOtherVoters() bool {
 func waitWithin(ctx context.Context, f raft.Future, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return raftfuture.Wait(ctx, f)
 }

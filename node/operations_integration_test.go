@@ -15,8 +15,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/backupfile"
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // emptyCluster is a test cluster that starts no node by itself.
@@ -62,7 +64,7 @@ func TestIntegrationHealthSeesAStoppedVoter(t *testing.T) {
 	c := newTestCluster(t, 3, nil)
 	leader := c.waitLeaderReady(10 * time.Second)
 	ctx := ctxT(t, time.Minute)
-	waitFor(t, 5*time.Second, "a healthy report", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "a healthy report", func() bool {
 		r, err := c.clusterClient(leader).Health(ctx, &api.HealthRequest{})
 		return err == nil && r.GetStatus() == api.HealthStatus_HEALTH_STATUS_HEALTHY
 	})
@@ -77,7 +79,7 @@ func TestIntegrationHealthSeesAStoppedVoter(t *testing.T) {
 	stopped := time.Now()
 	for _, from := range []string{leader, other} {
 		var r *api.HealthResponse
-		waitFor(t, 2*time.Second-time.Since(stopped), victim+" unreachable as seen by "+from, func() bool {
+		testutil.WaitFor(t, 2*time.Second-time.Since(stopped), victim+" unreachable as seen by "+from, func() bool {
 			var err error
 			r, err = c.clusterClient(from).Health(ctx, &api.HealthRequest{})
 			return err == nil && !memberHealthOf(r, victim).GetReachable()
@@ -103,7 +105,7 @@ func TestIntegrationHealthSeesAStoppedVoter(t *testing.T) {
 		t.Fatalf("status warnings %q (%v) do not name the unreachable voter", st.GetWarnings(), err)
 	}
 	c.restart(victim)
-	waitFor(t, 10*time.Second, "healthy again", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "healthy again", func() bool {
 		r, err := c.clusterClient(leader).Health(ctx, &api.HealthRequest{})
 		return err == nil && r.GetStatus() == api.HealthStatus_HEALTH_STATUS_HEALTHY
 	})
@@ -190,7 +192,7 @@ func TestIntegrationBackupRestore(t *testing.T) {
 	if _, err := cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: 3, SplitKey: []byte("t")}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the watcher at version 3", func() bool { v, _ := w.last(); return v == 3 })
+	testutil.WaitFor(t, 5*time.Second, "the watcher at version 3", func() bool { v, _ := w.last(); return v == 3 })
 	stopWatch()
 	oldCeiling := c.node(leader).FSM().State().CeilingMs()
 	n1 := c.cfgs["n1"]
@@ -204,7 +206,7 @@ func TestIntegrationBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := Start(Config{ID: "r1", DataDir: filepath.Join(t.TempDir(), "r1"), RaftListener: listen(t), GRPCListener: listen(t),
-		Recovery: Recovery{RestoreSnapshot: bad}, Logger: quietLogger(), TLS: nodeTLS(t, t.TempDir(), "r1")}); !errors.Is(err, client.ErrBadBackup) {
+		Recovery: Recovery{RestoreSnapshot: bad}, Logger: quietLogger(), TLS: nodeTLS(t, t.TempDir(), "r1")}); !errors.Is(err, backupfile.ErrBadBackup) {
 		t.Fatalf("restore of a tampered backup: %v, want ErrBadBackup", err)
 	}
 

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -60,7 +61,7 @@ func resumeOnce(t *testing.T, seed uint64) {
 	w, _ := sim.ParseWorkload(sim.HotKey, sim.DefaultWorkloadOptions())
 	lo, _, _ := w.Hotspot(0)
 	hot := ks.Key(lo)
-	waitFor(t, 15*time.Second, "the next leader to finish the isolation", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "the next leader to finish the isolation", func() bool {
 		l := c.leader()
 		if l == "" {
 			return false

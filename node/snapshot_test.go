@@ -12,6 +12,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // splitChain makes n splits at increasing keys through node via, each in
@@ -38,7 +39,7 @@ func TestIntegrationSnapshotsCompactAndInstall(t *testing.T) {
 	})
 	leader := c.leader()
 	c.splitChain(leader, 1000, "k")
-	waitFor(t, 30*time.Second, "every node to compact its log", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "every node to compact its log", func() bool {
 		for _, n := range c.running() {
 			if first, _ := n.stores.Logs.FirstIndex(); first <= 1 {
 				return false

@@ -294,7 +294,7 @@ func (n *Node) newDuties(w *wiring) {
 
 // dialOptions connect this node to its peers' gRPC ports: through the
 // node's dialer (the jepsen seam), with raftnet's peer check (the member
-// expected at the address), messages up to MaxMessageSize.
+// expected at the address), messages up to api.MaxMessageBytes.
 func (n *Node) dialOptions(d raftnet.Dialer) []grpc.DialOption {
 	var creds credentials.TransportCredentials = insecure.NewCredentials()
 	if n.tls != nil {
@@ -303,7 +303,7 @@ func (n *Node) dialOptions(d raftnet.Dialer) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize)),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(api.MaxMessageBytes), grpc.MaxCallSendMsgSize(api.MaxMessageBytes)),
 	}
 }
 
@@ -326,7 +326,7 @@ func (n *Node) bootstrapParams() *scheduler.BootstrapParams {
 // HTTP endpoints, built on the duties but not serving yet.
 func (n *Node) newServers(w *wiring) {
 	limits := n.cfg.Limits
-	limits.MaxMessageBytes = MaxMessageSize
+	limits.MaxMessageBytes = api.MaxMessageBytes
 	n.srv = transport.New(transport.Config{NodeID: n.cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, Peers: n.peers, Loads: n.sched.Loads(), Logger: n.log,
 		Metrics: w.transportMetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
 	// A connection that has not finished its TLS handshake and HTTP/2

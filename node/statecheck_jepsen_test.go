@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // TestIntegrationStateCheckCatchesACorruptReplica (jepsen build: it uses the
@@ -78,7 +79,7 @@ func TestIntegrationStateCheckCatchesACorruptReplica(t *testing.T) {
 			t.Fatalf("%s halted too: %v", id, <-ch)
 		}
 	}
-	waitFor(t, 5*time.Second, victim+" to stop serving reads", func() bool {
+	testutil.WaitFor(t, 5*time.Second, victim+" to stop serving reads", func() bool {
 		_, err := c.catalogClient(victim).ListRoutes(ctxT(t, time.Second), &api.ListRoutesRequest{Consistency: api.Consistency_CONSISTENCY_STALE})
 		return status.Code(err) == codes.Unavailable
 	})

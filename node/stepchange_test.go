@@ -15,6 +15,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -81,7 +82,7 @@ func TestIntegrationStepChangeUnderLoad(t *testing.T) {
 	go func() { done <- s.Run(ctx) }()
 
 	// Under load for a while, then the step changes.
-	waitFor(t, 20*time.Second, "columns with load", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "columns with load", func() bool {
 		return c.leaderNode().FSM().State().LastColumnAtMs() > 0 && s.Stats().OpsAcked > 2*rate/5
 	})
 	leader := c.leader()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // failingLogStore fails every write once armed.
@@ -59,7 +60,7 @@ func TestIntegrationFailingLogStoreStopsTheNode(t *testing.T) {
 		t.Fatal("node with a failing log store kept running")
 	}
 	<-n1.Halted()
-	waitFor(t, 5*time.Second, "n1 to stop serving", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "n1 to stop serving", func() bool {
 		_, err := c.catalogClient("n1").ListRoutes(ctxT(t, time.Second), &api.ListRoutesRequest{Consistency: api.Consistency_CONSISTENCY_STALE})
 		return status.Code(err) == codes.Unavailable
 	})

@@ -23,6 +23,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/pki"
 )
@@ -120,7 +121,7 @@ func TestIntegrationTLSRotationUnderLoad(t *testing.T) {
 		_, err = cl.ListRoutes(ctx, &api.ListRoutesRequest{PageSize: 10})
 		return err
 	})
-	waitFor(t, 20*time.Second, "load running", func() bool { return ops.Load() > 30 })
+	testutil.WaitFor(t, 20*time.Second, "load running", func() bool { return ops.Load() > 30 })
 
 	newSerial := map[string]*big.Int{}
 	for _, n := range c.running() {
@@ -128,12 +129,12 @@ func TestIntegrationTLSRotationUnderLoad(t *testing.T) {
 		newSerial[n.ID()] = p.Cert.SerialNumber
 	}
 	for _, n := range c.running() {
-		waitFor(t, 10*time.Second, n.ID()+" on its new certificate", func() bool {
+		testutil.WaitFor(t, 10*time.Second, n.ID()+" on its new certificate", func() bool {
 			return n.TLSCertificate().SerialNumber.Cmp(newSerial[n.ID()]) == 0
 		})
 	}
 	rotatedAt := ops.Load()
-	waitFor(t, 30*time.Second, "load after the rotation", func() bool { return ops.Load() > rotatedAt+150 })
+	testutil.WaitFor(t, 30*time.Second, "load after the rotation", func() bool { return ops.Load() > rotatedAt+150 })
 	for _, n := range c.running() {
 		want := newSerial[n.ID()]
 		for port, got := range map[string]*big.Int{
@@ -281,7 +282,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 		if floodOn {
 			stop = flood()
 			if phase == 1 {
-				waitFor(t, 10*time.Second, "the flood under way", func() bool {
+				testutil.WaitFor(t, 10*time.Second, "the flood under way", func() bool {
 					return refusals(t, c.node(leader), "handshake_cap") > 0 && refusals(t, c.node(leader), "handshake") > 20
 				})
 			}
@@ -371,7 +372,7 @@ func TestIntegrationInsecureSmoke(t *testing.T) {
 	}
 	// The follower's new term deposes the leader at its next heartbeat; a
 	// leader of a later term serves again.
-	waitFor(t, 20*time.Second, "a leader at the attacker's term or later", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "a leader at the attacker's term or later", func() bool {
 		id := c.leader()
 		return id != "" && c.node(id).Raft().CurrentTerm() >= term+5
 	})

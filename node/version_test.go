@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/node/storage"
 )
 
@@ -22,7 +23,7 @@ func TestIntegrationDataDirAboveSupportedVersionIsRefused(t *testing.T) {
 	skipShort(t)
 	c := newTestCluster(t, 1, nil)
 	cfg := c.cfgs["n1"]
-	waitFor(t, 5*time.Second, "cluster version recorded", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "cluster version recorded", func() bool {
 		v, err := c.node("n1").stores.Stable.GetUint64(storage.ClusterVersionKey)
 		return err == nil && v == uint64(c.node("n1").FSM().State().ClusterVersion())
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hotsplit/hotsplit/internal/loglimit"
 	"github.com/hotsplit/hotsplit/pki"
 )
 
@@ -421,37 +422,17 @@ func NewStreamLayer(cfg StreamConfig) (raft.StreamLayer, error) {
 		refusals.WithLabelValues(r)
 	}
 	cfg.Registerer.MustRegister(refusals)
-	rl := &refusalLog{log: cfg.Logger, last: map[string]time.Time{}, count: map[string]int{}}
+	rl := loglimit.New(refusalLogEvery, 16)
 	refused := func(reason string) {
 		refusals.WithLabelValues(reason).Inc()
-		rl.note(reason)
+		if ok, held := rl.Allow(reason, time.Now()); ok {
+			cfg.Logger.Warn("raft connections refused", "reason", reason, "count", held+1)
+		}
 	}
 	return newSecureStream(streamConfig{ln: cfg.Listener, advertise: addr, dialer: cfg.Dialer, tls: cfg.TLS, admit: cfg.Admit, expectAt: cfg.ExpectAt, refused: refused, log: cfg.Logger}), nil
 }
 
-// refusalLog writes at most one WARN line per reason every
-// refusalLogEvery, with the count since the last line: a flood of bad
-// connections must not flood the log.
-type refusalLog struct {
-	log *slog.Logger
-
-	mu    sync.Mutex // guards last and count
-	last  map[string]time.Time
-	count map[string]int
-}
-
+// refusalLogEvery spaces the WARN lines of one refusal reason: a flood of
+// bad connections must not flood the log; each line counts the refusals
+// since the last.
 const refusalLogEvery = 10 * time.Second
-
-func (l *refusalLog) note(reason string) {
-	l.mu.Lock()
-	l.count[reason]++
-	if time.Since(l.last[reason]) < refusalLogEvery {
-		l.mu.Unlock()
-		return
-	}
-	n := l.count[reason]
-	l.count[reason] = 0
-	l.last[reason] = time.Now()
-	l.mu.Unlock()
-	l.log.Warn("raft connections refused", "reason", reason, "count", n)
-}

@@ -7,11 +7,12 @@ import (
 	"log"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/hotsplit/hotsplit/internal/loglimit"
 )
 
 // Raft's warnings about one peer repeat at every heartbeat while the peer is
@@ -32,7 +33,7 @@ type raftLogger struct {
 	log   *slog.Logger
 	name  string
 	args  []any
-	limit *logLimiter
+	limit *loglimit.Limiter
 	now   func() time.Time
 }
 
@@ -40,39 +41,7 @@ type raftLogger struct {
 func NewLogger(l *slog.Logger) hclog.Logger { return newRaftLogger(l) }
 
 func newRaftLogger(l *slog.Logger) *raftLogger {
-	return &raftLogger{log: l, name: "raft", limit: &logLimiter{last: map[string]*limitState{}}, now: time.Now}
-}
-
-type logLimiter struct {
-	mu   sync.Mutex
-	last map[string]*limitState
-}
-
-type limitState struct {
-	at         time.Time
-	suppressed int
-}
-
-// allow reports whether a line with key may be written at now, and how
-// many were suppressed since the last one written.
-func (l *logLimiter) allow(key string, now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	st := l.last[key]
-	if st == nil {
-		if len(l.last) >= raftLogKeys {
-			l.last = map[string]*limitState{}
-		}
-		l.last[key] = &limitState{at: now}
-		return true, 0
-	}
-	if now.Sub(st.at) < raftLogInterval {
-		st.suppressed++
-		return false, 0
-	}
-	n := st.suppressed
-	st.at, st.suppressed = now, 0
-	return true, n
+	return &raftLogger{log: l, name: "raft", limit: loglimit.New(raftLogInterval, raftLogKeys), now: time.Now}
 }
 
 func slogLevel(l hclog.Level) slog.Level {
@@ -125,12 +94,12 @@ func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 		attrs = append(attrs, slog.Any(raftKey(k), raftValue(v)))
 	}
 	if sl >= slog.LevelWarn {
-		ok, suppressed := r.limit.allow(msg+"\x00"+peer, r.now())
+		ok, suppressed := r.limit.Allow(msg+"\x00"+peer, r.now())
 		if !ok {
 			return
 		}
 		if suppressed > 0 {
-			attrs = append(attrs, slog.Int("suppressed", suppressed))
+			attrs = append(attrs, slog.Uint64("suppressed", suppressed))
 		}
 	}
 	r.log.LogAttrs(ctx, sl, r.name+": "+msg, attrs...)
