@@ -99,6 +99,9 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 			return invalid("reporters[%d]: %q empty, unsorted or repeated", i, r)
 		}
 	}
+	if r := checkRouteLoads(c, version); r != nil {
+		return r
+	}
 	for i, row := range c.GetRows() {
 		if len(row.GetBuckets()) > catalog.MaxBuckets {
 			return invalid("rows[%d].buckets: %d above %d", i, len(row.GetBuckets()), catalog.MaxBuckets)
@@ -132,33 +135,92 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 	return nil
 }
 
-// toColumn converts the entry to the detector's Column. The row slices are
-// shared with the entry, which nothing else holds.
+// checkRouteLoads: route_loads only with ColumnRouteLoads on, well formed,
+// and every row (its evidence) listed there in route id order with the
+// same counts. A column without route_loads stays valid at version 3: the
+// leader may have assembled it just before the version rose.
+func checkRouteLoads(c *api.ObserveColumn, version uint32) *api.CommandResult {
+	loads := c.GetRouteLoads()
+	if loads == nil {
+		return nil
+	}
+	if !ColumnRouteLoads.EnabledAt(version) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "route_loads: needs cluster version %d, the cluster is at %d", ColumnRouteLoads.Version(), version)
+	}
+	if err := loads.Check(); err != nil {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
+	}
+	rows := c.GetRows()
+	i := 0
+	for _, l := range loads.All() {
+		if i == len(rows) {
+			break
+		}
+		r := rows[i]
+		if r.GetRouteId() < l.RouteID {
+			return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "rows[%d]: route %d is not in route_loads, or rows are not sorted by route id", i, r.GetRouteId())
+		}
+		if r.GetRouteId() > l.RouteID {
+			continue
+		}
+		if (api.RouteLoad{RouteID: l.RouteID, Reads: r.GetReads(), Writes: r.GetWrites(), ReadBytes: r.GetReadBytes(), WriteBytes: r.GetWriteBytes()}) != l {
+			return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "rows[%d]: counts of route %d differ from route_loads", i, r.GetRouteId())
+		}
+		i++
+	}
+	if i < len(rows) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "rows[%d]: route %d is not in route_loads, or rows are not sorted by route id", i, rows[i].GetRouteId())
+	}
+	return nil
+}
+
+// toColumn converts the entry to the detector's Column: one row per entry
+// of route_loads (evidence from rows attached) when the column has them,
+// else one per row. The row slices are shared with the entry, which nothing
+// else holds. c passed checkColumn.
 func toColumn(c *api.ObserveColumn) detector.Column {
+	if loads := c.GetRouteLoads(); loads != nil {
+		col := detector.Column{WindowStartMs: c.GetWindowStartMs(), AtMs: c.GetAtMs(), Rows: make([]detector.Row, 0, loads.Len())}
+		rows := c.GetRows()
+		for _, l := range loads.All() {
+			if len(rows) > 0 && rows[0].GetRouteId() == l.RouteID {
+				col.Rows = append(col.Rows, toRow(rows[0]))
+				rows = rows[1:]
+				continue
+			}
+			col.Rows = append(col.Rows, detector.Row{RouteID: l.RouteID, Reads: l.Reads, Writes: l.Writes, ReadBytes: l.ReadBytes, WriteBytes: l.WriteBytes})
+		}
+		return col
+	}
 	col := detector.Column{WindowStartMs: c.GetWindowStartMs(), AtMs: c.GetAtMs(), Rows: make([]detector.Row, len(c.GetRows()))}
 	for i, r := range c.GetRows() {
-		row := detector.Row{
-			RouteID: r.GetRouteId(), Reads: r.GetReads(), Writes: r.GetWrites(),
-			ReadBytes: r.GetReadBytes(), WriteBytes: r.GetWriteBytes(),
-			Buckets: r.GetBuckets(), TopKDegraded: r.GetTopKDegraded(), SampleRate: r.GetSampleRate(),
-			SampledTotal: r.GetSampledTotal(), SampledVariance: r.GetSampledVariance(),
-		}
-		if len(r.GetTopKeys()) > 0 {
-			row.TopKeys = make([]detector.KeyEstimate, len(r.GetTopKeys()))
-			for j, k := range r.GetTopKeys() {
-				row.TopKeys[j] = detector.KeyEstimate{Key: k.GetKey(), Lower: k.GetLower(), Upper: k.GetUpper(),
-					SampledReads: k.GetSampledReads(), SampledWrites: k.GetSampledWrites(), Variance: k.GetVariance()}
-			}
-		}
-		if len(r.GetSamples()) > 0 {
-			row.Samples = make([]detector.WeightedKey, len(r.GetSamples()))
-			for j, k := range r.GetSamples() {
-				row.Samples[j] = detector.WeightedKey{Key: k.GetKey(), Weight: k.GetWeight()}
-			}
-		}
-		col.Rows[i] = row
+		col.Rows[i] = toRow(r)
 	}
 	return col
+}
+
+// toRow converts one column row, its evidence included.
+func toRow(r *api.ColumnRow) detector.Row {
+	row := detector.Row{
+		RouteID: r.GetRouteId(), Reads: r.GetReads(), Writes: r.GetWrites(),
+		ReadBytes: r.GetReadBytes(), WriteBytes: r.GetWriteBytes(),
+		Buckets: r.GetBuckets(), TopKDegraded: r.GetTopKDegraded(), SampleRate: r.GetSampleRate(),
+		SampledTotal: r.GetSampledTotal(), SampledVariance: r.GetSampledVariance(),
+	}
+	if len(r.GetTopKeys()) > 0 {
+		row.TopKeys = make([]detector.KeyEstimate, len(r.GetTopKeys()))
+		for j, k := range r.GetTopKeys() {
+			row.TopKeys[j] = detector.KeyEstimate{Key: k.GetKey(), Lower: k.GetLower(), Upper: k.GetUpper(),
+				SampledReads: k.GetSampledReads(), SampledWrites: k.GetSampledWrites(), Variance: k.GetVariance()}
+		}
+	}
+	if len(r.GetSamples()) > 0 {
+		row.Samples = make([]detector.WeightedKey, len(r.GetSamples()))
+		for j, k := range r.GetSamples() {
+			row.Samples[j] = detector.WeightedKey{Key: k.GetKey(), Weight: k.GetWeight()}
+		}
+	}
+	return row
 }
 
 // dropDeadRows removes the rows of routes that no longer exist (they split

@@ -3,11 +3,13 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // maxPreviousClusterIDs bounds the recorded ids of a cluster restored or
@@ -27,7 +29,8 @@ var ErrReseed = errors.New("cannot seed a new cluster from this state")
 //     (cluster version 2): watchers see the change and resync;
 //   - members: only self (the dead ones would block cluster-version raises
 //     and poison leader hints); admissions are dropped. The cluster version
-//     is then at least self's, as SetMember would raise it;
+//     is then at least self's, as SetMember would raise it, with the raise
+//     hooks of every version crossed;
 //   - ceiling: ceilingMs, the HLC start the caller computed from the
 //     restored ceiling, its wall clock and the allowed clock offset; the
 //     first leader observes it before issuing anything.
@@ -43,7 +46,10 @@ func Reseed(s *State, clusterID string, self *api.Member, ceilingMs uint64) (*ap
 	case !PreviousClusterIDs.EnabledAt(self.GetSupportedVersion()):
 		return nil, fmt.Errorf("%w: the seeding node supports cluster version %d, recording the old cluster id needs %d", ErrReseed, self.GetSupportedVersion(), PreviousClusterIDs.Version())
 	}
-	p := s.Proto()
+	p, err := raiseSeed(s.Proto(), min(self.GetSupportedVersion(), SupportedVersion))
+	if err != nil {
+		return nil, err
+	}
 	p.PreviousClusterIds = append(slices.Clone(p.GetPreviousClusterIds()), p.GetClusterId())
 	if n := len(p.PreviousClusterIds); n > maxPreviousClusterIDs {
 		p.PreviousClusterIds = p.PreviousClusterIds[n-maxPreviousClusterIDs:]
@@ -51,9 +57,26 @@ func Reseed(s *State, clusterID string, self *api.Member, ceilingMs uint64) (*ap
 	p.ClusterId = clusterID
 	p.Members = []*api.Member{proto.CloneOf(self)}
 	p.Admissions = nil
-	p.ClusterVersion = max(p.GetClusterVersion(), min(self.GetSupportedVersion(), SupportedVersion))
 	p.CeilingMs = max(p.GetCeilingMs(), ceilingMs)
 	return p, nil
+}
+
+// raiseSeed raises a seed's cluster version to v as SetMember would, with
+// the raise hooks of every crossed version, so a backup of an older cluster
+// restored by a newer build starts with that version's settings, like a
+// cluster upgraded in place.
+func raiseSeed(p *api.StateSnapshot, v uint32) (*api.StateSnapshot, error) {
+	if v <= p.GetClusterVersion() {
+		return p, nil
+	}
+	s, err := stateFromProto(p, snapshotLimits{requests: DefaultRequestTableSize, decisions: DefaultDecisionRingSize, finishedOps: DefaultFinishedOps})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrReseed, err)
+	}
+	f := New(Options{Logger: slog.New(slog.DiscardHandler)})
+	a := &applier{f: f, s: s, nowHLC: s.lastHLC, now: hlc.Physical(s.lastHLC)}
+	a.raiseVersion(features[:], v)
+	return s.Proto(), nil
 }
 
 // checkPreviousClusterIDs: recorded only with PreviousClusterIDs on,

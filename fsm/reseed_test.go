@@ -29,8 +29,17 @@ func TestReseed(t *testing.T) {
 	if len(p.GetMembers()) != 1 || !proto.Equal(p.GetMembers()[0], self) || len(p.GetAdmissions()) != 0 {
 		t.Errorf("members %v admissions %v, want only the seeding node", p.GetMembers(), p.GetAdmissions())
 	}
-	if p.GetClusterVersion() != Version2 {
-		t.Errorf("cluster version %d: the old v1 member is gone, the seed supports %d", p.GetClusterVersion(), Version2)
+	if p.GetClusterVersion() != SupportedVersion {
+		t.Errorf("cluster version %d: the old v1 member is gone, the seed supports %d", p.GetClusterVersion(), SupportedVersion)
+	}
+	// The raise ran the hooks of every version crossed, as an upgrade in
+	// place would: the hold band has its default, and the raise is a
+	// decision.
+	if p.GetConfig().HoldBandBp == nil || p.GetConfig().GetHoldBandBp() != DefaultHoldBandBP {
+		t.Errorf("hold band %v after raising a version 1 backup, want the default %d", p.GetConfig().HoldBandBp, DefaultHoldBandBP)
+	}
+	if ds := p.GetDecisions(); len(ds) == 0 || !strings.HasPrefix(ds[len(ds)-1].GetDetail(), "cluster version ") {
+		t.Errorf("no decision records the raise: %v", ds)
 	}
 	if p.GetCeilingMs() != st.CeilingMs()+5000 {
 		t.Errorf("ceiling %d, want the HLC start %d", p.GetCeilingMs(), st.CeilingMs()+5000)
@@ -39,6 +48,8 @@ func TestReseed(t *testing.T) {
 	strip := func(q *api.StateSnapshot) *api.StateSnapshot {
 		q = proto.CloneOf(q)
 		q.ClusterId, q.PreviousClusterIds, q.Members, q.Admissions, q.ClusterVersion, q.CeilingMs = "", nil, nil, nil, 0, 0
+		// The raise hooks' changes, checked above.
+		q.Config, q.Decisions, q.NextDecisionSeq = nil, nil, 0
 		return q
 	}
 	if !proto.Equal(strip(st.Proto()), strip(p)) {

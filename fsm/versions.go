@@ -23,10 +23,11 @@ import (
 const (
 	Version1 = 1
 	Version2 = 2
+	Version3 = 3
 )
 
 // SupportedVersion is the highest cluster_version this build can apply.
-const SupportedVersion = Version2
+const SupportedVersion = Version3
 
 // Feature is one replicated behaviour that a cluster version turns on, in
 // the spirit of CockroachDB's clusterversion keys: the rules are keyed on
@@ -54,6 +55,7 @@ const (
 	StateCheck
 	ActorNotes
 	PreviousClusterIDs
+	ColumnRouteLoads
 	numFeatures
 )
 
@@ -126,6 +128,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	PreviousClusterIDs: {"previous_cluster_ids", Version2,
 		"a cluster restored from a backup or recovered alone records the ids it had, so watchers resync",
+		0, nil},
+	ColumnRouteLoads: {"column_route_loads", Version3,
+		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
 		0, nil},
 }
 

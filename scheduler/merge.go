@@ -537,9 +537,16 @@ type entryStats struct {
 // by group id, reporters sorted. Buckets and keys share the sum's arenas.
 // Without fsm.SampledEvidence at version its evidence — samples, sample
 // rates, raw counts and variances — is left out: replicas of that version
-// refuse it.
+// refuse it. With fsm.ColumnRouteLoads the counts of every live row go into
+// route_loads and rows hold only the hot ones (no display rows: the loads
+// cover them).
 func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int, version uint32) (*api.ObserveColumn, entryStats) {
 	sampled := fsm.SampledEvidence.EnabledAt(version)
+	var loads []api.RouteLoad
+	if fsm.ColumnRouteLoads.EnabledAt(version) {
+		loads = make([]api.RouteLoad, 0, len(c.rows))
+		belowRows = 0
+	}
 	stats := entryStats{deadRows: c.deadRows}
 	type scored struct {
 		row   *rowSum
@@ -564,6 +571,9 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 		g.Writes = saturate.Add(g.Writes, r.writes)
 		g.ReadBytes = saturate.Add(g.ReadBytes, r.readBytes)
 		g.WriteBytes = saturate.Add(g.WriteBytes, r.writeBytes)
+		if loads != nil {
+			loads = append(loads, api.RouteLoad{RouteID: r.id, Reads: r.reads, Writes: r.writes, ReadBytes: r.readBytes, WriteBytes: r.writeBytes})
+		}
 		s := scored{r, detector.Score(r.reads, r.writes, dc, c.stepMs)}
 		if s.score >= dc.Threshold {
 			hot = append(hot, s)
@@ -607,8 +617,14 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 		totals = append(totals, g)
 	}
 	slices.SortFunc(totals, func(a, b *api.GroupLoad) int { return cmp.Compare(a.GroupId, b.GroupId) })
+	var routeLoads *api.RouteLoads
+	if loads != nil {
+		slices.SortFunc(loads, func(a, b api.RouteLoad) int { return cmp.Compare(a.RouteID, b.RouteID) })
+		routeLoads = api.NewRouteLoads(loads)
+	}
 
 	return &api.ObserveColumn{
+		RouteLoads:    routeLoads,
 		WindowStartMs: c.windowStartMs,
 		AtMs:          c.windowStartMs + c.stepMs,
 		StepMs:        c.stepMs,

@@ -287,6 +287,39 @@ func TestMergeBelowThresholdRows(t *testing.T) {
 	}
 }
 
+// At cluster version 3 every live reported route is in route_loads with its
+// counts, rows hold only the hot route's evidence, and no display rows are
+// kept (the loads cover them).
+func TestMergeRouteLoads(t *testing.T) {
+	cat := mergeCatalog(t)
+	s := newColumnSum(0, testStep)
+	s.add("a", 0, reportCol(0,
+		&api.ReportRow{RouteId: 3, Writes: 1000, ReadBytes: 9, SampleRate: 1, TopKeys: []*api.TopKeyCount{key("q", 4000, 0)}},
+		&api.ReportRow{RouteId: 1, Reads: 7, WriteBytes: 3},
+		&api.ReportRow{RouteId: 99, Reads: 5}, // gone
+	), cat)
+	s.add("b", 1, reportCol(0, &api.ReportRow{RouteId: 1, Reads: 2, Writes: 1}), cat)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version3)
+	if err := e.GetRouteLoads().Check(); err != nil {
+		t.Fatal(err)
+	}
+	var loads []api.RouteLoad
+	for _, l := range e.GetRouteLoads().All() {
+		loads = append(loads, l)
+	}
+	want := []api.RouteLoad{{RouteID: 1, Reads: 9, Writes: 1, WriteBytes: 3}, {RouteID: 3, Writes: 1000, ReadBytes: 9}}
+	if !slices.Equal(loads, want) {
+		t.Fatalf("route loads %v, want %v", loads, want)
+	}
+	if rows := e.GetRows(); len(rows) != 1 || rows[0].GetRouteId() != 3 || len(rows[0].GetTopKeys()) != 1 {
+		t.Fatalf("rows %v, want only the hot route 3 with its evidence", rows)
+	}
+	// Below version 3 the same sum has no loads and keeps display rows.
+	if e2, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version2); e2.GetRouteLoads() != nil || len(e2.GetRows()) != 2 {
+		t.Fatalf("version 2 entry: loads %v rows %v", e2.GetRouteLoads(), e2.GetRows())
+	}
+}
+
 // TestMergeOrderIndependentProperty: the committed entry does not depend on
 // the order reports arrive in, and every estimate has lower <= upper.
 func TestMergeOrderIndependentProperty(t *testing.T) {

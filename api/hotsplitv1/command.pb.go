@@ -671,8 +671,14 @@ type ObserveColumn struct {
 	// Reporter ids that contributed, sorted.
 	Reporters []string `protobuf:"bytes,5,rep,name=reporters,proto3" json:"reporters,omitempty"`
 	// Rows dropped by the leader (dead routes, over limits).
-	DroppedRows   uint64 `protobuf:"varint,6,opt,name=dropped_rows,json=droppedRows,proto3" json:"dropped_rows,omitempty"`
-	StepMs        uint64 `protobuf:"varint,7,opt,name=step_ms,json=stepMs,proto3" json:"step_ms,omitempty"`
+	DroppedRows uint64 `protobuf:"varint,6,opt,name=dropped_rows,json=droppedRows,proto3" json:"dropped_rows,omitempty"`
+	StepMs      uint64 `protobuf:"varint,7,opt,name=step_ms,json=stepMs,proto3" json:"step_ms,omitempty"`
+	// Cluster version 3: the load of every live route that any reporter
+	// reported in this window, so a route absent from it was cold (merges
+	// and the key visualizer read it). rows then hold only the routes whose
+	// split-key evidence the detector needs, each also listed here with the
+	// same counts.
+	RouteLoads    *RouteLoads `protobuf:"bytes,50,opt,name=route_loads,json=routeLoads,proto3" json:"route_loads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -756,6 +762,95 @@ func (x *ObserveColumn) GetStepMs() uint64 {
 	return 0
 }
 
+func (x *ObserveColumn) GetRouteLoads() *RouteLoads {
+	if x != nil {
+		return x.RouteLoads
+	}
+	return nil
+}
+
+// RouteLoads is one column's load per route in columnar form (cluster
+// version 3): entry i is the route whose id is the sum of
+// route_id_deltas[0..i] (ids strictly increasing, so every delta after
+// the first is at least 1), with the counts at index i of the other
+// lists, which all have the same length. Packed varints and id deltas keep
+// it at about 15 bytes per route.
+type RouteLoads struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RouteIdDeltas []uint64               `protobuf:"varint,1,rep,packed,name=route_id_deltas,json=routeIdDeltas,proto3" json:"route_id_deltas,omitempty"`
+	Reads         []uint64               `protobuf:"varint,2,rep,packed,name=reads,proto3" json:"reads,omitempty"`
+	Writes        []uint64               `protobuf:"varint,3,rep,packed,name=writes,proto3" json:"writes,omitempty"`
+	ReadBytes     []uint64               `protobuf:"varint,4,rep,packed,name=read_bytes,json=readBytes,proto3" json:"read_bytes,omitempty"`
+	WriteBytes    []uint64               `protobuf:"varint,5,rep,packed,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteLoads) Reset() {
+	*x = RouteLoads{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteLoads) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteLoads) ProtoMessage() {}
+
+func (x *RouteLoads) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteLoads.ProtoReflect.Descriptor instead.
+func (*RouteLoads) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RouteLoads) GetRouteIdDeltas() []uint64 {
+	if x != nil {
+		return x.RouteIdDeltas
+	}
+	return nil
+}
+
+func (x *RouteLoads) GetReads() []uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *RouteLoads) GetWrites() []uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *RouteLoads) GetReadBytes() []uint64 {
+	if x != nil {
+		return x.ReadBytes
+	}
+	return nil
+}
+
+func (x *RouteLoads) GetWriteBytes() []uint64 {
+	if x != nil {
+		return x.WriteBytes
+	}
+	return nil
+}
+
 type ColumnRow struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	RouteId    uint64                 `protobuf:"varint,1,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
@@ -783,7 +878,7 @@ type ColumnRow struct {
 
 func (x *ColumnRow) Reset() {
 	*x = ColumnRow{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +890,7 @@ func (x *ColumnRow) String() string {
 func (*ColumnRow) ProtoMessage() {}
 
 func (x *ColumnRow) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +903,7 @@ func (x *ColumnRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnRow.ProtoReflect.Descriptor instead.
 func (*ColumnRow) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ColumnRow) GetRouteId() uint64 {
@@ -908,7 +1003,7 @@ type WeightedKey struct {
 
 func (x *WeightedKey) Reset() {
 	*x = WeightedKey{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1015,7 @@ func (x *WeightedKey) String() string {
 func (*WeightedKey) ProtoMessage() {}
 
 func (x *WeightedKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1028,7 @@ func (x *WeightedKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedKey.ProtoReflect.Descriptor instead.
 func (*WeightedKey) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WeightedKey) GetKey() []byte {
@@ -970,7 +1065,7 @@ type KeyEstimate struct {
 
 func (x *KeyEstimate) Reset() {
 	*x = KeyEstimate{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1077,7 @@ func (x *KeyEstimate) String() string {
 func (*KeyEstimate) ProtoMessage() {}
 
 func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1090,7 @@ func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyEstimate.ProtoReflect.Descriptor instead.
 func (*KeyEstimate) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KeyEstimate) GetKey() []byte {
@@ -1053,7 +1148,7 @@ type GroupLoad struct {
 
 func (x *GroupLoad) Reset() {
 	*x = GroupLoad{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1160,7 @@ func (x *GroupLoad) String() string {
 func (*GroupLoad) ProtoMessage() {}
 
 func (x *GroupLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1173,7 @@ func (x *GroupLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLoad.ProtoReflect.Descriptor instead.
 func (*GroupLoad) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupLoad) GetGroupId() uint64 {
@@ -1130,7 +1225,7 @@ type SetAutoSplit struct {
 
 func (x *SetAutoSplit) Reset() {
 	*x = SetAutoSplit{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1237,7 @@ func (x *SetAutoSplit) String() string {
 func (*SetAutoSplit) ProtoMessage() {}
 
 func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1250,7 @@ func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAutoSplit.ProtoReflect.Descriptor instead.
 func (*SetAutoSplit) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SetAutoSplit) GetEnabled() bool {
@@ -1205,7 +1300,7 @@ type SetConfig struct {
 
 func (x *SetConfig) Reset() {
 	*x = SetConfig{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1312,7 @@ func (x *SetConfig) String() string {
 func (*SetConfig) ProtoMessage() {}
 
 func (x *SetConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1325,7 @@ func (x *SetConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfig.ProtoReflect.Descriptor instead.
 func (*SetConfig) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetConfig) GetPatch() *ConfigPatch {
@@ -1267,7 +1362,7 @@ type AbortOp struct {
 
 func (x *AbortOp) Reset() {
 	*x = AbortOp{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1374,7 @@ func (x *AbortOp) String() string {
 func (*AbortOp) ProtoMessage() {}
 
 func (x *AbortOp) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1387,7 @@ func (x *AbortOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOp.ProtoReflect.Descriptor instead.
 func (*AbortOp) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AbortOp) GetOpId() uint64 {
@@ -1335,7 +1430,7 @@ type CheckState struct {
 
 func (x *CheckState) Reset() {
 	*x = CheckState{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1442,7 @@ func (x *CheckState) String() string {
 func (*CheckState) ProtoMessage() {}
 
 func (x *CheckState) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1455,7 @@ func (x *CheckState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckState.ProtoReflect.Descriptor instead.
 func (*CheckState) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CheckState) GetActor() string {
@@ -1427,7 +1522,7 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x04step\x18\x05 \x01(\rR\x04step\x12\x14\n" +
 	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04note\x18\x14 \x01(\tR\x04noteB\x13\n" +
-	"\x11_expected_version\"\x8d\x02\n" +
+	"\x11_expected_version\"\xc7\x02\n" +
 	"\rObserveColumn\x12&\n" +
 	"\x0fwindow_start_ms\x18\x01 \x01(\x04R\rwindowStartMs\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x04R\x04atMs\x12*\n" +
@@ -1435,7 +1530,18 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\fgroup_totals\x18\x04 \x03(\v2\x16.hotsplit.v1.GroupLoadR\vgroupTotals\x12\x1c\n" +
 	"\treporters\x18\x05 \x03(\tR\treporters\x12!\n" +
 	"\fdropped_rows\x18\x06 \x01(\x04R\vdroppedRows\x12\x17\n" +
-	"\astep_ms\x18\a \x01(\x04R\x06stepMs\"\xae\x03\n" +
+	"\astep_ms\x18\a \x01(\x04R\x06stepMs\x128\n" +
+	"\vroute_loads\x182 \x01(\v2\x17.hotsplit.v1.RouteLoadsR\n" +
+	"routeLoads\"\xa2\x01\n" +
+	"\n" +
+	"RouteLoads\x12&\n" +
+	"\x0froute_id_deltas\x18\x01 \x03(\x04R\rrouteIdDeltas\x12\x14\n" +
+	"\x05reads\x18\x02 \x03(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\x03 \x03(\x04R\x06writes\x12\x1d\n" +
+	"\n" +
+	"read_bytes\x18\x04 \x03(\x04R\treadBytes\x12\x1f\n" +
+	"\vwrite_bytes\x18\x05 \x03(\x04R\n" +
+	"writeBytes\"\xae\x03\n" +
 	"\tColumnRow\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05reads\x18\x02 \x01(\x04R\x05reads\x12\x16\n" +
@@ -1501,7 +1607,7 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
@@ -1511,18 +1617,19 @@ var file_hotsplitv1_command_proto_goTypes = []any{
 	(*AdmitMember)(nil),    // 5: hotsplit.v1.AdmitMember
 	(*SplitRange)(nil),     // 6: hotsplit.v1.SplitRange
 	(*ObserveColumn)(nil),  // 7: hotsplit.v1.ObserveColumn
-	(*ColumnRow)(nil),      // 8: hotsplit.v1.ColumnRow
-	(*WeightedKey)(nil),    // 9: hotsplit.v1.WeightedKey
-	(*KeyEstimate)(nil),    // 10: hotsplit.v1.KeyEstimate
-	(*GroupLoad)(nil),      // 11: hotsplit.v1.GroupLoad
-	(*SetAutoSplit)(nil),   // 12: hotsplit.v1.SetAutoSplit
-	(*SetConfig)(nil),      // 13: hotsplit.v1.SetConfig
-	(*AbortOp)(nil),        // 14: hotsplit.v1.AbortOp
-	(*CheckState)(nil),     // 15: hotsplit.v1.CheckState
-	(*Config)(nil),         // 16: hotsplit.v1.Config
-	(*Member)(nil),         // 17: hotsplit.v1.Member
-	(SwitchSource)(0),      // 18: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 19: hotsplit.v1.ConfigPatch
+	(*RouteLoads)(nil),     // 8: hotsplit.v1.RouteLoads
+	(*ColumnRow)(nil),      // 9: hotsplit.v1.ColumnRow
+	(*WeightedKey)(nil),    // 10: hotsplit.v1.WeightedKey
+	(*KeyEstimate)(nil),    // 11: hotsplit.v1.KeyEstimate
+	(*GroupLoad)(nil),      // 12: hotsplit.v1.GroupLoad
+	(*SetAutoSplit)(nil),   // 13: hotsplit.v1.SetAutoSplit
+	(*SetConfig)(nil),      // 14: hotsplit.v1.SetConfig
+	(*AbortOp)(nil),        // 15: hotsplit.v1.AbortOp
+	(*CheckState)(nil),     // 16: hotsplit.v1.CheckState
+	(*Config)(nil),         // 17: hotsplit.v1.Config
+	(*Member)(nil),         // 18: hotsplit.v1.Member
+	(SwitchSource)(0),      // 19: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 20: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
@@ -1531,24 +1638,25 @@ var file_hotsplitv1_command_proto_depIdxs = []int32{
 	4,  // 3: hotsplit.v1.Command.remove_member:type_name -> hotsplit.v1.RemoveMember
 	6,  // 4: hotsplit.v1.Command.split_range:type_name -> hotsplit.v1.SplitRange
 	7,  // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
-	12, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
-	13, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
-	14, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
+	13, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
+	14, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
+	15, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
 	5,  // 9: hotsplit.v1.Command.admit_member:type_name -> hotsplit.v1.AdmitMember
-	15, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
-	16, // 11: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	17, // 12: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
-	8,  // 13: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	11, // 14: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	10, // 15: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	9,  // 16: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
-	18, // 17: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	19, // 18: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	16, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
+	17, // 11: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	18, // 12: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	9,  // 13: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
+	12, // 14: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	8,  // 15: hotsplit.v1.ObserveColumn.route_loads:type_name -> hotsplit.v1.RouteLoads
+	11, // 16: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	10, // 17: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
+	19, // 18: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	20, // 19: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -1578,7 +1686,7 @@ func file_hotsplitv1_command_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
