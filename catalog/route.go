@@ -47,7 +47,16 @@ type RouteDescriptor struct {
 	State      RouteState
 	ParentID   uint64
 	SplitAtHLC uint64
+	// A route made by a merge names the two routes it replaced and the
+	// merge's commit HLC; all three are 0 otherwise, and ParentID and
+	// SplitAtHLC are 0 for a merged route (it was split from nothing).
+	MergedFromLeft  uint64
+	MergedFromRight uint64
+	MergedAtHLC     uint64
 }
+
+// Merged reports whether the route was made by a merge.
+func (r *RouteDescriptor) Merged() bool { return r.MergedAtHLC != 0 }
 
 // Unbounded reports whether the route extends to +inf.
 func (r *RouteDescriptor) Unbounded() bool { return len(r.End) == 0 }
@@ -68,26 +77,32 @@ func (r *RouteDescriptor) String() string {
 // ToProto converts r to its API form.
 func (r *RouteDescriptor) ToProto() *api.RouteDescriptor {
 	return &api.RouteDescriptor{
-		RouteId:       r.ID,
-		Start:         r.Start,
-		End:           r.End,
-		GroupId:       r.GroupID,
-		State:         api.RouteState(r.State),
-		ParentRouteId: r.ParentID,
-		SplitAtHlc:    r.SplitAtHLC,
+		RouteId:         r.ID,
+		Start:           r.Start,
+		End:             r.End,
+		GroupId:         r.GroupID,
+		State:           api.RouteState(r.State),
+		ParentRouteId:   r.ParentID,
+		SplitAtHlc:      r.SplitAtHLC,
+		MergedFromLeft:  r.MergedFromLeft,
+		MergedFromRight: r.MergedFromRight,
+		MergedAtHlc:     r.MergedAtHLC,
 	}
 }
 
 // RouteFromProto converts p, copying its keys so the descriptor owns them.
 func RouteFromProto(p *api.RouteDescriptor) *RouteDescriptor {
 	return &RouteDescriptor{
-		ID:         p.GetRouteId(),
-		Start:      bytes.Clone(p.GetStart()),
-		End:        cloneNonEmpty(p.GetEnd()),
-		GroupID:    p.GetGroupId(),
-		State:      RouteState(p.GetState()),
-		ParentID:   p.GetParentRouteId(),
-		SplitAtHLC: p.GetSplitAtHlc(),
+		ID:              p.GetRouteId(),
+		Start:           bytes.Clone(p.GetStart()),
+		End:             cloneNonEmpty(p.GetEnd()),
+		GroupID:         p.GetGroupId(),
+		State:           RouteState(p.GetState()),
+		ParentID:        p.GetParentRouteId(),
+		SplitAtHLC:      p.GetSplitAtHlc(),
+		MergedFromLeft:  p.GetMergedFromLeft(),
+		MergedFromRight: p.GetMergedFromRight(),
+		MergedAtHLC:     p.GetMergedAtHlc(),
 	}
 }
 

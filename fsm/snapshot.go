@@ -136,6 +136,9 @@ func fillRoute(m *api.RouteDescriptor, r *catalog.RouteDescriptor) {
 	m.State = api.RouteState(r.State)
 	m.ParentRouteId = r.ParentID
 	m.SplitAtHlc = r.SplitAtHLC
+	m.MergedFromLeft = r.MergedFromLeft
+	m.MergedFromRight = r.MergedFromRight
+	m.MergedAtHlc = r.MergedAtHLC
 }
 
 // frameWriter writes length-delimited deterministic messages and keeps the
