@@ -149,9 +149,8 @@ func (c *catalogServer) MergeRange(ctx context.Context, req *api.MergeRangeReque
 	}); handled {
 		return resp, err
 	}
-	if err := c.s.cfg.FSM.State().Require(fsm.ManualMerge); err != nil {
-		return nil, statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, req.GetRequestId(), nil,
-			fmt.Sprintf("merge: %v (a member has not been upgraded)", err))
+	if err := featureGate(c.s.cfg.FSM.State(), fsm.ManualMerge, "merge", req.GetRequestId()); err != nil {
+		return nil, err
 	}
 	actor, note := c.s.actor(ctx, req.GetActor())
 	res, err := c.s.propose(ctx, &api.Command{MinVersion: fsm.ManualMerge.Version(), RequestId: req.GetRequestId(),
@@ -166,6 +165,17 @@ func (c *catalogServer) MergeRange(ctx context.Context, req *api.MergeRangeReque
 		resp.Merged = ch[0]
 	}
 	return resp, nil
+}
+
+// featureGate refuses, on the leader and before proposing, a command whose
+// feature the cluster version does not turn on yet: FailedPrecondition,
+// definitely not applied, naming the feature and both versions.
+func featureGate(st *fsm.State, f fsm.Feature, what, requestID string) error {
+	if err := st.Require(f); err != nil {
+		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil,
+			fmt.Sprintf("%s: %v (a member has not been upgraded)", what, err))
+	}
+	return nil
 }
 
 // watchPage is how many routes go into one SnapshotPage.

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // A malformed merge is refused before anything is forwarded or proposed:
@@ -34,5 +35,29 @@ func TestMergeRangeValidation(t *testing.T) {
 				t.Fatalf("%v, want InvalidArgument NOT_APPLIED naming %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// Below cluster version 3 the leader refuses a merge before proposing it
+// (a member that cannot apply it would halt): FailedPrecondition, not
+// applied, naming the feature and the versions; at 3 it passes.
+func TestMergeRangeFeatureGate(t *testing.T) {
+	for _, v := range fsm.Versions() {
+		boot := bootstrapCmd(2, nil)
+		boot.GetBootstrap().ClusterVersion = v
+		st := appliedFSM(t, boot).State()
+		err := featureGate(st, fsm.ManualMerge, "merge", "req-7")
+		if fsm.ManualMerge.EnabledAt(v) {
+			if err != nil {
+				t.Fatalf("version %d: %v", v, err)
+			}
+			continue
+		}
+		code, outcome, _ := outcomeOf(t, err)
+		msg := status.Convert(err).Message()
+		if code != codes.FailedPrecondition || outcome != api.Outcome_OUTCOME_NOT_APPLIED ||
+			!strings.Contains(msg, "manual_merge needs cluster version 3") || !strings.Contains(msg, "not been upgraded") {
+			t.Fatalf("version %d: %v", v, err)
+		}
 	}
 }
