@@ -279,7 +279,7 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 		}
 		var olds []kept
 		hlc := uint64(1000)
-		for range rapid.IntRange(0, 120).Draw(t, "steps") {
+		for range rapid.IntRange(20, 150).Draw(t, "steps") {
 			hlc++
 			var (
 				next  *Catalog
