@@ -230,5 +230,5 @@ func Equal(a, b *Catalog) bool {
 func routeEqual(a, b *RouteDescriptor) bool {
 	return a.ID == b.ID && bytes.Equal(a.Start, b.Start) && bytes.Equal(a.End, b.End) &&
 		a.GroupID == b.GroupID && a.State == b.State && a.ParentID == b.ParentID && a.SplitAtHLC == b.SplitAtHLC &&
-		a.MergedFromLeft == b.MergedFromLeft && a.MergedFromRight == b.MergedFromRight && a.MergedAtHLC == b.MergedAtHLC
+		(a.Merge == nil) == (b.Merge == nil) && (a.Merge == nil || *a.Merge == *b.Merge)
 }

@@ -8,10 +8,10 @@ import (
 // Merge joins two adjacent routes (SPEC §14): left must end where right
 // starts, both must be ACTIVE and served by the same group. They become one
 // new route [left.Start, right.End) with id NextRouteID() (ids are never
-// reused), the group and state of its parents, both parents' ids and
-// MergedAtHLC = commitHLC; its ParentID and SplitAtHLC stay 0, since no
-// split made it. commitHLC must not be 0: a merged route is told apart by
-// its merge HLC. On error c is unchanged (it always is: a Catalog is
+// reused), the group and state of its parents, and Merge = {both parents'
+// ids, commitHLC}; its ParentID and SplitAtHLC stay 0, since no split made
+// it. commitHLC must not be 0 (the invariants refuse a merge without its
+// HLC). On error c is unchanged (it always is: a Catalog is
 // immutable).
 func (c *Catalog) Merge(leftID, rightID, commitHLC uint64) (*Catalog, *RouteDescriptor, error) {
 	left, right, err := c.CheckMerge(leftID, rightID)
@@ -22,7 +22,7 @@ func (c *Catalog) Merge(leftID, rightID, commitHLC uint64) (*Catalog, *RouteDesc
 		return nil, nil, fmt.Errorf("%w: merge of routes %d and %d at commit HLC 0", ErrInvariant, leftID, rightID)
 	}
 	merged := &RouteDescriptor{ID: c.nextID, Start: left.Start, End: right.End, GroupID: left.GroupID, State: left.State,
-		MergedFromLeft: left.ID, MergedFromRight: right.ID, MergedAtHLC: commitHLC}
+		Merge: &MergeInfo{Left: left.ID, Right: right.ID, AtHLC: commitHLC}}
 	// The merged route starts where the left parent did and takes its
 	// slot; the right parent's entry goes.
 	starts, ok := c.starts.set(merged).delete(right.Start)
@@ -79,18 +79,16 @@ func (c *Catalog) CheckMerge(leftID, rightID uint64) (left, right *RouteDescript
 	return left, right, nil
 }
 
-// checkLineage: a merged route names two distinct earlier routes, neither
-// live (ids are never reused), and no split parent; a route no merge made
-// names no merge parent.
+// checkLineage: a merged route has a merge HLC, names two distinct earlier
+// routes, neither live (ids are never reused), and no split parent.
 func (c *Catalog) checkLineage(r *RouteDescriptor) error {
-	if !r.Merged() {
-		if r.MergedFromLeft != 0 || r.MergedFromRight != 0 {
-			return fmt.Errorf("%w: route %d names merge parents %d and %d without a merge HLC", ErrInvariant, r.ID, r.MergedFromLeft, r.MergedFromRight)
-		}
+	if r.Merge == nil {
 		return nil
 	}
-	l, rr := r.MergedFromLeft, r.MergedFromRight
+	l, rr := r.Merge.Left, r.Merge.Right
 	switch {
+	case r.Merge.AtHLC == 0:
+		return fmt.Errorf("%w: route %d names merge parents %d and %d without a merge HLC", ErrInvariant, r.ID, l, rr)
 	case l == 0 || rr == 0 || l == rr:
 		return fmt.Errorf("%w: merged route %d names parents %d and %d", ErrInvariant, r.ID, l, rr)
 	case l >= r.ID || rr >= r.ID:

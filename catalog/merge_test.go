@@ -31,7 +31,7 @@ func TestMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &RouteDescriptor{ID: 5, Start: []byte("f"), End: []byte("t"), GroupID: 1, State: StateActive,
-		MergedFromLeft: 2, MergedFromRight: 3, MergedAtHLC: 77}
+		Merge: &MergeInfo{Left: 2, Right: 3, AtHLC: 77}}
 	if !routeEqual(merged, want) || !merged.Merged() {
 		t.Fatalf("merged %+v, want %+v", merged, want)
 	}
@@ -62,7 +62,7 @@ func TestMerge(t *testing.T) {
 	}
 	// Merging a merged route with its neighbour, and the whole space.
 	c2, m2, err := next.Merge(1, 5, 79)
-	if err != nil || m2.MergedFromLeft != 1 || m2.MergedFromRight != 5 || m2.ID != 6 {
+	if err != nil || m2.Merge.Left != 1 || m2.Merge.Right != 5 || m2.ID != 6 {
 		t.Fatalf("merge of a merged route: %v %+v", err, m2)
 	}
 	c3, m3, err := c2.Merge(6, 4, 80)
@@ -198,7 +198,7 @@ func TestMergeLineageInvariants(t *testing.T) {
 		return r
 	}
 	merged := func(l, r, at uint64) func(*RouteDescriptor) {
-		return func(x *RouteDescriptor) { x.MergedFromLeft, x.MergedFromRight, x.MergedAtHLC = l, r, at }
+		return func(x *RouteDescriptor) { x.Merge = &MergeInfo{Left: l, Right: r, AtHLC: at} }
 	}
 	ok := []*RouteDescriptor{mk(1, "", "b", nil), mk(5, "b", "", merged(2, 3, 9))}
 	if _, err := build(2, 6, ok); err != nil {
@@ -339,7 +339,7 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 				}
 				lr, rr := m.routes[li], m.routes[li+1]
 				want := &RouteDescriptor{ID: c.NextRouteID(), Start: lr.Start, End: rr.End, GroupID: lr.GroupID, State: lr.State,
-					MergedFromLeft: l, MergedFromRight: r, MergedAtHLC: hlc}
+					Merge: &MergeInfo{Left: l, Right: r, AtHLC: hlc}}
 				if !routeEqual(merged, want) {
 					t.Fatalf("merged %v, model %v", merged, want)
 				}

@@ -277,11 +277,11 @@ func TestRestoreAboveLocalBounds(t *testing.T) {
 func TestFillRouteMatchesToProto(t *testing.T) {
 	for _, r := range []*catalog.RouteDescriptor{
 		{ID: 7, Start: []byte("a"), End: []byte("b"), GroupID: 3, State: catalog.StateWriteFenced, ParentID: 2, SplitAtHLC: 99},
-		{ID: 9, Start: []byte("a"), GroupID: 3, State: catalog.StateActive, MergedFromLeft: 7, MergedFromRight: 8, MergedAtHLC: 120},
+		{ID: 9, Start: []byte("a"), GroupID: 3, State: catalog.StateActive, Merge: &catalog.MergeInfo{Left: 7, Right: 8, AtHLC: 120}},
 	} {
 		var m api.RouteDescriptor
 		// A reused slot: every field is overwritten.
-		fillRoute(&m, &catalog.RouteDescriptor{ID: 1, ParentID: 5, SplitAtHLC: 6, MergedFromLeft: 1, MergedFromRight: 2, MergedAtHLC: 3})
+		fillRoute(&m, &catalog.RouteDescriptor{ID: 1, ParentID: 5, SplitAtHLC: 6, Merge: &catalog.MergeInfo{Left: 1, Right: 2, AtHLC: 3}})
 		fillRoute(&m, r)
 		if !proto.Equal(&m, r.ToProto()) {
 			t.Fatalf("fillRoute %v, ToProto %v", &m, r.ToProto())
