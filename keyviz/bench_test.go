@@ -311,3 +311,64 @@ func BenchmarkCloseColumnSparse(b *testing.B) {
 		now += 60_000
 	}
 }
+
+// BenchmarkObserveSize is ObserveSize on one hot route at the default
+// 1-in-16 sampling, serially and with b.RunParallel (GOMAXPROCS goroutines on
+// the same route), for one hot key (every observation hits the same count
+// word) and for keys spread over the route's buckets. Two cores must scale:
+// the parallel ns/op (wall time over all goroutines' operations) is reported
+// beside the serial one of the same run as x-serial.
+//
+//	go test -run '^$' -bench 'ObserveSize' -benchmem -count 6 ./keyviz/
+func BenchmarkObserveSize(b *testing.B) {
+	for _, shape := range []string{"hot-key", "spread-keys"} {
+		for _, buckets := range []int{16, 64} {
+			var serial float64
+			name := fmt.Sprintf("%s/buckets-%d", shape, buckets)
+			b.Run(name+"/serial", func(b *testing.B) {
+				s, keys, id := observeSizeSampler(b, buckets, shape)
+				i := 0
+				cpu0 := cpuNanos()
+				for b.Loop() {
+					s.ObserveSize(id, keys[i&1023], i&3 == 0, uint64(64+i&255))
+					i++
+				}
+				serial = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				report(b, cpu0, 0)
+			})
+			b.Run(name+"/parallel", func(b *testing.B) {
+				s, keys, id := observeSizeSampler(b, buckets, shape)
+				var g atomic.Uint64
+				cpu0 := cpuNanos()
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(g.Add(1) * 509) // each goroutine its own walk over the keys
+					for pb.Next() {
+						s.ObserveSize(id, keys[i&1023], i&3 == 0, uint64(64+i&255))
+						i++
+					}
+				})
+				report(b, cpu0, 0)
+				if serial > 0 {
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/serial, "x-serial")
+				}
+			})
+		}
+	}
+}
+
+// observeSizeSampler returns a default-rate sampler, the keys to observe and
+// the hot route's id: the same key 1024 times for "hot-key", keys spread
+// over all the route's buckets otherwise.
+func observeSizeSampler(b *testing.B, buckets int, shape string) (*Sampler, [][]byte, uint64) {
+	s, keys := benchSampler(b, buckets, DefaultSampleRate, 1000)
+	id := uint64(1000/2 + 1)
+	if e := s.table.Load().lookup(id); e.k != buckets {
+		b.Fatalf("hot route has %d buckets, want %d", e.k, buckets)
+	}
+	if shape == "hot-key" {
+		for i := range keys {
+			keys[i] = keys[0]
+		}
+	}
+	return s, keys, id
+}
