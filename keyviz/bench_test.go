@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"unsafe"
 
 	"github.com/hotsplit/hotsplit/catalog"
 )
@@ -371,4 +372,63 @@ func observeSizeSampler(b *testing.B, buckets int, shape string) (*Sampler, [][]
 		}
 	}
 	return s, keys, id
+}
+
+// BenchmarkStripeHint compares ways to pick a stripe for a counter add
+// without a per-call random number, serially and from all cores at once:
+// the sync.Pool-held hint the sampler uses (moved on a failed
+// compare-and-swap), a hash of the address of a stack variable (fixed per
+// goroutine until its stack moves, so two goroutines can share a stripe for
+// good), and a round-robin ticket from one shared atomic (itself a contended
+// word); "one-word" is the unstriped add they replace.
+//
+//	go test -run '^$' -bench 'StripeHint' -count 6 ./keyviz/
+func BenchmarkStripeHint(b *testing.B) {
+	const n = 16
+	var ticket struct {
+		_ [64]byte
+		atomic.Uint64
+		_ [56]byte
+	}
+	pick := map[string]func(c []atomic.Uint64){
+		"one-word": func(c []atomic.Uint64) { c[0].Add(1) },
+		"pool-hint": func(c []atomic.Uint64) {
+			h, _ := stripeHints.Get().(int)
+			for {
+				p := &c[(h&(n-1))*stripeAlign]
+				if v := p.Load(); p.CompareAndSwap(v, v+1) {
+					break
+				}
+				h = (h + 1) & 0xff
+			}
+			stripeHints.Put(h)
+		},
+		"stack-address": func(c []atomic.Uint64) {
+			var x byte
+			h := uint64(uintptr(unsafe.Pointer(&x))>>10) * golden >> 60
+			c[h*stripeAlign].Add(1)
+		},
+		"round-robin": func(c []atomic.Uint64) {
+			c[(ticket.Add(1)&(n-1))*stripeAlign].Add(1)
+		},
+	}
+	for _, name := range []string{"one-word", "pool-hint", "stack-address", "round-robin"} {
+		for _, parallel := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/parallel-%v", name, parallel), func(b *testing.B) {
+				c := alignedWords(n*stripeAlign, stripeAlign)
+				f := pick[name]
+				if !parallel {
+					for b.Loop() {
+						f(c)
+					}
+					return
+				}
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						f(c)
+					}
+				})
+			})
+		}
+	}
 }

@@ -127,19 +127,27 @@ func (s seedSource) next() uint64 {
 // Memory: the route table holds about 200 bytes per route (plus 8 bytes per
 // route id between the smallest and largest); each route observed in a
 // column holds (2·buckets+2) 8-byte counters rounded up to 64 bytes, and, if
-// sampled, a sketch of at most TopK keys.
+// sampled, a sketch of at most TopK keys; at most 64 contended routes per
+// column also hold stripes, 1 KiB each per 2 cores at 16 buckets (the bound
+// is in stripes.go).
 type Sampler struct {
 	// Read by every Observe, written under mu. The padding keeps the
 	// counters written on the drop paths off this cache line.
 	table     atomic.Pointer[routeTable]
 	arena     atomic.Pointer[arena]
 	sampleMax uint64 // immutable: sampled() threshold for SampleRate
-	_         [40]byte
+	// immutable: failed compare-and-swaps that stripe a block (stripes.go);
+	// 0 (tests only) stripes every block when it is created.
+	stripeAfter uint64
+	_           [32]byte
 
 	unknownRoute atomic.Uint64
 	_            [56]byte
 	keyTooLong   atomic.Uint64
 	_            [56]byte
+	// Blocks striped because their counters were contended.
+	stripedRoutes atomic.Uint64
+	_             [56]byte
 
 	sampleRate uint32 // immutable
 	topK       int    // immutable
@@ -215,12 +223,13 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		return nil, fmt.Errorf("%w: top-K capacity %d not in [1, %d]", ErrInvalidConfig, cfg.TopK, MaxTopK)
 	}
 	s := &Sampler{
-		sampleMax:  math.MaxUint64 / uint64(cfg.SampleRate),
-		sampleRate: cfg.SampleRate,
-		topK:       cfg.TopK,
-		boxWeights: [2]uint64{uint64(l.ReadWeight), uint64(l.WriteWeight)},
-		col:        openColumn{cfg: l},
-		scratch:    make([]uint64, maxBlockWords),
+		sampleMax:   math.MaxUint64 / uint64(cfg.SampleRate),
+		stripeAfter: stripeAfter,
+		sampleRate:  cfg.SampleRate,
+		topK:        cfg.TopK,
+		boxWeights:  [2]uint64{uint64(l.ReadWeight), uint64(l.WriteWeight)},
+		col:         openColumn{cfg: l},
+		scratch:     make([]uint64, maxBlockWords),
 	}
 	s.colSeeds = newSeedSource(cfg.Seed, 1)
 	s.boxSeeds = newSeedSource(cfg.Seed, 2)
@@ -236,14 +245,16 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 // the node). The route id is the data node's own routing decision; an id not
 // in the route table is dropped and counted (see Stats).
 //
-// The unsampled path is one atomic add: no lock, no clock read, no
+// The unsampled path is one compare-and-swap: no lock, no clock read, no
 // allocation. (The first observation of a route in a column also takes the
 // route's counters from an arena the close preallocates, sized from the
 // previous column; only when more routes are touched than that does it
 // allocate.) One in SampleRate observations also feeds the route's top-K
-// sketch under the route's mutex. Racing with a column close, an
-// observation is counted exactly once, in one column or the next (see
-// CloseColumn).
+// sketch under the route's mutex. A route whose counters several cores
+// contend for is striped for the rest of the column: each core then swaps
+// in its own stripe and buffers its sampled observations there (stripes.go).
+// Racing with a column close, an observation is counted exactly once, in one
+// column or the next (see CloseColumn).
 func (s *Sampler) Observe(routeID uint64, key []byte, write bool) {
 	if e := s.table.Load().lookup(routeID); e != nil {
 		s.observeAt(e, e.blk.Load(), key, write, 0)
@@ -276,17 +287,51 @@ func (s *Sampler) observeAt(e *routeEntry, b *block, key []byte, write bool, n u
 		if e.k > 1 {
 			w += 2 * e.bucket(key)
 		}
-		if v := b.c[w].Add(1); v&sealed == 0 {
-			if n != 0 {
-				s.addBytes(e, b, write, n)
+		if b.hot.Load() == nil {
+			p := &b.c[w]
+			if v := p.Load(); v&sealed == 0 && p.CompareAndSwap(v, v+1) {
+				if n != 0 {
+					s.addBytes(e, &b.c[byteWord(write)], write, n)
+				}
+				if sampled(v+1, b.seed, s.sampleMax) {
+					s.sample(e, key, write)
+				}
+				return
 			}
-			if sampled(v, b.seed, s.sampleMax) {
-				s.sample(e, key, write)
-			}
+		}
+		if s.observeIn(e, b, w, key, write, n) {
 			return
 		}
 	}
 	s.observeSlow(e.id, key, write, n)
+}
+
+// observeIn counts an observation of word w in e's block b — in b's own
+// words, striping b if they are contended, or in its stripes — and reports
+// false without counting it if the close sealed b.
+func (s *Sampler) observeIn(e *routeEntry, b *block, w int, key []byte, write bool, n uint64) bool {
+	for {
+		if st := b.hot.Load(); st != nil {
+			return s.observeStriped(e, b, st, w, key, write, n)
+		}
+		p := &b.c[w]
+		v := p.Load()
+		if v&sealed != 0 {
+			return false
+		}
+		if p.CompareAndSwap(v, v+1) {
+			if n != 0 {
+				s.addBytes(e, &b.c[byteWord(write)], write, n)
+			}
+			if sampled(v+1, b.seed, s.sampleMax) {
+				s.sample(e, key, write)
+			}
+			return true
+		}
+		if b.fails.Add(1) == s.stripeAfter {
+			s.stripe(e, b)
+		}
+	}
 }
 
 // observeSlow counts an observation whose route has no block yet in the open
@@ -300,31 +345,20 @@ func (s *Sampler) observeSlow(routeID uint64, key []byte, write bool, n uint64) 
 			s.unknownRoute.Add(1)
 			return
 		}
-		b := s.blockFor(e)
-		if v := b.c[e.word(key, write)].Add(1); v&sealed == 0 {
-			if n != 0 {
-				s.addBytes(e, b, write, n)
-			}
-			if sampled(v, b.seed, s.sampleMax) {
-				s.sample(e, key, write)
-			}
+		if s.observeIn(e, s.blockFor(e), e.word(key, write), key, write, n) {
 			return
 		}
 	}
 }
 
-// addBytes adds n to the read or write bytes of the route whose count just
-// landed in b, or of its next block if a close sealed b in between.
-func (s *Sampler) addBytes(e *routeEntry, b *block, write bool, n uint64) {
-	w := 0
-	if write {
-		w = 1
-	}
-	for b.c[w].Add(n)&sealed != 0 {
+// addBytes adds n to the byte word p of the route whose count just landed in
+// p's block, or to its next block's if a close sealed p in between.
+func (s *Sampler) addBytes(e *routeEntry, p *atomic.Uint64, write bool, n uint64) {
+	for p.Add(n)&sealed != 0 {
 		if e = s.table.Load().lookup(e.id); e == nil {
 			return // the route left the table; its count is already in
 		}
-		b = s.blockFor(e)
+		p = &s.blockFor(e).c[byteWord(write)]
 	}
 }
 
@@ -335,6 +369,9 @@ func (s *Sampler) blockFor(e *routeEntry) *block {
 			return b
 		}
 		if nb := s.arena.Load().alloc(e.words, e.id); e.blk.CompareAndSwap(nil, nb) {
+			if s.stripeAfter == 0 {
+				s.stripe(e, nb)
+			}
 			return nb
 		}
 	}
@@ -355,19 +392,7 @@ func (s *Sampler) sample(e *routeEntry, key []byte, write bool) {
 		}
 		bx.mu.Lock()
 		if !bx.sealed {
-			w := bx.wr
-			if write {
-				w = bx.ww
-			}
-			if w != 0 {
-				bx.ss.add(key, w, write)
-				bx.res.add(key, write)
-				if write {
-					bx.writes++
-				} else {
-					bx.reads++
-				}
-			}
+			bx.feed(key, write)
 			bx.mu.Unlock()
 			return
 		}
@@ -379,30 +404,61 @@ func (s *Sampler) sample(e *routeEntry, key []byte, write bool) {
 	}
 }
 
+// feed adds a sampled observation to the sketch. The caller holds bx.mu.
+func (bx *sketchBox) feed(key []byte, write bool) {
+	w := bx.wr
+	if write {
+		w = bx.ww
+	}
+	if w == 0 {
+		return
+	}
+	bx.ss.add(key, w, write)
+	bx.res.add(key, write)
+	if write {
+		bx.writes++
+	} else {
+		bx.reads++
+	}
+}
+
 func (s *Sampler) newBox(e *routeEntry) *sketchBox {
 	s.boxMu.Lock()
 	defer s.boxMu.Unlock()
 	if bx := e.sk.Load(); bx != nil {
 		return bx
 	}
-	bx := &sketchBox{wr: s.boxWeights[0], ww: s.boxWeights[1], ss: newSpaceSaving(s.topK),
-		res: newReservoir(s.boxSeeds.next())}
+	bx := s.makeBoxLocked(s.boxWeights[1], s.boxWeights[0])
 	e.sk.Store(bx)
 	return bx
 }
 
-// Stats are the sampler's drop counters since it was created.
+// makeBox returns a new sketch with the given write and read weights.
+func (s *Sampler) makeBox(ww, wr uint64) *sketchBox {
+	s.boxMu.Lock()
+	defer s.boxMu.Unlock()
+	return s.makeBoxLocked(ww, wr)
+}
+
+func (s *Sampler) makeBoxLocked(ww, wr uint64) *sketchBox {
+	return &sketchBox{wr: wr, ww: ww, ss: newSpaceSaving(s.topK), res: newReservoir(s.boxSeeds.next())}
+}
+
+// Stats are the sampler's counters since it was created.
 type Stats struct {
 	// Observations whose route id was not in the route table.
 	UnknownRoute uint64
 	// Sampled observations not fed to the sketch because the key is longer
 	// than catalog.MaxKeyLen (they are still counted).
 	KeyTooLong uint64
+	// Route columns whose counters were striped because several cores
+	// contended for them (a route counts once per column it is striped in).
+	StripedRoutes uint64
 }
 
-// Stats returns the drop counters.
+// Stats returns the drop counters and the striping count.
 func (s *Sampler) Stats() Stats {
-	return Stats{UnknownRoute: s.unknownRoute.Load(), KeyTooLong: s.keyTooLong.Load()}
+	return Stats{UnknownRoute: s.unknownRoute.Load(), KeyTooLong: s.keyTooLong.Load(), StripedRoutes: s.stripedRoutes.Load()}
 }
 
 // SetConfig stages the cluster's load config. It is adopted by the next

@@ -1,0 +1,293 @@
+package keyviz
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// Striped counters for contended routes.
+//
+// A route's block is one set of words that every observer of the route adds
+// to. When several cores observe one route at once those words — and the
+// byte words every ObserveSize adds to, and the route's sketch — bounce
+// between the cores' caches and the cores take turns: two goroutines on one
+// hot route went no faster than one. So a block whose counters are contended
+// gets stripes for the rest of its column: stripeCount copies of its words,
+// each padded to whole 128-byte line pairs, each with a buffer for its
+// sampled observations, and each observer adds to the stripe its hint names.
+//
+// When: every count add on an unstriped block is a compare-and-swap, and a
+// failed one means another core changed the word between this core's load
+// and its swap. The block counts those failures; the observer whose failure
+// is the stripeAfter-th of the column (64) stripes the block. One core alone
+// never fails, so a route observed from one goroutine, or rarely from two at
+// once, is never striped: a route needs thousands of concurrent observations
+// a second to reach 64 in a 60 s column. Striping lasts for the column: the
+// next column's block starts unstriped and is striped again after another
+// 64 failures, microseconds into the column of a route that is still
+// contended. (So a seeded single-goroutine replay, like simlab's, never
+// stripes and samples exactly as before.)
+//
+// Which stripe: from a hint held in a sync.Pool, which keeps one item per P:
+// an observer takes the hint of the P it runs on and puts it back, so the
+// goroutines running at one moment — at most one per P — mostly hold
+// different hints. Hints are handed out round-robin; when two observers do
+// meet on one stripe (a compare-and-swap on it fails), the one that lost
+// moves its hint to the next stripe and puts that back, so hints that
+// collide drift apart (the rule of Java's LongAdder, with the pool standing
+// in for a thread-local). No random number is drawn per call. See
+// BenchmarkStripeHint for the alternatives measured.
+//
+// Sampled observations of a striped route are buffered per stripe
+// (sampleBuf) and fed to the route's sketch sixteen at a time, or at the
+// close.
+//
+// Memory bound: at most maxStripedRoutes (64) blocks are striped per column
+// (counted on the column's arena), each with stripeCount stripes —
+// GOMAXPROCS rounded up to a power of two, in [2, maxStripes = 16] — of
+// (2+2k rounded up to 16) 8-byte words plus a 640-byte sample buffer. With
+// 16 buckets a stripe is 1 KiB: 2 KiB per striped route on a 2-core node,
+// 16 KiB with 16 stripes, and at most 1 MiB per column; at the 256-bucket
+// maximum 4.75 KiB a stripe and 4.75 MiB per column. A column's stripes are
+// allocated when its blocks are striped and freed with them.
+//
+// Exactly once: stripe words are sealed and drained at the close like the
+// block's own words (see block), and the block's stripe pointer is swapped
+// for sealedStripes first, so a block cannot be striped after the close
+// looked at it: an observation counted in a stripe is in the column that
+// drains it, one that finds its stripe sealed is repeated in the route's
+// next block. The close then seals the stripes' sample buffers and feeds
+// what they hold to the closing column's sketch; a sample that finds its
+// buffer sealed goes to the route's sketch directly, like any sample racing
+// with a close.
+
+const (
+	// stripeAfter is the default number of failed compare-and-swaps on a
+	// block's count words after which the block is striped.
+	stripeAfter = 64
+	// maxStripedRoutes caps the blocks striped per column.
+	maxStripedRoutes = 64
+	// maxStripes caps the stripes of a block.
+	maxStripes = 16
+	// stripeAlign is a stripe's alignment in words: 128 bytes, a pair of
+	// lines, as adjacent-line prefetchers fetch them.
+	stripeAlign = 16
+	// maxStripeWords is the stripe length of a route with MaxBuckets buckets.
+	maxStripeWords = (maxBlockWords + stripeAlign - 1) / stripeAlign * stripeAlign
+	// stripeShift places a stripe's index above any count in the value
+	// the sampling decision hashes, so the stripes of a block do not sample
+	// at the same counts.
+	stripeShift = 52
+)
+
+// stripeSet is one block's stripes: stripe i's copy of block word w is
+// c[i*words+w] (words past the block's length are padding), and bufs[i]
+// holds its sampled observations.
+type stripeSet struct {
+	mask  uint64 // stripes - 1
+	words int
+	c     []atomic.Uint64
+	bufs  []sampleBuf
+}
+
+// sampleBuf holds a stripe's sampled observations until it is full or the
+// close takes them, so that the cores of a striped route do not take turns
+// on the route's sketch for each one: a full buffer is fed to the sketch
+// under one lock. The keys are copied; a key longer than the buffer is fed
+// at once. The sketch gets the same observations, in another order, so its
+// guarantees (spacesaving.go) and the reservoir's uniformity are those of
+// the unstriped route.
+type sampleBuf struct {
+	mu     sync.Mutex
+	sealed bool // the close took the buffer: feed the sketch directly
+	n      int
+	used   int    // bytes of keys
+	writes uint32 // bit i: observation i is a write
+	ends   [sampleBufLen]uint16
+	keys   [sampleBufBytes]byte
+	_      [sampleBufPad]byte
+}
+
+const (
+	sampleBufLen   = 16
+	sampleBufBytes = 512
+	// Pads a buffer to a multiple of 128 bytes (with 8-byte words).
+	sampleBufPad = 128 - (8+8+8+8+8+2*sampleBufLen+sampleBufBytes)%128
+)
+
+// sealedStripes is installed in a block's stripe pointer by the close, and in
+// sealedBlock's: every word is sealed, so an observer that reaches it
+// repeats its observation in the route's next block, and no block is striped
+// after its close.
+var sealedStripes = func() *stripeSet {
+	st := &stripeSet{words: maxStripeWords, c: make([]atomic.Uint64, maxStripeWords)}
+	for i := range st.c {
+		st.c[i].Store(sealed)
+	}
+	return st
+}()
+
+func newStripeSet(stripes, blockWords int) *stripeSet {
+	w := (blockWords + stripeAlign - 1) / stripeAlign * stripeAlign
+	return &stripeSet{
+		mask:  uint64(stripes - 1),
+		words: w,
+		c:     alignedWords(stripes*w, stripeAlign),
+		bufs:  make([]sampleBuf, stripes),
+	}
+}
+
+// stripeCount is the stripes a block gets: GOMAXPROCS rounded up to a power
+// of two, in [2, maxStripes].
+func stripeCount() int {
+	n := 2
+	for n < runtime.GOMAXPROCS(0) && n < maxStripes {
+		n *= 2
+	}
+	return n
+}
+
+// stripeHints holds the stripe hints, one per P (see the comment at the top
+// of this file). The hints are ints below 256, which an interface holds
+// without allocating.
+var (
+	stripeHints = sync.Pool{New: func() any { return int(nextHint.Add(1) & 0xff) }}
+	nextHint    atomic.Uint64
+)
+
+// observeStriped counts an observation of word w in the stripes st of e's
+// block b, and reports false without counting it if the close sealed them.
+func (s *Sampler) observeStriped(e *routeEntry, b *block, st *stripeSet, w int, key []byte, write bool, n uint64) bool {
+	h, _ := stripeHints.Get().(int)
+	var i, v uint64
+	for {
+		i = uint64(h) & st.mask
+		p := &st.c[int(i)*st.words+w]
+		v = p.Load()
+		if v&sealed != 0 {
+			stripeHints.Put(h)
+			return false
+		}
+		if p.CompareAndSwap(v, v+1) {
+			break
+		}
+		h = (h + 1) & 0xff // another core is on this stripe: move on
+	}
+	stripeHints.Put(h)
+	if n != 0 {
+		s.addBytes(e, &st.c[int(i)*st.words+byteWord(write)], write, n)
+	}
+	if sampled(v+1+i<<stripeShift, b.seed, s.sampleMax) {
+		s.sampleStriped(e, &st.bufs[i], key, write)
+	}
+	return true
+}
+
+// sampleStriped buffers a sampled observation of a striped route in its
+// stripe's buffer sb, feeding the buffer to the route's sketch when it is
+// full. Once the close took sb, the observation goes to the route's sketch
+// directly, like any sample racing with a close.
+func (s *Sampler) sampleStriped(e *routeEntry, sb *sampleBuf, key []byte, write bool) {
+	if len(key) > catalog.MaxKeyLen {
+		s.keyTooLong.Add(1)
+		return
+	}
+	sb.mu.Lock()
+	if !sb.sealed && len(key) <= sampleBufBytes {
+		if sb.n == sampleBufLen || sb.used+len(key) > sampleBufBytes {
+			s.flushSamples(e, sb)
+		}
+		sb.used += copy(sb.keys[sb.used:], key)
+		sb.ends[sb.n] = uint16(sb.used)
+		if write {
+			sb.writes |= 1 << sb.n
+		}
+		sb.n++
+		sb.mu.Unlock()
+		return
+	}
+	sb.mu.Unlock()
+	s.sample(e, key, write)
+}
+
+// flushSamples feeds sb's observations to e's sketch for the open column
+// (or, if its route left the table meanwhile, drops them as sample does).
+// The caller holds sb.mu.
+func (s *Sampler) flushSamples(e *routeEntry, sb *sampleBuf) {
+	id := e.id
+	for {
+		bx := e.sk.Load()
+		if bx == nil {
+			bx = s.newBox(e)
+		}
+		bx.mu.Lock()
+		if !bx.sealed {
+			sb.feed(bx)
+			bx.mu.Unlock()
+			return
+		}
+		bx.mu.Unlock()
+		if e = s.table.Load().lookup(id); e == nil {
+			sb.n, sb.used, sb.writes = 0, 0, 0
+			return
+		}
+	}
+}
+
+// feed moves sb's observations into bx. The caller holds sb.mu and bx.mu.
+func (sb *sampleBuf) feed(bx *sketchBox) {
+	off := 0
+	for i := range sb.n {
+		end := int(sb.ends[i])
+		bx.feed(sb.keys[off:end], sb.writes&(1<<i) != 0)
+		off = end
+	}
+	sb.n, sb.used, sb.writes = 0, 0, 0
+}
+
+// takeSamples seals st's buffers and feeds what they hold to bx, the
+// sketch of the column being closed (made with the column's weights if the
+// route had none). The close calls it after draining the block that st
+// belongs to.
+func (s *Sampler) takeSamples(st *stripeSet, bx *sketchBox, ww, wr uint64) *sketchBox {
+	for i := range st.bufs {
+		sb := &st.bufs[i]
+		sb.mu.Lock()
+		sb.sealed = true
+		if sb.n > 0 {
+			if bx == nil {
+				bx = s.makeBox(ww, wr)
+			}
+			bx.mu.Lock()
+			sb.feed(bx)
+			bx.mu.Unlock()
+		}
+		sb.mu.Unlock()
+	}
+	return bx
+}
+
+// stripe gives e's block b stripes for the rest of its column, unless the
+// column's cap is reached or the close sealed b first.
+func (s *Sampler) stripe(e *routeEntry, b *block) {
+	a := s.arena.Load()
+	if a.striped.Add(1) > maxStripedRoutes {
+		return
+	}
+	if b.hot.CompareAndSwap(nil, newStripeSet(a.stripes, e.words)) {
+		s.stripedRoutes.Add(1)
+	}
+}
+
+// drainStripes adds the counts held in st to dst and seals them.
+func (st *stripeSet) drainStripes(dst []uint64) {
+	for i := range int(st.mask) + 1 {
+		c := st.c[i*st.words : i*st.words+len(dst)]
+		for w := range c {
+			dst[w] += c[w].Swap(sealed) &^ sealed // far below 2^63 each
+		}
+	}
+}

@@ -1,0 +1,311 @@
+package keyviz
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
+
+// TestStripedExactlyOnceConcurrent: goroutines observe one hot route with
+// sizes — one key, or keys over all its buckets — while a closer keeps
+// closing columns (and changing the bucket count, so that striped entries
+// die under their observers): the reads, writes and bytes summed over the
+// columns are exactly those observed. "forced" stripes every block when it
+// is created, so every column races stripes with its close whatever the
+// machine's load; "adaptive" stripes as contention is found.
+func TestStripedExactlyOnceConcurrent(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		stripeAfter uint64
+		oneKey      bool
+	}{
+		{"forced/one-key", 0, true},
+		{"forced/spread-keys", 0, false},
+		{"adaptive/one-key", 1, true},
+		{"adaptive/spread-keys", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat := mustCatalog(t, "m")
+			s := newTestSampler(t, SamplerConfig{Load: LoadConfig{StepMs: 1000, Buckets: 16}, SampleRate: 4, TopK: 8})
+			s.stripeAfter = tc.stripeAfter
+			setCatalog(t, s, cat)
+			hot := cat.Lookup([]byte("a")).ID
+			const workers, perWorker = 4, 20_000
+			var wg sync.WaitGroup
+			var progress atomic.Uint64 // observations made, in 100s
+			done := make(chan struct{})
+			for w := range workers {
+				wg.Go(func() {
+					for i := range perWorker {
+						key := []byte("a")
+						if !tc.oneKey {
+							key = []byte{'a' + byte(i*7+w)%12, byte(i)}
+						}
+						s.ObserveSize(hot, key, i%3 == 0, uint64(i%5))
+						if i%100 == 99 {
+							progress.Add(1)
+							runtime.Gosched() // let the closer in
+						}
+					}
+				})
+			}
+			var cols []*api.ReportColumn
+			closer := make(chan struct{})
+			go func() {
+				defer close(closer)
+				now := uint64(t0)
+				var last uint64
+				for i := 0; ; i++ {
+					select {
+					case <-done:
+						cols = append(cols, s.CloseColumn(now))
+						return
+					default:
+					}
+					// A column every 1000 observations or so, however the
+					// goroutines are scheduled.
+					if p := progress.Load(); p < last+10 {
+						runtime.Gosched()
+						continue
+					} else {
+						last = p
+					}
+					if i%4 == 0 {
+						if err := s.SetConfig(LoadConfig{StepMs: 1000, Buckets: []int{16, 64}[i%8/4], WriteWeight: 4, ReadWeight: 1}); err != nil {
+							panic(err)
+						}
+					}
+					cols = append(cols, s.CloseColumn(now))
+					now += 1000
+				}
+			}()
+			wg.Wait()
+			close(done)
+			<-closer
+			var reads, writes, bytes uint64
+			for _, col := range cols {
+				checkColumn(t, col)
+				for _, r := range col.Rows {
+					if r.RouteId != hot {
+						t.Fatalf("route %d counted, only %d observed", r.RouteId, hot)
+					}
+					reads += r.Reads
+					writes += r.Writes
+					bytes += r.ReadBytes + r.WriteBytes
+				}
+			}
+			var wantReads, wantWrites, wantBytes uint64
+			for range workers {
+				for i := range perWorker {
+					if i%3 == 0 {
+						wantWrites++
+					} else {
+						wantReads++
+					}
+					wantBytes += uint64(i % 5)
+				}
+			}
+			if reads != wantReads || writes != wantWrites || bytes != wantBytes {
+				t.Fatalf("counted %d reads, %d writes, %d bytes over %d columns; observed %d, %d, %d",
+					reads, writes, bytes, len(cols), wantReads, wantWrites, wantBytes)
+			}
+			st := s.Stats()
+			if st.UnknownRoute != 0 {
+				t.Fatalf("stats %+v", st)
+			}
+			if tc.stripeAfter == 0 && st.StripedRoutes == 0 {
+				t.Fatal("no block was striped")
+			}
+			nonEmpty := 0
+			for _, c := range cols {
+				if len(c.Rows) > 0 {
+					nonEmpty++
+				}
+			}
+			t.Logf("%d columns (%d with rows), %d striped", len(cols), nonEmpty, st.StripedRoutes)
+		})
+	}
+}
+
+// TestStripedRowsMatchUnstriped: the same observations give the same row
+// whether the route's block is striped or not, with stripe hints that
+// collide (more goroutines than stripes) or not: the counts, and the sketch,
+// whose samples went through the stripes' buffers (and, for a key longer
+// than a buffer, around them) and were taken at the close.
+func TestStripedRowsMatchUnstriped(t *testing.T) {
+	cat := mustCatalog(t, "m")
+	run := func(stripeAfter uint64, workers int) *api.ReportRow {
+		s := newTestSampler(t, SamplerConfig{Load: LoadConfig{StepMs: 1000, Buckets: 8, WriteWeight: 4, ReadWeight: 1}, SampleRate: 1, TopK: 64})
+		s.stripeAfter = stripeAfter
+		setCatalog(t, s, cat)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := w; i < 4000; i += workers {
+					key := fmt.Appendf(nil, "%c%d", 'a'+i%12, i%5)
+					if i%50 == 0 { // longer than a stripe's sample buffer
+						key = bytes.Repeat([]byte("L"), sampleBufBytes+1)
+					}
+					s.ObserveSize(1, key, i%3 == 0, uint64(i%7))
+				}
+			})
+		}
+		wg.Wait()
+		col := s.CloseColumn(t0)
+		checkColumn(t, col)
+		if len(col.Rows) != 1 {
+			t.Fatalf("rows %v", col.Rows)
+		}
+		return col.Rows[0]
+	}
+	want := run(stripeAfter, 1)
+	for _, workers := range []int{1, 2, 8} {
+		got := run(0, workers)
+		if got.Reads != want.Reads || got.Writes != want.Writes || got.ReadBytes != want.ReadBytes ||
+			got.WriteBytes != want.WriteBytes || fmt.Sprint(got.Buckets) != fmt.Sprint(want.Buckets) ||
+			got.SampledReads != want.SampledReads || got.SampledWrites != want.SampledWrites {
+			t.Fatalf("%d workers, striped: %v\nunstriped: %v", workers, got, want)
+		}
+		// Rate 1 and fewer keys than the capacity: the sketches are exact
+		// and so equal.
+		if fmt.Sprint(got.TopKeys) != fmt.Sprint(want.TopKeys) {
+			t.Fatalf("%d workers: top keys %v, want %v", workers, got.TopKeys, want.TopKeys)
+		}
+	}
+}
+
+// TestStripeCap: at most maxStripedRoutes blocks are striped per column,
+// and the cap is per column.
+func TestStripeCap(t *testing.T) {
+	splits := make([]string, 2*maxStripedRoutes-1)
+	for i := range splits {
+		splits[i] = fmt.Sprintf("k%04d", i)
+	}
+	cat := mustCatalog(t, splits...)
+	s := newTestSampler(t, SamplerConfig{})
+	s.stripeAfter = 0
+	setCatalog(t, s, cat)
+	rs := routesOf(cat)
+	for col := range 2 {
+		for _, r := range rs {
+			s.Observe(r.ID, r.Start, true)
+		}
+		striped := 0
+		for _, r := range rs {
+			if st := s.table.Load().lookup(r.ID).blk.Load().hot.Load(); st != nil {
+				striped++
+				if n := int(st.mask) + 1; n != stripeCount() || len(st.c) != n*st.words || st.words%stripeAlign != 0 {
+					t.Fatalf("%d stripes of %d words in %d", n, st.words, len(st.c))
+				}
+			}
+		}
+		if striped != maxStripedRoutes {
+			t.Fatalf("column %d: %d of %d routes striped, want the cap %d", col, striped, len(rs), maxStripedRoutes)
+		}
+		if c := s.CloseColumn(t0 + uint64(col)*60_000); len(c.Rows) != len(rs) {
+			t.Fatalf("%d rows, want %d", len(c.Rows), len(rs))
+		}
+	}
+	if st := s.Stats(); st.StripedRoutes != 2*maxStripedRoutes {
+		t.Fatalf("stats %+v, want %d striped", st, 2*maxStripedRoutes)
+	}
+}
+
+// TestStripeAfterContention: a block is striped after exactly stripeAfter
+// failed compare-and-swaps in its column, and only then; a one-goroutine
+// caller never fails one. The failures are those a contended observer
+// would count.
+func TestStripeAfterContention(t *testing.T) {
+	s := newTestSampler(t, SamplerConfig{SampleRate: 1})
+	setCatalog(t, s, mustCatalog(t))
+	for range 10_000 {
+		s.ObserveSize(1, []byte("k"), true, 10)
+	}
+	b := s.table.Load().lookup(1).blk.Load()
+	if b.hot.Load() != nil || b.fails.Load() != 0 {
+		t.Fatalf("one goroutine striped its route (%d failures)", b.fails.Load())
+	}
+	e := s.table.Load().lookup(1)
+	for i := range uint64(stripeAfter) {
+		if b.hot.Load() != nil {
+			t.Fatalf("striped after %d failures", i)
+		}
+		if b.fails.Add(1) == s.stripeAfter {
+			s.stripe(e, b)
+		}
+	}
+	if b.hot.Load() == nil {
+		t.Fatalf("not striped after %d failures", stripeAfter)
+	}
+	s.ObserveSize(1, []byte("k"), true, 10)
+	if r := s.CloseColumn(t0).Rows[0]; r.Writes != 10_001 || r.WriteBytes != 100_010 {
+		t.Fatalf("row %v", r)
+	}
+	if b := s.table.Load().lookup(1); b.blk.Load() != nil {
+		t.Fatal("the next column has a block before its first observation")
+	}
+	s.Observe(1, []byte("k"), true)
+	if s.table.Load().lookup(1).blk.Load().hot.Load() != nil {
+		t.Fatal("the next column's block starts striped")
+	}
+	// Striping a closed block is refused: its stripes could not be drained.
+	s.stripe(e, b)
+	if b.hot.Load() != sealedStripes {
+		t.Fatal("a closed block was striped")
+	}
+}
+
+// TestObserveDoesNotAllocate: once a column's block and sketch exist, no
+// observation allocates — unsampled, sampled or striped, with sizes or not.
+func TestObserveDoesNotAllocate(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		rate        uint32
+		stripeAfter uint64
+	}{
+		{"unsampled", MaxSampleRate, stripeAfter},
+		{"every-one-sampled", 1, stripeAfter},
+		{"striped/unsampled", MaxSampleRate, 0},
+		{"striped/every-one-sampled", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSampler(t, SamplerConfig{Load: LoadConfig{StepMs: 1000, Buckets: 16}, SampleRate: tc.rate})
+			s.stripeAfter = tc.stripeAfter
+			setCatalog(t, s, mustCatalog(t))
+			keys := [][]byte{[]byte("alpha"), []byte("beta"), []byte("gamma"), []byte("delta")}
+			for i := range 1000 { // warm up: block, sketch and reservoir
+				s.ObserveSize(1, keys[i%4], i%2 == 0, 8)
+			}
+			if got := s.table.Load().lookup(1).blk.Load().hot.Load() != nil; got != (tc.stripeAfter == 0) {
+				t.Fatalf("striped %v", got)
+			}
+			i := 0
+			if n := testing.AllocsPerRun(1000, func() {
+				s.ObserveSize(1, keys[i%4], i%2 == 0, 8)
+				s.Observe(1, keys[(i+1)%4], i%3 == 0)
+				i++
+			}); n != 0 {
+				t.Fatalf("%v allocations per observation pair", n)
+			}
+		})
+	}
+}
+
+// Stripes and their sample buffers are padded to 128-byte line pairs.
+func TestStripeLayout(t *testing.T) {
+	if n := unsafe.Sizeof(sampleBuf{}); n%128 != 0 {
+		t.Fatalf("sampleBuf is %d bytes", n)
+	}
+	for _, k := range []int{1, 16, 64, maxBuckets} {
+		st := newStripeSet(4, blockWords(k))
+		if st.words%stripeAlign != 0 || st.words < blockWords(k) || uintptr(unsafe.Pointer(&st.c[0]))%128 != 0 {
+			t.Fatalf("%d buckets: stripes of %d words at %p", k, st.words, &st.c[0])
+		}
+	}
+}
