@@ -6,10 +6,10 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"github.com/hotsplit/hotsplit/catalog"
 )
@@ -376,11 +376,11 @@ func observeSizeSampler(b *testing.B, buckets int, shape string) (*Sampler, [][]
 
 // BenchmarkStripeHint compares ways to pick a stripe for a counter add
 // without a per-call random number, serially and from all cores at once:
-// the sync.Pool-held hint the sampler uses (moved on a failed
-// compare-and-swap), a hash of the address of a stack variable (fixed per
-// goroutine until its stack moves, so two goroutines can share a stripe for
-// good), and a round-robin ticket from one shared atomic (itself a contended
-// word); "one-word" is the unstriped add they replace.
+// the sampler's hash of a stack variable's address and a salt moved on
+// collisions ("stack-address"), a hint per P held in a sync.Pool and moved
+// on a failed compare-and-swap ("pool-hint"), and a round-robin ticket from
+// one shared padded atomic ("round-robin", itself a contended word);
+// "one-word" is the unstriped add they replace.
 //
 //	go test -run '^$' -bench 'StripeHint' -count 6 ./keyviz/
 func BenchmarkStripeHint(b *testing.B) {
@@ -390,42 +390,45 @@ func BenchmarkStripeHint(b *testing.B) {
 		atomic.Uint64
 		_ [56]byte
 	}
-	pick := map[string]func(c []atomic.Uint64){
-		"one-word": func(c []atomic.Uint64) { c[0].Add(1) },
-		"pool-hint": func(c []atomic.Uint64) {
-			h, _ := stripeHints.Get().(int)
-			for {
-				p := &c[(h&(n-1))*stripeAlign]
-				if v := p.Load(); p.CompareAndSwap(v, v+1) {
-					break
+	hints := sync.Pool{New: func() any { return int(ticket.Add(1) & 0xff) }}
+	cas := func(p *atomic.Uint64) bool {
+		v := p.Load()
+		return p.CompareAndSwap(v, v+1)
+	}
+	pick := map[string]func(st *stripeSet){
+		"one-word": func(st *stripeSet) { st.c[0].Add(1) },
+		"stack-address": func(st *stripeSet) {
+			for !cas(&st.c[int(st.pick())*st.words]) {
+				if f := st.fails.Add(1); f&(f-1) == 0 {
+					st.salt.Add(golden)
 				}
+			}
+		},
+		"pool-hint": func(st *stripeSet) {
+			h, _ := hints.Get().(int)
+			for !cas(&st.c[(h&(n-1))*st.words]) {
 				h = (h + 1) & 0xff
 			}
-			stripeHints.Put(h)
+			hints.Put(h)
 		},
-		"stack-address": func(c []atomic.Uint64) {
-			var x byte
-			h := uint64(uintptr(unsafe.Pointer(&x))>>10) * golden >> 60
-			c[h*stripeAlign].Add(1)
-		},
-		"round-robin": func(c []atomic.Uint64) {
-			c[(ticket.Add(1)&(n-1))*stripeAlign].Add(1)
+		"round-robin": func(st *stripeSet) {
+			st.c[int(ticket.Add(1)&(n-1))*st.words].Add(1)
 		},
 	}
-	for _, name := range []string{"one-word", "pool-hint", "stack-address", "round-robin"} {
+	for _, name := range []string{"one-word", "stack-address", "pool-hint", "round-robin"} {
 		for _, parallel := range []bool{false, true} {
 			b.Run(fmt.Sprintf("%s/parallel-%v", name, parallel), func(b *testing.B) {
-				c := alignedWords(n*stripeAlign, stripeAlign)
+				st := newStripeSet(n, 1, 0)
 				f := pick[name]
 				if !parallel {
 					for b.Loop() {
-						f(c)
+						f(st)
 					}
 					return
 				}
 				b.RunParallel(func(pb *testing.PB) {
 					for pb.Next() {
-						f(c)
+						f(st)
 					}
 				})
 			})

@@ -1,9 +1,11 @@
 package keyviz
 
 import (
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/hotsplit/hotsplit/catalog"
 )
@@ -17,7 +19,7 @@ import (
 // hot route went no faster than one. So a block whose counters are contended
 // gets stripes for the rest of its column: stripeCount copies of its words,
 // each padded to whole 128-byte line pairs, each with a buffer for its
-// sampled observations, and each observer adds to the stripe its hint names.
+// sampled observations, and each observer adds to the stripe it picks.
 //
 // When: every count add on an unstriped block is a compare-and-swap, and a
 // failed one means another core changed the word between this core's load
@@ -31,28 +33,32 @@ import (
 // contended. (So a seeded single-goroutine replay, like simlab's, never
 // stripes and samples exactly as before.)
 //
-// Which stripe: from a hint held in a sync.Pool, which keeps one item per P:
-// an observer takes the hint of the P it runs on and puts it back, so the
-// goroutines running at one moment — at most one per P — mostly hold
-// different hints. Hints are handed out round-robin; when two observers do
-// meet on one stripe (a compare-and-swap on it fails), the one that lost
-// moves its hint to the next stripe and puts that back, so hints that
-// collide drift apart (the rule of Java's LongAdder, with the pool standing
-// in for a thread-local). No random number is drawn per call. See
-// BenchmarkStripeHint for the alternatives measured.
+// Which stripe: a multiplicative hash of the address of a variable on the
+// observer's stack, mixed with a salt of the stripe set. Goroutines' stacks
+// are disjoint, so goroutines get stripes at random but each keeps its own
+// (until its stack moves); there are twice as many stripes as Ps, so the
+// goroutines running at one moment mostly hold different ones. Two that
+// keep meeting on one stripe — its compare-and-swap fails — move the salt,
+// which reshuffles every goroutine's stripe, at the 1st, 2nd, 4th, 8th…
+// failure of the column, so a pair of goroutines that collided is soon
+// apart and the salt line is rarely written. No random number is drawn per
+// call, and picking costs a few instructions: a per-P hint held in a
+// sync.Pool cost 15 ns per observation more and a shared round-robin ticket
+// is itself a contended word (BenchmarkStripeHint).
 //
 // Sampled observations of a striped route are buffered per stripe
 // (sampleBuf) and fed to the route's sketch sixteen at a time, or at the
 // close.
 //
 // Memory bound: at most maxStripedRoutes (64) blocks are striped per column
-// (counted on the column's arena), each with stripeCount stripes —
+// (counted on the column's arena), each with stripeCount stripes — twice
 // GOMAXPROCS rounded up to a power of two, in [2, maxStripes = 16] — of
 // (2+2k rounded up to 16) 8-byte words plus a 640-byte sample buffer. With
-// 16 buckets a stripe is 1 KiB: 2 KiB per striped route on a 2-core node,
+// 16 buckets a stripe is 1 KiB: 4 KiB per striped route on a 2-core node,
 // 16 KiB with 16 stripes, and at most 1 MiB per column; at the 256-bucket
 // maximum 4.75 KiB a stripe and 4.75 MiB per column. A column's stripes are
-// allocated when its blocks are striped and freed with them.
+// allocated when its blocks are striped (one allocation per striped route
+// and column, not per observation) and freed with them.
 //
 // Exactly once: stripe words are sealed and drained at the close like the
 // block's own words (see block), and the block's stripe pointer is swapped
@@ -87,8 +93,13 @@ const (
 // c[i*words+w] (words past the block's length are padding), and bufs[i]
 // holds its sampled observations.
 type stripeSet struct {
-	mask  uint64 // stripes - 1
+	shift uint // 64 - log2(stripes)
+	mask  uint64
 	words int
+	// Mixed into the stripe hints, and moved when observers collide.
+	salt atomic.Uint64
+	// Failed compare-and-swaps on the stripes.
+	fails atomic.Uint64
 	c     []atomic.Uint64
 	bufs  []sampleBuf
 }
@@ -123,60 +134,68 @@ const (
 // repeats its observation in the route's next block, and no block is striped
 // after its close.
 var sealedStripes = func() *stripeSet {
-	st := &stripeSet{words: maxStripeWords, c: make([]atomic.Uint64, maxStripeWords)}
+	st := &stripeSet{shift: 64, words: maxStripeWords, c: make([]atomic.Uint64, maxStripeWords)}
 	for i := range st.c {
 		st.c[i].Store(sealed)
 	}
 	return st
 }()
 
-func newStripeSet(stripes, blockWords int) *stripeSet {
+// newStripeSet returns the stripes of a block of blockWords words; salt
+// (the block's sampling seed) varies the stripe hints from column to column.
+func newStripeSet(stripes, blockWords int, salt uint64) *stripeSet {
 	w := (blockWords + stripeAlign - 1) / stripeAlign * stripeAlign
-	return &stripeSet{
+	st := &stripeSet{
+		shift: uint(64 - bits.TrailingZeros(uint(stripes))),
 		mask:  uint64(stripes - 1),
 		words: w,
 		c:     alignedWords(stripes*w, stripeAlign),
 		bufs:  make([]sampleBuf, stripes),
 	}
+	st.salt.Store(salt)
+	return st
 }
 
-// stripeCount is the stripes a block gets: GOMAXPROCS rounded up to a power
-// of two, in [2, maxStripes].
+// stripeCount is the stripes a block gets: twice GOMAXPROCS rounded up to a
+// power of two, in [2, maxStripes]. Twice, so that the goroutines running
+// at one moment (at most GOMAXPROCS) mostly land on different stripes.
 func stripeCount() int {
 	n := 2
-	for n < runtime.GOMAXPROCS(0) && n < maxStripes {
+	for n < 2*runtime.GOMAXPROCS(0) && n < maxStripes {
 		n *= 2
 	}
 	return n
 }
 
-// stripeHints holds the stripe hints, one per P (see the comment at the top
-// of this file). The hints are ints below 256, which an interface holds
-// without allocating.
-var (
-	stripeHints = sync.Pool{New: func() any { return int(nextHint.Add(1) & 0xff) }}
-	nextHint    atomic.Uint64
-)
+// pick is the stripe of the calling goroutine: a multiplicative hash of the
+// address of a variable on its stack (goroutines' stacks are disjoint) and
+// of the set's salt.
+func (st *stripeSet) pick() uint64 {
+	var x byte
+	return ((uint64(uintptr(unsafe.Pointer(&x))) ^ st.salt.Load()) * golden) >> st.shift
+}
 
 // observeStriped counts an observation of word w in the stripes st of e's
 // block b, and reports false without counting it if the close sealed them.
 func (s *Sampler) observeStriped(e *routeEntry, b *block, st *stripeSet, w int, key []byte, write bool, n uint64) bool {
-	h, _ := stripeHints.Get().(int)
 	var i, v uint64
 	for {
-		i = uint64(h) & st.mask
+		i = st.pick()
 		p := &st.c[int(i)*st.words+w]
 		v = p.Load()
 		if v&sealed != 0 {
-			stripeHints.Put(h)
 			return false
 		}
 		if p.CompareAndSwap(v, v+1) {
 			break
 		}
-		h = (h + 1) & 0xff // another core is on this stripe: move on
+		// Another goroutine is on this stripe. Move every goroutine's
+		// stripe, at the 1st, 2nd, 4th, 8th… collision of the column: goroutines
+		// that keep colliding are soon apart, and the salt is rarely written.
+		if f := st.fails.Add(1); f&(f-1) == 0 {
+			st.salt.Add(golden)
+		}
 	}
-	stripeHints.Put(h)
 	if n != 0 {
 		s.addBytes(e, &st.c[int(i)*st.words+byteWord(write)], write, n)
 	}
@@ -277,7 +296,7 @@ func (s *Sampler) stripe(e *routeEntry, b *block) {
 	if a.striped.Add(1) > maxStripedRoutes {
 		return
 	}
-	if b.hot.CompareAndSwap(nil, newStripeSet(a.stripes, e.words)) {
+	if b.hot.CompareAndSwap(nil, newStripeSet(a.stripes, e.words, b.seed)) {
 		s.stripedRoutes.Add(1)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"pgregory.net/rapid"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
@@ -297,13 +299,28 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 	}
 }
 
+// A stripe pick is always a stripe of the set, whatever the salt (a set of
+// one stripe, like the sealed sentinel, always picks stripe 0).
+func TestStripePick(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := 1 << rapid.IntRange(1, 4).Draw(t, "log2 stripes")
+		st := newStripeSet(n, blockWords(16), rapid.Uint64().Draw(t, "salt"))
+		if i := st.pick(); i >= uint64(n) {
+			t.Fatalf("stripe %d of %d", i, n)
+		}
+		if i := newStripeSet(1, maxBlockWords, rapid.Uint64().Draw(t, "salt of one")).pick(); i != 0 || sealedStripes.pick() != 0 {
+			t.Fatalf("a set of one stripe: stripe %d", i)
+		}
+	})
+}
+
 // Stripes and their sample buffers are padded to 128-byte line pairs.
 func TestStripeLayout(t *testing.T) {
 	if n := unsafe.Sizeof(sampleBuf{}); n%128 != 0 {
 		t.Fatalf("sampleBuf is %d bytes", n)
 	}
 	for _, k := range []int{1, 16, 64, maxBuckets} {
-		st := newStripeSet(4, blockWords(k))
+		st := newStripeSet(4, blockWords(k), 0)
 		if st.words%stripeAlign != 0 || st.words < blockWords(k) || uintptr(unsafe.Pointer(&st.c[0]))%128 != 0 {
 			t.Fatalf("%d buckets: stripes of %d words at %p", k, st.words, &st.c[0])
 		}
