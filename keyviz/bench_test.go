@@ -349,6 +349,7 @@ func BenchmarkObserveSize(b *testing.B) {
 					}
 				})
 				report(b, cpu0, 0)
+				b.ReportMetric(float64(s.Stats().StripedRoutes), "striped")
 				if serial > 0 {
 					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/serial, "x-serial")
 				}
@@ -376,9 +377,10 @@ func observeSizeSampler(b *testing.B, buckets int, shape string) (*Sampler, [][]
 
 // BenchmarkStripeHint compares ways to pick a stripe for a counter add
 // without a per-call random number, serially and from all cores at once:
-// the sampler's hash of a stack variable's address and a salt moved on
-// collisions ("stack-address"), a hint per P held in a sync.Pool and moved
-// on a failed compare-and-swap ("pool-hint"), and a round-robin ticket from
+// the sampler's hash of a stack variable's address and a salt moved when a
+// probe finds two goroutines on one stripe ("stack-address"), a hint per P
+// held in a sync.Pool and moved on a failed compare-and-swap ("pool-hint"),
+// and a round-robin ticket from
 // one shared padded atomic ("round-robin", itself a contended word);
 // "one-word" is the unstriped add they replace.
 //
@@ -398,10 +400,9 @@ func BenchmarkStripeHint(b *testing.B) {
 	pick := map[string]func(st *stripeSet){
 		"one-word": func(st *stripeSet) { st.c[0].Add(1) },
 		"stack-address": func(st *stripeSet) {
-			for !cas(&st.c[int(st.pick())*st.words]) {
-				if f := st.fails.Add(1); f&(f-1) == 0 {
-					st.salt.Add(golden)
-				}
+			p := &st.c[int(st.pick())*st.words]
+			if v := p.Add(1); v%probeEvery == 0 && busy(p, v, probeSpins) {
+				st.salt.Add(golden)
 			}
 		},
 		"pool-hint": func(st *stripeSet) {

@@ -10,30 +10,24 @@ import (
 //	c[0], c[1]          read bytes, write bytes
 //	c[2+2i], c[3+2i]    reads and writes that fell in bucket i
 //
-// Every observation is exactly one atomic increment of one count word (plus
-// an add to a byte word for ObserveSize), so a column's reads, writes and
-// weighted bucket counts are derived from the same words and always agree.
-// The increment is a compare-and-swap rather than an add, so that a core
-// that meets another on the word finds out: a contended block gets stripes,
-// copies of its words, and its counts are then the sums over the block's
-// words and its stripes' (stripes.go).
+// Every observation is exactly one atomic add to one count word (plus one to
+// a byte word for ObserveSize), so a column's reads, writes and weighted
+// bucket counts are derived from the same words and always agree. A block
+// whose words several cores add to at once gets stripes, copies of its
+// words, and its counts are then the sums over the block's words and its
+// stripes' (stripes.go).
 //
 // Closing a column drains a block by swapping each word with the seal bit.
-// Changes to one word are totally ordered with that swap: an increment
-// before it is in the value the swap returns; after it, the observer loads
-// the seal bit (its compare-and-swap fails if it loaded the word before),
-// does not increment, and repeats the observation in the route's next
-// block. A byte add after the swap returns the seal bit and is repeated the
-// same way. So an observation racing with a close is counted exactly once,
-// in one of the two columns, and the close never waits for observers. Sealed
-// blocks are never reused (the garbage collector frees them once no
-// straggler holds them).
+// Adds to one word are totally ordered with that swap: an add before it is in
+// the value the swap returns; an add after it returns a value with the seal
+// bit set, and the observer repeats it in the route's next block. So an
+// observation racing with a close is counted exactly once, in one of the two
+// columns, and the close never waits for observers. Sealed blocks are never
+// reused (the garbage collector frees them once no straggler holds them).
 type block struct {
 	seed uint64 // mixes the sampling decision; see sampled
 	c    []atomic.Uint64
 	hot  atomic.Pointer[stripeSet] // nil until striped; sealedStripes once closed
-	// Failed compare-and-swaps on the count words in this column.
-	fails atomic.Uint64
 }
 
 const (

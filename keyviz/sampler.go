@@ -136,10 +136,11 @@ type Sampler struct {
 	table     atomic.Pointer[routeTable]
 	arena     atomic.Pointer[arena]
 	sampleMax uint64 // immutable: sampled() threshold for SampleRate
-	// immutable: failed compare-and-swaps that stripe a block (stripes.go);
-	// 0 (tests only) stripes every block when it is created.
-	stripeAfter uint64
-	_           [32]byte
+	// immutable: loads per contention probe (stripes.go)
+	probeSpins int
+	// immutable, tests only: stripe every block when it is created.
+	stripeAll bool
+	_         [31]byte
 
 	unknownRoute atomic.Uint64
 	_            [56]byte
@@ -223,13 +224,13 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		return nil, fmt.Errorf("%w: top-K capacity %d not in [1, %d]", ErrInvalidConfig, cfg.TopK, MaxTopK)
 	}
 	s := &Sampler{
-		sampleMax:   math.MaxUint64 / uint64(cfg.SampleRate),
-		stripeAfter: stripeAfter,
-		sampleRate:  cfg.SampleRate,
-		topK:        cfg.TopK,
-		boxWeights:  [2]uint64{uint64(l.ReadWeight), uint64(l.WriteWeight)},
-		col:         openColumn{cfg: l},
-		scratch:     make([]uint64, maxBlockWords),
+		sampleMax:  math.MaxUint64 / uint64(cfg.SampleRate),
+		probeSpins: probeSpins,
+		sampleRate: cfg.SampleRate,
+		topK:       cfg.TopK,
+		boxWeights: [2]uint64{uint64(l.ReadWeight), uint64(l.WriteWeight)},
+		col:        openColumn{cfg: l},
+		scratch:    make([]uint64, maxBlockWords),
 	}
 	s.colSeeds = newSeedSource(cfg.Seed, 1)
 	s.boxSeeds = newSeedSource(cfg.Seed, 2)
@@ -245,14 +246,14 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 // the node). The route id is the data node's own routing decision; an id not
 // in the route table is dropped and counted (see Stats).
 //
-// The unsampled path is one compare-and-swap: no lock, no clock read, no
+// The unsampled path is one atomic add: no lock, no clock read, no
 // allocation. (The first observation of a route in a column also takes the
 // route's counters from an arena the close preallocates, sized from the
 // previous column; only when more routes are touched than that does it
 // allocate.) One in SampleRate observations also feeds the route's top-K
 // sketch under the route's mutex. A route whose counters several cores
-// contend for is striped for the rest of the column: each core then swaps
-// in its own stripe and buffers its sampled observations there (stripes.go).
+// contend for is striped for the rest of the column: each core then adds
+// to its own stripe and buffers its sampled observations there (stripes.go).
 // Racing with a column close, an observation is counted exactly once, in one
 // column or the next (see CloseColumn).
 func (s *Sampler) Observe(routeID uint64, key []byte, write bool) {
@@ -287,51 +288,59 @@ func (s *Sampler) observeAt(e *routeEntry, b *block, key []byte, write bool, n u
 		if e.k > 1 {
 			w += 2 * e.bucket(key)
 		}
-		if b.hot.Load() == nil {
-			p := &b.c[w]
-			if v := p.Load(); v&sealed == 0 && p.CompareAndSwap(v, v+1) {
-				if n != 0 {
-					s.addBytes(e, &b.c[byteWord(write)], write, n)
+		if st := b.hot.Load(); st != nil {
+			// observeStriped, written out: a call costs a striped route
+			// a sixth of its observation.
+			i := st.pick()
+			c := st.rows[i]
+			if v := c[w].Add(1); v&sealed == 0 {
+				if v%probeEvery == 0 {
+					s.probeStripe(st, &c[w], v)
 				}
-				if sampled(v+1, b.seed, s.sampleMax) {
-					s.sample(e, key, write)
+				if n != 0 && c[byteWord(write)].Add(n)&sealed != 0 {
+					s.addBytesNext(e, write, n)
+				}
+				if sampled(v+i<<stripeShift, b.seed, s.sampleMax) {
+					s.sampleStriped(e, st, &st.bufs[i], key, write)
 				}
 				return
 			}
-		}
-		if s.observeIn(e, b, w, key, write, n) {
+		} else if v := b.c[w].Add(1); v&sealed == 0 {
+			if v%probeEvery == 0 {
+				s.probe(e, b, w, v)
+			}
+			if n != 0 && b.c[byteWord(write)].Add(n)&sealed != 0 {
+				s.addBytesNext(e, write, n)
+			}
+			if sampled(v, b.seed, s.sampleMax) {
+				s.sample(e, key, write)
+			}
 			return
 		}
 	}
 	s.observeSlow(e.id, key, write, n)
 }
 
-// observeIn counts an observation of word w in e's block b — in b's own
-// words, striping b if they are contended, or in its stripes — and reports
-// false without counting it if the close sealed b.
+// observeIn is observeAt's count for word w of e's block b, out of line:
+// false if the close sealed b.
 func (s *Sampler) observeIn(e *routeEntry, b *block, w int, key []byte, write bool, n uint64) bool {
-	for {
-		if st := b.hot.Load(); st != nil {
-			return s.observeStriped(e, b, st, w, key, write, n)
-		}
-		p := &b.c[w]
-		v := p.Load()
-		if v&sealed != 0 {
-			return false
-		}
-		if p.CompareAndSwap(v, v+1) {
-			if n != 0 {
-				s.addBytes(e, &b.c[byteWord(write)], write, n)
-			}
-			if sampled(v+1, b.seed, s.sampleMax) {
-				s.sample(e, key, write)
-			}
-			return true
-		}
-		if b.fails.Add(1) == s.stripeAfter {
-			s.stripe(e, b)
-		}
+	if st := b.hot.Load(); st != nil {
+		return s.observeStriped(e, b, st, w, key, write, n)
 	}
+	v := b.c[w].Add(1)
+	if v&sealed != 0 {
+		return false
+	}
+	if v%probeEvery == 0 {
+		s.probe(e, b, w, v)
+	}
+	if n != 0 && b.c[byteWord(write)].Add(n)&sealed != 0 {
+		s.addBytesNext(e, write, n)
+	}
+	if sampled(v, b.seed, s.sampleMax) {
+		s.sample(e, key, write)
+	}
+	return true
 }
 
 // observeSlow counts an observation whose route has no block yet in the open
@@ -351,14 +360,16 @@ func (s *Sampler) observeSlow(routeID uint64, key []byte, write bool, n uint64) 
 	}
 }
 
-// addBytes adds n to the byte word p of the route whose count just landed in
-// p's block, or to its next block's if a close sealed p in between.
-func (s *Sampler) addBytes(e *routeEntry, p *atomic.Uint64, write bool, n uint64) {
-	for p.Add(n)&sealed != 0 {
+// addBytesNext adds n to the read or write bytes of e's route in its next
+// block: the close sealed the block whose count the bytes go with.
+func (s *Sampler) addBytesNext(e *routeEntry, write bool, n uint64) {
+	for {
 		if e = s.table.Load().lookup(e.id); e == nil {
 			return // the route left the table; its count is already in
 		}
-		p = &s.blockFor(e).c[byteWord(write)]
+		if s.blockFor(e).c[byteWord(write)].Add(n)&sealed == 0 {
+			return
+		}
 	}
 }
 
@@ -369,7 +380,7 @@ func (s *Sampler) blockFor(e *routeEntry) *block {
 			return b
 		}
 		if nb := s.arena.Load().alloc(e.words, e.id); e.blk.CompareAndSwap(nil, nb) {
-			if s.stripeAfter == 0 {
+			if s.stripeAll {
 				s.stripe(e, nb)
 			}
 			return nb

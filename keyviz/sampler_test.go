@@ -577,7 +577,7 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 			SampleRate: rapid.SampledFrom([]uint32{1, 3}).Draw(t, "rate"),
 			TopK:       4,
 		})
-		s.stripeAfter = rapid.SampledFrom([]uint64{0, stripeAfter}).Draw(t, "stripeAfter")
+		s.stripeAll = rapid.Bool().Draw(t, "stripe all")
 		setCatalog(t, s, cat)
 		want := map[uint64]*tally{}
 		var wantDropped uint64

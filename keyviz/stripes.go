@@ -1,7 +1,6 @@
 package keyviz
 
 import (
-	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -21,30 +20,37 @@ import (
 // each padded to whole 128-byte line pairs, each with a buffer for its
 // sampled observations, and each observer adds to the stripe it picks.
 //
-// When: every count add on an unstriped block is a compare-and-swap, and a
-// failed one means another core changed the word between this core's load
-// and its swap. The block counts those failures; the observer whose failure
-// is the stripeAfter-th of the column (64) stripes the block. One core alone
-// never fails, so a route observed from one goroutine, or rarely from two at
-// once, is never striped: a route needs thousands of concurrent observations
-// a second to reach 64 in a 60 s column. Striping lasts for the column: the
-// next column's block starts unstriped and is striped again after another
-// 64 failures, microseconds into the column of a route that is still
-// contended. (So a seeded single-goroutine replay, like simlab's, never
-// stripes and samples exactly as before.)
+// When: at every probeEvery-th (4096th) add to one of its count words in a
+// column, the observer polls that word (probeSpins loads, about a
+// microsecond: busy). If the word changes meanwhile, another core is adding
+// to it at that very moment, and the observer stripes the block. A goroutine
+// alone never sees its own words change while it polls, so a route observed
+// from one goroutine is not striped (unless the goroutine is preempted
+// mid-poll and another takes over its P), and a seeded single-goroutine
+// replay, like simlab's, samples exactly as before. The probe costs about a
+// microsecond per 4096 observations of a word, under 0.3 ns per
+// observation. Other signals were worse: the add's own — a failed
+// compare-and-swap — was too rare, since contention costs line transfers
+// rather than failed swaps (two cores hammering one word on the 2-core AMD
+// VM failed about 3 times per million observations); a count threshold
+// alone stripes every lukewarm route of a long column, and the cap would go
+// to the first of them rather than to the contended ones. Striping lasts for
+// the column: the next column's block starts unstriped and is striped again
+// at a busy probe, a few thousand observations into the column of a route
+// that is still contended.
 //
 // Which stripe: a multiplicative hash of the address of a variable on the
 // observer's stack, mixed with a salt of the stripe set. Goroutines' stacks
 // are disjoint, so goroutines get stripes at random but each keeps its own
 // (until its stack moves); there are twice as many stripes as Ps, so the
-// goroutines running at one moment mostly hold different ones. Two that
-// keep meeting on one stripe — its compare-and-swap fails — move the salt,
-// which reshuffles every goroutine's stripe, at the 1st, 2nd, 4th, 8th…
-// failure of the column, so a pair of goroutines that collided is soon
-// apart and the salt line is rarely written. No random number is drawn per
-// call, and picking costs a few instructions: a per-P hint held in a
-// sync.Pool cost 15 ns per observation more and a shared round-robin ticket
-// is itself a contended word (BenchmarkStripeHint).
+// goroutines running at one moment mostly hold different ones. Two
+// goroutines that share a stripe find out when one finds the stripe's sample
+// buffer locked by the other, or when a probe of a stripe word (as of block
+// words) is busy; either moves the salt, which reshuffles every goroutine's
+// stripe. No random number is drawn per call, and picking costs a few
+// instructions: a per-P hint held in a sync.Pool cost 15 ns per observation
+// more and a shared round-robin ticket is itself a contended word
+// (BenchmarkStripeHint).
 //
 // Sampled observations of a striped route are buffered per stripe
 // (sampleBuf) and fed to the route's sketch sixteen at a time, or at the
@@ -71,9 +77,13 @@ import (
 // with a close.
 
 const (
-	// stripeAfter is the default number of failed compare-and-swaps on a
-	// block's count words after which the block is striped.
-	stripeAfter = 64
+	// probeEvery is how many adds to a count word lie between two probes
+	// of it for another core.
+	probeEvery = 4096
+	// probeSpins is how many times a probe loads the word: about a
+	// microsecond on the 2-core VM, enough for another core's add to reach
+	// the word and for this core to see it (two line transfers).
+	probeSpins = 2048
 	// maxStripedRoutes caps the blocks striped per column.
 	maxStripedRoutes = 64
 	// maxStripes caps the stripes of a block.
@@ -93,15 +103,13 @@ const (
 // c[i*words+w] (words past the block's length are padding), and bufs[i]
 // holds its sampled observations.
 type stripeSet struct {
-	shift uint // 64 - log2(stripes)
-	mask  uint64
+	mask  uint64 // stripes - 1
 	words int
-	// Mixed into the stripe hints, and moved when observers collide.
+	// Mixed into the stripe picks, and moved when goroutines collide.
 	salt atomic.Uint64
-	// Failed compare-and-swaps on the stripes.
-	fails atomic.Uint64
-	c     []atomic.Uint64
-	bufs  []sampleBuf
+	rows [][]atomic.Uint64 // rows[i] = c[i*words : (i+1)*words]
+	c    []atomic.Uint64
+	bufs []sampleBuf
 }
 
 // sampleBuf holds a stripe's sampled observations until it is full or the
@@ -134,10 +142,11 @@ const (
 // repeats its observation in the route's next block, and no block is striped
 // after its close.
 var sealedStripes = func() *stripeSet {
-	st := &stripeSet{shift: 64, words: maxStripeWords, c: make([]atomic.Uint64, maxStripeWords)}
+	st := &stripeSet{words: maxStripeWords, c: make([]atomic.Uint64, maxStripeWords)}
 	for i := range st.c {
 		st.c[i].Store(sealed)
 	}
+	st.rows = [][]atomic.Uint64{st.c}
 	return st
 }()
 
@@ -146,11 +155,14 @@ var sealedStripes = func() *stripeSet {
 func newStripeSet(stripes, blockWords int, salt uint64) *stripeSet {
 	w := (blockWords + stripeAlign - 1) / stripeAlign * stripeAlign
 	st := &stripeSet{
-		shift: uint(64 - bits.TrailingZeros(uint(stripes))),
 		mask:  uint64(stripes - 1),
 		words: w,
+		rows:  make([][]atomic.Uint64, stripes),
 		c:     alignedWords(stripes*w, stripeAlign),
 		bufs:  make([]sampleBuf, stripes),
+	}
+	for i := range st.rows {
+		st.rows[i] = st.c[i*w : (i+1)*w : (i+1)*w]
 	}
 	st.salt.Store(salt)
 	return st
@@ -172,49 +184,44 @@ func stripeCount() int {
 // of the set's salt.
 func (st *stripeSet) pick() uint64 {
 	var x byte
-	return ((uint64(uintptr(unsafe.Pointer(&x))) ^ st.salt.Load()) * golden) >> st.shift
+	return ((uint64(uintptr(unsafe.Pointer(&x))) ^ st.salt.Load()) * golden) >> (64 - 6) & st.mask
 }
 
 // observeStriped counts an observation of word w in the stripes st of e's
 // block b, and reports false without counting it if the close sealed them.
 func (s *Sampler) observeStriped(e *routeEntry, b *block, st *stripeSet, w int, key []byte, write bool, n uint64) bool {
-	var i, v uint64
-	for {
-		i = st.pick()
-		p := &st.c[int(i)*st.words+w]
-		v = p.Load()
-		if v&sealed != 0 {
-			return false
-		}
-		if p.CompareAndSwap(v, v+1) {
-			break
-		}
-		// Another goroutine is on this stripe. Move every goroutine's
-		// stripe, at the 1st, 2nd, 4th, 8th… collision of the column: goroutines
-		// that keep colliding are soon apart, and the salt is rarely written.
-		if f := st.fails.Add(1); f&(f-1) == 0 {
-			st.salt.Add(golden)
-		}
+	i := st.pick()
+	c := st.rows[i]
+	v := c[w].Add(1)
+	if v&sealed != 0 {
+		return false
 	}
-	if n != 0 {
-		s.addBytes(e, &st.c[int(i)*st.words+byteWord(write)], write, n)
+	if v%probeEvery == 0 {
+		s.probeStripe(st, &c[w], v)
 	}
-	if sampled(v+1+i<<stripeShift, b.seed, s.sampleMax) {
-		s.sampleStriped(e, &st.bufs[i], key, write)
+	if n != 0 && c[byteWord(write)].Add(n)&sealed != 0 {
+		s.addBytesNext(e, write, n)
+	}
+	if sampled(v+i<<stripeShift, b.seed, s.sampleMax) {
+		s.sampleStriped(e, st, &st.bufs[i], key, write)
 	}
 	return true
 }
 
 // sampleStriped buffers a sampled observation of a striped route in its
-// stripe's buffer sb, feeding the buffer to the route's sketch when it is
-// full. Once the close took sb, the observation goes to the route's sketch
+// stripe's buffer sb, one of st's, feeding the buffer to the route's sketch
+// when it is full. Finding sb locked means another goroutine shares the
+// stripe: it moves st's salt. Once the close took sb, the observation goes to the route's sketch
 // directly, like any sample racing with a close.
-func (s *Sampler) sampleStriped(e *routeEntry, sb *sampleBuf, key []byte, write bool) {
+func (s *Sampler) sampleStriped(e *routeEntry, st *stripeSet, sb *sampleBuf, key []byte, write bool) {
 	if len(key) > catalog.MaxKeyLen {
 		s.keyTooLong.Add(1)
 		return
 	}
-	sb.mu.Lock()
+	if !sb.mu.TryLock() {
+		st.salt.Add(golden) // another goroutine is on this stripe: reshuffle
+		sb.mu.Lock()
+	}
 	if !sb.sealed && len(key) <= sampleBufBytes {
 		if sb.n == sampleBufLen || sb.used+len(key) > sampleBufBytes {
 			s.flushSamples(e, sb)
@@ -287,6 +294,34 @@ func (s *Sampler) takeSamples(st *stripeSet, bx *sketchBox, ww, wr uint64) *sket
 		sb.mu.Unlock()
 	}
 	return bx
+}
+
+// probe polls word w of e's block b, which the caller just moved to v, and
+// stripes b if another core adds to it meanwhile.
+func (s *Sampler) probe(e *routeEntry, b *block, w int, v uint64) {
+	if busy(&b.c[w], v, s.probeSpins) {
+		s.stripe(e, b)
+	}
+}
+
+// probeStripe polls the stripe word p, which the caller just moved to v,
+// and reshuffles the stripes if another goroutine adds to it meanwhile: it
+// shares the caller's stripe.
+func (s *Sampler) probeStripe(st *stripeSet, p *atomic.Uint64, v uint64) {
+	if busy(p, v, s.probeSpins) {
+		st.salt.Add(golden)
+	}
+}
+
+// busy reports whether the word p, just moved to v by the caller, changes
+// while the caller polls it: whether another core is adding to it now.
+func busy(p *atomic.Uint64, v uint64, spins int) bool {
+	for range spins {
+		if p.Load() != v {
+			return true
+		}
+	}
+	return false
 }
 
 // stripe gives e's block b stripes for the rest of its column, unless the

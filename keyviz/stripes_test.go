@@ -3,6 +3,7 @@ package keyviz
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -23,19 +24,19 @@ import (
 // machine's load; "adaptive" stripes as contention is found.
 func TestStripedExactlyOnceConcurrent(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		stripeAfter uint64
-		oneKey      bool
+		name      string
+		stripeAll bool
+		oneKey    bool
 	}{
-		{"forced/one-key", 0, true},
-		{"forced/spread-keys", 0, false},
-		{"adaptive/one-key", 1, true},
-		{"adaptive/spread-keys", 1, false},
+		{"forced/one-key", true, true},
+		{"forced/spread-keys", true, false},
+		{"adaptive/one-key", false, true},
+		{"adaptive/spread-keys", false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cat := mustCatalog(t, "m")
 			s := newTestSampler(t, SamplerConfig{Load: LoadConfig{StepMs: 1000, Buckets: 16}, SampleRate: 4, TopK: 8})
-			s.stripeAfter = tc.stripeAfter
+			s.stripeAll = tc.stripeAll
 			setCatalog(t, s, cat)
 			hot := cat.Lookup([]byte("a")).ID
 			const workers, perWorker = 4, 20_000
@@ -121,7 +122,7 @@ func TestStripedExactlyOnceConcurrent(t *testing.T) {
 			if st.UnknownRoute != 0 {
 				t.Fatalf("stats %+v", st)
 			}
-			if tc.stripeAfter == 0 && st.StripedRoutes == 0 {
+			if tc.stripeAll && st.StripedRoutes == 0 {
 				t.Fatal("no block was striped")
 			}
 			nonEmpty := 0
@@ -142,9 +143,9 @@ func TestStripedExactlyOnceConcurrent(t *testing.T) {
 // than a buffer, around them) and were taken at the close.
 func TestStripedRowsMatchUnstriped(t *testing.T) {
 	cat := mustCatalog(t, "m")
-	run := func(stripeAfter uint64, workers int) *api.ReportRow {
+	run := func(stripeAll bool, workers int) *api.ReportRow {
 		s := newTestSampler(t, SamplerConfig{Load: LoadConfig{StepMs: 1000, Buckets: 8, WriteWeight: 4, ReadWeight: 1}, SampleRate: 1, TopK: 64})
-		s.stripeAfter = stripeAfter
+		s.stripeAll = stripeAll
 		setCatalog(t, s, cat)
 		var wg sync.WaitGroup
 		for w := range workers {
@@ -166,9 +167,9 @@ func TestStripedRowsMatchUnstriped(t *testing.T) {
 		}
 		return col.Rows[0]
 	}
-	want := run(stripeAfter, 1)
+	want := run(false, 1)
 	for _, workers := range []int{1, 2, 8} {
-		got := run(0, workers)
+		got := run(true, workers)
 		if got.Reads != want.Reads || got.Writes != want.Writes || got.ReadBytes != want.ReadBytes ||
 			got.WriteBytes != want.WriteBytes || fmt.Sprint(got.Buckets) != fmt.Sprint(want.Buckets) ||
 			got.SampledReads != want.SampledReads || got.SampledWrites != want.SampledWrites {
@@ -191,7 +192,7 @@ func TestStripeCap(t *testing.T) {
 	}
 	cat := mustCatalog(t, splits...)
 	s := newTestSampler(t, SamplerConfig{})
-	s.stripeAfter = 0
+	s.stripeAll = true
 	setCatalog(t, s, cat)
 	rs := routesOf(cat)
 	for col := range 2 {
@@ -219,47 +220,74 @@ func TestStripeCap(t *testing.T) {
 	}
 }
 
-// TestStripeAfterContention: a block is striped after exactly stripeAfter
-// failed compare-and-swaps in its column, and only then; a one-goroutine
-// caller never fails one. The failures are those a contended observer
-// would count.
-func TestStripeAfterContention(t *testing.T) {
+// TestStripeOnBusyProbe: a goroutine alone never stripes its route, however
+// hot; a probe that sees another core add to the word stripes the block,
+// and the next column starts unstriped; a closed block is never striped.
+// The probe here polls for as long as it takes the other goroutine to run
+// (the default polls for about a microsecond), so that the test does not
+// depend on the machine's load.
+func TestStripeOnBusyProbe(t *testing.T) {
 	s := newTestSampler(t, SamplerConfig{SampleRate: 1})
 	setCatalog(t, s, mustCatalog(t))
-	for range 10_000 {
+	for range 10 * probeEvery {
 		s.ObserveSize(1, []byte("k"), true, 10)
 	}
-	b := s.table.Load().lookup(1).blk.Load()
-	if b.hot.Load() != nil || b.fails.Load() != 0 {
-		t.Fatalf("one goroutine striped its route (%d failures)", b.fails.Load())
-	}
 	e := s.table.Load().lookup(1)
-	for i := range uint64(stripeAfter) {
-		if b.hot.Load() != nil {
-			t.Fatalf("striped after %d failures", i)
-		}
-		if b.fails.Add(1) == s.stripeAfter {
-			s.stripe(e, b)
-		}
+	b := e.blk.Load()
+	if b.hot.Load() != nil || s.Stats().StripedRoutes != 0 {
+		t.Fatal("one goroutine striped its route")
 	}
-	if b.hot.Load() == nil {
-		t.Fatalf("not striped after %d failures", stripeAfter)
+
+	// The observation whose add brings the word to a multiple of
+	// probeEvery polls it while another goroutine, waiting for that
+	// multiple, adds to it once.
+	s.probeSpins = math.MaxInt
+	p := &b.c[e.word([]byte("k"), true)]
+	want := uint64(10 * probeEvery)
+	for p.Load()%probeEvery != probeEvery-1 {
+		s.ObserveSize(1, []byte("k"), true, 10)
+		want++
 	}
+	other := make(chan struct{})
+	go func() {
+		defer close(other)
+		for p.Load()%probeEvery != 0 {
+			runtime.Gosched()
+		}
+		p.Add(1) // an observation of another core, without bytes
+	}()
 	s.ObserveSize(1, []byte("k"), true, 10)
-	if r := s.CloseColumn(t0).Rows[0]; r.Writes != 10_001 || r.WriteBytes != 100_010 {
-		t.Fatalf("row %v", r)
+	want++
+	<-other
+	if b.hot.Load() == nil || s.Stats().StripedRoutes != 1 {
+		t.Fatal("a busy probe did not stripe the block")
 	}
-	if b := s.table.Load().lookup(1); b.blk.Load() != nil {
-		t.Fatal("the next column has a block before its first observation")
+	s.ObserveSize(1, []byte("k"), true, 10) // into a stripe
+	want++
+	if r := s.CloseColumn(t0).Rows[0]; r.Writes != want+1 || r.WriteBytes != 10*want {
+		t.Fatalf("row %v, want %d writes and %d bytes", r, want+1, 10*want)
 	}
 	s.Observe(1, []byte("k"), true)
 	if s.table.Load().lookup(1).blk.Load().hot.Load() != nil {
 		t.Fatal("the next column's block starts striped")
 	}
-	// Striping a closed block is refused: its stripes could not be drained.
 	s.stripe(e, b)
 	if b.hot.Load() != sealedStripes {
 		t.Fatal("a closed block was striped")
+	}
+}
+
+// busy sees a word change that another goroutine makes, and never one that
+// nobody makes.
+func TestBusyProbe(t *testing.T) {
+	var w atomic.Uint64
+	if busy(&w, 0, probeSpins) {
+		t.Fatal("busy on a word nobody touches")
+	}
+	v := w.Load()
+	go w.Add(1)
+	if !busy(&w, v, math.MaxInt) {
+		t.Fatal("a probe never saw the word change")
 	}
 }
 
@@ -267,24 +295,24 @@ func TestStripeAfterContention(t *testing.T) {
 // observation allocates — unsampled, sampled or striped, with sizes or not.
 func TestObserveDoesNotAllocate(t *testing.T) {
 	for _, tc := range []struct {
-		name        string
-		rate        uint32
-		stripeAfter uint64
+		name    string
+		rate    uint32
+		striped bool
 	}{
-		{"unsampled", MaxSampleRate, stripeAfter},
-		{"every-one-sampled", 1, stripeAfter},
-		{"striped/unsampled", MaxSampleRate, 0},
-		{"striped/every-one-sampled", 1, 0},
+		{"unsampled", MaxSampleRate, false},
+		{"every-one-sampled", 1, false},
+		{"striped/unsampled", MaxSampleRate, true},
+		{"striped/every-one-sampled", 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newTestSampler(t, SamplerConfig{Load: LoadConfig{StepMs: 1000, Buckets: 16}, SampleRate: tc.rate})
-			s.stripeAfter = tc.stripeAfter
+			s.stripeAll = tc.striped
 			setCatalog(t, s, mustCatalog(t))
 			keys := [][]byte{[]byte("alpha"), []byte("beta"), []byte("gamma"), []byte("delta")}
 			for i := range 1000 { // warm up: block, sketch and reservoir
 				s.ObserveSize(1, keys[i%4], i%2 == 0, 8)
 			}
-			if got := s.table.Load().lookup(1).blk.Load().hot.Load() != nil; got != (tc.stripeAfter == 0) {
+			if got := s.table.Load().lookup(1).blk.Load().hot.Load() != nil; got != tc.striped {
 				t.Fatalf("striped %v", got)
 			}
 			i := 0
