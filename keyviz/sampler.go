@@ -128,7 +128,7 @@ func (s seedSource) next() uint64 {
 // route id between the smallest and largest); each route observed in a
 // column holds (2·buckets+2) 8-byte counters rounded up to 64 bytes, and, if
 // sampled, a sketch of at most TopK keys; at most 64 contended routes per
-// column also hold stripes, 1 KiB each per 2 cores at 16 buckets (the bound
+// column also hold stripes, 10.5 KiB per route on 2 cores at 16 buckets (the bound
 // is in stripes.go).
 type Sampler struct {
 	// Read by every Observe, written under mu. The padding keeps the
