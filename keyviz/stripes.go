@@ -225,8 +225,11 @@ func (s *Sampler) sampleStriped(e *routeEntry, st *stripeSet, sb *sampleBuf, key
 		sb.mu.Lock()
 	}
 	if !sb.sealed && len(key) <= sampleBufBytes {
-		if sb.n == sampleBufLen || sb.used+len(key) > sampleBufBytes {
-			s.flushSamples(e, sb)
+		switch {
+		case sb.n == sampleBufLen || sb.used+len(key) > sampleBufBytes:
+			s.flushSamples(e, sb, true)
+		case sb.n >= sampleBufLen/2 || sb.used+len(key) > sampleBufBytes/2:
+			s.flushSamples(e, sb, false)
 		}
 		sb.used += copy(sb.keys[sb.used:], key)
 		sb.ends[sb.n] = uint16(sb.used)
@@ -243,15 +246,24 @@ func (s *Sampler) sampleStriped(e *routeEntry, st *stripeSet, sb *sampleBuf, key
 
 // flushSamples feeds sb's observations to e's sketch for the open column
 // (or, if its route left the table meanwhile, drops them as sample does).
-// The caller holds sb.mu.
-func (s *Sampler) flushSamples(e *routeEntry, sb *sampleBuf) {
+// Unless wait, it gives up if another goroutine holds the sketch: a half
+// full buffer is fed when the sketch is free, and only a full one waits for
+// it, so that the goroutines of a striped route seldom queue on the sketch
+// (a goroutine that blocks on a mutex sleeps, and the route is back to one
+// core). The caller holds sb.mu.
+func (s *Sampler) flushSamples(e *routeEntry, sb *sampleBuf, wait bool) {
 	id := e.id
 	for {
 		bx := e.sk.Load()
 		if bx == nil {
 			bx = s.newBox(e)
 		}
-		bx.mu.Lock()
+		if !bx.mu.TryLock() {
+			if !wait {
+				return
+			}
+			bx.mu.Lock()
+		}
 		if !bx.sealed {
 			sb.feed(bx)
 			bx.mu.Unlock()
