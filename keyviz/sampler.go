@@ -292,12 +292,12 @@ func (s *Sampler) observeAt(e *routeEntry, b *block, key []byte, write bool, n u
 			// observeStriped, written out: a call costs a striped route
 			// a sixth of its observation.
 			i := st.pick()
-			c := st.rows[i]
-			if v := c[w].Add(1); v&sealed == 0 {
+			o := int(i) * st.words
+			if v := st.c[o+w].Add(1); v&sealed == 0 {
 				if v%probeEvery == 0 {
-					s.probeStripe(st, &c[w], v)
+					s.probeStripe(st, &st.c[o+w], v)
 				}
-				if n != 0 && c[byteWord(write)].Add(n)&sealed != 0 {
+				if n != 0 && st.c[o+byteWord(write)].Add(n)&sealed != 0 {
 					s.addBytesNext(e, write, n)
 				}
 				if sampled(v+i<<stripeShift, b.seed, s.sampleMax) {
