@@ -40,11 +40,12 @@ import (
 // at a busy probe, a few thousand observations into the column of a route
 // that is still contended.
 //
-// Which stripe: a multiplicative hash of the address of a variable on the
-// observer's stack, mixed with a salt of the stripe set. Goroutines' stacks
-// are disjoint, so goroutines get stripes at random but each keeps its own
-// (until its stack moves); there are twice as many stripes as Ps, so the
-// goroutines running at one moment mostly hold different ones. Two
+// Which stripe: six bits of a multiplicative hash of the address of a
+// variable on the observer's stack, at a rotation chosen by a salt of the
+// stripe set. Goroutines' stacks are disjoint, so goroutines get stripes at
+// random but each keeps its own (until its stack moves); there are twice as
+// many stripes as Ps, so the goroutines running at one moment mostly hold
+// different ones. Two
 // goroutines that share a stripe find out when one finds the stripe's sample
 // buffer locked by the other, or when a probe of a stripe word (as of block
 // words) is busy; either moves the salt, which reshuffles every goroutine's
