@@ -738,6 +738,7 @@ func TestReporterMetrics(t *testing.T) {
 		"hotsplit_keyviz_columns_closed_total":                      1,
 		"hotsplit_keyviz_columns_acked_total":                       1,
 		"hotsplit_keyviz_observations_dropped_total{unknown_route}": 1,
+		"hotsplit_keyviz_routes_striped_total":                      0,
 		"hotsplit_keyviz_columns_dropped_total{pending_full}":       0,
 		"hotsplit_keyviz_pending_columns":                           0,
 		"hotsplit_keyviz_catalog_version":                           1,
