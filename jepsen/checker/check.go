@@ -210,9 +210,9 @@ func Check(in Input) (*Report, error) {
 		}
 	}
 	add(CheckInvariant, replay.CheckCatalogs()...)
-	add(CheckInvariant, model.CheckSplits(replay.Splits, replay.EnabledBefore)...)
+	add(CheckInvariant, model.CheckChanges(replay.Splits, replay.Merges, replay.EnabledBefore)...)
 	for _, idx := range replay.FenceRejections {
-		add(CheckInvariant, fmt.Errorf("split at index %d refused by the HLC fence: a committed entry whose HLC did not move forward", idx))
+		add(CheckInvariant, fmt.Errorf("catalog change at index %d refused by the HLC fence: a committed entry whose HLC did not move forward", idx))
 	}
 	add(CheckNodeHistory, checkNodeHistories(in.Nodes, replay, ref)...)
 	if in.Checksums {

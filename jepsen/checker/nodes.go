@@ -5,21 +5,25 @@ import (
 	"maps"
 	"slices"
 
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/jepsen/model"
 	"github.com/hotsplit/hotsplit/jepsen/raftlog"
 )
 
 // checkNodeHistories replays each node's own catalog history (the deltas
 // it streamed) from the log's initial catalog and checks, per version, the
-// catalog invariants and that it equals the log's catalog; then it maps
-// every delta to its log entry by commit HLC and checks the split rules
-// (each op step at most once, none while the switch is off, cooldowns) on
-// what the node actually applied — independently of the model's rules.
+// catalog invariants, that the step is one split or one merge with its
+// lineage, and that it equals the log's catalog; then it maps every delta
+// to its log entry by commit HLC (a split delta to a SplitRange entry, a
+// merge delta to a MergeRange entry naming the removed routes, left
+// first) and checks the change rules (each op step at most once, none
+// while the switch is off, cooldowns) on what the node actually applied —
+// independently of the model's rules.
 func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.Entry) []error {
 	var errs []error
 	byHLC := map[uint64]raftlog.Entry{}
 	for _, e := range log[:replay.Committed] {
-		if s := e.Command.GetSplitRange(); s != nil {
+		if e.Command.GetSplitRange() != nil || e.Command.GetMergeRange() != nil {
 			byHLC[e.Command.GetHlc()] = e
 		}
 	}
@@ -46,7 +50,10 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 				continue
 			}
 		}
-		var splits []model.SplitEvent
+		var (
+			splits []model.SplitEvent
+			merges []model.MergeEvent
+		)
 		prevChildren := map[uint64][2]model.Route{} // op -> children of its last step on this node
 		for _, d := range n.Deltas {
 			if d.GetVersion() > last {
@@ -63,6 +70,9 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 			if err := next.Check(); err != nil {
 				errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
 			}
+			if err := model.CheckTransition(cur, next); err != nil {
+				errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
+			}
 			want, _ := replay.CatalogAt(d.GetVersion())
 			if next.Hash() != want.Hash() {
 				errs = append(errs, fmt.Errorf("node %s: catalog at version %d (hash %s) differs from the log's (hash %s)",
@@ -71,18 +81,29 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 			}
 			e, found := byHLC[d.GetCommitHlc()]
 			if !found {
-				errs = append(errs, fmt.Errorf("node %s: version %d has commit HLC %d, which no committed SplitRange entry carries", n.ID, d.GetVersion(), d.GetCommitHlc()))
+				errs = append(errs, fmt.Errorf("node %s: version %d has commit HLC %d, which no committed SplitRange or MergeRange entry carries", n.ID, d.GetVersion(), d.GetCommitHlc()))
+				break
+			}
+			if mr := e.Command.GetMergeRange(); mr != nil {
+				ev, err := mergeFromDelta(cur, d, e, mr)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
+					break
+				}
+				merges = append(merges, ev)
+				cur = next
+				continue
+			}
+			if len(d.GetRemovedRouteIds()) != 1 || len(d.GetAdded()) != 2 {
+				errs = append(errs, fmt.Errorf("node %s: version %d comes from the SplitRange entry at index %d, but its delta removes %d routes and adds %d",
+					n.ID, d.GetVersion(), e.Index, len(d.GetRemovedRouteIds()), len(d.GetAdded())))
 				break
 			}
 			s := e.Command.GetSplitRange()
 			ev := model.SplitEvent{Version: d.GetVersion(), Index: e.Index, Term: e.Term, HLC: d.GetCommitHlc(), OpID: s.GetOpId(), Step: s.GetStep(),
 				CooldownMs: replay.CooldownMs, RequestID: e.Command.GetRequestId()}
-			if len(d.GetRemovedRouteIds()) == 1 {
-				ev.Parent, _ = cur.Route(d.GetRemovedRouteIds()[0])
-			}
-			if len(d.GetAdded()) == 2 {
-				ev.Children = [2]model.Route{model.FromAPI(d.GetAdded()[0]), model.FromAPI(d.GetAdded()[1])}
-			}
+			ev.Parent, _ = cur.Route(d.GetRemovedRouteIds()[0])
+			ev.Children = [2]model.Route{model.FromAPI(d.GetAdded()[0]), model.FromAPI(d.GetAdded()[1])}
 			if ev.Auto() && ev.Step > 1 {
 				// The middle child is the child of this op's previous step:
 				// as this node applied it, or (before WatchFrom) as the log did.
@@ -98,11 +119,27 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 			splits = append(splits, ev)
 			cur = next
 		}
-		for _, err := range model.CheckSplits(splits, replay.EnabledBefore) {
+		for _, err := range model.CheckChanges(splits, merges, replay.EnabledBefore) {
 			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
 		}
 	}
 	return errs
+}
+
+// mergeFromDelta reads a merge as a node streamed it: the delta removes
+// the two routes the MergeRange entry names, left first, and adds the one
+// merged route.
+func mergeFromDelta(cur *model.Catalog, d *api.CatalogDelta, e raftlog.Entry, mr *api.MergeRange) (model.MergeEvent, error) {
+	rm := d.GetRemovedRouteIds()
+	if len(rm) != 2 || rm[0] != mr.GetLeftRouteId() || rm[1] != mr.GetRightRouteId() || len(d.GetAdded()) != 1 {
+		return model.MergeEvent{}, fmt.Errorf("version %d comes from the MergeRange entry at index %d (r%d and r%d), but its delta removes %v and adds %d routes",
+			d.GetVersion(), e.Index, mr.GetLeftRouteId(), mr.GetRightRouteId(), rm, len(d.GetAdded()))
+	}
+	ev := model.MergeEvent{Version: d.GetVersion(), Index: e.Index, Term: e.Term, HLC: d.GetCommitHlc(), Merged: model.FromAPI(d.GetAdded()[0]),
+		RequestID: e.Command.GetRequestId(), OpID: mr.GetOpId()}
+	ev.Left, _ = cur.Route(rm[0])
+	ev.Right, _ = cur.Route(rm[1])
+	return ev, nil
 }
 
 // checkStateHashes: at every applied index sampled on more than one node

@@ -18,21 +18,35 @@ const MaxBoundaryLen = 4096 + 1
 // InitialVersion is the catalog version right after Bootstrap.
 const InitialVersion = 1
 
-// Route is the checker's route descriptor. End nil means +inf.
+// Route is the checker's route descriptor. End nil means +inf. A route a
+// split made names its Parent and SplitAtHLC; one a merge made names both
+// parents (MergedLeft, MergedRight) and MergedAtHLC instead; an initial
+// route names neither.
 type Route struct {
-	ID         uint64
-	Start, End []byte
-	Group      uint64
-	State      api.RouteState
-	Parent     uint64
-	SplitAtHLC uint64
+	ID          uint64
+	Start, End  []byte
+	Group       uint64
+	State       api.RouteState
+	Parent      uint64
+	SplitAtHLC  uint64
+	MergedLeft  uint64
+	MergedRight uint64
+	MergedAtHLC uint64
 }
 
 // FromAPI converts a route the cluster returned.
 func FromAPI(r *api.RouteDescriptor) Route {
 	return Route{ID: r.GetRouteId(), Start: r.GetStart(), End: r.GetEnd(), Group: r.GetGroupId(),
-		State: r.GetState(), Parent: r.GetParentRouteId(), SplitAtHLC: r.GetSplitAtHlc()}
+		State: r.GetState(), Parent: r.GetParentRouteId(), SplitAtHLC: r.GetSplitAtHlc(),
+		MergedLeft: r.GetMergedFromLeft(), MergedRight: r.GetMergedFromRight(), MergedAtHLC: r.GetMergedAtHlc()}
 }
+
+// Merged reports whether a merge made the route.
+func (r Route) Merged() bool { return r.MergedAtHLC != 0 || r.MergedLeft != 0 || r.MergedRight != 0 }
+
+// CreatedAtHLC is the commit HLC of the split or merge that made the route;
+// 0 for an initial route.
+func (r Route) CreatedAtHLC() uint64 { return max(r.SplitAtHLC, r.MergedAtHLC) }
 
 // Unbounded reports whether the route reaches +inf.
 func (r Route) Unbounded() bool { return len(r.End) == 0 }
@@ -45,7 +59,8 @@ func (r Route) Contains(key []byte) bool {
 // Equal compares every field.
 func (r Route) Equal(o Route) bool {
 	return r.ID == o.ID && bytes.Equal(r.Start, o.Start) && bytes.Equal(r.End, o.End) && r.Group == o.Group &&
-		r.State == o.State && r.Parent == o.Parent && r.SplitAtHLC == o.SplitAtHLC
+		r.State == o.State && r.Parent == o.Parent && r.SplitAtHLC == o.SplitAtHLC &&
+		r.MergedLeft == o.MergedLeft && r.MergedRight == o.MergedRight && r.MergedAtHLC == o.MergedAtHLC
 }
 
 func (r Route) String() string {
@@ -80,6 +95,9 @@ func HashRoutes(routes []Route) Hash {
 		u64(uint64(r.State))
 		u64(r.Parent)
 		u64(r.SplitAtHLC)
+		u64(r.MergedLeft)
+		u64(r.MergedRight)
+		u64(r.MergedAtHLC)
 		u64(uint64(len(r.Start)))
 		h.Write(r.Start)
 		u64(uint64(len(r.End)))
@@ -163,11 +181,17 @@ const (
 	NotBootstrapped
 	AlreadyBootstrapped
 	Ignored // a bootstrap-flag switch change after an operator set the switch
+	// Merge refusals (cluster version 3).
+	NotAdjacent         // the left route does not end where the right one starts
+	DifferentGroups     // the two routes are served by different groups
+	MergeRouteNotActive // a route to merge is not ACTIVE
+	RouteInLiveOp       // a live op will still change one of the routes
 )
 
 var codeNames = [...]string{"ok", "version_mismatch", "key_too_large", "route_not_found", "route_not_active",
 	"key_at_boundary", "key_outside_route", "fence_violation", "invalid_argument", "op_paused", "op_aborted",
-	"op_finished", "not_bootstrapped", "already_bootstrapped", "ignored"}
+	"op_finished", "not_bootstrapped", "already_bootstrapped", "ignored",
+	"routes_not_adjacent", "routes_in_different_groups", "merge_route_not_active", "route_in_live_op"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
@@ -221,13 +245,58 @@ func (c *Catalog) Split(id uint64, key []byte, hlc uint64) (*Catalog, [2]Route, 
 	return newCatalog(c.Version+1, c.NextID+2, routes), [2]Route{left, right}, OK
 }
 
+// Merge applies the merge transition (SPEC §14), checking in the FSM's
+// order: two distinct routes, the left one live, then the right one, the
+// left ending where the right starts, one group, both ACTIVE. The merged
+// route takes the next id, the left route's start and slot, the right
+// route's end, the parents' group and state, both parents' ids and
+// merged_at_hlc = hlc; it names no split parent.
+func (c *Catalog) Merge(leftID, rightID, hlc uint64) (*Catalog, Route, Code) {
+	if leftID == rightID {
+		return nil, Route{}, InvalidArgument
+	}
+	lpos, rpos := -1, -1
+	for i, r := range c.Routes {
+		switch r.ID {
+		case leftID:
+			lpos = i
+		case rightID:
+			rpos = i
+		}
+	}
+	if lpos < 0 || rpos < 0 {
+		return nil, Route{}, RouteNotFound
+	}
+	// Routes are sorted and cover the key space, so the left one ends where
+	// the right one starts exactly when the right one comes next.
+	if rpos != lpos+1 {
+		return nil, Route{}, NotAdjacent
+	}
+	l, r := c.Routes[lpos], c.Routes[rpos]
+	if l.Group != r.Group {
+		return nil, Route{}, DifferentGroups
+	}
+	if l.State != api.RouteState_ROUTE_STATE_ACTIVE || r.State != api.RouteState_ROUTE_STATE_ACTIVE {
+		return nil, Route{}, MergeRouteNotActive
+	}
+	merged := Route{ID: c.NextID, Start: l.Start, End: r.End, Group: l.Group, State: l.State,
+		MergedLeft: l.ID, MergedRight: r.ID, MergedAtHLC: hlc}
+	routes := make([]Route, 0, len(c.Routes)-1)
+	routes = append(routes, c.Routes[:lpos]...)
+	routes = append(routes, merged)
+	routes = append(routes, c.Routes[rpos+1:]...)
+	return newCatalog(c.Version+1, c.NextID+1, routes), merged, OK
+}
+
 // ErrInvariant wraps every catalog invariant violation.
 var ErrInvariant = errors.New("catalog invariant violated")
 
 // Check verifies SPEC §3 on one catalog: routes sorted by start, disjoint
 // and covering the key space from the empty key to +inf without gaps;
 // start < end unless end is +inf; ids non-zero, unique and below NextID;
-// states valid; boundaries within MaxBoundaryLen; version at least 1.
+// states valid; boundaries within MaxBoundaryLen; version at least 1; and
+// the lineage of every route a merge made (two distinct, older parents,
+// neither live, a merge HLC, no split parent).
 func (c *Catalog) Check() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w at version %d: %s", ErrInvariant, c.Version, fmt.Sprintf(format, args...))
@@ -264,5 +333,31 @@ func (c *Catalog) Check() error {
 		}
 		ids[r.ID] = true
 	}
+	for _, r := range c.Routes {
+		if err := lineage(r); err != "" {
+			return fail("%s", err)
+		}
+		if r.Merged() && (ids[r.MergedLeft] || ids[r.MergedRight]) {
+			return fail("merged route %s names a parent (r%d, r%d) that is still live", r, r.MergedLeft, r.MergedRight)
+		}
+	}
 	return nil
+}
+
+// lineage checks what one route says made it, "" when it is consistent.
+func lineage(r Route) string {
+	if !r.Merged() {
+		return ""
+	}
+	switch {
+	case r.MergedAtHLC == 0:
+		return fmt.Sprintf("merged route %s has no merge HLC", r)
+	case r.MergedLeft == 0 || r.MergedRight == 0 || r.MergedLeft == r.MergedRight:
+		return fmt.Sprintf("merged route %s names parents r%d and r%d", r, r.MergedLeft, r.MergedRight)
+	case r.MergedLeft >= r.ID || r.MergedRight >= r.ID:
+		return fmt.Sprintf("merged route %s names a parent (r%d, r%d) not older than itself", r, r.MergedLeft, r.MergedRight)
+	case r.Parent != 0 || r.SplitAtHLC != 0:
+		return fmt.Sprintf("merged route %s also names split parent r%d (split at %d)", r, r.Parent, r.SplitAtHLC)
+	}
+	return ""
 }

@@ -3,6 +3,8 @@ package model
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,6 +95,67 @@ func TestSplitRules(t *testing.T) {
 	}
 }
 
+func TestMergeRules(t *testing.T) {
+	base, _ := Initial([][]byte{[]byte("f"), []byte("m")}, 1) // r1 ["", f), r2 [f, m), r3 [m, +inf)
+	r := func(id uint64, start, end string, group uint64, st api.RouteState) Route {
+		var e []byte
+		if end != "" {
+			e = []byte(end)
+		}
+		return Route{ID: id, Start: []byte(start), End: e, Group: group, State: st}
+	}
+	groups := newCatalog(1, 4, []Route{r(1, "", "f", 1, active), r(2, "f", "m", 2, active), r(3, "m", "", 1, active)})
+	fenced := newCatalog(1, 4, []Route{r(1, "", "f", 1, active), r(2, "f", "m", 1, api.RouteState_ROUTE_STATE_WRITE_FENCED), r(3, "m", "", 1, active)})
+	for _, tc := range []struct {
+		name        string
+		cat         *Catalog
+		left, right uint64
+		want        Code
+	}{
+		{"adjacent", base, 1, 2, OK},
+		{"adjacent, the right one unbounded", base, 2, 3, OK},
+		{"same route", base, 2, 2, InvalidArgument},
+		{"unknown left", base, 9, 2, RouteNotFound},
+		{"unknown right", base, 2, 9, RouteNotFound},
+		{"right before left", base, 2, 1, NotAdjacent},
+		{"not neighbours", base, 1, 3, NotAdjacent},
+		{"different groups", groups, 1, 2, DifferentGroups},
+		{"not active", fenced, 2, 3, MergeRouteNotActive},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			next, merged, code := tc.cat.Merge(tc.left, tc.right, 77)
+			if code != tc.want {
+				t.Fatalf("Merge: %s, want %s", code, tc.want)
+			}
+			if code != OK {
+				if next != nil {
+					t.Fatal("a refused merge returned a catalog")
+				}
+				return
+			}
+			l, _ := tc.cat.Route(tc.left)
+			rr, _ := tc.cat.Route(tc.right)
+			want := Route{ID: 4, Start: l.Start, End: rr.End, Group: 1, State: active, MergedLeft: tc.left, MergedRight: tc.right, MergedAtHLC: 77}
+			if !merged.Equal(want) {
+				t.Fatalf("merged %+v, want %+v", merged, want)
+			}
+			if next.Version != 2 || next.NextID != 5 || len(next.Routes) != 2 {
+				t.Fatalf("next: version %d next id %d, %d routes", next.Version, next.NextID, len(next.Routes))
+			}
+			if err := next.Check(); err != nil {
+				t.Fatal(err)
+			}
+			if err := CheckTransition(tc.cat, next); err != nil {
+				t.Fatal(err)
+			}
+			// The merged route splits again (at the old boundary too).
+			if _, _, code := next.Split(4, l.End, 78); code != OK {
+				t.Fatalf("split of the merged route at the old boundary: %s", code)
+			}
+		})
+	}
+}
+
 func TestCheckFindsEveryViolation(t *testing.T) {
 	r := func(id uint64, start, end string) Route {
 		var e []byte
@@ -118,6 +181,11 @@ func TestCheckFindsEveryViolation(t *testing.T) {
 		{"unbounded route not last", []Route{r(1, "", ""), r(2, "c", "")}, 5},
 		{"bad state", []Route{{ID: 1, Group: 1}}, 5},
 		{"boundary too long", []Route{r(1, "", strings.Repeat("x", MaxBoundaryLen+1)), r(2, strings.Repeat("x", MaxBoundaryLen+1), "")}, 5},
+		{"merged without an HLC", []Route{{ID: 4, Group: 1, State: active, MergedLeft: 1, MergedRight: 2}}, 5},
+		{"merged from one parent twice", []Route{{ID: 4, Group: 1, State: active, MergedLeft: 1, MergedRight: 1, MergedAtHLC: 9}}, 5},
+		{"merged from a younger route", []Route{{ID: 3, Group: 1, State: active, MergedLeft: 1, MergedRight: 4, MergedAtHLC: 9}}, 5},
+		{"merged and split", []Route{{ID: 4, Group: 1, State: active, MergedLeft: 1, MergedRight: 2, MergedAtHLC: 9, Parent: 3, SplitAtHLC: 9}}, 5},
+		{"merged from a live route", []Route{r(1, "", "c"), {ID: 4, Start: []byte("c"), Group: 1, State: active, MergedLeft: 1, MergedRight: 2, MergedAtHLC: 9}}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := newCatalog(3, tc.next, tc.routes).Check(); !errors.Is(err, ErrInvariant) {
@@ -136,7 +204,9 @@ func TestHashCoversEveryField(t *testing.T) {
 	for name, mut := range map[string]func(*Route){
 		"id": func(r *Route) { r.ID++ }, "start": func(r *Route) { r.Start = []byte("A") }, "end": func(r *Route) { r.End = []byte("c") },
 		"group": func(r *Route) { r.Group++ }, "state": func(r *Route) { r.State++ }, "parent": func(r *Route) { r.Parent++ },
-		"split_at_hlc": func(r *Route) { r.SplitAtHLC++ },
+		"split_at_hlc":     func(r *Route) { r.SplitAtHLC++ },
+		"merged_from_left": func(r *Route) { r.MergedLeft++ }, "merged_from_right": func(r *Route) { r.MergedRight++ },
+		"merged_at_hlc": func(r *Route) { r.MergedAtHLC++ },
 		// Moving a byte between start and end must not collide.
 		"boundary shift": func(r *Route) { r.Start, r.End = []byte("ab"), nil },
 	} {
@@ -152,36 +222,63 @@ func TestHashCoversEveryField(t *testing.T) {
 }
 
 // The model is written independently of package catalog; on any sequence
-// of splits the two must agree route for route (a differential test: a
-// disagreement is a bug in one of them).
-func TestSplitAgreesWithTheCatalogPackage(t *testing.T) {
+// of splits and merges the two must agree route for route, refusal for
+// refusal (a differential test: a disagreement is a bug in one of them).
+func TestChangesAgreeWithTheCatalogPackage(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m, _ := Initial(nil, 1)
 		c, err := catalog.New(nil, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys := rapid.SliceOfN(rapid.SliceOfN(rapid.ByteRange('a', 'e'), 0, 4), 1, 40).Draw(t, "keys")
-		for i, k := range keys {
+		n := rapid.IntRange(20, 60).Draw(t, "steps")
+		for i := range n {
 			routes := m.Routes
-			id := routes[rapid.IntRange(0, len(routes)-1).Draw(t, "route")].ID
-			if rapid.Bool().Draw(t, "unknown route") {
-				id += 1000
+			pick := func(label string) uint64 {
+				id := routes[rapid.IntRange(0, len(routes)-1).Draw(t, label)].ID
+				if rapid.IntRange(0, 9).Draw(t, label+" unknown") == 0 {
+					id += 1000
+				}
+				return id
 			}
 			hlc := uint64(i + 1)
-			next, _, code := m.Split(id, k, hlc)
-			cnext, _, cerr := c.Split(id, k, hlc)
+			var (
+				next  *Catalog
+				code  Code
+				cnext *catalog.Catalog
+				cerr  error
+				what  string
+			)
+			if rapid.Bool().Draw(t, "merge") {
+				left := pick("left")
+				right := left + 1 // often not the neighbour: ids are not in key order
+				if pos := slices.IndexFunc(routes, func(r Route) bool { return r.ID == left }); pos >= 0 && pos+1 < len(routes) && rapid.Bool().Draw(t, "neighbour") {
+					right = routes[pos+1].ID
+				}
+				what = fmt.Sprintf("merge r%d r%d", left, right)
+				next, _, code = m.Merge(left, right, hlc)
+				cnext, _, cerr = c.Merge(left, right, hlc)
+			} else {
+				id := pick("route")
+				k := rapid.SliceOfN(rapid.ByteRange('a', 'e'), 0, 4).Draw(t, "key")
+				what = fmt.Sprintf("split r%d at %q", id, k)
+				next, _, code = m.Split(id, k, hlc)
+				cnext, _, cerr = c.Split(id, k, hlc)
+			}
 			if (code == OK) != (cerr == nil) {
-				t.Fatalf("split r%d at %q: model %s, catalog %v", id, k, code, cerr)
+				t.Fatalf("%s: model %s, catalog %v", what, code, cerr)
 			}
 			if code != OK {
 				continue
+			}
+			if err := CheckTransition(m, next); err != nil {
+				t.Fatalf("%s: %v", what, err)
 			}
 			m, c = next, cnext
 			var theirs []*api.RouteDescriptor
 			c.Ascend(func(r *catalog.RouteDescriptor) bool { theirs = append(theirs, r.ToProto()); return true })
 			if HashAPIRoutes(theirs) != m.Hash() || c.Version() != m.Version || c.NextRouteID() != m.NextID {
-				t.Fatalf("after split r%d at %q: model v%d %v, catalog v%d %v", id, k, m.Version, m.Routes, c.Version(), theirs)
+				t.Fatalf("after %s: model v%d %v, catalog v%d %v", what, m.Version, m.Routes, c.Version(), theirs)
 			}
 			if err := m.Check(); err != nil {
 				t.Fatal(err)

@@ -7,16 +7,18 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-func TestCheckSplits(t *testing.T) {
+func TestCheckChanges(t *testing.T) {
 	const cool = 1000
 	at := func(msv uint64) uint64 { return msv * ms }
-	parent := Route{ID: 2, SplitAtHLC: at(5000)} // cooling down until 6000 ms
-	initial := Route{ID: 1}                      // never split: no cooldown
+	parent := Route{ID: 2, SplitAtHLC: at(5000)}                                 // cooling down until 6000 ms
+	merged := Route{ID: 5, MergedLeft: 3, MergedRight: 4, MergedAtHLC: at(5000)} // likewise, from its merge
+	initial := Route{ID: 1}                                                      // never split: no cooldown
 	on := func(uint64) bool { return true }
 	offAt7 := func(idx uint64) bool { return idx != 7 }
 	for _, tc := range []struct {
 		name    string
 		splits  []SplitEvent
+		merges  []MergeEvent
 		enabled func(uint64) bool
 		want    string // "" = no violation
 	}{
@@ -24,19 +26,30 @@ func TestCheckSplits(t *testing.T) {
 			{Version: 2, HLC: at(6000), Parent: parent, OpID: 1, Step: 1, CooldownMs: cool, Index: 3},
 			{Version: 3, HLC: at(6001), Parent: Route{ID: 9, SplitAtHLC: at(6000)}, OpID: 1, Step: 2, Middle: true, CooldownMs: cool, Index: 4},
 			{Version: 4, HLC: at(6002), Parent: initial, RequestID: "m", Index: 5},
-		}, on, ""},
-		{"version jump", []SplitEvent{{Version: 2, HLC: 1, Parent: initial}, {Version: 4, HLC: 2, Parent: initial}}, on, "jump"},
-		{"HLC not increasing", []SplitEvent{{Version: 2, HLC: 5, Parent: initial}, {Version: 3, HLC: 5, Parent: initial}}, on, "strictly increasing"},
+		}, nil, on, ""},
+		{"merges between splits", []SplitEvent{
+			{Version: 2, HLC: at(6000), Parent: initial, RequestID: "a"},
+			{Version: 4, HLC: at(6002), Parent: merged, OpID: 1, Step: 1, CooldownMs: cool},
+		}, []MergeEvent{{Version: 3, HLC: at(6001), RequestID: "b"}, {Version: 5, HLC: at(6003), RequestID: "c"}}, on, ""},
+		{"version jump", []SplitEvent{{Version: 2, HLC: 1, Parent: initial}, {Version: 4, HLC: 2, Parent: initial}}, nil, on, "jump"},
+		{"version jump over a merge", []SplitEvent{{Version: 2, HLC: 1, Parent: initial}}, []MergeEvent{{Version: 4, HLC: 2}}, on, "jump"},
+		{"a version made twice", []SplitEvent{{Version: 2, HLC: 1, Parent: initial}}, []MergeEvent{{Version: 2, HLC: 2}}, on, "jump"},
+		{"HLC not increasing", []SplitEvent{{Version: 2, HLC: 5, Parent: initial}, {Version: 3, HLC: 5, Parent: initial}}, nil, on, "strictly increasing"},
+		{"merge HLC not after the split", []SplitEvent{{Version: 2, HLC: 5, Parent: initial}}, []MergeEvent{{Version: 3, HLC: 4}}, on, "strictly increasing"},
 		{"step applied twice", []SplitEvent{
 			{Version: 2, HLC: at(7000), Parent: parent, OpID: 1, Step: 1, CooldownMs: cool},
 			{Version: 3, HLC: at(7001), Parent: initial, OpID: 1, Step: 1, CooldownMs: cool},
-		}, on, "applied twice"},
-		{"step while off", []SplitEvent{{Version: 2, HLC: at(7000), Parent: parent, OpID: 1, Step: 1, CooldownMs: cool, Index: 7}}, offAt7, "switch was off"},
-		{"cooldown", []SplitEvent{{Version: 2, HLC: at(5999), Parent: parent, OpID: 1, Step: 1, CooldownMs: cool}}, on, "before its cooldown ended"},
-		{"manual splits have no cooldown rule", []SplitEvent{{Version: 2, HLC: at(5001), Parent: parent, RequestID: "m"}}, on, ""},
+		}, nil, on, "applied twice"},
+		{"merge op applied twice", nil, []MergeEvent{{Version: 2, HLC: 1, OpID: 4}, {Version: 3, HLC: 2, OpID: 4}}, on, "applied twice"},
+		{"step while off", []SplitEvent{{Version: 2, HLC: at(7000), Parent: parent, OpID: 1, Step: 1, CooldownMs: cool, Index: 7}}, nil, offAt7, "switch was off"},
+		{"merge op while off", nil, []MergeEvent{{Version: 2, HLC: 1, OpID: 4, Index: 7}}, offAt7, "switch was off"},
+		{"manual merge while off", nil, []MergeEvent{{Version: 2, HLC: 1, RequestID: "m", Index: 7}}, offAt7, ""},
+		{"cooldown", []SplitEvent{{Version: 2, HLC: at(5999), Parent: parent, OpID: 1, Step: 1, CooldownMs: cool}}, nil, on, "before its cooldown ended"},
+		{"cooldown of a merged route", []SplitEvent{{Version: 2, HLC: at(5999), Parent: merged, OpID: 1, Step: 1, CooldownMs: cool}}, nil, on, "before its cooldown ended"},
+		{"manual splits have no cooldown rule", []SplitEvent{{Version: 2, HLC: at(5001), Parent: parent, RequestID: "m"}}, nil, on, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := CheckSplits(tc.splits, tc.enabled)
+			errs := CheckChanges(tc.splits, tc.merges, tc.enabled)
 			if tc.want == "" {
 				if len(errs) > 0 {
 					t.Fatal(errs)
@@ -52,18 +65,80 @@ func TestCheckSplits(t *testing.T) {
 
 func TestCheckCatalogsFindsAReusedID(t *testing.T) {
 	b := newLog()
+	b.version(3)
 	b.manual("a", 1, "m")
+	b.merge("b", 2, 3)
 	r := b.run(t)
 	if errs := r.CheckCatalogs(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	r.Splits = append(r.Splits, SplitEvent{Version: 3, Children: [2]Route{{ID: 2}, {ID: 9}}})
-	if errs := r.CheckCatalogs(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "reuses route id 2") {
+	// A version 4 whose split of r4 makes r2 again (an id of version 2).
+	v3 := r.Catalogs[2]
+	l, rr := Route{ID: 2, Start: nil, End: []byte("c"), Group: 1, State: active, Parent: 4, SplitAtHLC: 9},
+		Route{ID: 5, Start: []byte("c"), Group: 1, State: active, Parent: 4, SplitAtHLC: 9}
+	r.Catalogs = append(r.Catalogs, newCatalog(4, v3.NextID+1, []Route{l, rr}))
+	if errs := r.CheckCatalogs(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "reuses an id") {
 		t.Fatalf("errors %v", errs)
 	}
 	r.Catalogs = append(r.Catalogs, newCatalog(7, r.Catalogs[1].NextID, r.Catalogs[1].Routes))
-	if errs := r.CheckCatalogs(); len(errs) != 2 || !strings.Contains(errs[0].Error(), "not contiguous") {
+	if errs := r.CheckCatalogs(); len(errs) < 2 || !strings.Contains(errs[1].Error(), "not contiguous") {
 		t.Fatalf("errors %v", errs)
+	}
+}
+
+// CheckTransition must refuse every way a step between versions can lie
+// about what made its routes.
+func TestCheckTransitionFindsBadLineage(t *testing.T) {
+	base, _ := Initial([][]byte{[]byte("f"), []byte("m")}, 1) // r1 ["", f), r2 [f, m), r3 [m, +inf)
+	split, _, _ := base.Split(2, []byte("h"), 7*ms)
+	merge, _, _ := base.Merge(1, 2, 7*ms)
+	if err := CheckTransition(base, split); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckTransition(base, merge); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(c *Catalog, f func([]Route) []Route) *Catalog {
+		routes := f(append([]Route(nil), c.Routes...))
+		return newCatalog(c.Version, c.NextID, routes)
+	}
+	for _, tc := range []struct {
+		name string
+		next *Catalog
+		want string
+	}{
+		{"merge names the wrong parents", edit(merge, func(rs []Route) []Route { rs[0].MergedLeft, rs[0].MergedRight = 2, 1; return rs }), "naming"},
+		{"merge without its HLC", edit(merge, func(rs []Route) []Route { rs[0].MergedAtHLC = 0; return rs }), "merged at 0"},
+		{"merge also names a split parent", edit(merge, func(rs []Route) []Route { rs[0].Parent = 1; return rs }), "split parent"},
+		{"merge in another group", edit(merge, func(rs []Route) []Route { rs[0].Group = 2; return rs }), "group"},
+		{"split child names another parent", edit(split, func(rs []Route) []Route { rs[2].Parent = 1; return rs }), "parent"},
+		{"split children at two HLCs", edit(split, func(rs []Route) []Route { rs[2].SplitAtHLC++; return rs }), "split at"},
+		{"two routes changed at once", edit(split, func(rs []Route) []Route { rs[0].ID = 9; return rs }), "neither"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckTransition(base, tc.next)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CheckTransition: %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+	// r2 is gone after the split; a merge of its children may not bring
+	// its id back.
+	again, _, _ := split.Merge(4, 5, 8*ms)
+	again = edit(again, func(rs []Route) []Route { rs[1].ID = 2; return rs })
+	if err := CheckTransition(split, again); err == nil || !strings.Contains(err.Error(), "reuses") {
+		t.Fatalf("a merge reusing r2: %v", err)
+	}
+	// Merging routes that are not adjacent, or not ACTIVE, as a node might
+	// report it.
+	apart := newCatalog(2, 5, []Route{{ID: 4, End: []byte("m"), Group: 1, State: active, MergedLeft: 1, MergedRight: 3, MergedAtHLC: 7}, base.Routes[1]})
+	if err := CheckTransition(base, apart); err == nil {
+		t.Fatal("a merge of r1 and r3 passed")
+	}
+	fenced := newCatalog(1, 4, []Route{base.Routes[0], {ID: 2, Start: []byte("f"), End: []byte("m"), Group: 1, State: api.RouteState_ROUTE_STATE_WRITE_FENCED}, base.Routes[2]})
+	m2 := newCatalog(2, 5, []Route{{ID: 4, End: []byte("m"), Group: 1, State: active, MergedLeft: 1, MergedRight: 2, MergedAtHLC: 7}, base.Routes[2]})
+	if err := CheckTransition(fenced, m2); err == nil || !strings.Contains(err.Error(), "ACTIVE") {
+		t.Fatalf("a merge of a fenced route: %v", err)
 	}
 }
 

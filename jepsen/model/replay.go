@@ -23,9 +23,11 @@ const defaultCooldownMs = 10 * 60 * 1000
 type Outcome struct {
 	Index uint64
 	Code  Code
-	// Version, Children and HLC describe an applied split.
+	// Version and HLC describe an applied split or merge; Children the
+	// split's two routes, Merged the merge's one.
 	Version  uint64
 	Children [2]Route
+	Merged   Route
 	HLC      uint64
 	// Duplicate: the entry's request id was known, so it returned the first
 	// answer and changed nothing.
@@ -51,6 +53,21 @@ type SplitEvent struct {
 
 // Auto reports whether the split was an op step.
 func (s SplitEvent) Auto() bool { return s.OpID != 0 }
+
+// MergeEvent is one applied merge: it made catalog version Version.
+type MergeEvent struct {
+	Version     uint64
+	Index       uint64
+	Term        uint64
+	HLC         uint64
+	Left, Right Route
+	Merged      Route
+	RequestID   string // manual merges
+	OpID        uint64 // automatic merges (one-step ops)
+}
+
+// Auto reports whether the merge was an op step.
+func (m MergeEvent) Auto() bool { return m.OpID != 0 }
 
 // SwitchEvent is one SetAutoSplit entry (or the Bootstrap seed).
 type SwitchEvent struct {
@@ -84,12 +101,13 @@ type Replay struct {
 	// Catalogs[i] is version InitialVersion+i.
 	Catalogs []*Catalog
 	Splits   []SplitEvent
+	Merges   []MergeEvent
 	// Requests holds the first answer per request id (by apply order).
 	Requests map[string]Outcome
 	Switches []SwitchEvent
 	Steps    []StepEntry
-	// FenceRejections lists the indexes of split entries refused because
-	// their HLC did not move forward.
+	// FenceRejections lists the indexes of split and merge entries
+	// refused because their HLC did not move forward.
 	FenceRejections []uint64
 	// Notes say where the model followed the leader's proposals instead of
 	// knowing the plan (see the package doc).
@@ -145,6 +163,7 @@ type opTrack struct {
 	pausedAt uint64 // HLC, 0 when not paused
 	// plan of step `next`, fixed by the first entry proposing it
 	planRoute uint64
+	planRight uint64 // a merge op's right route
 	planKey   []byte
 	planned   bool
 	children  [2]Route // of the last applied step
@@ -156,16 +175,24 @@ type opTrack struct {
 type replayer struct {
 	r            *Replay
 	bootstrapped bool
-	cat          *Catalog
-	lastHLC      uint64
-	enabled      bool
-	source       api.SwitchSource
-	lastDisable  uint64 // nowHLC of the last applied disable
-	staleEnable  string // description of an enable that found ops paused longer than the TTL
-	ops          map[uint64]*opTrack
-	aborted      map[uint64]bool // AbortOp of ops the model had not seen
-	reqOrder     []string
-	reqHead      int
+	// clusterVer is the replicated cluster version (Bootstrap's, raised by
+	// member records to the lowest version every member supports); members
+	// maps node id to its supported version.
+	clusterVer uint32
+	members    map[string]uint32
+	// stepsNaming maps a route id to the op-step entries of the whole
+	// committed log that name it (see liveOpOn).
+	stepsNaming map[uint64][]stepRef
+	cat         *Catalog
+	lastHLC     uint64
+	enabled     bool
+	source      api.SwitchSource
+	lastDisable uint64 // nowHLC of the last applied disable
+	staleEnable string // description of an enable that found ops paused longer than the TTL
+	ops         map[uint64]*opTrack
+	aborted     map[uint64]bool // AbortOp of ops the model had not seen
+	reqOrder    []string
+	reqHead     int
 	// config in force (Bootstrap's, patched by SetConfig)
 	cooldownMs, opTTLMs uint64
 }
@@ -175,7 +202,8 @@ func Run(entries []raftlog.Entry, committed uint64) (*Replay, error) {
 	if committed > uint64(len(entries)) {
 		return nil, fmt.Errorf("committed index %d beyond the log's %d entries", committed, len(entries))
 	}
-	p := &replayer{r: &Replay{Committed: committed, Requests: map[string]Outcome{}}, ops: map[uint64]*opTrack{}, aborted: map[uint64]bool{}}
+	p := &replayer{r: &Replay{Committed: committed, Requests: map[string]Outcome{}}, ops: map[uint64]*opTrack{}, aborted: map[uint64]bool{},
+		members: map[string]uint32{}, stepsNaming: stepsNaming(entries[:committed])}
 	for i := uint64(0); i < committed; i++ {
 		e := entries[i]
 		if e.Index != i+1 {
@@ -246,8 +274,18 @@ func (p *replayer) dispatch(e raftlog.Entry, cmd *api.Command, prevHLC uint64) (
 	if !p.bootstrapped {
 		return Outcome{Code: NotBootstrapped}, nil
 	}
+	if !reaches(p.clusterVer, cmd.GetMinVersion()) {
+		// The leader proposed a command the cluster has not enabled.
+		return Outcome{Code: InvalidArgument}, nil
+	}
 	now := p.lastHLC
 	switch b := cmd.GetBody().(type) {
+	case *api.Command_MergeRange:
+		return p.mergeRange(e, cmd, b.MergeRange, prevHLC), nil
+	case *api.Command_SetMember:
+		return p.setMember(b.SetMember), nil
+	case *api.Command_RemoveMember:
+		return p.removeMember(b.RemoveMember), nil
 	case *api.Command_SplitRange:
 		if b.SplitRange.GetOpId() == 0 {
 			return p.manualSplit(e, cmd, b.SplitRange, prevHLC), nil
@@ -261,7 +299,7 @@ func (p *replayer) dispatch(e raftlog.Entry, cmd *api.Command, prevHLC uint64) (
 	case *api.Command_AbortOp:
 		return p.abortOp(b.AbortOp), nil
 	}
-	// AdvanceCeiling, SetMember, RemoveMember, ObserveColumn: no catalog
+	// AdvanceCeiling, AdmitMember, CheckState, ObserveColumn: no catalog
 	// or switch effect. (ObserveColumn may plan ops; the model learns of
 	// them from their step entries.)
 	return Outcome{Code: OK}, nil
@@ -279,6 +317,7 @@ func (p *replayer) bootstrap(e raftlog.Entry, cmd *api.Command, b *api.Bootstrap
 		return Outcome{Code: InvalidArgument}, nil
 	}
 	p.bootstrapped = true
+	p.clusterVer = max(1, b.GetClusterVersion())
 	p.cat = cat
 	p.r.BootstrapIndex = e.Index
 	p.r.Catalogs = append(p.r.Catalogs, cat)

@@ -56,6 +56,17 @@ func (b *logBuilder) manual(rid string, route uint64, key string, expected ...ui
 	return b.add(&api.Command{RequestId: rid, Body: &api.Command_SplitRange{SplitRange: s}})
 }
 
+// version sets the cluster version the log bootstraps at.
+func (b *logBuilder) version(v uint32) { b.entries[0].Command.GetBootstrap().ClusterVersion = v }
+
+func (b *logBuilder) merge(rid string, left, right uint64, expected ...uint64) uint64 {
+	m := &api.MergeRange{LeftRouteId: left, RightRouteId: right}
+	if len(expected) > 0 {
+		m.ExpectedVersion = &expected[0]
+	}
+	return b.add(&api.Command{RequestId: rid, MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: m}})
+}
+
 func (b *logBuilder) step(op uint64, step uint32, route uint64, key string) uint64 {
 	return b.add(&api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{OpId: op, Step: step, RouteId: route, SplitKey: []byte(key)}}})
 }
@@ -114,8 +125,123 @@ func TestReplayManualSplits(t *testing.T) {
 	if errs := r.CheckCatalogs(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if errs := CheckSplits(r.Splits, r.EnabledBefore); len(errs) > 0 {
+	if errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore); len(errs) > 0 {
 		t.Fatal(errs)
+	}
+}
+
+func TestReplayManualMerges(t *testing.T) {
+	b := newLog("f", "m", "t") // r1 ["", f), r2 [f, m), r3 [m, t), r4 [t, +inf)
+	b.version(3)
+	b.manual("s", 2, "h", 1) // v2: r5 [f, h), r6 [h, m)
+	b.merge("a", 5, 6, 2)    // v3: r7 [f, m) from r5 and r6
+	b.merge("b", 7, 3, 2)    // stale CAS
+	b.merge("c", 3, 7)       // right before left
+	b.merge("d", 1, 3)       // not neighbours
+	b.merge("e", 7, 9)       // unknown route
+	b.merge("f", 7, 7)       // the same route twice
+	b.merge("a", 1, 7)       // duplicate request id: the first answer
+	b.merge("g", 7, 3, 3)    // v4: r8 [f, t)
+	b.manual("h", 8, "m", 4) // v5: the merged route splits at the old boundary: r9, r10
+	b.merge("i", 1, 9)       // v6: no CAS: r11 ["", m)
+	fenced := b.merge("j", 11, 10)
+	b.entries[fenced-1].Command.Hlc = 5
+	r := b.run(t)
+
+	want := map[string]Code{"a": OK, "b": VersionMismatch, "c": NotAdjacent, "d": NotAdjacent, "e": RouteNotFound, "f": InvalidArgument,
+		"g": OK, "h": OK, "i": OK, "j": FenceViolation}
+	for rid, code := range want {
+		if got := r.Requests[rid].Code; got != code {
+			t.Errorf("request %s: %s, want %s", rid, got, code)
+		}
+	}
+	a := r.Requests["a"]
+	if a.Version != 3 || !a.Merged.Equal(Route{ID: 7, Start: []byte("f"), End: []byte("m"), Group: 1, State: active, MergedLeft: 5, MergedRight: 6, MergedAtHLC: a.HLC}) {
+		t.Errorf("merge a: v%d %+v", a.Version, a.Merged)
+	}
+	if got := r.Final(); got.Version != 6 || got.NextID != 12 || len(got.Routes) != 3 {
+		t.Fatalf("final catalog v%d next %d %v", got.Version, got.NextID, got.Routes)
+	}
+	if len(r.Merges) != 3 || len(r.Splits) != 2 || len(r.FenceRejections) != 1 {
+		t.Fatalf("merges %d, splits %d, fence rejections %v", len(r.Merges), len(r.Splits), r.FenceRejections)
+	}
+	if m := r.Merges[1]; m.Left.ID != 7 || m.Right.ID != 3 || m.Merged.ID != 8 || m.RequestID != "g" || m.Version != 4 {
+		t.Fatalf("second merge %+v", m)
+	}
+	if errs := r.CheckCatalogs(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+// Merges are refused below cluster version 3 (feature manual_merge), and a
+// command whose min_version the cluster has not reached changes nothing;
+// member records raise the version to the lowest one every member
+// supports.
+func TestReplayMergesNeedClusterVersion3(t *testing.T) {
+	b := newLog("m") // cluster version 1
+	member := func(id string, v uint32) {
+		b.add(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: id, SupportedVersion: v}}}})
+	}
+	b.merge("early", 1, 2)
+	b.add(&api.Command{RequestId: "nomin", Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{LeftRouteId: 1, RightRouteId: 2}}})
+	member("n2", 2)
+	member("n1", 3) // n2 holds the cluster at 2
+	b.merge("held", 1, 2)
+	member("n2", 3)
+	b.merge("ok", 1, 2)
+	r := b.run(t)
+	for rid, code := range map[string]Code{"early": InvalidArgument, "nomin": InvalidArgument, "held": InvalidArgument, "ok": OK} {
+		if got := r.Requests[rid].Code; got != code {
+			t.Errorf("request %s: %s, want %s", rid, got, code)
+		}
+	}
+	if len(r.Merges) != 1 || r.Final().Version != 2 {
+		t.Fatalf("merges %d, final v%d", len(r.Merges), r.Final().Version)
+	}
+}
+
+// A manual merge of a route that a live op will still change is refused
+// (route_in_live_op): the model knows of the op from a pending step entry,
+// or from a step entry later in the log.
+func TestReplayMergeOfARouteInALiveOp(t *testing.T) {
+	b := newLog("f", "m", "t")
+	b.version(3)
+	b.setSwitch(false, "off")
+	b.step(1, 1, 2, "h") // op 1 pauses before splitting r2: it stays live
+	paused := b.merge("paused", 1, 2)
+	later := b.merge("later", 3, 4) // op 2, planned before, steps on r4 below
+	b.setSwitch(true, "on")
+	b.step(1, 1, 2, "h")   // v2: r5, r6
+	b.step(2, 1, 4, "w")   // v3: r7, r8
+	b.merge("after", 1, 5) // nothing names r1 or r5 later: applies, v4
+	r := b.run(t)
+	for rid, code := range map[string]Code{"paused": RouteInLiveOp, "later": RouteInLiveOp, "after": OK} {
+		if got := r.Requests[rid].Code; got != code {
+			t.Errorf("request %s: %s, want %s", rid, got, code)
+		}
+	}
+	if len(r.Notes) != 2 || !strings.Contains(r.Notes[0], fmt.Sprint("index ", paused)) || !strings.Contains(r.Notes[1], fmt.Sprint("index ", later)) {
+		t.Fatalf("notes %q", r.Notes)
+	}
+	if len(r.Merges) != 1 || len(r.Splits) != 2 {
+		t.Fatalf("merges %d splits %d", len(r.Merges), len(r.Splits))
+	}
+}
+
+// An automatic split of a merged route waits out the cooldown from its
+// merge, as one of a split route does from its split.
+func TestReplayCooldownAfterAMerge(t *testing.T) {
+	b := newLog("f", "m")
+	b.version(3)
+	b.merge("m", 1, 2) // v2: r4 ["", m)
+	b.step(1, 1, 4, "c")
+	r := b.run(t)
+	errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "before its cooldown ended") {
+		t.Fatalf("errors %v, want the cooldown after the merge", errs)
 	}
 }
 
@@ -148,7 +274,7 @@ func TestReplayTwoStepOpAcrossADisable(t *testing.T) {
 	if !ok || string(iso.Start) != "user:7" || string(iso.End) != "user:7\x00" {
 		t.Fatalf("isolated route %v", iso)
 	}
-	if errs := CheckSplits(r.Splits, r.EnabledBefore); len(errs) > 0 {
+	if errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore); len(errs) > 0 {
 		t.Fatal(errs)
 	}
 }

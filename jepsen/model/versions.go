@@ -1,0 +1,62 @@
+package model
+
+import api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+
+// The model's own restatement of the rows of fsm/versions.go it needs
+// (SPEC §5): the cluster version that turns each replicated rule on. The
+// model shares no code with fsm, so it keeps this table itself; as in the
+// FSM, this file is the only one of the model that compares cluster
+// versions.
+type feature struct {
+	name string
+	from uint32
+}
+
+// manualMerge: MergeRange with op_id 0 (feature manual_merge).
+var manualMerge = feature{name: "manual_merge", from: 3}
+
+// reaches reports whether cluster version v is at least need (a command's
+// min_version, or a feature's).
+func reaches(v, need uint32) bool { return v >= need }
+
+// has reports whether the replayed cluster version turns f on.
+func (p *replayer) has(f feature) bool { return reaches(p.clusterVer, f.from) }
+
+// setMember upserts a member record and raises the cluster version to the
+// lowest version every member supports (never down).
+func (p *replayer) setMember(c *api.SetMember) Outcome {
+	m := c.GetMember()
+	if m == nil || m.GetNodeId() == "" || m.GetSupportedVersion() == 0 {
+		return Outcome{Code: InvalidArgument}
+	}
+	p.members[m.GetNodeId()] = m.GetSupportedVersion()
+	p.raiseVersion()
+	return Outcome{Code: OK}
+}
+
+// removeMember deletes a member record; the cluster version may rise (the
+// member that held it back is gone) but never falls. Admissions are not
+// modelled, so an id that is no member answers OK here whether the FSM
+// dropped an admission or said MEMBER_NOT_FOUND: no check reads that code,
+// and neither changes what the model follows.
+func (p *replayer) removeMember(c *api.RemoveMember) Outcome {
+	if c.GetNodeId() == "" {
+		return Outcome{Code: InvalidArgument}
+	}
+	if _, ok := p.members[c.GetNodeId()]; !ok {
+		return Outcome{Code: OK}
+	}
+	delete(p.members, c.GetNodeId())
+	p.raiseVersion()
+	return Outcome{Code: OK}
+}
+
+func (p *replayer) raiseVersion() {
+	lowest := uint32(0)
+	for _, v := range p.members {
+		if lowest == 0 || v < lowest {
+			lowest = v
+		}
+	}
+	p.clusterVer = max(p.clusterVer, lowest)
+}
