@@ -7,7 +7,8 @@
 // resolved by request id); versions never go backwards in real time;
 // GetTimestamp batches strictly increase in real time; and porcupine finds
 // a linearization of the catalog history (state = version and catalog
-// hash, automatic splits entering from the log) and of the switch history.
+// hash; splits and merges from clients, automatic ones entering from the
+// log) and of the switch history.
 // With the integrity inputs it also recomputes every entry's checksum (and
 // finds the flipped one in a log the bit-flip nemesis damaged), bounds
 // every node's HLC − wall after the clocks settled, and bounds how far a
@@ -111,6 +112,8 @@ type Stats struct {
 	Versions       int
 	ManualSplits   int
 	AutoSplits     int
+	ManualMerges   int
+	AutoMerges     int
 	Ops2Step       int // ops whose step 2 applied
 	Switches       int
 	PorcupineOps   int
@@ -124,8 +127,8 @@ func (r *Report) OK() bool { return len(r.Violations) == 0 }
 func (r *Report) Summary() string {
 	var b strings.Builder
 	s := r.Stats
-	fmt.Fprintf(&b, "ops %d (unknown %d, of which applied %d); log entries %d; catalog versions %d (manual splits %d, automatic %d, two-step ops finished %d); switch changes %d\n",
-		s.Ops, s.Unknown, s.UnknownApplied, s.LogEntries, s.Versions, s.ManualSplits, s.AutoSplits, s.Ops2Step, s.Switches)
+	fmt.Fprintf(&b, "ops %d (unknown %d, of which applied %d); log entries %d; catalog versions %d (manual splits %d, automatic %d, two-step ops finished %d; manual merges %d, automatic %d); switch changes %d\n",
+		s.Ops, s.Unknown, s.UnknownApplied, s.LogEntries, s.Versions, s.ManualSplits, s.AutoSplits, s.Ops2Step, s.ManualMerges, s.AutoMerges, s.Switches)
 	fmt.Fprintf(&b, "by kind: %s\n", formatCounts(s.ByKindStatus))
 	fmt.Fprintf(&b, "porcupine: catalog %s, switch %s (%d ops, %v)\n", r.Catalog, r.Switch, s.PorcupineOps, s.PorcupineTime.Round(time.Millisecond))
 	if r.OK() {
@@ -202,6 +205,13 @@ func Check(in Input) (*Report, error) {
 			}
 		} else {
 			r.Stats.ManualSplits++
+		}
+	}
+	for _, m := range replay.Merges {
+		if m.Auto() {
+			r.Stats.AutoMerges++
+		} else {
+			r.Stats.ManualMerges++
 		}
 	}
 	for _, s := range replay.Switches[1:] {

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -191,5 +192,178 @@ func TestCheckJudgesAgainstTheMajorityLog(t *testing.T) {
 		if v.Check != CheckLogAgreement {
 			t.Errorf("judged against the outlier: %s", v)
 		}
+	}
+}
+
+func merge(rid string, left, right uint64, expected uint64) *api.Command {
+	return &api.Command{RequestId: rid, MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{LeftRouteId: left, RightRouteId: right, ExpectedVersion: &expected}}}
+}
+
+// deltasOf is the catalog history a correct node streams for the replay.
+func deltasOf(replay *model.Replay) []*api.CatalogDelta {
+	toAPI := func(r model.Route) *api.RouteDescriptor {
+		return &api.RouteDescriptor{RouteId: r.ID, Start: r.Start, End: r.End, GroupId: r.Group, State: r.State, ParentRouteId: r.Parent,
+			SplitAtHlc: r.SplitAtHLC, MergedFromLeft: r.MergedLeft, MergedFromRight: r.MergedRight, MergedAtHlc: r.MergedAtHLC}
+	}
+	byVersion := map[uint64]*api.CatalogDelta{}
+	for _, s := range replay.Splits {
+		byVersion[s.Version] = &api.CatalogDelta{Version: s.Version, RemovedRouteIds: []uint64{s.Parent.ID}, CommitHlc: s.HLC,
+			Added: []*api.RouteDescriptor{toAPI(s.Children[0]), toAPI(s.Children[1])}}
+	}
+	for _, m := range replay.Merges {
+		byVersion[m.Version] = &api.CatalogDelta{Version: m.Version, RemovedRouteIds: []uint64{m.Left.ID, m.Right.ID}, CommitHlc: m.HLC,
+			Added: []*api.RouteDescriptor{toAPI(m.Merged)}}
+	}
+	var out []*api.CatalogDelta
+	for v := uint64(model.InitialVersion + 1); v <= replay.Final().Version; v++ {
+		out = append(out, byVersion[v])
+	}
+	return out
+}
+
+// newMergeFixture is a correct run at cluster version 3 with manual merges
+// among the splits: one acknowledged, one refused as stale after an
+// unrelated split, one whose client saw no answer (applied), one sent by
+// no recorded client, one refused as not adjacent, one lost before the log.
+func newMergeFixture(t *testing.T) (*fixture, map[string]int) {
+	t.Helper()
+	f := &fixture{hlc: 5_000_000 * ms}
+	f.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, InitialSplits: [][]byte{[]byte("user:")},
+		AutoSplit: true, Config: &api.Config{CooldownMs: 1000}, ClusterVersion: 3}}}) // r1 ["", user:), r2 [user:, +inf)
+	f.add(split("s1", 1, "k5", 1)) // v2: r3 ["", k5), r4 [k5, user:)
+	f.add(split("s2", 4, "k7", 2)) // v3: r5 [k5, k7), r6 [k7, user:)
+	f.add(merge("m1", 5, 6, 3))    // v4: r7 [k5, user:)
+	f.add(split("s3", 3, "k2", 4)) // v5: r8 ["", k2), r9 [k2, k5)
+	f.add(merge("m2", 8, 9, 4))    // stale: refused
+	f.add(merge("m3", 9, 7, 5))    // v6: r10 [k2, user:), the client saw no answer
+	f.add(merge("m4", 10, 2, 6))   // v7: r11 [k2, +inf), no recorded client
+	f.add(merge("m5", 8, 2, 7))    // not adjacent
+	replay, err := model.Run(f.log, uint64(len(f.log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(v uint64, call int64) history.Op {
+		c, _ := replay.CatalogAt(v)
+		return history.Op{Client: 0, Kind: history.ListRoutes, Status: history.OK, Call: call, Return: call + 5, Version: v, RoutesHash: c.Hash().Hex(), RouteCount: len(c.Routes)}
+	}
+	ev := func(v uint64) *uint64 { return &v }
+	req := replay.Requests
+	at := map[string]int{}
+	op := func(name string, o history.Op) { at[name] = len(f.ops); f.op(o) }
+	splitOp := func(rid string, route uint64, key string, exp uint64, call int64) history.Op {
+		r := req[rid]
+		return history.Op{Client: 1, Kind: history.Split, Status: history.OK, Call: call, Return: call + 10, RequestID: rid, RouteID: route, SplitKey: []byte(key),
+			ExpectedVersion: ev(exp), Version: r.Version, LeftID: r.Children[0].ID, RightID: r.Children[1].ID, CommitHLC: r.HLC}
+	}
+	mergeOp := func(rid string, l, r uint64, exp uint64, call int64) history.Op {
+		return history.Op{Client: 2, Kind: history.Merge, Call: call, Return: call + 10, RequestID: rid, RouteID: l, RightRouteID: r, ExpectedVersion: ev(exp)}
+	}
+	op("read1", read(1, 10))
+	op("s1", splitOp("s1", 1, "k5", 1, 20))
+	op("s2", splitOp("s2", 4, "k7", 2, 40))
+	m1 := mergeOp("m1", 5, 6, 3, 60)
+	m1.Status, m1.Version, m1.MergedID, m1.CommitHLC = history.OK, req["m1"].Version, req["m1"].Merged.ID, req["m1"].HLC
+	op("m1", m1)
+	op("read4", read(4, 75))
+	op("s3", splitOp("s3", 3, "k2", 4, 80))
+	m2 := mergeOp("m2", 8, 9, 4, 100)
+	m2.Status, m2.Code = history.Fail, "FailedPrecondition"
+	op("m2", m2)
+	m3 := mergeOp("m3", 9, 7, 5, 120)
+	m3.Status, m3.Code = history.Unknown, "DeadlineExceeded"
+	op("m3", m3)
+	m5 := mergeOp("m5", 8, 2, 7, 200)
+	m5.Status, m5.Code = history.Fail, "FailedPrecondition"
+	op("m5", m5)
+	lost := mergeOp("lost", 8, 10, 7, 210)
+	lost.Status, lost.Code = history.Unknown, "Unknown"
+	op("lost", lost)
+	op("read7", read(7, 230))
+	deltas := deltasOf(replay)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		f.nodes = append(f.nodes, NodeFinal{ID: id, Hashes: map[uint64]string{9: "aa"}, WatchFrom: 1, Deltas: deltas})
+	}
+	return f, at
+}
+
+func TestCheckPassesARunWithMerges(t *testing.T) {
+	f, at := newMergeFixture(t)
+	r := f.check(t)
+	if !r.OK() {
+		t.Fatalf("a correct run was judged:\n%s", r.Summary())
+	}
+	if r.Stats.ManualMerges != 3 || r.Stats.ManualSplits != 3 || r.Stats.Versions != 7 || r.Stats.Unknown != 2 || r.Stats.UnknownApplied != 1 {
+		t.Fatalf("stats %+v", r.Stats)
+	}
+	if m3 := r.Resolved[at["m3"]]; !strings.HasPrefix(m3.Resolution, "applied at index 7") || m3.MergedID != 10 || m3.Version != 6 {
+		t.Fatalf("m3 resolved as %+v", m3)
+	}
+	if lost := r.Resolved[at["lost"]]; lost.Resolution != "not in the log" {
+		t.Fatalf("lost resolved as %q", lost.Resolution)
+	}
+	if !strings.Contains(r.Summary(), "manual merges 3") {
+		t.Fatalf("summary:\n%s", r.Summary())
+	}
+}
+
+func TestCheckCatchesEachKindOfMergeBug(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(f *fixture, at map[string]int)
+		want   []string
+	}{
+		{"CAS ignored: the stale merge after a split acknowledged", func(f *fixture, at map[string]int) {
+			m := &f.ops[at["m2"]]
+			m.Status, m.Code, m.Version, m.MergedID, m.CommitHLC = history.OK, "", 6, 10, f.log[5].Command.GetHlc()
+		}, []string{CheckClientVsLog, CheckLinearizable}},
+		{"merge acknowledged with another merged route", func(f *fixture, at map[string]int) { f.ops[at["m1"]].MergedID = 9 },
+			[]string{CheckClientVsLog, CheckLinearizable}},
+		{"merge acknowledged but not in the log", func(f *fixture, at map[string]int) {
+			m := &f.ops[at["lost"]]
+			m.Status, m.Code, m.Version, m.MergedID = history.OK, "", 8, 12
+		}, []string{CheckClientVsLog}},
+		{"merge told unavailable but applied", func(f *fixture, at map[string]int) {
+			m := &f.ops[at["m1"]]
+			m.Status, m.Code = history.Fail, "Unavailable"
+		}, []string{CheckClientVsLog}},
+		{"stale read after a merge returned", func(f *fixture, at map[string]int) {
+			r := &f.ops[at["read7"]]
+			old := f.ops[at["read1"]]
+			r.Version, r.RoutesHash, r.RouteCount = old.Version, old.RoutesHash, old.RouteCount
+		}, []string{CheckMonotonic, CheckLinearizable}},
+		{"a node's merge delta removes the right route first", func(f *fixture, at map[string]int) {
+			ds := slices.Clone(f.nodes[1].Deltas)
+			d := proto.CloneOf(ds[2])
+			d.RemovedRouteIds = []uint64{d.RemovedRouteIds[1], d.RemovedRouteIds[0]}
+			ds[2] = d
+			f.nodes[1].Deltas = ds
+		}, []string{CheckNodeHistory}},
+		{"a node's merged route names other parents", func(f *fixture, at map[string]int) {
+			ds := slices.Clone(f.nodes[2].Deltas)
+			d := proto.CloneOf(ds[2])
+			d.Added[0].MergedFromLeft = 3
+			ds[2] = d
+			f.nodes[2].Deltas = ds
+		}, []string{CheckNodeHistory}},
+		{"a node applied the stale merge", func(f *fixture, at map[string]int) {
+			// n3 ignored the merge's CAS at index 6: from version 6 on its
+			// catalog is not the log's.
+			ds := slices.Clone(f.nodes[2].Deltas[:4])
+			ds = append(ds, &api.CatalogDelta{Version: 6, RemovedRouteIds: []uint64{8, 9}, CommitHlc: f.log[5].Command.GetHlc(),
+				Added: []*api.RouteDescriptor{{RouteId: 10, End: []byte("k5"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE,
+					MergedFromLeft: 8, MergedFromRight: 9, MergedAtHlc: f.log[5].Command.GetHlc()}}})
+			f.nodes[2].Deltas = ds
+		}, []string{CheckNodeHistory}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, at := newMergeFixture(t)
+			tc.mutate(f, at)
+			r := f.check(t)
+			for _, w := range tc.want {
+				if !r.Has(w) {
+					t.Errorf("no %s violation; got:\n%s", w, r.Summary())
+				}
+			}
+		})
 	}
 }

@@ -28,25 +28,31 @@ type catKind int
 const (
 	catRead catKind = iota
 	catSplit
-	catAutoSplit // an op step from the log, with no client
-	catRefused   // a manual split the FSM refused: it changed nothing
+	catAutoSplit    // an op step from the log, with no client
+	catRefused      // a manual split the FSM refused: it changed nothing
+	catMerge        // a manual merge that applied
+	catAutoMerge    // a merge op step from the log, with no client
+	catMergeRefused // a manual merge the FSM refused (code says why): it changed nothing
 )
 
 type catInput struct {
 	kind     catKind
-	routeID  uint64
+	routeID  uint64 // a split's route, a merge's left route
+	rightID  uint64 // a merge's right route
 	key      []byte
 	expected *uint64
-	hlc      uint64 // the commit HLC, which becomes the children's split_at_hlc
+	hlc      uint64 // the commit HLC, which becomes the children's split_at_hlc or the merged route's merged_at_hlc
 	opID     uint64
 	step     uint32
 	client   int
+	code     model.Code // why the log refused a merge
 }
 
 type catOutput struct {
 	version         uint64
 	hash            model.Hash
-	leftID, rightID uint64
+	leftID, rightID uint64 // a split's children
+	mergedID        uint64
 	unknown         bool // the client never saw an answer
 }
 
@@ -74,10 +80,11 @@ func (c *catalogs) put(cat *model.Catalog) catState {
 }
 
 // catalogHistory builds porcupine's view of the catalog: linearizable reads,
-// manual splits (applied, refused by the FSM, or unknown and resolved by
-// the log) from clients, and every applied op step — plus any applied
-// manual split no recorded client sent — from the log. The latter have no
-// client times, so they may linearize anywhere in the run.
+// manual splits and merges (applied, refused by the FSM, or unknown and
+// resolved by the log) from clients, and every applied op step, split or
+// merge — plus any applied manual split or merge no recorded client sent —
+// from the log. The latter have no client times, so they may linearize
+// anywhere in the run.
 func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operation, porcupine.Model) {
 	cats := &catalogs{m: map[catState]*model.Catalog{}}
 	for _, c := range replay.Catalogs {
@@ -93,7 +100,7 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 	clientRIDs := map[string]bool{}
 	reads := map[catState][]porcupine.Operation{}
 	for _, op := range ops {
-		if op.Kind == history.Split {
+		if op.Kind == history.Split || op.Kind == history.Merge {
 			clientRIDs[op.RequestID] = true
 		}
 		switch {
@@ -116,6 +123,10 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: end,
 				Input:  catInput{kind: catSplit, routeID: op.RouteID, key: op.SplitKey, expected: op.ExpectedVersion, hlc: op.CommitHLC, client: op.Client},
 				Output: catOutput{version: op.Version, leftID: op.LeftID, rightID: op.RightID, unknown: true}})
+		case op.Kind == history.Merge:
+			if o, ok := mergeOp(op, replay, end); ok {
+				out = append(out, o)
+			}
 		}
 	}
 	for _, s := range slices.SortedFunc(maps.Keys(reads), func(a, b catState) int { return cmp.Compare(a.version, b.version) }) {
@@ -135,6 +146,17 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 		}
 		out = append(out, porcupine.Operation{ClientId: in.client, Call: 0, Return: end, Input: in,
 			Output: catOutput{version: s.Version, leftID: s.Children[0].ID, rightID: s.Children[1].ID, unknown: true}})
+	}
+	for i, m := range replay.Merges {
+		if !m.Auto() && clientRIDs[m.RequestID] {
+			continue
+		}
+		in := catInput{kind: catAutoMerge, routeID: m.Left.ID, rightID: m.Right.ID, hlc: m.HLC, opID: m.OpID, step: 1, client: maxClient + 1 + len(replay.Splits) + i}
+		if !m.Auto() {
+			in.kind = catMerge
+		}
+		out = append(out, porcupine.Operation{ClientId: in.client, Call: 0, Return: end, Input: in,
+			Output: catOutput{version: m.Version, mergedID: m.Merged.ID, unknown: true}})
 	}
 	m := porcupine.Model{
 		Init: func() interface{} { return init },
@@ -185,10 +207,45 @@ func extremeReads(rs []porcupine.Operation) []porcupine.Operation {
 	return []porcupine.Operation{rs[first], rs[last]}
 }
 
+// mergeOp is porcupine's operation for a client's merge: applied (with its
+// client times), refused by the FSM (with the log's reason), or unknown and
+// applied per the log (it may take effect until the end of time). A merge
+// that never reached the log, or whose unknown outcome the log refused,
+// changed nothing and is left out.
+func mergeOp(op history.Op, replay *model.Replay, end int64) (porcupine.Operation, bool) {
+	in := catInput{kind: catMerge, routeID: op.RouteID, rightID: op.RightRouteID, expected: op.ExpectedVersion, hlc: op.CommitHLC, client: op.Client}
+	o := porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return, Input: in,
+		Output: catOutput{version: op.Version, mergedID: op.MergedID}}
+	switch {
+	case op.Status == history.OK:
+		return o, true
+	case op.Status == history.Fail && op.FromFSM:
+		in.kind, in.code = catMergeRefused, replay.Requests[op.RequestID].Code
+		o.Input, o.Output = in, catOutput{}
+		return o, true
+	case op.Status == history.Unknown && op.MergedID != 0:
+		o.Return = end
+		o.Output = catOutput{version: op.Version, mergedID: op.MergedID, unknown: true}
+		return o, true
+	}
+	return o, false
+}
+
 func stepCatalog(cats *catalogs, s catState, in catInput, out catOutput) (bool, interface{}) {
 	switch in.kind {
 	case catRead:
 		return out.version == s.version && out.hash == s.hash, s
+	case catMergeRefused:
+		return mergeRefusalFits(cats.get(s), in), s
+	case catMerge, catAutoMerge:
+		if in.expected != nil && *in.expected != s.version {
+			return false, s
+		}
+		next, merged, code := cats.get(s).Merge(in.routeID, in.rightID, in.hlc)
+		if code != model.OK || merged.ID != out.mergedID || next.Version != out.version {
+			return false, s
+		}
+		return true, cats.put(next)
 	case catRefused:
 		// The FSM checks the expected version first, then the split.
 		if in.expected != nil && *in.expected != s.version {
@@ -207,6 +264,29 @@ func stepCatalog(cats *catalogs, s catState, in catInput, out catOutput) (bool, 
 	return true, cats.put(next)
 }
 
+// mergeRefusalFits reports whether a merge refused for code could have
+// been refused so at catalog c. The FSM checks, in order, the fence, the
+// expected version, the catalog's rules and last the live ops: a version
+// mismatch needs another version; a catalog refusal needs the expected
+// version (if any) and that refusal from the catalog; a live-op refusal
+// needs the expected version and a merge the catalog allows (the live op
+// itself is not catalog state). A fence or structural refusal does not
+// depend on the catalog.
+func mergeRefusalFits(c *model.Catalog, in catInput) bool {
+	casOK := in.expected == nil || *in.expected == c.Version
+	switch in.code {
+	case model.VersionMismatch:
+		return !casOK
+	case model.RouteNotFound, model.NotAdjacent, model.DifferentGroups, model.MergeRouteNotActive:
+		_, _, code := c.Merge(in.routeID, in.rightID, 1)
+		return casOK && code == in.code
+	case model.RouteInLiveOp:
+		_, _, code := c.Merge(in.routeID, in.rightID, 1)
+		return casOK && code == model.OK
+	}
+	return true
+}
+
 func describeCatalogOp(input, output interface{}) string {
 	in, out := input.(catInput), output.(catOutput)
 	exp := ""
@@ -220,6 +300,16 @@ func describeCatalogOp(input, output interface{}) string {
 		return fmt.Sprintf("split r%d at %q%s -> refused", in.routeID, in.key, exp)
 	case catAutoSplit:
 		return fmt.Sprintf("op %d step %d: split r%d at %q -> v%d (from the log)", in.opID, in.step, in.routeID, in.key, out.version)
+	case catMergeRefused:
+		return fmt.Sprintf("merge r%d r%d%s -> refused (%s)", in.routeID, in.rightID, exp, in.code)
+	case catAutoMerge:
+		return fmt.Sprintf("op %d: merge r%d r%d -> v%d r%d (from the log)", in.opID, in.routeID, in.rightID, out.version, out.mergedID)
+	case catMerge:
+		suffix := ""
+		if out.unknown {
+			suffix = " (outcome unknown to the client, or sent by none; from the log)"
+		}
+		return fmt.Sprintf("merge r%d r%d%s -> v%d r%d%s", in.routeID, in.rightID, exp, out.version, out.mergedID, suffix)
 	}
 	suffix := ""
 	if out.unknown {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"pgregory.net/rapid"
+
+	"github.com/hotsplit/hotsplit/jepsen/model"
 )
 
 // counterModel is a register that only moves forward by one: states never
@@ -57,4 +59,36 @@ func TestExtremeReadsKeepTheVerdict(t *testing.T) {
 			t.Fatalf("verdict changed: full %v, reduced %v\nops %v\nreduced %v", full, less, ops, reduced)
 		}
 	})
+}
+
+// A merge the FSM refused fits a catalog only where the FSM would have
+// refused it for that reason.
+func TestMergeRefusalFits(t *testing.T) {
+	c, _ := model.Initial([][]byte{[]byte("f"), []byte("m")}, 1) // v1: r1, r2, r3
+	v := func(x uint64) *uint64 { return &x }
+	for _, tc := range []struct {
+		name        string
+		left, right uint64
+		expected    *uint64
+		code        model.Code
+		want        bool
+	}{
+		{"version mismatch at another version", 1, 2, v(7), model.VersionMismatch, true},
+		{"version mismatch at that version", 1, 2, v(1), model.VersionMismatch, false},
+		{"version mismatch without CAS", 1, 2, nil, model.VersionMismatch, false},
+		{"not adjacent, and they are not", 1, 3, v(1), model.NotAdjacent, true},
+		{"not adjacent, but they are", 1, 2, v(1), model.NotAdjacent, false},
+		{"not adjacent, at another version (the CAS would have refused first)", 1, 3, v(2), model.NotAdjacent, false},
+		{"unknown route", 1, 9, nil, model.RouteNotFound, true},
+		{"live op, where the catalog allows the merge", 2, 3, v(1), model.RouteInLiveOp, true},
+		{"live op, where the catalog refuses the merge", 1, 3, v(1), model.RouteInLiveOp, false},
+		{"fence refusal: anywhere", 1, 2, v(1), model.FenceViolation, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := catInput{kind: catMergeRefused, routeID: tc.left, rightID: tc.right, expected: tc.expected, code: tc.code}
+			if got := mergeRefusalFits(c, in); got != tc.want {
+				t.Fatalf("fits = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

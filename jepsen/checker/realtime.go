@@ -12,12 +12,13 @@ import (
 const maxReported = 10
 
 // checkMonotonicVersions: once an operation has returned version v (a read,
-// or a split that made v), no operation invoked later returns a lower
-// version. Porcupine implies it; this check names the two operations.
+// or a split or merge that made v), no operation invoked later returns a
+// lower version. Porcupine implies it; this check names the two
+// operations.
 func checkMonotonicVersions(ops []history.Op) []error {
 	var vs []history.Op
 	for _, op := range ops {
-		if op.Status == history.OK && (op.Kind == history.ListRoutes || op.Kind == history.Split) {
+		if op.Status == history.OK && (op.Kind == history.ListRoutes || op.Kind == history.Split || op.Kind == history.Merge) {
 			vs = append(vs, op)
 		}
 	}

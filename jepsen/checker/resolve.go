@@ -35,6 +35,8 @@ func resolve(ops []history.Op, replay *model.Replay) ([]history.Op, []error) {
 		switch op.Kind {
 		case history.Split:
 			errs = append(errs, resolveSplit(&op, replay)...)
+		case history.Merge:
+			errs = append(errs, resolveMerge(&op, replay)...)
 		case history.SetEnabled:
 			errs = append(errs, resolveSwitch(&op, switchByRID)...)
 		case history.ListRoutes:
@@ -78,6 +80,46 @@ func resolveSplit(op *history.Op, replay *model.Replay) []error {
 		case res.Code == model.OK:
 			op.Resolution = fmt.Sprintf("applied at index %d", res.Index)
 			op.Version, op.LeftID, op.RightID, op.CommitHLC = res.Version, res.Children[0].ID, res.Children[1].ID, res.HLC
+		default:
+			op.Resolution = fmt.Sprintf("refused at index %d: %s", res.Index, res.Code)
+		}
+	}
+	return nil
+}
+
+func resolveMerge(op *history.Op, replay *model.Replay) []error {
+	res, logged := replay.Requests[op.RequestID]
+	bad := func(format string, args ...any) []error {
+		return []error{fmt.Errorf("op %d (client %d, merge r%d and r%d, request %s): %s", op.ID, op.Client, op.RouteID, op.RightRouteID, op.RequestID, fmt.Sprintf(format, args...))}
+	}
+	switch op.Status {
+	case history.OK:
+		switch {
+		case !logged:
+			return bad("the client saw it applied at version %d, but its request id is not in the committed log", op.Version)
+		case res.Code != model.OK:
+			return bad("the client saw it applied at version %d (r%d), but the log's rules refuse it at index %d: %s", op.Version, op.MergedID, res.Index, res.Code)
+		case res.Version != op.Version || res.Merged.ID != op.MergedID || res.HLC != op.CommitHLC:
+			return bad("the client saw version %d merged route r%d at HLC %d; the log made version %d route r%d at HLC %d (index %d)",
+				op.Version, op.MergedID, op.CommitHLC, res.Version, res.Merged.ID, res.HLC, res.Index)
+		}
+	case history.Fail:
+		switch {
+		case neverLoggedCodes[op.Code] && logged:
+			return bad("the client was told %s (never applied), but the request is in the log at index %d (%s)", op.Code, res.Index, res.Code)
+		case fsmRefusalCodes[op.Code] && !logged:
+			return bad("the client was told %s by the FSM, but the request is not in the committed log", op.Code)
+		case logged && res.Code == model.OK:
+			return bad("the client was told %s, but the log applies it at index %d (version %d)", op.Code, res.Index, res.Version)
+		}
+		op.FromFSM = logged
+	case history.Unknown:
+		switch {
+		case !logged:
+			op.Resolution = "not in the log"
+		case res.Code == model.OK:
+			op.Resolution = fmt.Sprintf("applied at index %d", res.Index)
+			op.Version, op.MergedID, op.CommitHLC = res.Version, res.Merged.ID, res.HLC
 		default:
 			op.Resolution = fmt.Sprintf("refused at index %d: %s", res.Index, res.Code)
 		}

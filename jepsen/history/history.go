@@ -23,6 +23,7 @@ type Kind string
 const (
 	ListRoutes   Kind = "list_routes"   // linearizable ListRoutes, one page holding every route
 	Split        Kind = "split"         // manual SplitRange with expected_version
+	Merge        Kind = "merge"         // manual MergeRange with expected_version
 	SetEnabled   Kind = "set_enabled"   // AutoSplit.SetEnabled
 	ReadSwitch   Kind = "read_switch"   // linearizable AutoSplit.Status, for the switch
 	GetTimestamp Kind = "get_timestamp" // Catalog.GetTimestamp
@@ -38,7 +39,8 @@ const (
 	// which gRPC code; FromFSM says whether the FSM itself refused it (the
 	// entry is in the log with a failure) or it never reached the log.
 	Fail Status = "fail"
-	// Unknown: a mutation that may or may not have been applied.
+	// Unknown: a mutation that may or may not have been applied (Jepsen's
+	// :info).
 	Unknown Status = "unknown"
 )
 
@@ -58,23 +60,28 @@ type Op struct {
 	RequestID string `json:"request_id,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
 
-	// Split inputs.
+	// Split inputs (RouteID and ExpectedVersion also a merge's, RouteID
+	// being its left route).
 	RouteID         uint64  `json:"route_id,omitempty"`
 	SplitKey        []byte  `json:"split_key,omitempty"`
 	ExpectedVersion *uint64 `json:"expected_version,omitempty"`
+	// Merge input: the route that starts where RouteID ends.
+	RightRouteID uint64 `json:"right_route_id,omitempty"`
 	// SetEnabled inputs; Status and SetEnabled outputs.
 	Enabled bool   `json:"enabled,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	// GetTimestamp input.
 	Count uint32 `json:"count,omitempty"`
 
-	// Outputs: a read's or a split's catalog version; a read's route hash
-	// and count; a split's children and commit HLC; the timestamp batch.
+	// Outputs: a read's, a split's or a merge's catalog version; a read's
+	// route hash and count; a split's children, a merge's merged route, and
+	// their commit HLC; the timestamp batch.
 	Version    uint64 `json:"version,omitempty"`
 	RoutesHash string `json:"routes_hash,omitempty"`
 	RouteCount int    `json:"route_count,omitempty"`
 	LeftID     uint64 `json:"left_id,omitempty"`
 	RightID    uint64 `json:"right_id,omitempty"`
+	MergedID   uint64 `json:"merged_id,omitempty"`
 	CommitHLC  uint64 `json:"commit_hlc,omitempty"`
 	First      uint64 `json:"first,omitempty"`
 	ServedBy   string `json:"served_by,omitempty"`
