@@ -22,6 +22,12 @@ func mustMarshal(t testing.TB, m proto.Message) []byte {
 	return b
 }
 
+func mergeCmd(hlc uint64, left, right uint64) *api.Command {
+	v := uint64(4)
+	return &api.Command{Hlc: hlc, RequestId: "m1", MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{LeftRouteId: left, RightRouteId: right,
+		ExpectedVersion: &v, Actor: "CN=op", Note: "n"}}}
+}
+
 func splitCmd(hlc uint64, route uint64, key string) *api.Command {
 	v := uint64(1)
 	return &api.Command{Hlc: hlc, RequestId: "r1", Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{RouteId: route, SplitKey: []byte(key), ExpectedVersion: &v}}}
@@ -47,24 +53,29 @@ func writeLog(t *testing.T, logs []*raft.Log) string {
 func TestReadDecodesEveryCommand(t *testing.T) {
 	boot := &api.Command{Hlc: 10, Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1}}}
 	split := splitCmd(20, 1, "k5")
+	merge := mergeCmd(30, 2, 3)
+	auto := &api.Command{Hlc: 40, MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{LeftRouteId: 4, RightRouteId: 5, OpId: 7, Step: 1}}}
 	path := writeLog(t, []*raft.Log{
 		{Index: 1, Term: 1, Type: raft.LogConfiguration, Data: []byte{1, 2, 3}},
 		{Index: 2, Term: 1, Type: raft.LogCommand, Data: mustMarshal(t, boot)},
 		{Index: 3, Term: 2, Type: raft.LogNoop},
 		{Index: 4, Term: 2, Type: raft.LogCommand, Data: mustMarshal(t, split)},
+		{Index: 5, Term: 2, Type: raft.LogCommand, Data: mustMarshal(t, merge)},
+		{Index: 6, Term: 3, Type: raft.LogCommand, Data: mustMarshal(t, auto)},
 	})
 	got, err := Read(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 4 {
-		t.Fatalf("%d entries, want 4", len(got))
+	if len(got) != 6 {
+		t.Fatalf("%d entries, want 6", len(got))
 	}
 	for i, want := range []struct {
 		term uint64
 		typ  raft.LogType
 		cmd  *api.Command
-	}{{1, raft.LogConfiguration, nil}, {1, raft.LogCommand, boot}, {2, raft.LogNoop, nil}, {2, raft.LogCommand, split}} {
+	}{{1, raft.LogConfiguration, nil}, {1, raft.LogCommand, boot}, {2, raft.LogNoop, nil}, {2, raft.LogCommand, split},
+		{2, raft.LogCommand, merge}, {3, raft.LogCommand, auto}} {
 		e := got[i]
 		if e.Index != uint64(i+1) || e.Term != want.term || e.Type != want.typ {
 			t.Errorf("entry %d: index %d term %d type %v, want %d %d %v", i, e.Index, e.Term, e.Type, i+1, want.term, want.typ)
@@ -114,6 +125,12 @@ func TestDecodeCommandRefusesUnknownFields(t *testing.T) {
 	nested = protowire.AppendTag(nested, 14, protowire.BytesType)
 	nested = protowire.AppendBytes(nested, inner)
 
+	// An unknown field inside the merge_range body (field 40).
+	minner := mustMarshal(t, &api.MergeRange{LeftRouteId: 2, RightRouteId: 3})
+	minner = append(minner, unknown...)
+	mnested := protowire.AppendTag(nil, 40, protowire.BytesType)
+	mnested = protowire.AppendBytes(mnested, minner)
+
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -121,6 +138,7 @@ func TestDecodeCommandRefusesUnknownFields(t *testing.T) {
 	}{
 		{"top level", append(append([]byte{}, good...), unknown...), ErrUnknownField},
 		{"nested", nested, ErrUnknownField},
+		{"nested in a merge", mnested, ErrUnknownField},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := DecodeCommand(tc.data); !errors.Is(err, tc.want) {
@@ -166,6 +184,7 @@ func TestCheckAgreement(t *testing.T) {
 // never panics, and whatever it accepts round-trips.
 func FuzzDecodeCommand(f *testing.F) {
 	f.Add(mustMarshal(f, splitCmd(9, 3, "key")))
+	f.Add(mustMarshal(f, mergeCmd(9, 3, 4)))
 	f.Add(mustMarshal(f, &api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: true, Reason: "r"}}}))
 	f.Add([]byte{0x72, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {
