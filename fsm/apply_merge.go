@@ -42,7 +42,7 @@ func (a *applier) applyManualMerge(c *api.MergeRange) *api.CommandResult {
 		merged *catalog.RouteDescriptor
 		err    error
 	)
-	if c.ExpectedVersion != nil {
+	if c.ExpectedVersion != nil && !skipMergeCAS() {
 		next, merged, err = a.s.cat.MergeCAS(c.GetExpectedVersion(), left, right, a.cmd.GetHlc())
 	} else {
 		next, merged, err = a.s.cat.Merge(left, right, a.cmd.GetHlc())

@@ -2,9 +2,11 @@
 
 package fsm
 
-// skipCAS is the jepsen negative control (see controls_jepsen.go); normal
-// builds always honour expected_version.
+// skipCAS and skipMergeCAS are jepsen negative controls (see
+// controls_jepsen.go); normal builds always honour expected_version.
 func skipCAS() bool { return false }
+
+func skipMergeCAS() bool { return false }
 
 // testSeams holds the jepsen-only fault seams of one FSM; normal builds
 // have none.

@@ -4,18 +4,24 @@ package fsm
 
 import "sync/atomic"
 
-// The jepsen negative control of the FSM: a deliberate bug that the jepsen
-// suite turns on to prove its checker catches it. It exists only in builds
-// with the jepsen tag and is off by default. The harness sets it on every
-// node before any traffic (POST /jepsen/control); replicas must agree on it
-// or they would diverge.
-var skipCASControl atomic.Bool
+// The jepsen negative controls of the FSM: deliberate bugs that the jepsen
+// suite turns on to prove its checker catches them. They exist only in
+// builds with the jepsen tag and are off by default. The harness sets them
+// on every node before any traffic (POST /jepsen/control); replicas must
+// agree on them or they would diverge.
+var skipCASControl, skipMergeCASControl atomic.Bool
 
 // SetSkipCAS makes applyManualSplit ignore expected_version (on) or honour
 // it again (off).
 func SetSkipCAS(on bool) { skipCASControl.Store(on) }
 
 func skipCAS() bool { return skipCASControl.Load() }
+
+// SetSkipMergeCAS makes applyManualMerge ignore expected_version (on) or
+// honour it again (off).
+func SetSkipMergeCAS(on bool) { skipMergeCASControl.Store(on) }
+
+func skipMergeCAS() bool { return skipMergeCASControl.Load() }
 
 // testSeams is the jepsen fault seam of one FSM (not a negative control:
 // it corrupts one replica on purpose, and the cross-replica state check

@@ -16,14 +16,15 @@ import (
 // registerControlHandlers adds POST /jepsen/control, which sets the
 // negative controls — deliberate bugs the jepsen suite turns on to prove
 // its checker catches them: {"follower_local_reads": bool,
-// "skip_read_index": bool, "skip_cas": bool, "skip_ceiling_observe":
-// bool}. Every field is set (absent means off).
+// "skip_read_index": bool, "skip_cas": bool, "skip_merge_cas": bool,
+// "skip_ceiling_observe": bool}. Every field is set (absent means off).
 func registerControlHandlers(mux *http.ServeMux, n *Node) {
 	mux.HandleFunc("POST /jepsen/control", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			FollowerLocalReads bool `json:"follower_local_reads"`
 			SkipReadIndex      bool `json:"skip_read_index"`
 			SkipCAS            bool `json:"skip_cas"`
+			SkipMergeCAS       bool `json:"skip_merge_cas"`
 			SkipCeilingObserve bool `json:"skip_ceiling_observe"`
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -32,9 +33,11 @@ func registerControlHandlers(mux *http.ServeMux, n *Node) {
 		}
 		transport.SetReadControls(req.FollowerLocalReads, req.SkipReadIndex)
 		fsm.SetSkipCAS(req.SkipCAS)
+		fsm.SetSkipMergeCAS(req.SkipMergeCAS)
 		scheduler.SetSkipCeilingObserve(req.SkipCeilingObserve)
 		n.log.Warn("jepsen: negative controls set", "follower_local_reads", req.FollowerLocalReads,
-			"skip_read_index", req.SkipReadIndex, "skip_cas", req.SkipCAS, "skip_ceiling_observe", req.SkipCeilingObserve)
+			"skip_read_index", req.SkipReadIndex, "skip_cas", req.SkipCAS, "skip_merge_cas", req.SkipMergeCAS,
+			"skip_ceiling_observe", req.SkipCeilingObserve)
 	})
 }
 

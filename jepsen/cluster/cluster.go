@@ -623,6 +623,8 @@ type Controls struct {
 	SkipReadIndex bool `json:"skip_read_index"`
 	// SkipCAS: the FSM ignores a manual split's expected_version.
 	SkipCAS bool `json:"skip_cas"`
+	// SkipMergeCAS: the FSM ignores a manual merge's expected_version.
+	SkipMergeCAS bool `json:"skip_merge_cas"`
 	// SkipCeilingObserve: a new leader does not observe the old leader's
 	// fence ceiling, only the last committed HLC.
 	SkipCeilingObserve bool `json:"skip_ceiling_observe"`
