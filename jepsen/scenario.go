@@ -38,6 +38,10 @@ type Scenario struct {
 	// Controls, when set, are turned on on every node before any traffic:
 	// a negative control, which the checker must catch.
 	Controls *cluster.Controls
+	// CaughtAbout, for a negative control, is what the violation that
+	// catches it must name (e.g. "merge"); "" accepts any violation of the
+	// checks the test names.
+	CaughtAbout string
 	// Args go to every node; BootstrapArgs to the first; Env is added to
 	// every node's environment.
 	Args, BootstrapArgs, Env []string

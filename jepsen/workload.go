@@ -23,12 +23,17 @@ import (
 )
 
 // Mix weighs the calls a worker makes. Splits go to the manual key space
-// ("k000000".."k999999"); a share of them deliberately carries a stale
+// ("k000000".."k999999") and merges join two routes whose shared boundary
+// is a manual key; a share of them deliberately carries a stale
 // expected_version, which the FSM must refuse.
 type Mix struct {
-	Read, Split, Timestamp, ReadSwitch, Toggle int
-	// StaleCAS is the percentage of splits sent with expected_version one
-	// below the version the worker last saw.
+	Read, Split, Merge, Timestamp, ReadSwitch, Toggle int
+	// StaleMerge weighs the stale-merge sequence: read, split a route
+	// outside an adjacent pair, then merge the pair with the version read
+	// before the split (see staleMerge).
+	StaleMerge int
+	// StaleCAS is the percentage of splits and merges sent with
+	// expected_version one below the version the worker last saw.
 	StaleCAS int
 	// TogglePairs: a toggle is a disable followed at once by an enable
 	// (keeps automatic splitting mostly on); otherwise a random value.
@@ -36,7 +41,7 @@ type Mix struct {
 }
 
 // DefaultMix is the manual scenarios' mix.
-var DefaultMix = Mix{Read: 45, Split: 30, Timestamp: 12, ReadSwitch: 8, Toggle: 5, StaleCAS: 10}
+var DefaultMix = Mix{Read: 45, Split: 22, Merge: 7, StaleMerge: 1, Timestamp: 12, ReadSwitch: 8, Toggle: 5, StaleCAS: 10}
 
 // manual split keys: "k" and six digits, below the simulator's "user:" keys.
 const (
@@ -157,7 +162,23 @@ func (w *workload) run(ctx context.Context, specs []ClientSpec, seed uint64) err
 
 func (k *worker) loop(stop context.Context) {
 	m := k.spec.Mix
-	total := m.Read + m.Split + m.Timestamp + m.ReadSwitch + m.Toggle
+	toggle := func(ctx context.Context) {
+		if m.TogglePairs {
+			k.toggle(ctx, false)
+			k.toggle(ctx, true)
+		} else {
+			k.toggle(ctx, k.rng.IntN(2) == 0)
+		}
+	}
+	actions := []struct {
+		weight int
+		do     func(context.Context)
+	}{{m.Read, k.read}, {m.Split, k.split}, {m.Merge, k.merge}, {m.StaleMerge, k.staleMerge},
+		{m.Timestamp, k.timestamp}, {m.ReadSwitch, k.readSwitch}, {m.Toggle, toggle}}
+	total := 0
+	for _, a := range actions {
+		total += a.weight
+	}
 	ctx := context.WithoutCancel(stop)
 	for stop.Err() == nil {
 		slot := k.w.done.Add(1)
@@ -165,22 +186,12 @@ func (k *worker) loop(stop context.Context) {
 			return
 		}
 		x := k.rng.IntN(total)
-		switch {
-		case x < m.Read:
-			k.read(ctx)
-		case x < m.Read+m.Split:
-			k.split(ctx)
-		case x < m.Read+m.Split+m.Timestamp:
-			k.timestamp(ctx)
-		case x < m.Read+m.Split+m.Timestamp+m.ReadSwitch:
-			k.readSwitch(ctx)
-		default:
-			if m.TogglePairs {
-				k.toggle(ctx, false)
-				k.toggle(ctx, true)
-			} else {
-				k.toggle(ctx, k.rng.IntN(2) == 0)
+		for _, a := range actions {
+			if x < a.weight {
+				a.do(ctx)
+				break
 			}
+			x -= a.weight
 		}
 	}
 }
@@ -269,12 +280,18 @@ func (k *worker) split(ctx context.Context) {
 		return
 	}
 	r := candidates[k.rng.IntN(len(candidates))]
-	lo, hi, _ := keysInside(r)
-	key := manualKey(lo + k.rng.IntN(hi-lo+1))
 	expected := k.version
 	if k.rng.IntN(100) < k.spec.Mix.StaleCAS && expected > model.InitialVersion {
 		expected--
 	}
+	k.splitRoute(ctx, r, expected)
+}
+
+// splitRoute splits r at a random manual key strictly inside it, with CAS
+// on expected.
+func (k *worker) splitRoute(ctx context.Context, r *api.RouteDescriptor, expected uint64) {
+	lo, hi, _ := keysInside(r)
+	key := manualKey(lo + k.rng.IntN(hi-lo+1))
 	rid := client.NewRequestID()
 	op := history.Op{Client: k.id, Kind: history.Split, Call: k.w.rec.Now(), RequestID: rid, RouteID: r.GetRouteId(), SplitKey: key, ExpectedVersion: &expected}
 	resp, err := k.cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: r.GetRouteId(), SplitKey: key, ExpectedVersion: &expected, RequestId: rid})

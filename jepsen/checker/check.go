@@ -147,9 +147,13 @@ func (r *Report) Summary() string {
 }
 
 // Has reports whether a violation of the named check was found.
-func (r *Report) Has(check string) bool {
+func (r *Report) Has(check string) bool { return r.HasAbout(check, "") }
+
+// HasAbout reports whether a violation of the named check whose detail
+// contains about was found.
+func (r *Report) HasAbout(check, about string) bool {
 	for _, v := range r.Violations {
-		if v.Check == check {
+		if v.Check == check && strings.Contains(v.Detail, about) {
 			return true
 		}
 	}
