@@ -114,10 +114,13 @@ type Stats struct {
 	AutoSplits     int
 	ManualMerges   int
 	AutoMerges     int
-	Ops2Step       int // ops whose step 2 applied
-	Switches       int
-	PorcupineOps   int
-	PorcupineTime  time.Duration
+	// MergeRefusals counts clients' merges the FSM refused, by the log's
+	// reason.
+	MergeRefusals map[string]int
+	Ops2Step      int // ops whose step 2 applied
+	Switches      int
+	PorcupineOps  int
+	PorcupineTime time.Duration
 }
 
 // OK reports whether the run passed.
@@ -130,6 +133,9 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "ops %d (unknown %d, of which applied %d); log entries %d; catalog versions %d (manual splits %d, automatic %d, two-step ops finished %d; manual merges %d, automatic %d); switch changes %d\n",
 		s.Ops, s.Unknown, s.UnknownApplied, s.LogEntries, s.Versions, s.ManualSplits, s.AutoSplits, s.Ops2Step, s.ManualMerges, s.AutoMerges, s.Switches)
 	fmt.Fprintf(&b, "by kind: %s\n", formatCounts(s.ByKindStatus))
+	if len(s.MergeRefusals) > 0 {
+		fmt.Fprintf(&b, "merges refused by the FSM: %s\n", formatCounts(s.MergeRefusals))
+	}
 	fmt.Fprintf(&b, "porcupine: catalog %s, switch %s (%d ops, %v)\n", r.Catalog, r.Switch, s.PorcupineOps, s.PorcupineTime.Round(time.Millisecond))
 	if r.OK() {
 		b.WriteString("verdict: OK\n")
@@ -243,7 +249,11 @@ func Check(in Input) (*Report, error) {
 	resolved, errs := resolve(in.Ops, replay)
 	r.Resolved = resolved
 	add(CheckClientVsLog, errs...)
+	r.Stats.MergeRefusals = map[string]int{}
 	for _, op := range resolved {
+		if op.Kind == history.Merge && op.Status == history.Fail && op.FromFSM {
+			r.Stats.MergeRefusals[replay.Requests[op.RequestID].Code.String()]++
+		}
 		if op.Status == history.Unknown {
 			r.Stats.Unknown++
 			if strings.HasPrefix(op.Resolution, "applied") {

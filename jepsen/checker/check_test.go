@@ -237,7 +237,7 @@ func newMergeFixture(t *testing.T) (*fixture, map[string]int) {
 	f.add(merge("m2", 8, 9, 4))    // stale: refused
 	f.add(merge("m3", 9, 7, 5))    // v6: r10 [k2, user:), the client saw no answer
 	f.add(merge("m4", 10, 2, 6))   // v7: r11 [k2, +inf), no recorded client
-	f.add(merge("m5", 8, 2, 7))    // not adjacent
+	f.add(merge("m5", 11, 8, 7))   // not adjacent: r11 starts where r8 ends
 	replay, err := model.Run(f.log, uint64(len(f.log)))
 	if err != nil {
 		t.Fatal(err)
@@ -272,7 +272,7 @@ func newMergeFixture(t *testing.T) (*fixture, map[string]int) {
 	m3 := mergeOp("m3", 9, 7, 5, 120)
 	m3.Status, m3.Code = history.Unknown, "DeadlineExceeded"
 	op("m3", m3)
-	m5 := mergeOp("m5", 8, 2, 7, 200)
+	m5 := mergeOp("m5", 11, 8, 7, 200)
 	m5.Status, m5.Code = history.Fail, "FailedPrecondition"
 	op("m5", m5)
 	lost := mergeOp("lost", 8, 10, 7, 210)
@@ -300,6 +300,9 @@ func TestCheckPassesARunWithMerges(t *testing.T) {
 	}
 	if lost := r.Resolved[at["lost"]]; lost.Resolution != "not in the log" {
 		t.Fatalf("lost resolved as %q", lost.Resolution)
+	}
+	if r.Stats.MergeRefusals["version_mismatch"] != 1 || r.Stats.MergeRefusals["routes_not_adjacent"] != 1 || len(r.Stats.MergeRefusals) != 2 {
+		t.Fatalf("merge refusals %v", r.Stats.MergeRefusals)
 	}
 	if !strings.Contains(r.Summary(), "manual merges 3") {
 		t.Fatalf("summary:\n%s", r.Summary())
