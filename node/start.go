@@ -48,6 +48,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := checkNotRemoved(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := checkRecoveryOnce(cfg.DataDir, cfg.Recovery); err != nil {
+		return nil, err
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -184,8 +187,9 @@ func (n *Node) startNetwork(w *wiring) error {
 	if w.dialer == nil {
 		w.dialer = raftnet.DefaultDialer()
 	}
+	n.dataDirClusterID = n.knownClusterID()
 	stream, err := raftnet.NewStreamLayer(raftnet.StreamConfig{Listener: n.raftLn, Advertise: n.advertisedRaft(), Dialer: w.dialer, TLS: n.tls,
-		Admit: n.raftAdmits, ExpectAt: n.raftMemberAt, Logger: n.log, Registerer: n.cfg.Registry})
+		Admit: n.raftAdmits, ExpectAt: n.raftMemberAt, ClusterID: n.raftClusterID, Logger: n.log, Registerer: n.cfg.Registry})
 	if err != nil {
 		return err
 	}

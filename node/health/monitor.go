@@ -75,6 +75,9 @@ type Monitor struct {
 	mu      sync.Mutex
 	peers   map[string]*peerState
 	removed bool
+	// foreign remembers, per peer, the other cluster id it was last said
+	// to answer for, so the line is written once per change.
+	foreign map[string]string
 }
 
 // NewMonitor returns the monitor of node self: probe asks the member at a
@@ -82,7 +85,7 @@ type Monitor struct {
 // committed configuration no longer lists self. Run starts it; Note feeds
 // it raft's observations.
 func NewMonitor(self string, r Raft, f *fsm.FSM, probe func(ctx context.Context, addr string) (*api.ProgressResponse, error), log *slog.Logger, onRemoved func(reason string)) *Monitor {
-	return &Monitor{self: self, raft: r, fsm: f, probe: probe, log: log, now: time.Now, onRemoved: onRemoved, peers: map[string]*peerState{}}
+	return &Monitor{self: self, raft: r, fsm: f, probe: probe, log: log, now: time.Now, onRemoved: onRemoved, peers: map[string]*peerState{}, foreign: map[string]string{}}
 }
 
 // Run probes every member until ctx ends.
@@ -147,9 +150,44 @@ func (h *Monitor) probeOne(ctx context.Context, id, addr string) {
 		p.lastOK, p.lastErr, p.resp = now, nil, resp
 	}
 	h.mu.Unlock()
-	if err == nil {
+	if err == nil && !h.otherCluster(id, resp) {
 		h.checkRemoved(id, resp)
 	}
+}
+
+// otherCluster reports whether a member answered for another cluster than
+// this node's, and says so in one line per peer and cluster id. Such an
+// answer proves nothing here: its leadership, its configuration (the raft
+// port's admission reads NewestConfiguration) and its verdict that this
+// node was removed are ignored. It happens when a member's data dir was
+// turned into a new cluster (--forceNewCluster, --restoreSnapshot) while
+// this cluster still lists it. Ids conflict only when both are known.
+func (h *Monitor) otherCluster(from string, resp *api.ProgressResponse) bool {
+	own, theirs := h.fsm.State().ClusterID(), resp.GetClusterId()
+	if foreignCluster(own, theirs) == "" {
+		h.mu.Lock()
+		delete(h.foreign, from)
+		h.mu.Unlock()
+		return false
+	}
+	h.mu.Lock()
+	said := h.foreign[from] == theirs
+	h.foreign[from] = theirs
+	h.mu.Unlock()
+	if !said {
+		h.log.Warn("member answers for another cluster: its leadership, configuration and removal verdicts are ignored (was its data dir recovered into a new cluster?)",
+			"peer_id", from, "peer_cluster_id", theirs, "cluster_id", own, "peer_raft_state", resp.GetRaftState(), "peer_term", resp.GetTerm())
+	}
+	return true
+}
+
+// foreignCluster returns the peer's cluster id when it names another
+// cluster than own, "" when they agree or either is unknown.
+func foreignCluster(own, theirs string) string {
+	if own == "" || theirs == "" || own == theirs {
+		return ""
+	}
+	return theirs
 }
 
 // checkRemoved stops this node once a leader at least as new as this
@@ -176,7 +214,11 @@ func (h *Monitor) NewestConfiguration() (uint64, []string) {
 	defer h.mu.Unlock()
 	var index uint64
 	var servers []string
+	own := h.fsm.State().ClusterID()
 	for _, p := range h.peers {
+		if foreignCluster(own, p.resp.GetClusterId()) != "" {
+			continue
+		}
 		if i := p.resp.GetConfigurationIndex(); i > index {
 			index, servers = i, p.resp.GetConfiguration()
 		}
@@ -415,6 +457,8 @@ func memberHealth(in healthInputs, id string, commit uint64) *api.MemberHealth {
 	switch {
 	case p.lastErr != nil && !p.lastErrAt.Before(p.lastOK):
 		h.Reason = "unreachable: " + probeError(p.lastErr)
+	case foreignCluster(in.clusterID, p.resp.GetClusterId()) != "":
+		h.Reason = fmt.Sprintf("answers for another cluster (%s): its data dir was recovered into a new cluster; it cannot vote here", p.resp.GetClusterId())
 	case p.lastOK.IsZero():
 		h.Reason = "no answer yet"
 	case in.now.Sub(p.lastOK) > staleContact:

@@ -140,6 +140,53 @@ func TestCheckRemoved(t *testing.T) {
 	}
 }
 
+// A leader of another cluster (a member's data dir forked into a new
+// cluster while this one still lists it) cannot remove this node: its
+// answer is ignored, said in one line per peer and cluster, and its
+// configuration is not taken as this cluster's newest; the member reads
+// as answering for another cluster. An answer of an unknown cluster, or
+// this node not knowing its own yet, binds nothing.
+func TestOtherClusterLeaderCannotRemove(t *testing.T) {
+	const term = 4
+	f := fsm.New(fsm.Options{})
+	data, err := fsm.EncodeCommand(&api.Command{MinVersion: fsm.Version2, Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c-own", GroupId: 1, ClusterVersion: fsm.Version2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Apply(&raft.Log{Index: 1, Data: data})
+	if f.State().ClusterID() != "c-own" {
+		t.Fatal("bootstrap did not apply")
+	}
+	var fired []string
+	logs := &strings.Builder{}
+	h := NewMonitor("n1", termOnly(term), f, nil, slog.New(slog.NewTextHandler(logs, nil)), func(reason string) { fired = append(fired, reason) })
+	fork := &api.ProgressResponse{RaftState: "leader", Term: term + 8, ClusterId: "c-fork", ConfigurationIndex: 1, Configuration: []string{"n3"}}
+	for range 3 {
+		if !h.otherCluster("n3", fork) {
+			t.Fatal("an answer of another cluster was taken as this cluster's")
+		}
+	}
+	h.peers["n3"] = &peerState{lastOK: h.now(), resp: fork}
+	if i, s := h.NewestConfiguration(); i != 0 || s != nil {
+		t.Fatalf("newest configuration %d %v taken from another cluster", i, s)
+	}
+	if len(fired) != 0 || strings.Count(logs.String(), "another cluster") != 1 || !strings.Contains(logs.String(), "c-fork") {
+		t.Fatalf("fired %q; log:\n%s", fired, logs)
+	}
+	in := healthInputs{self: "n1", clusterID: "c-own", now: h.now(), peers: map[string]peerState{"n3": *h.peers["n3"]}}
+	if mh := memberHealth(in, "n3", 0); mh.GetReachable() || !strings.Contains(mh.GetReason(), "another cluster (c-fork)") {
+		t.Fatalf("member health %v", mh)
+	}
+	for _, unknown := range []string{"", "c-own"} {
+		if h.otherCluster("n3", &api.ProgressResponse{ClusterId: unknown}) {
+			t.Fatalf("cluster id %q taken as another cluster", unknown)
+		}
+	}
+	if h2 := NewMonitor("n1", termOnly(term), fsm.New(fsm.Options{}), nil, slog.New(slog.DiscardHandler), nil); h2.otherCluster("n3", fork) {
+		t.Fatal("a node that does not know its cluster refused an answer")
+	}
+}
+
 // termOnly is a raft whose current term is all the test may read.
 type termOnly uint64
 
