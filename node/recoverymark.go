@@ -26,7 +26,7 @@ const (
 
 // ErrRecoveryRan: a recovery flag is set on a data dir where a recovery
 // already ran.
-var ErrRecoveryRan = errors.New("a recovery already ran on this data dir")
+var ErrRecoveryRan = errors.New("a recovery flag already ran here")
 
 // recoveryMark is the content of recoveryFile (JSON): what ran, when, and
 // the cluster it made.
