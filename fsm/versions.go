@@ -56,6 +56,7 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	RequestFingerprints
 	numFeatures
 )
 
@@ -131,6 +132,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
+		0, nil},
+	RequestFingerprints: {"request_fingerprints", Version3,
+		"a request id is bound to its request: the table keeps a fingerprint and a description of the first one, and a reuse for another request is refused (REQUEST_ID_REUSED), never answered with the first result",
 		0, nil},
 }
 

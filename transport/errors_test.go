@@ -51,6 +51,7 @@ func TestResultErrorMapping(t *testing.T) {
 		api.ResultCode_RESULT_CODE_NOT_BOOTSTRAPPED:        codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED:    codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_STALE_COLUMN:            codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED:       codes.FailedPrecondition,
 	}
 	// Every result code is mapped deliberately.
 	for v, name := range api.ResultCode_name {

@@ -504,6 +504,9 @@ const (
 	ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED    ResultCode = 14
 	ResultCode_RESULT_CODE_STALE_COLUMN            ResultCode = 15
 	ResultCode_RESULT_CODE_MEMBER_NOT_FOUND        ResultCode = 16
+	// Cluster version 3: the request id was used for another request; this
+	// one was not applied (the message names the first request).
+	ResultCode_RESULT_CODE_REQUEST_ID_REUSED ResultCode = 30
 )
 
 // Enum value maps for ResultCode.
@@ -526,6 +529,7 @@ var (
 		14: "RESULT_CODE_ALREADY_BOOTSTRAPPED",
 		15: "RESULT_CODE_STALE_COLUMN",
 		16: "RESULT_CODE_MEMBER_NOT_FOUND",
+		30: "RESULT_CODE_REQUEST_ID_REUSED",
 	}
 	ResultCode_value = map[string]int32{
 		"RESULT_CODE_OK":                      0,
@@ -545,6 +549,7 @@ var (
 		"RESULT_CODE_ALREADY_BOOTSTRAPPED":    14,
 		"RESULT_CODE_STALE_COLUMN":            15,
 		"RESULT_CODE_MEMBER_NOT_FOUND":        16,
+		"RESULT_CODE_REQUEST_ID_REUSED":       30,
 	}
 )
 
@@ -1627,10 +1632,19 @@ func (x *CommandResult) GetOp() *Op {
 }
 
 type RequestRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Result        *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Seq       uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Result    *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Cluster version 3 (request_fingerprints): what the id was first used
+	// for. fingerprint is the SHA-256 of the first request's command, its
+	// envelope and self-declared note cleared (fsm.requestFingerprint); a
+	// later command with the id and another fingerprint is refused, never
+	// answered with this record's result. description says in words what
+	// the first request was ("split r13 at \"user:9\" by admin"). Both
+	// empty in records written below version 3.
+	Fingerprint   []byte `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1684,6 +1698,20 @@ func (x *RequestRecord) GetResult() *CommandResult {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *RequestRecord) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *RequestRecord) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
 }
 
 // StateSnapshot is the whole replicated state (SPEC §5). Snapshot files and
@@ -2014,12 +2042,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06switch\x18\b \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\x12$\n" +
 	"\x0eplanned_op_ids\x18\t \x03(\x04R\fplannedOpIds\x12\x1f\n" +
 	"\x02op\x18\n" +
-	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"t\n" +
+	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xb8\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xaf\a\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xaf\a\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2113,7 +2143,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1aDECISION_KIND_MANUAL_SPLIT\x10\t\x12\x18\n" +
 	"\x14DECISION_KIND_SWITCH\x10\n" +
 	"\x12\x18\n" +
-	"\x14DECISION_KIND_CONFIG\x10\v*\xb1\x04\n" +
+	"\x14DECISION_KIND_CONFIG\x10\v*\xd4\x04\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -2133,7 +2163,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1cRESULT_CODE_NOT_BOOTSTRAPPED\x10\r\x12$\n" +
 	" RESULT_CODE_ALREADY_BOOTSTRAPPED\x10\x0e\x12\x1c\n" +
 	"\x18RESULT_CODE_STALE_COLUMN\x10\x0f\x12 \n" +
-	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10\x12!\n" +
+	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1eB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once
