@@ -371,6 +371,7 @@ func (n *Node) serve(w *wiring) {
 	n.goRun(func() { w.checks.Run(ctx) })
 	n.startOperations(ctx, n.cfg.Registry, n.stores.Files)
 	n.goRun(func() { storage.RecordClusterVersion(ctx, n.stores.Stable, n.fsm) })
+	n.goRun(func() { n.recordMembers(ctx) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
 	}

@@ -74,7 +74,7 @@ func (a *app) healthTable(resp *api.HealthResponse) error {
 		if m.GetLeader() {
 			mark = "*"
 		}
-		t.row(m.GetMember().GetNodeId(), orDash(m.GetSuffrage()), mark, orDash(h.GetRaftState()), reachable(h), lastContact(h),
+		t.row(m.GetMember().GetNodeId(), orDash(m.GetSuffrage()), mark, memberState(h), reachable(h), lastContact(h),
 			formatUint(h.GetAppliedIndex()), lagOf(h), orDash(buildOf(h.GetVersion())), orDash(h.GetReason()))
 	}
 	return t.flush()
@@ -107,6 +107,21 @@ func healthExit(err error) (int, bool) {
 		return exitDegraded, true
 	}
 	return exitNoQuorum, true
+}
+
+// memberState is a member's raft state as people should read it: the
+// state it reported, or, for a member not reachable now, the state it was
+// last seen in, said as such (a kill -9'd leader is not "leader"). JSON
+// keeps the raw last reported raft_state.
+func memberState(h *api.MemberHealth) string {
+	switch s := h.GetRaftState(); {
+	case s == "":
+		return "-"
+	case !h.GetReachable():
+		return "last seen as " + s
+	default:
+		return s
+	}
 }
 
 func reachable(h *api.MemberHealth) string {
