@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
 )
@@ -201,5 +203,43 @@ func TestActorNote(t *testing.T) {
 		if last := d[len(d)-1]; last.GetActor() != "alice" || last.GetNote() != want {
 			t.Fatalf("version %d: config decision %v", v, last)
 		}
+	}
+}
+
+// From cluster version 3 a patch that leaves the config as it is changes
+// nothing: the hysteresis counters stand, no decision is recorded, and the
+// answer says "unchanged"; a patch that changes one value still resets
+// them. Below version 3 every accepted patch resets them (the old rule).
+func TestSetConfigUnchangedIsANoop(t *testing.T) {
+	tracked := func(h *harness) {
+		h.editState(func(p *api.StateSnapshot) {
+			p.Tracked = []*api.TrackedRoute{{RouteId: 1, ConsecutiveOver: 2, LastScore: 9, Explanation: &api.Explanation{}}}
+		})
+	}
+	counter := func(h *harness) uint32 { tr, _ := h.state().Detector().Get(1); return tr.ConsecutiveOver }
+
+	h := bootstrappedAt(t, Version3, nil, nil)
+	tracked(h)
+	cur := h.state().Config()
+	before := h.state()
+	r := h.run(setConfig(&api.ConfigPatch{Threshold: proto.Uint64(cur.GetThreshold()), StepMs: proto.Uint64(cur.GetStepMs())}))
+	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
+	if r.Message != ConfigUnchanged || !proto.Equal(r.Config, cur) {
+		t.Fatalf("answered %q %v", r.Message, r.Config)
+	}
+	assertUnchanged(t, before, h.state())
+	if counter(h) != 2 {
+		t.Fatal("an unchanged patch reset the hysteresis")
+	}
+	r = h.run(setConfig(&api.ConfigPatch{Threshold: proto.Uint64(cur.GetThreshold() + 1)}))
+	if r.Message != "" || counter(h) != 0 {
+		t.Fatalf("a change answered %q with the counter at %d", r.Message, counter(h))
+	}
+
+	old := bootstrappedAt(t, Version2, nil, nil)
+	tracked(old)
+	r = old.run(setConfig(&api.ConfigPatch{Threshold: proto.Uint64(old.state().Config().GetThreshold())}))
+	if r.Message != "" || counter(old) != 0 {
+		t.Fatalf("at version 2 an unchanged patch answered %q with the counter at %d, want the reset", r.Message, counter(old))
 	}
 }

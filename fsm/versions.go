@@ -57,6 +57,7 @@ const (
 	PreviousClusterIDs
 	ColumnRouteLoads
 	RequestFingerprints
+	UnchangedPatchNoop
 	numFeatures
 )
 
@@ -135,6 +136,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	RequestFingerprints: {"request_fingerprints", Version3,
 		"a request id is bound to its request: the table keeps a fingerprint and a description of the first one, and a reuse for another request is refused (REQUEST_ID_REUSED), never answered with the first result",
+		0, nil},
+	UnchangedPatchNoop: {"unchanged_patch_noop", Version3,
+		"a SetConfig patch that leaves the config as it is changes nothing: no hysteresis reset, no decision; it answers \"unchanged\"",
 		0, nil},
 }
 
