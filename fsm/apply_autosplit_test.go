@@ -243,3 +243,36 @@ func TestSetConfigUnchangedIsANoop(t *testing.T) {
 		t.Fatalf("at version 2 an unchanged patch answered %q with the counter at %d, want the reset", r.Message, counter(old))
 	}
 }
+
+// A step change scheduled on a cluster that reports nothing takes effect
+// from version 3 once the fence renewals' time is two of the longer step
+// plus the grace past its boundary; until then it is pending (and columns
+// would take it at the boundary). Below version 3 it stays pending until a
+// column comes.
+func TestStepChangeWithoutColumns(t *testing.T) {
+	renew := func(h *harness, atMs uint64) *Result {
+		h.ms = atMs
+		return h.run(&api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{CeilingMs: atMs + 1000}}})
+	}
+	for _, version := range []uint32{Version2, Version3} {
+		h := bootstrappedAt(t, version, nil, nil)
+		old := h.state().Config().GetStepMs()
+		wantCode(t, h.run(setConfig(&api.ConfigPatch{StepMs: proto.Uint64(10_000), GraceMs: proto.Uint64(5_000)})), api.ResultCode_RESULT_CODE_OK)
+		cfg := h.state().Config()
+		at := cfg.GetNextStepAtMs()
+		if at == 0 || cfg.GetStepMs() != old {
+			t.Fatalf("v%d: the change was not scheduled: %v", version, cfg)
+		}
+		due := at + 2*max(old, 10_000) + 5_000
+		renew(h, at)
+		renew(h, due-1)
+		if c := h.state().Config(); c.GetStepMs() != old || c.GetNextStepAtMs() != at {
+			t.Fatalf("v%d: took effect before it was due: %v", version, c)
+		}
+		renew(h, due)
+		c := h.state().Config()
+		if promoted := c.GetStepMs() == 10_000 && c.GetNextStepAtMs() == 0 && c.GetNextStepMs() == 0; promoted != (version == Version3) {
+			t.Fatalf("v%d: config after the renewal at the due time: %v", version, c)
+		}
+	}
+}

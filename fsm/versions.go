@@ -58,6 +58,7 @@ const (
 	ColumnRouteLoads
 	RequestFingerprints
 	UnchangedPatchNoop
+	StepChangeWithoutColumns
 	numFeatures
 )
 
@@ -139,6 +140,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	UnchangedPatchNoop: {"unchanged_patch_noop", Version3,
 		"a SetConfig patch that leaves the config as it is changes nothing: no hysteresis reset, no decision; it answers \"unchanged\"",
+		0, nil},
+	StepChangeWithoutColumns: {"step_change_without_columns", Version3,
+		"a pending step change takes effect with the first fence renewal two of the longer step plus the grace past its boundary, even when no column came (an idle cluster)",
 		0, nil},
 }
 
