@@ -751,7 +751,9 @@ func TestReporterAdoptsConfigFromARefusal(t *testing.T) {
 		resp := ackAll(req)
 		resp.Config = cfg
 		return resp, nil
-	}, func(c *ReporterConfig) { c.Permanent = func(err error) bool { return status.Code(err) == codes.InvalidArgument } })
+	}, func(c *ReporterConfig) {
+		c.Permanent = func(err error) bool { return status.Code(err) == codes.InvalidArgument }
+	})
 	h.boundary(t) // the first column, on the old step: refused, config staged
 	testutil.WaitFor(t, waitLimit, "the refusal", func() bool { return h.r.Stats().ColumnsRejected == 1 })
 	h.boundary(t) // the column opened before the refusal: refused too
