@@ -87,7 +87,8 @@ func (c *catalogServer) GetRoute(ctx context.Context, req *api.GetRouteRequest) 
 	} else if found, ok := st.Catalog().Route(req.GetRouteId()); ok {
 		r = found
 	} else {
-		return nil, statusNotFound("route_id: route %d does not exist at catalog version %d", req.GetRouteId(), st.Catalog().Version())
+		fate, _ := st.RouteFate(req.GetRouteId())
+		return nil, statusNotFound("%s", fate)
 	}
 	return &api.GetRouteResponse{Route: r.ToProto(), Read: info}, nil
 }
@@ -106,6 +107,14 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 		return api.NewCatalogClient(cc).SplitRange(ctx, req)
 	}); handled {
 		return resp, err
+	}
+	// A route id below the next one that is not live was retired for good
+	// (ids are never reused): refused here with what became of it, the
+	// answer routes get and explain give too, before the log changes.
+	if st := c.s.cfg.FSM.State(); st.Bootstrapped() && req.GetRouteId() < st.Catalog().NextRouteID() {
+		if fate, gone := st.RouteFate(req.GetRouteId()); gone {
+			return nil, statusNotFound("%s", fate)
+		}
 	}
 	actor, note := c.s.actor(ctx, req.GetActor())
 	res, err := c.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{

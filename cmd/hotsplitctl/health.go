@@ -65,7 +65,7 @@ func (a *app) healthTable(resp *api.HealthResponse) error {
 		orDash(resp.GetClusterId()), strings.ReplaceAll(enumName(resp.GetStatus()), "_", " "), resp.GetServedBy(),
 		leader, resp.GetTerm(), resp.GetCommitIndex(), resp.GetVotersReachable(), resp.GetVoters(), resp.GetQuorum())
 	for _, r := range resp.GetReasons() {
-		fmt.Fprintf(a.out, "  %s\n", r)
+		fmt.Fprintf(a.out, "  %s\n", forPeople(r))
 	}
 	t := newTable(a.out, "NODE", "SUFFRAGE", "LEADER", "STATE", "REACHABLE", "LAST CONTACT", "APPLIED", "LAG", "BUILD", "REASON")
 	for _, m := range resp.GetMembers() {
@@ -75,7 +75,7 @@ func (a *app) healthTable(resp *api.HealthResponse) error {
 			mark = "*"
 		}
 		t.row(m.GetMember().GetNodeId(), orDash(m.GetSuffrage()), mark, memberState(h), reachable(h), lastContact(h),
-			formatUint(h.GetAppliedIndex()), lagOf(h), orDash(buildOf(h.GetVersion())), orDash(h.GetReason()))
+			formatUint(h.GetAppliedIndex()), lagOf(h), orDash(buildOf(h.GetVersion())), orDash(forPeople(h.GetReason())))
 	}
 	return t.flush()
 }
@@ -83,10 +83,12 @@ func (a *app) healthTable(resp *api.HealthResponse) error {
 // healthVerdict turns a non-healthy answer into its exit code.
 func healthVerdict(resp *api.HealthResponse) error {
 	var why []string
-	why = append(why, resp.GetReasons()...)
+	for _, r := range resp.GetReasons() {
+		why = append(why, forPeople(r))
+	}
 	for _, m := range resp.GetMembers() {
 		if r := m.GetHealth().GetReason(); r != "" {
-			why = append(why, m.GetMember().GetNodeId()+": "+r)
+			why = append(why, m.GetMember().GetNodeId()+": "+forPeople(r))
 		}
 	}
 	switch resp.GetStatus() {
