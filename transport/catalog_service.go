@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
@@ -108,18 +110,18 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 	}); handled {
 		return resp, err
 	}
-	// A route id below the next one that is not live was retired for good
-	// (ids are never reused): refused here with what became of it, the
-	// answer routes get and explain give too, before the log changes.
-	if st := c.s.cfg.FSM.State(); st.Bootstrapped() && req.GetRouteId() < st.Catalog().NextRouteID() {
-		if fate, gone := st.RouteFate(req.GetRouteId()); gone {
-			return nil, statusNotFound("%s", fate)
-		}
-	}
 	actor, note := c.s.actor(ctx, req.GetActor())
 	res, err := c.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
 		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 	}}})
+	if status.Code(err) == codes.NotFound {
+		// The FSM refused it (the refusal is in the log, its replicated
+		// message terse); say what became of the route, the answer
+		// routes get and explain give too.
+		if fate, gone := c.s.cfg.FSM.State().RouteFate(req.GetRouteId()); gone {
+			return nil, statusWith(codes.NotFound, api.Outcome_OUTCOME_NOT_APPLIED, req.GetRequestId(), nil, fate)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
