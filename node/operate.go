@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotsplit/hotsplit/node/health"
 	"github.com/hotsplit/hotsplit/node/raftobs"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // removedFile marks a data dir whose node was removed from its cluster: it
@@ -41,8 +42,8 @@ func (n *Node) newHealth() *health.Monitor {
 	h := health.NewMonitor(n.cfg.ID, n.raft, n.fsm, n.peers.Probe, n.log, n.markRemoved)
 	// The record of another cluster (the data dir was recovered into a new
 	// one since) says nothing about this one.
-	if r := readMemberRecord(n.cfg.DataDir); r != nil && r.ClusterID == n.knownClusterID() {
-		h.UseRecorded(&health.Recorded{ClusterID: r.ClusterID, Index: r.Index, Members: r.members()})
+	if r := storage.ReadMemberRecord(n.cfg.DataDir); r != nil && r.ClusterID == n.knownClusterID() {
+		h.UseRecorded(&health.Recorded{ClusterID: r.ClusterID, Index: r.Index, Members: r.Members()})
 	}
 	return h
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/internal/testutil"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // emptyCluster is a test cluster that starts no node by itself.
@@ -354,7 +355,7 @@ func TestIntegrationForceNewCluster(t *testing.T) {
 	// anything opens; without it the node resumes the recovered cluster.
 	newID := st.ClusterID()
 	r.stop("n2")
-	if n, err := Start(r.cfgs["n2"]); !errors.Is(err, ErrRecoveryRan) || !strings.Contains(err.Error(), "drop --forceNewCluster") {
+	if n, err := Start(r.cfgs["n2"]); !errors.Is(err, storage.ErrRecoveryRan) || !strings.Contains(err.Error(), "drop --forceNewCluster") {
 		if n != nil {
 			n.Close(ctx)
 		}

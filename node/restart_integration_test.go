@@ -10,6 +10,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/internal/testutil"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // After every node of a cluster stopped, the first one back (alone, so no
@@ -25,10 +26,10 @@ func TestIntegrationFullRestartReadsAsSuch(t *testing.T) {
 	c.waitLeaderReady(10 * time.Second)
 	cluster := c.node("n1").FSM().State().ClusterID()
 	for _, id := range []string{"n1", "n2", "n3"} {
-		path := filepath.Join(c.cfgs[id].DataDir, membersFile)
+		path := filepath.Join(c.cfgs[id].DataDir, storage.MembersFile)
 		testutil.WaitFor(t, 10*time.Second, id+" recording three members", func() bool {
-			r := readMemberRecord(c.cfgs[id].DataDir)
-			return r != nil && len(r.Members) == 3 && r.ClusterID == cluster
+			r := storage.ReadMemberRecord(c.cfgs[id].DataDir)
+			return r != nil && len(r.Members()) == 3 && r.ClusterID == cluster
 		})
 		if _, err := os.Stat(path); err != nil {
 			t.Fatal(err)

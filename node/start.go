@@ -48,7 +48,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := checkNotRemoved(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	if err := checkRecoveryOnce(cfg.DataDir, cfg.Recovery); err != nil {
+	if err := storage.CheckRecoveryOnce(cfg.DataDir, cfg.Recovery.flag()); err != nil {
 		return nil, err
 	}
 	if cfg.Registry == nil {
@@ -371,7 +371,7 @@ func (n *Node) serve(w *wiring) {
 	n.goRun(func() { w.checks.Run(ctx) })
 	n.startOperations(ctx, n.cfg.Registry, n.stores.Files)
 	n.goRun(func() { storage.RecordClusterVersion(ctx, n.stores.Stable, n.fsm) })
-	n.goRun(func() { n.recordMembers(ctx) })
+	n.goRun(func() { storage.RecordMembers(ctx, n.cfg.DataDir, n.fsm, n.log) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
 	}

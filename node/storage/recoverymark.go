@@ -1,4 +1,4 @@
-package node
+package storage
 
 import (
 	"encoding/json"
@@ -9,28 +9,28 @@ import (
 	"time"
 )
 
-// recoveryFile records in a data dir that a recovery flag
+// RecoveryFile records in a data dir that a recovery flag
 // (--forceNewCluster, --restoreSnapshot) ran on it. The flags are one-shot:
 // a node restarted with the flag still set would fork yet another cluster
 // (a new id, itself the only voter) out from under the members that joined
 // the recovered one, and their removal checks would then see a leader whose
 // configuration no longer lists them. So a start with a recovery flag on a
 // data dir holding this file is refused, naming the flag to drop.
-const recoveryFile = "recovered"
+const RecoveryFile = "recovered"
 
 // Recovery flag names as an operator types them.
 const (
-	flagForceNewCluster = "--forceNewCluster"
-	flagRestoreSnapshot = "--restoreSnapshot"
+	FlagForceNewCluster = "--forceNewCluster"
+	FlagRestoreSnapshot = "--restoreSnapshot"
 )
 
 // ErrRecoveryRan: a recovery flag is set on a data dir where a recovery
 // already ran.
 var ErrRecoveryRan = errors.New("a recovery flag already ran here")
 
-// recoveryMark is the content of recoveryFile (JSON): what ran, when, and
+// RecoveryMark is the content of RecoveryFile (JSON): what ran, when, and
 // the cluster it made.
-type recoveryMark struct {
+type RecoveryMark struct {
 	Flag              string    `json:"flag"`
 	ClusterID         string    `json:"cluster_id"`
 	PreviousClusterID string    `json:"previous_cluster_id,omitempty"`
@@ -40,20 +40,9 @@ type recoveryMark struct {
 	Backup string `json:"backup,omitempty"`
 }
 
-// flag names the recovery flag r sets ("" for none).
-func (r Recovery) flag() string {
-	switch {
-	case r.ForceNewCluster:
-		return flagForceNewCluster
-	case r.RestoreSnapshot != "":
-		return flagRestoreSnapshot
-	}
-	return ""
-}
-
-// readRecoveryMark returns the data dir's recovery mark, nil if none.
-func readRecoveryMark(dataDir string) (*recoveryMark, error) {
-	path := filepath.Join(dataDir, recoveryFile)
+// ReadRecoveryMark returns the data dir's recovery mark, nil if none.
+func ReadRecoveryMark(dataDir string) (*RecoveryMark, error) {
+	path := filepath.Join(dataDir, RecoveryFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -61,39 +50,39 @@ func readRecoveryMark(dataDir string) (*recoveryMark, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", dataDir, err)
 	}
-	var m recoveryMark
+	var m RecoveryMark
 	if err := json.Unmarshal(b, &m); err != nil || m.Flag == "" {
 		return nil, fmt.Errorf("data dir %s: %s is not a recovery mark (%v): move it aside only if no recovery ran here", dataDir, path, err)
 	}
 	return &m, nil
 }
 
-// checkRecoveryOnce refuses a recovery flag on a data dir where a recovery
-// already ran, in one line naming the flag to drop. A data dir that must be
+// CheckRecoveryOnce refuses a recovery flag (FlagForceNewCluster,
+// FlagRestoreSnapshot; "" for none) on a data dir where a recovery already
+// ran, in one line naming the flag to drop. A data dir that must be
 // recovered again (another quorum loss, later) needs its mark deleted
 // first: a deliberate act, never a leftover flag.
-func checkRecoveryOnce(dataDir string, r Recovery) error {
-	flag := r.flag()
+func CheckRecoveryOnce(dataDir, flag string) error {
 	if flag == "" {
 		return nil
 	}
-	m, err := readRecoveryMark(dataDir)
+	m, err := ReadRecoveryMark(dataDir)
 	if err != nil || m == nil {
 		return err
 	}
 	return fmt.Errorf("data dir %s: %w: %s ran here at %s (it made cluster %s); drop %s to restart this node "+
 		"(to recover this data dir again after another quorum loss, delete %s first)",
-		dataDir, ErrRecoveryRan, m.Flag, m.At.UTC().Format(time.RFC3339), m.ClusterID, flag, filepath.Join(dataDir, recoveryFile))
+		dataDir, ErrRecoveryRan, m.Flag, m.At.UTC().Format(time.RFC3339), m.ClusterID, flag, filepath.Join(dataDir, RecoveryFile))
 }
 
-// writeRecoveryMark records a recovery that succeeded: written to a
+// WriteRecoveryMark records a recovery that succeeded: written to a
 // temporary file, synced and renamed, so the mark is whole or absent.
-func writeRecoveryMark(dataDir string, m recoveryMark) error {
+func WriteRecoveryMark(dataDir string, m RecoveryMark) error {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("recovery: encode the recovery mark: %w", err)
 	}
-	if err := writeFileAtomic(dataDir, recoveryFile, append(b, '\n')); err != nil {
+	if err := writeFileAtomic(dataDir, RecoveryFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("recovery: %s ran, but recording it failed (drop %s before the next start): %w", m.Flag, m.Flag, err)
 	}
 	return nil

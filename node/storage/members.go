@@ -1,9 +1,10 @@
-package node
+package storage
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // Why a member record in the data dir: after a restart the FSM holds only
@@ -23,7 +25,7 @@ import (
 // without a member record (mid-join?)". The node therefore records the
 // member table and cluster id in its data dir whenever they change, and the
 // health monitor uses that record until the FSM has applied past it.
-const membersFile = "members.json"
+const MembersFile = "members.json"
 
 // memberRecordInterval is how often the member table is compared with the
 // last record (membership changes are rare; a crash within this interval
@@ -31,12 +33,12 @@ const membersFile = "members.json"
 // applies).
 const memberRecordInterval = time.Second
 
-// memberRecord is the content of membersFile.
-type memberRecord struct {
+// MemberRecord is the content of MembersFile.
+type MemberRecord struct {
 	ClusterID string `json:"cluster_id"`
 	// Index is the applied index the table was read at.
-	Index   uint64           `json:"index"`
-	Members []recordedMember `json:"members"`
+	Index uint64           `json:"index"`
+	Table []recordedMember `json:"members"`
 }
 
 type recordedMember struct {
@@ -46,40 +48,42 @@ type recordedMember struct {
 	SupportedVersion uint32 `json:"supported_version"`
 }
 
-func (r *memberRecord) members() []*api.Member {
-	out := make([]*api.Member, len(r.Members))
-	for i, m := range r.Members {
+// Members is the recorded table as member records.
+func (r *MemberRecord) Members() []*api.Member {
+	out := make([]*api.Member, len(r.Table))
+	for i, m := range r.Table {
 		out[i] = &api.Member{NodeId: m.NodeID, GrpcAddr: m.GRPCAddr, RaftAddr: m.RaftAddr, SupportedVersion: m.SupportedVersion}
 	}
 	return out
 }
 
-// readMemberRecord returns the data dir's member record, nil if there is
+// ReadMemberRecord returns the data dir's member record, nil if there is
 // none or it cannot be read (it only informs health until the log applies).
-func readMemberRecord(dataDir string) *memberRecord {
-	b, err := os.ReadFile(filepath.Join(dataDir, membersFile))
+func ReadMemberRecord(dataDir string) *MemberRecord {
+	b, err := os.ReadFile(filepath.Join(dataDir, MembersFile))
 	if err != nil {
 		return nil
 	}
-	var r memberRecord
+	var r MemberRecord
 	if json.Unmarshal(b, &r) != nil || r.ClusterID == "" {
 		return nil
 	}
 	return &r
 }
 
-// recordMembers keeps membersFile equal to the FSM's member table and
-// cluster id, checking every memberRecordInterval until ctx ends.
-func (n *Node) recordMembers(ctx context.Context) {
+// RecordMembers keeps dataDir's MembersFile equal to f's member table and
+// cluster id, checking every memberRecordInterval until ctx ends; a
+// failed write is logged and tried again at the next check.
+func RecordMembers(ctx context.Context, dataDir string, f *fsm.FSM, log *slog.Logger) {
 	var last []*api.Member
 	lastID := ""
 	t := time.NewTicker(memberRecordInterval)
 	defer t.Stop()
 	for {
-		st := n.fsm.State()
+		st := f.State()
 		if st.Bootstrapped() && (st.ClusterID() != lastID || !sameMembers(st.Members(), last)) {
-			if err := writeMemberRecord(n.cfg.DataDir, st.ClusterID(), st.Index(), st.Members()); err != nil {
-				n.log.Warn("could not record the member table in the data dir", "reason", err.Error())
+			if err := writeMemberRecord(dataDir, st.ClusterID(), st.Index(), st.Members()); err != nil {
+				log.Warn("could not record the member table in the data dir", "reason", err.Error())
 			} else {
 				last, lastID = st.Members(), st.ClusterID()
 			}
@@ -105,13 +109,13 @@ func sameMembers(a, b []*api.Member) bool {
 }
 
 func writeMemberRecord(dataDir, clusterID string, index uint64, ms []*api.Member) error {
-	r := memberRecord{ClusterID: clusterID, Index: index, Members: make([]recordedMember, len(ms))}
+	r := MemberRecord{ClusterID: clusterID, Index: index, Table: make([]recordedMember, len(ms))}
 	for i, m := range ms {
-		r.Members[i] = recordedMember{NodeID: m.GetNodeId(), GRPCAddr: m.GetGrpcAddr(), RaftAddr: m.GetRaftAddr(), SupportedVersion: m.GetSupportedVersion()}
+		r.Table[i] = recordedMember{NodeID: m.GetNodeId(), GRPCAddr: m.GetGrpcAddr(), RaftAddr: m.GetRaftAddr(), SupportedVersion: m.GetSupportedVersion()}
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode: %w", err)
 	}
-	return writeFileAtomic(dataDir, membersFile, append(b, '\n'))
+	return writeFileAtomic(dataDir, MembersFile, append(b, '\n'))
 }
