@@ -67,7 +67,8 @@ func (a *app) configSetCmd() *cobra.Command {
 their values. The cluster validates every value and applies all or nothing.
 Changing the config resets the detector's consecutive-over counters; a patch
 that leaves the config as it is says "unchanged" and (from cluster version
-3) changes nothing, counters included.
+3) changes nothing, counters included. With --request-id the answer is the
+request's first one (it may have run before), shown as an update.
 
 FIELD is a config field by its proto name:
   ` + strings.Join(patchFieldNames(), "\n  ") + `
@@ -97,9 +98,12 @@ grace=500ms. Ratios in basis points (_bp): 8000 = 80%.`,
 			}
 			// The config before, to say when the patch changed nothing
 			// (the cluster then resets no hysteresis from version 3 on).
+			// Only for a request id of this run: a given --request-id may
+			// re-send a request that already ran, whose answer is the
+			// first run's, so the config before says nothing about it.
 			// Without it the answer is shown as a change.
 			var before *api.Config
-			if !a.json() {
+			if !a.json() && requestID == "" {
 				if b, err := cl.GetConfig(cmd.Context(), &api.GetConfigRequest{}); err == nil {
 					before = b.GetConfig()
 				}
