@@ -84,6 +84,12 @@ func describeRequest(cmd *api.Command) string {
 		if s.ExpectedVersion != nil {
 			d += fmt.Sprintf(" if the catalog is at version %d", s.GetExpectedVersion())
 		}
+	case *api.Command_MergeRange:
+		m := b.MergeRange
+		d = fmt.Sprintf("merge r%d and r%d", m.GetLeftRouteId(), m.GetRightRouteId())
+		if m.ExpectedVersion != nil {
+			d += fmt.Sprintf(" if the catalog is at version %d", m.GetExpectedVersion())
+		}
 	case *api.Command_SetAutoSplit:
 		verb := "disable"
 		if b.SetAutoSplit.GetEnabled() {

@@ -20,9 +20,10 @@ import (
 //
 // It reads, in order: the catalog's recent deltas (this node's History,
 // local: any delta, a split's or a merge's, the one that removed the id);
-// the live routes whose parent is the id (a split older than the history,
-// children still live); the decision ring (a split whose children are gone
-// too); else it says the route is older than what this node holds. It is a
+// the live routes whose parent is the id, or that a merge of it made (older
+// than the history, still live); the decision ring (a split or merge whose
+// routes are gone too); else it says the route is older than what this
+// node holds. It is a
 // read-side answer, never replicated: a node restored from a snapshot has a
 // shorter history and may say less, never something else.
 func (s *State) RouteFate(id uint64) (fate string, ok bool) {
@@ -41,12 +42,23 @@ func (s *State) RouteFate(id uint64) (fate string, ok bool) {
 		return deltaFate(name, id, d), true
 	}
 	var children []*catalog.RouteDescriptor
+	var mergedInto *catalog.RouteDescriptor
 	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
-		if r.ParentID == id {
+		switch {
+		case r.ParentID == id:
 			children = append(children, r)
+		case r.Merge != nil && (r.Merge.Left == id || r.Merge.Right == id):
+			mergedInto = r
 		}
 		return true
 	})
+	if m := mergedInto; m != nil {
+		other := m.Merge.Left
+		if other == id {
+			other = m.Merge.Right
+		}
+		return fmt.Sprintf("%s was merged with r%d into r%d at %s", name, other, m.ID, HLCTime(m.Merge.AtHLC)), true
+	}
 	if len(children) > 0 {
 		slices.SortFunc(children, func(a, b *catalog.RouteDescriptor) int { return cmp.Compare(a.ID, b.ID) })
 		ids := make([]uint64, len(children))
@@ -60,8 +72,12 @@ func (s *State) RouteFate(id uint64) (fate string, ok bool) {
 	}
 	for i := len(s.decisions) - 1; i >= 0; i-- {
 		d := s.decisions[i]
-		if d.GetRouteId() == id && d.GetKind() == api.DecisionKind_DECISION_KIND_MANUAL_SPLIT && len(d.GetSplitKeys()) > 0 {
+		switch {
+		case d.GetRouteId() != id:
+		case d.GetKind() == api.DecisionKind_DECISION_KIND_MANUAL_SPLIT && len(d.GetSplitKeys()) > 0:
 			return fmt.Sprintf("%s was split at %s at %s (its children are gone too)", name, catalog.FormatKey(d.GetSplitKeys()[0]), HLCTime(d.GetAtHlc())), true
+		case d.GetKind() == api.DecisionKind_DECISION_KIND_MANUAL_MERGE:
+			return fmt.Sprintf("%s was merged at %s (the merged route is gone too)", name, HLCTime(d.GetAtHlc())), true
 		}
 	}
 	base := uint64(0)

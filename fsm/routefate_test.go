@@ -57,3 +57,25 @@ func TestRouteFate(t *testing.T) {
 		t.Errorf("fate of r1 from the decision ring: %q", got)
 	}
 }
+
+// A merged route's fate names its partner and the route the merge made,
+// from the history and, without it, from the merged route's lineage.
+func TestRouteFateOfAMerge(t *testing.T) {
+	h := bootstrappedAt(t, Version3, nil, nil)
+	wantCode(t, h.run(split(1, "m")), api.ResultCode_RESULT_CODE_OK) // r1 -> r2 ["", m), r3 [m, +inf)
+	wantCode(t, h.run(split(3, "t")), api.ResultCode_RESULT_CODE_OK) // r3 -> r4 [m, t), r5 [t, +inf)
+	wantCode(t, h.run(merge(2, 4)), api.ResultCode_RESULT_CODE_OK)   // r2 + r4 -> r6
+	r6, ok := h.state().Catalog().Route(6)
+	if !ok || r6.Merge == nil {
+		t.Fatal("the merge made no r6")
+	}
+	when := HLCTime(r6.Merge.AtHLC)
+	if got, _ := h.state().RouteFate(4); got != "r4 was merged with r2 into r6 at "+when+" (catalog version 4)" {
+		t.Errorf("fate of r4 from the history: %q", got)
+	}
+	r := newHarness(t, Options{})
+	r.install(proto.Clone(h.state().Proto()).(*api.StateSnapshot))
+	if got, _ := r.state().RouteFate(2); got != "r2 was merged with r4 into r6 at "+when {
+		t.Errorf("fate of r2 from the merged route's lineage: %q", got)
+	}
+}

@@ -56,6 +56,7 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	ManualMerge
 	RequestFingerprints
 	UnchangedPatchNoop
 	StepChangeWithoutColumns
@@ -134,6 +135,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
+		0, nil},
+	ManualMerge: {"manual_merge", Version3,
+		"MergeRange: an operator joins two adjacent ACTIVE routes of one group into a new route that records both parents; the split cooldown starts at the merge",
 		0, nil},
 	RequestFingerprints: {"request_fingerprints", Version3,
 		"a request id is bound to its request: the table keeps a fingerprint and a description of the first one, and a reuse for another request is refused (REQUEST_ID_REUSED), never answered with the first result",
