@@ -116,16 +116,8 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 	res, err := c.s.propose(ctx, &api.Command{RequestId: req.GetRequestId(), Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
 		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 	}}})
-	if status.Code(err) == codes.NotFound {
-		// The FSM refused it (the refusal is in the log, its replicated
-		// message terse); say what became of the route, the answer
-		// routes get and explain give too.
-		if fate, gone := c.s.cfg.FSM.State().RouteFate(req.GetRouteId()); gone {
-			return nil, statusWith(codes.NotFound, api.Outcome_OUTCOME_NOT_APPLIED, req.GetRequestId(), nil, fate)
-		}
-	}
 	if err != nil {
-		return nil, err
+		return nil, withRouteFate(err, c.s.cfg.FSM.State(), req.GetRequestId(), req.GetRouteId())
 	}
 	resp := &api.SplitRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
 	if ch := res.GetChildren(); len(ch) == 2 {
@@ -168,13 +160,29 @@ func (c *catalogServer) MergeRange(ctx context.Context, req *api.MergeRangeReque
 			LeftRouteId: left, RightRouteId: right, ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 		}}})
 	if err != nil {
-		return nil, err
+		return nil, withRouteFate(err, c.s.cfg.FSM.State(), req.GetRequestId(), left, right)
 	}
 	resp := &api.MergeRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
 	if ch := res.GetChildren(); len(ch) == 1 {
 		resp.Merged = ch[0]
 	}
 	return resp, nil
+}
+
+// withRouteFate words the FSM's NotFound refusal of a command on routes
+// (the refusal is in the log, its replicated message terse) as what became
+// of the first of ids that is gone — the answer routes get and explain
+// give too. Other errors pass unchanged.
+func withRouteFate(err error, st *fsm.State, requestID string, ids ...uint64) error {
+	if status.Code(err) != codes.NotFound {
+		return err
+	}
+	for _, id := range ids {
+		if fate, gone := st.RouteFate(id); gone {
+			return statusWith(codes.NotFound, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil, fate)
+		}
+	}
+	return err
 }
 
 // featureGate refuses, on the leader and before proposing, a command whose
