@@ -36,7 +36,11 @@ func Observe(in Input, s *State, col Column) (*State, []Plan) {
 	o := newObservation(in, s, col, order)
 	o.walk(order)
 	plans := o.decide()
-	return fromBase(o.prune(), col.AtMs), plans
+	if mergesOn(in) {
+		o.coldOut = o.observeCold(order)
+		plans = append(plans, o.decideMerges(plans)...)
+	}
+	return fromBase(o.prune(), col.AtMs, o.coldOut), plans
 }
 
 // observation is the working set of one Observe call.
@@ -57,6 +61,10 @@ type observation struct {
 	out   []Tracked // new entries, route-id order, before pruning
 	pool  []uint64  // backing store of every new RecentScores
 	cands []candidate
+	order []int // the column's rows in route-id order
+
+	// RuleMerge: the cold state before and after this column (cold.go).
+	prevCold, coldOut *coldState
 }
 
 // candidate is an eligible route waiting for its split key and guardrails.
@@ -78,6 +86,8 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 		// Clamped so that an unvalidated config cannot blow up the state.
 		smoothing: int(min(in.Config.SmoothingWindows, maxSmoothingWindows)),
 		old:       s.entries(),
+		order:     order,
+		prevCold:  s.cold,
 	}
 	n := unionSize(o.old, col.Rows, order)
 	o.out = make([]Tracked, 0, n)
@@ -352,14 +362,16 @@ func (o *observation) decide() []Plan {
 }
 
 // prune drops the entries that no longer carry anything: no counter, no
-// cooldown still running, no recent explanation (see State).
+// cooldown still running, no recent explanation, split or merge (see
+// State).
 func (o *observation) prune() []Tracked {
 	retention := max(o.cfg.CooldownMs, saturate.Mul(recentColumns, o.durMs))
+	recent := func(x *Explanation) bool {
+		return x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs
+	}
 	kept := o.out[:0]
 	for _, e := range o.out {
-		x := &e.Explanation
-		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs ||
-			(x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs) {
+		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs || recent(&e.Explanation) || recent(&e.Merge) {
 			kept = append(kept, e)
 		}
 	}

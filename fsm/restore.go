@@ -344,6 +344,7 @@ func checkConfigFeatures(c *api.Config, version uint32) error {
 		{HoldBand, c.HoldBandBp != nil, "hold_band_bp"},
 		{FloorFollowsThreshold, c.GetFloorFollowsThreshold(), "floor_follows_threshold"},
 		{ScheduledStepChange, c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0, "next_step_ms"},
+		{AutoMerge, c.MergeThresholdBp != nil || c.MergeWindows != nil || c.MergeDelayMs != nil || c.MaxMergesPerCycle != nil || c.MergeMarginBp != nil, "merge_threshold_bp"},
 	} {
 		if x.set && !x.f.EnabledAt(version) {
 			return fmt.Errorf("config holds %s, a setting of cluster version %d, at cluster version %d", x.field, x.f.Version(), version)

@@ -56,6 +56,7 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	AutoMerge
 	numFeatures
 )
 
@@ -132,6 +133,9 @@ var features = [numFeatures]featureRow{
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
 		0, nil},
+	AutoMerge: {"auto_merge", Version3,
+		"adjacent routes cold for merge_windows complete columns are merged by one-step merge ops (config merge_threshold_bp, merge_windows, merge_delay_ms, max_merges_per_cycle, merge_margin_bp)",
+		detector.RuleMerge, raiseAutoMerge},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature
@@ -276,4 +280,14 @@ func raiseFloorFollowsThreshold(s *State) string {
 	c.FloorFollowsThreshold = c.GetTopKeyAbsoluteFloor() == c.GetThreshold()/2
 	s.cfg = c
 	return fmt.Sprintf("floor_follows_threshold=%v", c.GetFloorFollowsThreshold())
+}
+
+// raiseAutoMerge: the merge settings start at their defaults.
+func raiseAutoMerge(s *State) string {
+	c := withMergeDefaults(s.cfg)
+	if c != s.cfg {
+		s.cfg = c
+	}
+	return fmt.Sprintf("merge_threshold_bp=%d merge_windows=%d merge_delay_ms=%d max_merges_per_cycle=%d merge_margin_bp=%d",
+		c.GetMergeThresholdBp(), c.GetMergeWindows(), c.GetMergeDelayMs(), c.GetMaxMergesPerCycle(), c.GetMergeMarginBp())
 }
