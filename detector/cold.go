@@ -228,15 +228,7 @@ func (e *ColdEntry) roll(epoch uint64) {
 // entry returns routeID's entry, or the default (no load since the run
 // began) when there is none.
 func (c *coldState) entry(routeID uint64) ColdEntry {
-	i, ok := slices.BinarySearchFunc(c.entries, routeID, func(e ColdEntry, id uint64) int {
-		switch {
-		case e.RouteID < id:
-			return -1
-		case e.RouteID > id:
-			return 1
-		}
-		return 0
-	})
+	i, ok := slices.BinarySearchFunc(c.entries, routeID, func(e ColdEntry, id uint64) int { return cmpID(e.RouteID, id) })
 	if !ok {
 		return ColdEntry{RouteID: routeID}
 	}
@@ -258,3 +250,40 @@ func (c *coldState) coldColumns(e ColdEntry, createdMs uint64) uint64 {
 // recentPeak is e's highest cold score over the current and the previous
 // epoch (e is rolled into the state's current epoch by observeCold).
 func (e ColdEntry) recentPeak() uint64 { return max(e.Peak, e.PreviousPeak) }
+
+// Warm returns s with the cold streaks of the given routes restarted, as
+// if they had been warm in the last column: an aborted merge op sticks,
+// its pair needs MergeWindows more cold columns before it is planned
+// again. Without a run nothing changes. s is not modified; the cost is
+// O(entries), which aborts, being rare, can afford.
+func (s *State) Warm(ids ...uint64) *State {
+	if s == nil || s.cold == nil || s.cold.run == 0 || len(ids) == 0 {
+		return s
+	}
+	c := *s.cold
+	entries := slices.Clone(c.entries)
+	for _, id := range ids {
+		e := c.entry(id)
+		e.WarmColumn, e.Peak, e.PreviousPeak = c.run, 0, 0
+		i, found := slices.BinarySearchFunc(entries, id, func(x ColdEntry, id uint64) int { return cmpID(x.RouteID, id) })
+		if found {
+			entries[i] = e
+		} else {
+			entries = slices.Insert(entries, i, e)
+		}
+	}
+	c.entries = entries
+	out := *s
+	out.cold = &c
+	return &out
+}
+
+func cmpID(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
