@@ -15,6 +15,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/keyviz"
@@ -92,6 +93,24 @@ type Result struct {
 	IsolationPlans []int
 	// OpsPerColumn is the operations generated per column.
 	OpsPerColumn int
+
+	// Merges counts the automatic merges applied; MaxRoutes is the most
+	// live routes after any column's op steps.
+	Merges, MaxRoutes int
+	// RouteCapColumn is the first column in which a hot route was declined
+	// for the route cap (-1: never); RouteCapColumns counts such columns.
+	RouteCapColumn, RouteCapColumns int
+	// SplitColumns is the column of every automatic split step applied,
+	// in order.
+	SplitColumns []int
+	// HottestPerColumn is each column's hottest route load over the routes
+	// it was generated under, in multiples of the threshold (ground truth).
+	HottestPerColumn []float64
+	// The thrash checks: DelayViolations counts merges of a route within
+	// merge_delay_ms of its creation, CooldownViolations splits of a
+	// merged route within cooldown_ms of its merge, and Resplits splits of
+	// a merged route within an hour of its merge (allowed, but thrash).
+	DelayViolations, CooldownViolations, Resplits int
 }
 
 // run is the state of one Run.
@@ -153,7 +172,7 @@ func newRun(spec Spec) (*run, error) {
 		spec.Nodes = 3
 	}
 	r := &run{spec: spec, f: fsm.New(fsm.Options{Logger: slog.New(slog.DiscardHandler), Halt: func(error) {}})}
-	r.res = Result{ByOrigin: map[string]int{}, ReliefColumn: -1, FirstSplitColumn: -1,
+	r.res = Result{ByOrigin: map[string]int{}, ReliefColumn: -1, FirstSplitColumn: -1, RouteCapColumn: -1,
 		IsolatedAt: slices.Repeat([]int{-1}, len(spec.Watch)), IsolationPlans: make([]int, len(spec.Watch))}
 	const startMs = 1_800_000_000_000 // a multiple of every step up to an hour
 	r.lastMs = startMs
@@ -288,9 +307,12 @@ func (r *run) column(c int) error {
 		r.res.FirstSplitColumn = c
 	}
 	r.countPlans(res.GetPlannedOpIds())
+	r.routeCap(c, end)
+	r.res.HottestPerColumn = append(r.res.HottestPerColumn, r.hottest(cat))
 	if err := r.stepOps(c, end, cat); err != nil {
 		return err
 	}
+	r.res.MaxRoutes = max(r.res.MaxRoutes, r.f.State().Catalog().Len())
 	r.setRoutes()
 	r.isolated(c)
 	r.last = cat
@@ -421,6 +443,30 @@ func (r *run) phaseChangeNear(c int) bool {
 	step := time.Duration(r.stepMs) * time.Millisecond
 	from, to := time.Duration(c+1)*step, time.Duration(c+4)*step
 	return from/r.spec.PhaseEvery != to/r.spec.PhaseEvery || (to%r.spec.PhaseEvery) == 0
+}
+
+// routeCap records whether column c (ending at endMs) declined a hot
+// route for the route cap.
+func (r *run) routeCap(c int, endMs uint64) {
+	for _, t := range r.f.State().Detector().Tracked() {
+		if x := t.Explanation; x.AtMs == endMs && x.Reason == detector.ReasonRouteCap {
+			if r.res.RouteCapColumn < 0 {
+				r.res.RouteCapColumn = c
+			}
+			r.res.RouteCapColumns++
+			return
+		}
+	}
+}
+
+// hottest is this column's hottest route load under cat, in thresholds.
+func (r *run) hottest(cat *catalog.Catalog) float64 {
+	var h uint64
+	cat.Ascend(func(d *catalog.RouteDescriptor) bool {
+		h = max(h, r.load[d.ID])
+		return true
+	})
+	return float64(h) / (float64(r.thresh) * float64(r.stepMs) / 60_000)
 }
 
 // isolated records when each watched key came to sit alone in a route:
