@@ -485,6 +485,10 @@ const (
 	DecisionKind_DECISION_KIND_MANUAL_SPLIT  DecisionKind = 9
 	DecisionKind_DECISION_KIND_SWITCH        DecisionKind = 10
 	DecisionKind_DECISION_KIND_CONFIG        DecisionKind = 11
+	// Cluster version 3: an operator merged two routes. route_id is the left
+	// one, split_keys holds the boundary that went, detail names both
+	// parents and the merged route.
+	DecisionKind_DECISION_KIND_MANUAL_MERGE DecisionKind = 12
 	// Cluster version 3: automatic merges (route_id is the left route; the
 	// explanation names the right one).
 	DecisionKind_DECISION_KIND_MERGE_PLANNED    DecisionKind = 20
@@ -508,6 +512,7 @@ var (
 		9:  "DECISION_KIND_MANUAL_SPLIT",
 		10: "DECISION_KIND_SWITCH",
 		11: "DECISION_KIND_CONFIG",
+		12: "DECISION_KIND_MANUAL_MERGE",
 		20: "DECISION_KIND_MERGE_PLANNED",
 		21: "DECISION_KIND_MERGE_APPLIED",
 		22: "DECISION_KIND_MERGE_DECLINED",
@@ -526,6 +531,7 @@ var (
 		"DECISION_KIND_MANUAL_SPLIT":     9,
 		"DECISION_KIND_SWITCH":           10,
 		"DECISION_KIND_CONFIG":           11,
+		"DECISION_KIND_MANUAL_MERGE":     12,
 		"DECISION_KIND_MERGE_PLANNED":    20,
 		"DECISION_KIND_MERGE_APPLIED":    21,
 		"DECISION_KIND_MERGE_DECLINED":   22,
@@ -582,6 +588,18 @@ const (
 	ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED    ResultCode = 14
 	ResultCode_RESULT_CODE_STALE_COLUMN            ResultCode = 15
 	ResultCode_RESULT_CODE_MEMBER_NOT_FOUND        ResultCode = 16
+	// Cluster version 3: MergeRange refusals. An unknown route is
+	// ROUTE_NOT_FOUND, a stale expected_version VERSION_MISMATCH, the same
+	// route twice INVALID_ARGUMENT.
+	// The left route does not end where the right route starts.
+	ResultCode_RESULT_CODE_ROUTES_NOT_ADJACENT ResultCode = 17
+	// The two routes are served by different shard groups.
+	ResultCode_RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS ResultCode = 18
+	// One of the two routes is not ACTIVE.
+	ResultCode_RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE ResultCode = 19
+	// One of the two routes is the target of a live (pending, running or
+	// paused) split op: abort the op first.
+	ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP ResultCode = 20
 )
 
 // Enum value maps for ResultCode.
@@ -604,25 +622,33 @@ var (
 		14: "RESULT_CODE_ALREADY_BOOTSTRAPPED",
 		15: "RESULT_CODE_STALE_COLUMN",
 		16: "RESULT_CODE_MEMBER_NOT_FOUND",
+		17: "RESULT_CODE_ROUTES_NOT_ADJACENT",
+		18: "RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS",
+		19: "RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE",
+		20: "RESULT_CODE_ROUTE_IN_LIVE_OP",
 	}
 	ResultCode_value = map[string]int32{
-		"RESULT_CODE_OK":                      0,
-		"RESULT_CODE_INVALID_ARGUMENT":        1,
-		"RESULT_CODE_ROUTE_NOT_FOUND":         2,
-		"RESULT_CODE_ROUTE_NOT_ACTIVE":        3,
-		"RESULT_CODE_SPLIT_KEY_AT_BOUNDARY":   4,
-		"RESULT_CODE_SPLIT_KEY_OUTSIDE_ROUTE": 5,
-		"RESULT_CODE_KEY_TOO_LARGE":           6,
-		"RESULT_CODE_VERSION_MISMATCH":        7,
-		"RESULT_CODE_FENCE_VIOLATION":         8,
-		"RESULT_CODE_OP_NOT_FOUND":            9,
-		"RESULT_CODE_OP_PAUSED":               10,
-		"RESULT_CODE_OP_ABORTED":              11,
-		"RESULT_CODE_OP_FINISHED":             12,
-		"RESULT_CODE_NOT_BOOTSTRAPPED":        13,
-		"RESULT_CODE_ALREADY_BOOTSTRAPPED":    14,
-		"RESULT_CODE_STALE_COLUMN":            15,
-		"RESULT_CODE_MEMBER_NOT_FOUND":        16,
+		"RESULT_CODE_OK":                         0,
+		"RESULT_CODE_INVALID_ARGUMENT":           1,
+		"RESULT_CODE_ROUTE_NOT_FOUND":            2,
+		"RESULT_CODE_ROUTE_NOT_ACTIVE":           3,
+		"RESULT_CODE_SPLIT_KEY_AT_BOUNDARY":      4,
+		"RESULT_CODE_SPLIT_KEY_OUTSIDE_ROUTE":    5,
+		"RESULT_CODE_KEY_TOO_LARGE":              6,
+		"RESULT_CODE_VERSION_MISMATCH":           7,
+		"RESULT_CODE_FENCE_VIOLATION":            8,
+		"RESULT_CODE_OP_NOT_FOUND":               9,
+		"RESULT_CODE_OP_PAUSED":                  10,
+		"RESULT_CODE_OP_ABORTED":                 11,
+		"RESULT_CODE_OP_FINISHED":                12,
+		"RESULT_CODE_NOT_BOOTSTRAPPED":           13,
+		"RESULT_CODE_ALREADY_BOOTSTRAPPED":       14,
+		"RESULT_CODE_STALE_COLUMN":               15,
+		"RESULT_CODE_MEMBER_NOT_FOUND":           16,
+		"RESULT_CODE_ROUTES_NOT_ADJACENT":        17,
+		"RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS": 18,
+		"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE":     19,
+		"RESULT_CODE_ROUTE_IN_LIVE_OP":           20,
 	}
 )
 
@@ -1698,15 +1724,17 @@ type CommandResult struct {
 	Code           ResultCode             `protobuf:"varint,1,opt,name=code,proto3,enum=hotsplit.v1.ResultCode" json:"code,omitempty"`
 	Message        string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	Children       []*RouteDescriptor     `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
-	OpId           uint64                 `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
-	CommitHlc      uint64                 `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
-	Config         *Config                `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
-	Switch         *AutoSplitSwitch       `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
-	PlannedOpIds   []uint64               `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
-	Op             *Op                    `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The routes the command made: a split's two children (left first), a
+	// merge's one route.
+	Children      []*RouteDescriptor `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
+	OpId          uint64             `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	CommitHlc     uint64             `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	Config        *Config            `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
+	Switch        *AutoSplitSwitch   `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
+	PlannedOpIds  []uint64           `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
+	Op            *Op                `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
@@ -2442,7 +2470,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\rAutoSplitFlag\x12\x19\n" +
 	"\x15AUTO_SPLIT_FLAG_UNSET\x10\x00\x12\x17\n" +
 	"\x13AUTO_SPLIT_FLAG_OFF\x10\x01\x12\x16\n" +
-	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\xf3\x03\n" +
+	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\x93\x04\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -2456,11 +2484,12 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1aDECISION_KIND_MANUAL_SPLIT\x10\t\x12\x18\n" +
 	"\x14DECISION_KIND_SWITCH\x10\n" +
 	"\x12\x18\n" +
-	"\x14DECISION_KIND_CONFIG\x10\v\x12\x1f\n" +
+	"\x14DECISION_KIND_CONFIG\x10\v\x12\x1e\n" +
+	"\x1aDECISION_KIND_MANUAL_MERGE\x10\f\x12\x1f\n" +
 	"\x1bDECISION_KIND_MERGE_PLANNED\x10\x14\x12\x1f\n" +
 	"\x1bDECISION_KIND_MERGE_APPLIED\x10\x15\x12 \n" +
 	"\x1cDECISION_KIND_MERGE_DECLINED\x10\x16\x12\"\n" +
-	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17*\xb1\x04\n" +
+	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17*\xcc\x05\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -2480,7 +2509,11 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1cRESULT_CODE_NOT_BOOTSTRAPPED\x10\r\x12$\n" +
 	" RESULT_CODE_ALREADY_BOOTSTRAPPED\x10\x0e\x12\x1c\n" +
 	"\x18RESULT_CODE_STALE_COLUMN\x10\x0f\x12 \n" +
-	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10\x12#\n" +
+	"\x1fRESULT_CODE_ROUTES_NOT_ADJACENT\x10\x11\x12*\n" +
+	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
+	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
+	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once

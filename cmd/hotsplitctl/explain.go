@@ -273,7 +273,8 @@ func mergeSummary(m *api.Explanation) string {
 // column to judge it by yet, or below the threshold.
 func coldVerdict(r *api.ExplainResponse) string {
 	last := r.GetLastColumnAtMs()
-	born := hlc.Physical(r.GetRoute().GetSplitAtHlc())
+	// A route is created by a split or a merge (the other HLC is 0).
+	born := hlc.Physical(max(r.GetRoute().GetSplitAtHlc(), r.GetRoute().GetMergedAtHlc()))
 	var s string
 	switch {
 	case last == 0:
