@@ -33,10 +33,14 @@ func opRoutes(op *api.Op) []uint64 {
 }
 
 // routeCreatedAtMs is when r was created: the physical time of the split
-// that made it (0 for a bootstrap route). The detector's merge delay and
-// cold count start there.
+// or merge that made it (0 for a bootstrap route). The detector's merge
+// delay and cold count start there.
 func routeCreatedAtMs(r *catalog.RouteDescriptor) uint64 {
-	return hlc.Physical(r.SplitAtHLC)
+	at := r.SplitAtHLC
+	if r.Merge != nil {
+		at = max(at, r.Merge.AtHLC)
+	}
+	return hlc.Physical(at)
 }
 
 // planMerge turns a merge plan into a PENDING op with the next op id and

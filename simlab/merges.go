@@ -15,25 +15,45 @@ import (
 
 // The merge comparison (docs/benchmarks.md "Merges"): shift's hot range
 // moves every MergeShiftEvery and leaves split routes behind. At the
-// production step and cooldown (60 s, 10 min), from MergeInitialRoutes
-// routes with a route cap of MergeRouteCap, the run without merges reaches
-// the cap within a few hours and from then on no hotspot is split; the
-// runs with merges give the routes the hotspot left back and keep
-// splitting. Each candidate setting is one row; the defaults
+// production step and cooldown (60 s, 10 min), with a route cap the run
+// without merges reaches within a few hours (ShiftScale), from then on no
+// hotspot is split; the runs with merges give the routes the hotspot left
+// back and keep splitting. Each candidate setting is one row; the defaults
 // (detector.DefaultMerge*) were chosen from this table.
 
-// The comparison's scale.
+// The comparison's scale: the production step and cooldown, a hot range
+// moving every MergeShiftEvery.
 const (
-	MergeStepMs        = 60_000
-	MergeCooldownMs    = 10 * 60_000
-	MergeShiftEvery    = 20 * time.Minute
-	MergeInitialRoutes = 16
-	MergeRouteCap      = 40
+	MergeStepMs     = 60_000
+	MergeCooldownMs = 10 * 60_000
+	MergeShiftEvery = 20 * time.Minute
 	// mergeLoad is the workload in thresholds: 80% of it in the hot range
 	// (2.4 thresholds: a few splits per position), the rest uniform (0.6
 	// over every route: each stays cold).
 	mergeLoad = 3
 )
+
+// ShiftScale is the size of a comparison run.
+type ShiftScale struct {
+	Hours float64
+	// Threshold is the split threshold (0: the production 50000). The
+	// load is given in thresholds, so a lower one means proportionally
+	// fewer operations per column at the same shape.
+	Threshold uint64
+	// InitialRoutes the bootstrap routes (equal slices of the key space),
+	// RouteCap max_auto_routes.
+	InitialRoutes int
+	RouteCap      uint32
+}
+
+// FullShift is the acceptance run (the long suite and docs/benchmarks.md):
+// 6 simulated hours at production settings, 16 initial routes, a cap of 40,
+// which the run without merges reaches after about 2.5 hours.
+var FullShift = ShiftScale{Hours: 6, InitialRoutes: 16, RouteCap: 40}
+
+// ShortShift is CI's subset (-short): 2.5 simulated hours, a threshold of
+// 5000 (a tenth of the operations), a cap of 26.
+var ShortShift = ShiftScale{Hours: 2.5, Threshold: 5000, InitialRoutes: 16, RouteCap: 26}
 
 // MergeSetting is one row of the comparison: the merge settings, or Off
 // (max_merges_per_cycle 0).
@@ -74,9 +94,9 @@ func MergeSettings() []MergeSetting {
 	}
 }
 
-// config is the bootstrap config of a row.
-func (s MergeSetting) config() *api.Config {
-	c := &api.Config{StepMs: MergeStepMs, CooldownMs: MergeCooldownMs, GraceMs: MergeStepMs / 2, MaxAutoRoutes: MergeRouteCap}
+// config is the bootstrap config of a row at scale sc.
+func (s MergeSetting) config(sc ShiftScale) *api.Config {
+	c := &api.Config{StepMs: MergeStepMs, CooldownMs: MergeCooldownMs, GraceMs: MergeStepMs / 2, MaxAutoRoutes: sc.RouteCap, Threshold: sc.Threshold}
 	if s.Off {
 		c.MaxMergesPerCycle = proto.Uint32(0)
 		return c
@@ -86,17 +106,17 @@ func (s MergeSetting) config() *api.Config {
 	return c
 }
 
-// RunShift runs shift under setting s for the given simulated hours.
-func RunShift(s MergeSetting, hours float64, seed uint64) (Result, error) {
+// RunShift runs shift under setting s at scale sc.
+func RunShift(s MergeSetting, sc ShiftScale, seed uint64) (Result, error) {
 	o := sim.DefaultWorkloadOptions()
 	o.ShiftEvery = MergeShiftEvery
 	w, err := sim.ParseWorkload(sim.Shift, o)
 	if err != nil {
 		return Result{}, err
 	}
-	columns := int(hours * 3600_000 / MergeStepMs)
-	return Run(Spec{Workload: w, Config: s.config(), Load: mergeLoad, Columns: columns, Seed: seed,
-		InitialSplits: w.Keys().SplitKeys(MergeInitialRoutes), PhaseEvery: MergeShiftEvery})
+	columns := int(sc.Hours * 3600_000 / MergeStepMs)
+	return Run(Spec{Workload: w, Config: s.config(sc), Load: mergeLoad, Columns: columns, Seed: seed,
+		InitialSplits: w.Keys().SplitKeys(sc.InitialRoutes), PhaseEvery: MergeShiftEvery})
 }
 
 // ShiftRow is one setting's run beside the run without merges.
@@ -149,19 +169,19 @@ func Summarize(r Result, capColumn int) ShiftSummary {
 	return s
 }
 
-// WriteShiftTable prints the rows, each measured from the column at which
-// the first row (no merges) hit the cap.
-func WriteShiftTable(out io.Writer, rows []ShiftRow, hours float64) error {
+// WriteShiftTable prints the rows (run at scale sc), each measured from
+// the column at which the first row (no merges) hit the cap.
+func WriteShiftTable(out io.Writer, rows []ShiftRow, sc ShiftScale) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	capColumn := rows[0].Result.RouteCapColumn
 	fmt.Fprintf(out, "shift at a 60 s step, cooldown 10 min, hot range moving every %v, %d initial routes, max_auto_routes %d, %g h\n",
-		MergeShiftEvery, MergeInitialRoutes, MergeRouteCap, hours)
+		MergeShiftEvery, sc.InitialRoutes, sc.RouteCap, sc.Hours)
 	fmt.Fprintf(out, "without merges the cap is first hit at column %d (%s); \"after cap\" columns count from there\n\n",
 		capColumn, time.Duration(max(capColumn, 0))*time.Minute)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "merges\tthreshold\twindows\tdelay\tper col\tsplits\tmerges\tmax routes\troutes at end\tcap cols\tsplits after cap\tmean hottest after cap\trelieved after cap\tresplit < 1 h\tdelay viol.\tcooldown viol.\t")
+	fmt.Fprintln(tw, "merges\tthreshold\twindows\tdelay\tper col\tsplits\tmerges\tmax routes\troutes at end\tcap cols\tsplits after cap\tmean hottest after cap\trelieved after cap\tresplit < 1 h\tsame-phase resplit\tdelay viol.\tcooldown viol.\t")
 	for _, row := range rows {
 		s, r := row.Setting, row.Result
 		sum := Summarize(r, capColumn)
@@ -170,9 +190,9 @@ func WriteShiftTable(out io.Writer, rows []ShiftRow, hours float64) error {
 			th = fmt.Sprintf("%.0f%%", float64(s.ThresholdBP)/100)
 			win, delay, per = fmt.Sprint(s.Windows), (time.Duration(s.DelayMs) * time.Millisecond).String(), fmt.Sprint(s.PerCycle)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.0f%%\t%d\t%d\t%d\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.0f%%\t%d\t%d\t%d\t%d\t\n",
 			s.Name, th, win, delay, per, r.Splits, r.Merges, r.MaxRoutes, r.Routes, r.RouteCapColumns,
-			sum.SplitsAfterCap, sum.MeanHottestAfterCap, 100*sum.RelievedAfterCap, r.Resplits, r.DelayViolations, r.CooldownViolations)
+			sum.SplitsAfterCap, sum.MeanHottestAfterCap, 100*sum.RelievedAfterCap, r.Resplits, r.Thrash, r.DelayViolations, r.CooldownViolations)
 	}
 	return tw.Flush()
 }

@@ -108,9 +108,12 @@ type Result struct {
 	HottestPerColumn []float64
 	// The thrash checks: DelayViolations counts merges of a route within
 	// merge_delay_ms of its creation, CooldownViolations splits of a
-	// merged route within cooldown_ms of its merge, and Resplits splits of
-	// a merged route within an hour of its merge (allowed, but thrash).
-	DelayViolations, CooldownViolations, Resplits int
+	// merged route within cooldown_ms of its merge (both never allowed),
+	// Resplits splits of a merged route within an hour of its merge (a new
+	// hotspot may land on it), and Thrash those while the workload had not
+	// changed shape since the merge (the same PhaseEvery interval: the
+	// merge undone by the load it was merged under).
+	DelayViolations, CooldownViolations, Resplits, Thrash int
 }
 
 // run is the state of one Run.
@@ -129,6 +132,7 @@ type run struct {
 	last    *catalog.Catalog // the routes the last column's load was generated under
 	key     []byte
 	pending []pendingSplit // balance splits waiting for their children's loads
+	cfg     *api.Config    // the bootstrap config, defaults applied
 	res     Result
 }
 
@@ -187,6 +191,7 @@ func newRun(spec Spec) (*run, error) {
 		return nil, fmt.Errorf("%w: bootstrap: %s", ErrInvalidSpec, res.GetMessage())
 	}
 	cfg := r.f.State().Config()
+	r.cfg = cfg
 	r.stepMs, r.ww, r.wr, r.thresh = cfg.GetStepMs(), uint64(cfg.GetWriteWeight()), uint64(cfg.GetReadWeight()), cfg.GetThreshold()
 	r.keys = spec.Workload.Keys()
 	r.stream = spec.Workload.Stream(rand.New(rand.NewPCG(spec.Seed, 0)))
@@ -391,25 +396,29 @@ func isolates(op *api.Op, w []byte) bool {
 }
 
 // stepOps applies every live op's steps, oldest first, as the scheduler
-// does (both ask fsm.NextOpStep), at the end of column c (window end at endMs). cat is the catalog
-// the column's load was generated under.
+// does (both ask fsm.NextOpStep), at the end of column c (window end at
+// endMs). cat is the catalog the column's load was generated under.
 func (r *run) stepOps(c int, endMs uint64, cat *catalog.Catalog) error {
 	for {
 		st := r.f.State()
-		op, split := fsm.NextOpStep(st.Switch().GetEnabled(), st.LiveOps())
+		op, cmd := fsm.NextOpStep(st.Switch().GetEnabled(), st.LiveOps(), "simlab")
 		if op == nil {
 			return nil
 		}
-		target := split.GetRouteId()
-		split.Actor = "simlab"
-		res, err := r.apply(&api.Command{Body: &api.Command_SplitRange{SplitRange: split}}, endMs)
+		before := st.Catalog()
+		res, err := r.apply(cmd, endMs)
 		if err != nil {
 			return err
 		}
 		if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 			continue // aborted or paused: the op's state says so
 		}
-		r.res.Splits++
+		if m := cmd.GetMergeRange(); m != nil {
+			r.merged(before, m, hlc.Physical(res.GetCommitHlc()))
+			continue
+		}
+		target := cmd.GetSplitRange().GetRouteId()
+		r.split(c, before, target, hlc.Physical(res.GetCommitHlc()))
 		r.res.ByOrigin[originName(op.GetOrigin())]++
 		switch op.GetOrigin() {
 		case api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN, api.SplitOrigin_SPLIT_ORIGIN_BALANCE:
@@ -421,6 +430,51 @@ func (r *run) stepOps(c int, endMs uint64, cat *catalog.Catalog) error {
 				p.children[i] = [2][]byte{ch.GetStart(), ch.GetEnd()}
 			}
 			r.pending = append(r.pending, p)
+		}
+	}
+}
+
+// split counts an automatic split of route target (in before) applied at
+// atMs in column c, and checks it against the merge that made the route:
+// a merged route is never split within the cooldown of its merge, and
+// one split within an hour of it counts as a resplit.
+func (r *run) split(c int, before *catalog.Catalog, target, atMs uint64) {
+	r.res.Splits++
+	r.res.SplitColumns = append(r.res.SplitColumns, c)
+	parent, ok := before.Route(target)
+	if !ok || !parent.Merged() {
+		return
+	}
+	since := atMs - min(atMs, hlc.Physical(parent.MergedAtHLC))
+	if since < r.cfg.GetCooldownMs() {
+		r.res.CooldownViolations++
+	}
+	if since < uint64(time.Hour.Milliseconds()) {
+		r.res.Resplits++
+	}
+	if p := r.spec.PhaseEvery; p > 0 && r.opTime(hlc.Physical(parent.MergedAtHLC))/p == r.opTime(atMs)/p {
+		r.res.Thrash++
+	}
+}
+
+// opTime is the operation time (the workload's clock, from 0 at the first
+// window) of physical time ms.
+func (r *run) opTime(ms uint64) time.Duration {
+	return time.Duration(ms-min(ms, r.windowStart(0))) * time.Millisecond
+}
+
+// merged counts an automatic merge applied at atMs and checks it against
+// its routes' creation (in before): never within merge_delay_ms of it.
+func (r *run) merged(before *catalog.Catalog, m *api.MergeRange, atMs uint64) {
+	r.res.Merges++
+	for _, id := range []uint64{m.GetLeftRouteId(), m.GetRightRouteId()} {
+		d, ok := before.Route(id)
+		if !ok {
+			continue
+		}
+		created := hlc.Physical(max(d.SplitAtHLC, d.MergedAtHLC))
+		if created+r.cfg.GetMergeDelayMs() > atMs {
+			r.res.DelayViolations++
 		}
 	}
 }
