@@ -445,14 +445,15 @@ func (r *run) split(c int, before *catalog.Catalog, target, atMs uint64) {
 	if !ok || !parent.Merged() {
 		return
 	}
-	since := atMs - min(atMs, hlc.Physical(parent.MergedAtHLC))
+	mergedMs := hlc.Physical(parent.Merge.AtHLC)
+	since := atMs - min(atMs, mergedMs)
 	if since < r.cfg.GetCooldownMs() {
 		r.res.CooldownViolations++
 	}
 	if since < uint64(time.Hour.Milliseconds()) {
 		r.res.Resplits++
 	}
-	if p := r.spec.PhaseEvery; p > 0 && r.opTime(hlc.Physical(parent.MergedAtHLC))/p == r.opTime(atMs)/p {
+	if p := r.spec.PhaseEvery; p > 0 && r.opTime(mergedMs)/p == r.opTime(atMs)/p {
 		r.res.Thrash++
 	}
 }
@@ -472,7 +473,11 @@ func (r *run) merged(before *catalog.Catalog, m *api.MergeRange, atMs uint64) {
 		if !ok {
 			continue
 		}
-		created := hlc.Physical(max(d.SplitAtHLC, d.MergedAtHLC))
+		created := d.SplitAtHLC
+		if d.Merge != nil {
+			created = max(created, d.Merge.AtHLC)
+		}
+		created = hlc.Physical(created)
 		if created+r.cfg.GetMergeDelayMs() > atMs {
 			r.res.DelayViolations++
 		}
