@@ -628,3 +628,34 @@ func TestMergeReasonsMatchTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkObserveMerges: one column under the merge rule over a catalog
+// of 10,000 routes, idle (the cold state is empty, the scan walks
+// MergeScanRoutes routes) and with every route loaded below the merge
+// threshold (a cold entry per route).
+func BenchmarkObserveMerges(b *testing.B) {
+	for _, loaded := range []bool{false, true} {
+		b.Run(fmt.Sprintf("loaded=%v", loaded), func(b *testing.B) {
+			c := spreadCatalog(&testing.T{}, 10_000)
+			r := newMergeRun(b, c, mergeConfig())
+			var rows []Row
+			if loaded {
+				for id := uint64(1); id <= 10_000; id++ {
+					rows = append(rows, loadRow(id, 1+id%100))
+				}
+			}
+			for range 4 {
+				r.column(rows...)
+			}
+			col := Column{WindowStartMs: r.at, AtMs: r.at + minute, Rows: rows, Complete: true}
+			in := r.in
+			in.NowMs = col.AtMs
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				Observe(in, r.s, col)
+			}
+			b.ReportMetric(float64(len(r.s.Cold().Entries)), "entries")
+		})
+	}
+}
