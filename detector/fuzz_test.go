@@ -264,6 +264,16 @@ func observeArbitrary(t *testing.T, b []byte) {
 			t.Fatalf("row order changed the outcome")
 		}
 		s = next
+		if len(plans) > 0 && plans[len(plans)-1].Kind == PlanMerge && f.bool() {
+			// The FSM commits the last plan, a merge.
+			p := plans[len(plans)-1]
+			nc, merged, err := c.Merge(p.RouteID, p.RightRouteID, 1)
+			if err != nil {
+				t.Fatalf("planned merge refused: %v", err)
+			}
+			c, s = nc, s.OnMerge(cfg, p.RouteID, p.RightRouteID, merged.ID, in.NowMs)
+			continue
+		}
 		if len(plans) > 0 && plans[0].Kind == PlanSplit && f.bool() {
 			// The FSM commits the first step of the first plan.
 			p := plans[0]
