@@ -208,8 +208,8 @@ func TestRunsAreReproducible(t *testing.T) {
 // creation, no merged route is split within the cooldown of its merge, and
 // hotspots are still split (and relieved) after the column at which the
 // run without merges hit the cap. Under -short CI runs ShortShift (2.5
-// simulated hours at a tenth of the threshold, cap 26); the long suite
-// FullShift (6 hours, production threshold, cap 40).
+// simulated hours, 150 columns, at a tenth of the threshold, cap 26); the
+// long suite FullShift (6 hours, production threshold, cap 40).
 func TestShiftMergesKeepSplitting(t *testing.T) {
 	sc := FullShift
 	if testing.Short() {

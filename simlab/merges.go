@@ -40,20 +40,22 @@ type ShiftScale struct {
 	// load is given in thresholds, so a lower one means proportionally
 	// fewer operations per column at the same shape.
 	Threshold uint64
-	// InitialRoutes the bootstrap routes (equal slices of the key space),
-	// RouteCap max_auto_routes.
-	InitialRoutes int
-	RouteCap      uint32
+	// Slices cuts the key space into equal bootstrap routes (sim's
+	// SplitKeys: Slices+2 routes with the empty ones before and after the
+	// keys); RouteCap is max_auto_routes.
+	Slices   int
+	RouteCap uint32
 }
 
 // FullShift is the acceptance run (the long suite and docs/benchmarks.md):
-// 6 simulated hours at production settings, 16 initial routes, a cap of 40,
+// 6 simulated hours at production settings, 18 initial routes, a cap of 40,
 // which the run without merges reaches after about 2.5 hours.
-var FullShift = ShiftScale{Hours: 6, InitialRoutes: 16, RouteCap: 40}
+var FullShift = ShiftScale{Hours: 6, Slices: 16, RouteCap: 40}
 
-// ShortShift is CI's subset (-short): 2.5 simulated hours, a threshold of
-// 5000 (a tenth of the operations), a cap of 26.
-var ShortShift = ShiftScale{Hours: 2.5, Threshold: 5000, InitialRoutes: 16, RouteCap: 26}
+// ShortShift is CI's subset (-short): 2.5 simulated hours (150 columns), a
+// threshold of 5000 (a tenth of the operations), a cap of 26, which the
+// run without merges reaches after about an hour.
+var ShortShift = ShiftScale{Hours: 2.5, Threshold: 5000, Slices: 16, RouteCap: 26}
 
 // MergeSetting is one row of the comparison: the merge settings, or Off
 // (max_merges_per_cycle 0).
@@ -116,7 +118,7 @@ func RunShift(s MergeSetting, sc ShiftScale, seed uint64) (Result, error) {
 	}
 	columns := int(sc.Hours * 3600_000 / MergeStepMs)
 	return Run(Spec{Workload: w, Config: s.config(sc), Load: mergeLoad, Columns: columns, Seed: seed,
-		InitialSplits: w.Keys().SplitKeys(sc.InitialRoutes), PhaseEvery: MergeShiftEvery})
+		InitialSplits: w.Keys().SplitKeys(sc.Slices), PhaseEvery: MergeShiftEvery})
 }
 
 // ShiftRow is one setting's run beside the run without merges.
@@ -176,8 +178,12 @@ func WriteShiftTable(out io.Writer, rows []ShiftRow, sc ShiftScale) error {
 		return nil
 	}
 	capColumn := rows[0].Result.RouteCapColumn
-	fmt.Fprintf(out, "shift at a 60 s step, cooldown 10 min, hot range moving every %v, %d initial routes, max_auto_routes %d, %g h\n",
-		MergeShiftEvery, sc.InitialRoutes, sc.RouteCap, sc.Hours)
+	threshold := sc.Threshold
+	if threshold == 0 {
+		threshold = 50_000
+	}
+	fmt.Fprintf(out, "shift at a 60 s step, cooldown 10 min, threshold %d, hot range moving every %v, %d initial routes, max_auto_routes %d, %g h\n",
+		threshold, MergeShiftEvery, sc.Slices+2, sc.RouteCap, sc.Hours)
 	fmt.Fprintf(out, "without merges the cap is first hit at column %d (%s); \"after cap\" columns count from there\n\n",
 		capColumn, time.Duration(max(capColumn, 0))*time.Minute)
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
