@@ -207,9 +207,9 @@ func TestRunsAreReproducible(t *testing.T) {
 // route_cap decline), no route is merged within merge_delay_ms of its
 // creation, no merged route is split within the cooldown of its merge, and
 // hotspots are still split (and relieved) after the column at which the
-// run without merges hit the cap. Under -short CI runs ShortShift (2.5
-// simulated hours, 150 columns, at a tenth of the threshold, cap 26); the
-// long suite FullShift (6 hours, production threshold, cap 40).
+// run without merges hit the cap. Under -short CI runs ShortShift (2
+// simulated hours, 120 columns, at a twentieth of the threshold, cap 26);
+// the long suite FullShift (6 hours, production threshold, cap 40).
 func TestShiftMergesKeepSplitting(t *testing.T) {
 	sc := FullShift
 	if testing.Short() {

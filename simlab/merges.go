@@ -52,10 +52,11 @@ type ShiftScale struct {
 // which the run without merges reaches after about 2.5 hours.
 var FullShift = ShiftScale{Hours: 6, Slices: 16, RouteCap: 40}
 
-// ShortShift is CI's subset (-short): 2.5 simulated hours (150 columns), a
-// threshold of 5000 (a tenth of the operations), a cap of 26, which the
-// run without merges reaches after about an hour.
-var ShortShift = ShiftScale{Hours: 2.5, Threshold: 5000, Slices: 16, RouteCap: 26}
+// ShortShift is CI's subset (-short): 2 simulated hours (120 columns,
+// 7200 s), a threshold of 2500 (a twentieth of the operations, the same
+// load in thresholds), a cap of 26, which the run without merges reaches
+// after about an hour.
+var ShortShift = ShiftScale{Hours: 2, Threshold: 2500, Slices: 16, RouteCap: 26}
 
 // MergeSetting is one row of the comparison: the merge settings, or Off
 // (max_merges_per_cycle 0).
