@@ -161,7 +161,9 @@ func (o *observation) observeCold(order []int) *coldState {
 	if !o.col.Complete {
 		return prev.restart()
 	}
-	w := uint64(o.cfg.MergeWindows)
+	// Clamped so that an unvalidated config cannot grow the state: with
+	// more windows than that no pair is ever cold long enough anyway.
+	w := uint64(min(o.cfg.MergeWindows, MaxMergeWindows))
 	next := &coldState{run: 1}
 	var old []ColdEntry
 	if prev != nil {
