@@ -21,7 +21,9 @@ import (
 // observed one, changes nothing: Observe returns s and no plans.
 //
 // Plans come in plan order (highest score first, ties by route id), with
-// ids in.NextOpID, in.NextOpID+1, …. Plan.Keys are in step order; for a
+// ids in.NextOpID, in.NextOpID+1, …; under RuleMerge the column's merge
+// plans follow its split plans (coldest pair first, merge.go), with the
+// next ids. Plan.Keys are in step order; for a
 // compound isolation, step 1 splits at H and step 2 splits its right child
 // [H, end) at H·0x00. Plan keys and explanations share their byte slices
 // with the returned State: neither may be modified.
