@@ -145,8 +145,9 @@ func TestManualMergeRefusals(t *testing.T) {
 			c: mergeCAS(2, 3, 1), code: api.ResultCode_RESULT_CODE_VERSION_MISMATCH, msg: "expected version 1, catalog is at 2"},
 		{name: "step without op", c: func() *api.Command { c := merge(2, 3); c.GetMergeRange().Step = 1; return c }(),
 			code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, msg: "step: 1"},
+		// A step of an op is a merge op's (apply_merge_op.go): an unknown op.
 		{name: "op step", c: func() *api.Command { c := merge(2, 3); c.GetMergeRange().OpId, c.GetMergeRange().Step = 4, 1; return c }(),
-			code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, msg: "op_id: 4"},
+			code: api.ResultCode_RESULT_CODE_OP_NOT_FOUND, msg: "op 4 not found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

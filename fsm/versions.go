@@ -60,6 +60,7 @@ const (
 	RequestFingerprints
 	UnchangedPatchNoop
 	StepChangeWithoutColumns
+	AutoMerge
 	numFeatures
 )
 
@@ -148,6 +149,9 @@ var features = [numFeatures]featureRow{
 	StepChangeWithoutColumns: {"step_change_without_columns", Version3,
 		"a pending step change takes effect with the first fence renewal two of the longer step plus the grace past its boundary, even when no column came (an idle cluster)",
 		0, nil},
+	AutoMerge: {"auto_merge", Version3,
+		"adjacent routes cold for merge_windows complete columns are merged by one-step merge ops (config merge_threshold_bp, merge_windows, merge_delay_ms, max_merges_per_cycle, merge_margin_bp)",
+		detector.RuleMerge, raiseAutoMerge},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature
@@ -292,4 +296,14 @@ func raiseFloorFollowsThreshold(s *State) string {
 	c.FloorFollowsThreshold = c.GetTopKeyAbsoluteFloor() == c.GetThreshold()/2
 	s.cfg = c
 	return fmt.Sprintf("floor_follows_threshold=%v", c.GetFloorFollowsThreshold())
+}
+
+// raiseAutoMerge: the merge settings start at their defaults.
+func raiseAutoMerge(s *State) string {
+	c := withMergeDefaults(s.cfg)
+	if c != s.cfg {
+		s.cfg = c
+	}
+	return fmt.Sprintf("merge_threshold_bp=%d merge_windows=%d merge_delay_ms=%d max_merges_per_cycle=%d merge_margin_bp=%d",
+		c.GetMergeThresholdBp(), c.GetMergeWindows(), c.GetMergeDelayMs(), c.GetMaxMergesPerCycle(), c.GetMergeMarginBp())
 }

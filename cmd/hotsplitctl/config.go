@@ -290,6 +290,12 @@ func configTable(w io.Writer, cfg *api.Config, changed []string) error {
 			meaning = "from " + formatWall(n)
 		case name == "floor_follows_threshold":
 			meaning = "top_key_absolute_floor is threshold/2 until set"
+		case name == "merge_threshold_bp":
+			meaning = formatBP(n) + " of the threshold: below it a route is cold"
+		case name == "merge_margin_bp":
+			meaning = "a merged route starts at least " + formatBP(n) + " of the threshold below it"
+		case name == "max_merges_per_cycle" && n == 0:
+			meaning = "no automatic merges"
 		case strings.HasSuffix(name, "_ms"):
 			meaning = formatMs(n)
 		case strings.HasSuffix(name, "_bp"):
