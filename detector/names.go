@@ -22,6 +22,11 @@ var reasonNames = [...]string{
 	ReasonNoTopK:            "no_topk",
 	ReasonHoldBand:          "hold_band",
 	ReasonBelowThreshold:    "below_threshold",
+	ReasonMergePlanned:      "merge_planned",
+	ReasonMergeDelay:        "merge_delay",
+	ReasonMergeMargin:       "merge_margin",
+	ReasonMergeSuppressed:   "merge_suppressed",
+	ReasonMergeBudget:       "merge_budget",
 }
 
 // String is the reason's fixed metric label and log value, e.g.

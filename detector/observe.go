@@ -21,7 +21,9 @@ import (
 // observed one, changes nothing: Observe returns s and no plans.
 //
 // Plans come in plan order (highest score first, ties by route id), with
-// ids in.NextOpID, in.NextOpID+1, …. Plan.Keys are in step order; for a
+// ids in.NextOpID, in.NextOpID+1, …; under RuleMerge the column's merge
+// plans follow its split plans (coldest pair first, merge.go), with the
+// next ids. Plan.Keys are in step order; for a
 // compound isolation, step 1 splits at H and step 2 splits its right child
 // [H, end) at H·0x00. Plan keys and explanations share their byte slices
 // with the returned State: neither may be modified.
@@ -36,7 +38,11 @@ func Observe(in Input, s *State, col Column) (*State, []Plan) {
 	o := newObservation(in, s, col, order)
 	o.walk(order)
 	plans := o.decide()
-	return fromBase(o.prune(), col.AtMs), plans
+	if mergesOn(in) {
+		o.coldOut = o.observeCold(order)
+		plans = append(plans, o.decideMerges(plans)...)
+	}
+	return fromBase(o.prune(), col.AtMs, o.coldOut), plans
 }
 
 // observation is the working set of one Observe call.
@@ -57,6 +63,10 @@ type observation struct {
 	out   []Tracked // new entries, route-id order, before pruning
 	pool  []uint64  // backing store of every new RecentScores
 	cands []candidate
+	order []int // the column's rows in route-id order
+
+	// RuleMerge: the cold state before and after this column (cold.go).
+	prevCold, coldOut *coldState
 }
 
 // candidate is an eligible route waiting for its split key and guardrails.
@@ -78,6 +88,8 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 		// Clamped so that an unvalidated config cannot blow up the state.
 		smoothing: int(min(in.Config.SmoothingWindows, maxSmoothingWindows)),
 		old:       s.entries(),
+		order:     order,
+		prevCold:  s.cold,
 	}
 	n := unionSize(o.old, col.Rows, order)
 	o.out = make([]Tracked, 0, n)
@@ -352,14 +364,16 @@ func (o *observation) decide() []Plan {
 }
 
 // prune drops the entries that no longer carry anything: no counter, no
-// cooldown still running, no recent explanation (see State).
+// cooldown still running, no recent explanation, split or merge (see
+// State).
 func (o *observation) prune() []Tracked {
 	retention := max(o.cfg.CooldownMs, saturate.Mul(recentColumns, o.durMs))
+	recent := func(x *Explanation) bool {
+		return x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs
+	}
 	kept := o.out[:0]
 	for _, e := range o.out {
-		x := &e.Explanation
-		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs ||
-			(x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs) {
+		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs || recent(&e.Explanation) || recent(&e.Merge) {
 			kept = append(kept, e)
 		}
 	}

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
@@ -10,21 +11,21 @@ import (
 )
 
 // applyMergeRange joins two adjacent routes (SPEC §14, feature
-// ManualMerge). A manual merge has op_id 0. op_id and step are kept for
-// the steps of automatic merge ops, which this build does not plan: a
-// step is refused here, before anything else, until they exist.
+// ManualMerge). A manual merge has op_id 0; with an op_id it is the step
+// of an automatic merge op (AutoMerge, applyMergeOpStep).
 //
 // The checks of a manual merge run in this order, each refusal changing
 // nothing but last_hlc (and, for the fence, the violation counter): the
 // feature, a step without an op, the fence, the expected version, the
 // catalog's own (same route, unknown route, not adjacent, different group,
-// not ACTIVE), and last a route that a live split op targets.
+// not ACTIVE), and last a route that a live op will still change (a split
+// op's next target, either route of a merge op).
 func (a *applier) applyMergeRange(c *api.MergeRange) *api.CommandResult {
 	if err := a.s.Require(ManualMerge); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "merge_range: %v", err)
 	}
 	if c.GetOpId() != 0 {
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "op_id: %d, but this build applies no merge op steps (manual merges have op_id 0)", c.GetOpId())
+		return a.applyMergeOpStep(c)
 	}
 	return a.applyManualMerge(c)
 }
@@ -63,16 +64,17 @@ func (a *applier) applyManualMerge(c *api.MergeRange) *api.CommandResult {
 	return mergeResult(next, merged, a.cmd.GetHlc(), 0)
 }
 
-// refuseLiveOpRoute refuses a merge of a route that a live split op (pending,
-// running or paused) will split next: the op's step would abort, and the
-// operator who merges should decide that by aborting the op first.
+// refuseLiveOpRoute refuses a merge of a route that a live op (pending,
+// running or paused) will still change — the route a split op splits next,
+// either route of a merge op: the op's step would abort, and the operator
+// who merges should decide that by aborting the op first.
 func (a *applier) refuseLiveOpRoute(ids ...uint64) *api.CommandResult {
 	for _, op := range a.s.ops {
 		if !isLive(op) {
 			continue
 		}
 		for _, id := range ids {
-			if op.GetTargetRouteId() == id {
+			if slices.Contains(opRoutes(op), id) {
 				return fail(api.ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP, "route %d belongs to live op %d (%s): abort the op first",
 					id, op.GetOpId(), EnumName(op.GetState()))
 			}

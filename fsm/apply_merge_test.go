@@ -145,8 +145,9 @@ func TestManualMergeRefusals(t *testing.T) {
 			c: mergeCAS(2, 3, 1), code: api.ResultCode_RESULT_CODE_VERSION_MISMATCH, msg: "expected version 1, catalog is at 2"},
 		{name: "step without op", c: func() *api.Command { c := merge(2, 3); c.GetMergeRange().Step = 1; return c }(),
 			code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, msg: "step: 1"},
+		// A step of an op is a merge op's (apply_merge_op.go): an unknown op.
 		{name: "op step", c: func() *api.Command { c := merge(2, 3); c.GetMergeRange().OpId, c.GetMergeRange().Step = 4, 1; return c }(),
-			code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, msg: "op_id: 4"},
+			code: api.ResultCode_RESULT_CODE_OP_NOT_FOUND, msg: "op 4 not found"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -238,14 +239,22 @@ func TestManualMergeRequestID(t *testing.T) {
 	if stored, ok := h.state().RequestResult("m-1"); !ok || !proto.Equal(stored, first.CommandResult) {
 		t.Fatalf("request table holds %v", stored)
 	}
-	// A refusal is remembered too: the same id stays refused after the
-	// routes have become mergeable.
+	// A refusal is remembered too: the same request stays refused after
+	// the routes have become mergeable; the id with another expected
+	// version is another request (request_fingerprints), refused as such.
 	bad := mergeCAS(1, 5, 1)
 	bad.RequestId = "m-2"
 	wantCode(t, h.run(bad), api.ResultCode_RESULT_CODE_VERSION_MISMATCH)
-	retry := mergeCAS(1, 5, 2)
+	retry := mergeCAS(1, 5, 1)
 	retry.RequestId = "m-2"
 	wantCode(t, h.run(retry), api.ResultCode_RESULT_CODE_VERSION_MISMATCH)
+	other := mergeCAS(1, 5, 2)
+	other.RequestId = "m-2"
+	r := h.run(other)
+	wantCode(t, r, api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED)
+	if !strings.Contains(r.Message, "was used for merge r1 and r5 if the catalog is at version 1") {
+		t.Fatalf("refusal %q does not name the first request", r.Message)
+	}
 }
 
 // The fence is one rule for every catalog change: a split, an op step and a

@@ -33,6 +33,11 @@ func TestDetectorEnumsMatchAPI(t *testing.T) {
 		"REASON_NO_TOPK":             detector.ReasonNoTopK,
 		"REASON_HOLD_BAND":           detector.ReasonHoldBand,
 		"REASON_BELOW_THRESHOLD":     detector.ReasonBelowThreshold,
+		"REASON_MERGE_PLANNED":       detector.ReasonMergePlanned,
+		"REASON_MERGE_DELAY":         detector.ReasonMergeDelay,
+		"REASON_MERGE_MARGIN":        detector.ReasonMergeMargin,
+		"REASON_MERGE_SUPPRESSED":    detector.ReasonMergeSuppressed,
+		"REASON_MERGE_BUDGET":        detector.ReasonMergeBudget,
 	}
 	origins := map[string]detector.Origin{
 		"SPLIT_ORIGIN_UNSPECIFIED":                 detector.OriginUnspecified,

@@ -208,6 +208,11 @@ func (s *State) coreProto() *api.StateSnapshot {
 	if s.cat != nil {
 		p.Catalog = &api.CatalogSnapshot{Version: s.cat.Version(), NextRouteId: s.cat.NextRouteID()}
 	}
+	if s.det != nil {
+		// Compact (a few bytes per route with recent load), so it rides in
+		// the core frame.
+		p.Cold = coldToProto(s.det.Cold())
+	}
 	return p
 }
 

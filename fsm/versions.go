@@ -57,6 +57,10 @@ const (
 	PreviousClusterIDs
 	ColumnRouteLoads
 	ManualMerge
+	RequestFingerprints
+	UnchangedPatchNoop
+	StepChangeWithoutColumns
+	AutoMerge
 	numFeatures
 )
 
@@ -136,6 +140,18 @@ var features = [numFeatures]featureRow{
 	ManualMerge: {"manual_merge", Version3,
 		"MergeRange: an operator joins two adjacent ACTIVE routes of one group into a new route that records both parents; the split cooldown starts at the merge",
 		0, nil},
+	RequestFingerprints: {"request_fingerprints", Version3,
+		"a request id is bound to its request: the table keeps a fingerprint and a description of the first one, and a reuse for another request is refused (REQUEST_ID_REUSED), never answered with the first result",
+		0, nil},
+	UnchangedPatchNoop: {"unchanged_patch_noop", Version3,
+		"a SetConfig patch that leaves the config as it is changes nothing: no hysteresis reset, no decision; it answers \"unchanged\"",
+		0, nil},
+	StepChangeWithoutColumns: {"step_change_without_columns", Version3,
+		"a pending step change takes effect with the first fence renewal two of the longer step plus the grace past its boundary, even when no column came (an idle cluster)",
+		0, nil},
+	AutoMerge: {"auto_merge", Version3,
+		"adjacent routes cold for merge_windows complete columns are merged by one-step merge ops (config merge_threshold_bp, merge_windows, merge_delay_ms, max_merges_per_cycle, merge_margin_bp)",
+		detector.RuleMerge, raiseAutoMerge},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature
@@ -280,4 +296,14 @@ func raiseFloorFollowsThreshold(s *State) string {
 	c.FloorFollowsThreshold = c.GetTopKeyAbsoluteFloor() == c.GetThreshold()/2
 	s.cfg = c
 	return fmt.Sprintf("floor_follows_threshold=%v", c.GetFloorFollowsThreshold())
+}
+
+// raiseAutoMerge: the merge settings start at their defaults.
+func raiseAutoMerge(s *State) string {
+	c := withMergeDefaults(s.cfg)
+	if c != s.cfg {
+		s.cfg = c
+	}
+	return fmt.Sprintf("merge_threshold_bp=%d merge_windows=%d merge_delay_ms=%d max_merges_per_cycle=%d merge_margin_bp=%d",
+		c.GetMergeThresholdBp(), c.GetMergeWindows(), c.GetMergeDelayMs(), c.GetMaxMergesPerCycle(), c.GetMergeMarginBp())
 }

@@ -198,3 +198,53 @@ func TestRunsAreReproducible(t *testing.T) {
 		t.Fatalf("two runs differ:\n%+v\n%+v", a, b)
 	}
 }
+
+// TestShiftMergesKeepSplitting: the merge acceptance. shift's hot range
+// moves every 20 minutes at the production step and cooldown; without
+// merges the routes it leaves behind reach max_auto_routes within the run
+// and from then on no hotspot is split. With the default merge settings,
+// side by side: the route count stays bounded below the cap (never a
+// route_cap decline), no route is merged within merge_delay_ms of its
+// creation, no merged route is split within the cooldown of its merge, and
+// hotspots are still split (and relieved) after the column at which the
+// run without merges hit the cap. Under -short CI runs ShortShift (2
+// simulated hours, 120 columns, at a twentieth of the threshold, cap 26);
+// the long suite FullShift (6 hours, production threshold, cap 40).
+func TestShiftMergesKeepSplitting(t *testing.T) {
+	sc := FullShift
+	if testing.Short() {
+		sc = ShortShift
+	}
+	off, err := RunShift(MergeSettings()[0], sc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := RunShift(DefaultMergeSetting(), sc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capAt := off.RouteCapColumn
+	offS, onS := Summarize(off, capAt), Summarize(on, capAt)
+	t.Logf("without merges: cap %d hit at column %d, %d splits, %d after it, relieved after it %.0f%%", sc.RouteCap, capAt,
+		off.Splits, offS.SplitsAfterCap, 100*offS.RelievedAfterCap)
+	t.Logf("with merges: %d merges, at most %d routes (%d at the end), %d splits, %d after column %d, relieved after it %.0f%%, %d same-phase resplits",
+		on.Merges, on.MaxRoutes, on.Routes, on.Splits, onS.SplitsAfterCap, capAt, 100*onS.RelievedAfterCap, on.Thrash)
+	switch {
+	case capAt < 0 || off.Merges != 0:
+		t.Fatalf("without merges: cap never hit (column %d) or %d merges", capAt, off.Merges)
+	case offS.SplitsAfterCap != 0:
+		t.Fatalf("without merges: %d splits after the cap was hit", offS.SplitsAfterCap)
+	case on.Merges == 0 || on.MaxRoutes >= int(sc.RouteCap) || on.RouteCapColumns != 0:
+		t.Fatalf("with merges: %d merges, at most %d routes (cap %d), %d route_cap columns", on.Merges, on.MaxRoutes, sc.RouteCap, on.RouteCapColumns)
+	case on.DelayViolations != 0 || on.CooldownViolations != 0:
+		t.Fatalf("with merges: %d merges within the merge delay, %d merged routes split within the cooldown", on.DelayViolations, on.CooldownViolations)
+	case onS.SplitsAfterCap == 0 || onS.RelievedAfterCap <= offS.RelievedAfterCap:
+		t.Fatalf("with merges: %d splits after column %d, relieved %.0f%% (without merges %.0f%%)", onS.SplitsAfterCap, capAt,
+			100*onS.RelievedAfterCap, 100*offS.RelievedAfterCap)
+	}
+	if !testing.Short() {
+		if err := WriteShiftTable(os.Stdout, []ShiftRow{{MergeSettings()[0], off}, {DefaultMergeSetting(), on}}, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1334,11 +1334,15 @@ type StatusResponse struct {
 	Config         *Config                `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	LastColumnAtMs uint64                 `protobuf:"varint,3,opt,name=last_column_at_ms,json=lastColumnAtMs,proto3" json:"last_column_at_ms,omitempty"`
 	// Leader HLC physical now minus last_column_at_ms.
-	LastColumnLagMs uint64          `protobuf:"varint,4,opt,name=last_column_lag_ms,json=lastColumnLagMs,proto3" json:"last_column_lag_ms,omitempty"`
-	LiveOps         []*Op           `protobuf:"bytes,5,rep,name=live_ops,json=liveOps,proto3" json:"live_ops,omitempty"`
-	Candidates      []*TrackedRoute `protobuf:"bytes,6,rep,name=candidates,proto3" json:"candidates,omitempty"`
-	Cooldowns       []*TrackedRoute `protobuf:"bytes,7,rep,name=cooldowns,proto3" json:"cooldowns,omitempty"`
-	Recent          []*Decision     `protobuf:"bytes,8,rep,name=recent,proto3" json:"recent,omitempty"`
+	LastColumnLagMs uint64 `protobuf:"varint,4,opt,name=last_column_lag_ms,json=lastColumnLagMs,proto3" json:"last_column_lag_ms,omitempty"`
+	LiveOps         []*Op  `protobuf:"bytes,5,rep,name=live_ops,json=liveOps,proto3" json:"live_ops,omitempty"`
+	// Routes counting towards a split (consecutive_over > 0), then, from
+	// cluster version 3, one route per pair the detector explained for a
+	// merge in the last column: the left route, with consecutive_over 0 and
+	// merge_explanation naming the right one (planned or why not).
+	Candidates []*TrackedRoute `protobuf:"bytes,6,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	Cooldowns  []*TrackedRoute `protobuf:"bytes,7,rep,name=cooldowns,proto3" json:"cooldowns,omitempty"`
+	Recent     []*Decision     `protobuf:"bytes,8,rep,name=recent,proto3" json:"recent,omitempty"`
 	// e.g. a member started with --autoSplit differing from an operator-set switch.
 	Warnings            []string  `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	LiveRoutes          uint64    `protobuf:"varint,10,opt,name=live_routes,json=liveRoutes,proto3" json:"live_routes,omitempty"`

@@ -162,6 +162,12 @@ const (
 	// Cluster version 2.
 	Reason_REASON_HOLD_BAND       Reason = 40 // below threshold, inside the hold band: counter held
 	Reason_REASON_BELOW_THRESHOLD Reason = 41 // was hot, now below threshold (and the hold band): counter reset
+	// Cluster version 3: automatic merges (TrackedRoute.merge_explanation).
+	Reason_REASON_MERGE_PLANNED    Reason = 50 // a merge op was planned for the pair
+	Reason_REASON_MERGE_DELAY      Reason = 51 // cold long enough, but a route was created within merge_delay_ms
+	Reason_REASON_MERGE_MARGIN     Reason = 52 // the merged estimate is not merge_margin_bp below the threshold
+	Reason_REASON_MERGE_SUPPRESSED Reason = 53 // switch off
+	Reason_REASON_MERGE_BUDGET     Reason = 54 // max_merges_per_cycle already used this column
 )
 
 // Enum value maps for Reason.
@@ -186,6 +192,11 @@ var (
 		16: "REASON_NO_TOPK",
 		40: "REASON_HOLD_BAND",
 		41: "REASON_BELOW_THRESHOLD",
+		50: "REASON_MERGE_PLANNED",
+		51: "REASON_MERGE_DELAY",
+		52: "REASON_MERGE_MARGIN",
+		53: "REASON_MERGE_SUPPRESSED",
+		54: "REASON_MERGE_BUDGET",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -207,6 +218,11 @@ var (
 		"REASON_NO_TOPK":             16,
 		"REASON_HOLD_BAND":           40,
 		"REASON_BELOW_THRESHOLD":     41,
+		"REASON_MERGE_PLANNED":       50,
+		"REASON_MERGE_DELAY":         51,
+		"REASON_MERGE_MARGIN":        52,
+		"REASON_MERGE_SUPPRESSED":    53,
+		"REASON_MERGE_BUDGET":        54,
 	}
 )
 
@@ -356,6 +372,54 @@ func (OpAbortReason) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
 }
 
+// OpKind is what an op does. Every op before cluster version 3 splits.
+type OpKind int32
+
+const (
+	OpKind_OP_KIND_SPLIT OpKind = 0
+	// Cluster version 3: one MergeRange step joining two adjacent routes.
+	OpKind_OP_KIND_MERGE OpKind = 1
+)
+
+// Enum value maps for OpKind.
+var (
+	OpKind_name = map[int32]string{
+		0: "OP_KIND_SPLIT",
+		1: "OP_KIND_MERGE",
+	}
+	OpKind_value = map[string]int32{
+		"OP_KIND_SPLIT": 0,
+		"OP_KIND_MERGE": 1,
+	}
+)
+
+func (x OpKind) Enum() *OpKind {
+	p := new(OpKind)
+	*p = x
+	return p
+}
+
+func (x OpKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OpKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
+}
+
+func (OpKind) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[5]
+}
+
+func (x OpKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OpKind.Descriptor instead.
+func (OpKind) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+}
+
 // AutoSplitFlag is a member's explicit --autoSplit start flag (SPEC §7).
 type AutoSplitFlag int32
 
@@ -390,11 +454,11 @@ func (x AutoSplitFlag) String() string {
 }
 
 func (AutoSplitFlag) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
 }
 
 func (AutoSplitFlag) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[5]
+	return &file_hotsplitv1_state_proto_enumTypes[6]
 }
 
 func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
@@ -403,7 +467,7 @@ func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AutoSplitFlag.Descriptor instead.
 func (AutoSplitFlag) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
 type DecisionKind int32
@@ -425,6 +489,12 @@ const (
 	// one, split_keys holds the boundary that went, detail names both
 	// parents and the merged route.
 	DecisionKind_DECISION_KIND_MANUAL_MERGE DecisionKind = 12
+	// Cluster version 3: automatic merges (route_id is the left route; the
+	// explanation names the right one).
+	DecisionKind_DECISION_KIND_MERGE_PLANNED    DecisionKind = 20
+	DecisionKind_DECISION_KIND_MERGE_APPLIED    DecisionKind = 21
+	DecisionKind_DECISION_KIND_MERGE_DECLINED   DecisionKind = 22
+	DecisionKind_DECISION_KIND_MERGE_SUPPRESSED DecisionKind = 23
 )
 
 // Enum value maps for DecisionKind.
@@ -443,21 +513,29 @@ var (
 		10: "DECISION_KIND_SWITCH",
 		11: "DECISION_KIND_CONFIG",
 		12: "DECISION_KIND_MANUAL_MERGE",
+		20: "DECISION_KIND_MERGE_PLANNED",
+		21: "DECISION_KIND_MERGE_APPLIED",
+		22: "DECISION_KIND_MERGE_DECLINED",
+		23: "DECISION_KIND_MERGE_SUPPRESSED",
 	}
 	DecisionKind_value = map[string]int32{
-		"DECISION_KIND_UNSPECIFIED":   0,
-		"DECISION_KIND_PLANNED":       1,
-		"DECISION_KIND_SPLIT_APPLIED": 2,
-		"DECISION_KIND_OP_DONE":       3,
-		"DECISION_KIND_OP_PAUSED":     4,
-		"DECISION_KIND_OP_RESUMED":    5,
-		"DECISION_KIND_OP_ABORTED":    6,
-		"DECISION_KIND_DECLINED":      7,
-		"DECISION_KIND_SUPPRESSED":    8,
-		"DECISION_KIND_MANUAL_SPLIT":  9,
-		"DECISION_KIND_SWITCH":        10,
-		"DECISION_KIND_CONFIG":        11,
-		"DECISION_KIND_MANUAL_MERGE":  12,
+		"DECISION_KIND_UNSPECIFIED":      0,
+		"DECISION_KIND_PLANNED":          1,
+		"DECISION_KIND_SPLIT_APPLIED":    2,
+		"DECISION_KIND_OP_DONE":          3,
+		"DECISION_KIND_OP_PAUSED":        4,
+		"DECISION_KIND_OP_RESUMED":       5,
+		"DECISION_KIND_OP_ABORTED":       6,
+		"DECISION_KIND_DECLINED":         7,
+		"DECISION_KIND_SUPPRESSED":       8,
+		"DECISION_KIND_MANUAL_SPLIT":     9,
+		"DECISION_KIND_SWITCH":           10,
+		"DECISION_KIND_CONFIG":           11,
+		"DECISION_KIND_MANUAL_MERGE":     12,
+		"DECISION_KIND_MERGE_PLANNED":    20,
+		"DECISION_KIND_MERGE_APPLIED":    21,
+		"DECISION_KIND_MERGE_DECLINED":   22,
+		"DECISION_KIND_MERGE_SUPPRESSED": 23,
 	}
 )
 
@@ -472,11 +550,11 @@ func (x DecisionKind) String() string {
 }
 
 func (DecisionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
 }
 
 func (DecisionKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[6]
+	return &file_hotsplitv1_state_proto_enumTypes[7]
 }
 
 func (x DecisionKind) Number() protoreflect.EnumNumber {
@@ -485,7 +563,7 @@ func (x DecisionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionKind.Descriptor instead.
 func (DecisionKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 // ResultCode is the business outcome of an applied command. Anything but OK
@@ -522,6 +600,9 @@ const (
 	// One of the two routes is the target of a live (pending, running or
 	// paused) split op: abort the op first.
 	ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP ResultCode = 20
+	// Cluster version 3: the request id was used for another request; this
+	// one was not applied (the message names the first request).
+	ResultCode_RESULT_CODE_REQUEST_ID_REUSED ResultCode = 30
 )
 
 // Enum value maps for ResultCode.
@@ -548,6 +629,7 @@ var (
 		18: "RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS",
 		19: "RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE",
 		20: "RESULT_CODE_ROUTE_IN_LIVE_OP",
+		30: "RESULT_CODE_REQUEST_ID_REUSED",
 	}
 	ResultCode_value = map[string]int32{
 		"RESULT_CODE_OK":                         0,
@@ -571,6 +653,7 @@ var (
 		"RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS": 18,
 		"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE":     19,
 		"RESULT_CODE_ROUTE_IN_LIVE_OP":           20,
+		"RESULT_CODE_REQUEST_ID_REUSED":          30,
 	}
 )
 
@@ -585,11 +668,11 @@ func (x ResultCode) String() string {
 }
 
 func (ResultCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
 }
 
 func (ResultCode) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[7]
+	return &file_hotsplitv1_state_proto_enumTypes[8]
 }
 
 func (x ResultCode) Number() protoreflect.EnumNumber {
@@ -598,7 +681,7 @@ func (x ResultCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResultCode.Descriptor instead.
 func (ResultCode) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 type AutoSplitSwitch struct {
@@ -731,9 +814,26 @@ type Explanation struct {
 	CandidateWindows uint32 `protobuf:"varint,47,opt,name=candidate_windows,json=candidateWindows,proto3" json:"candidate_windows,omitempty"`
 	HoldBandBp       uint32 `protobuf:"varint,48,opt,name=hold_band_bp,json=holdBandBp,proto3" json:"hold_band_bp,omitempty"`
 	// Sampled keys the balance point was placed among (0: bucket loads only).
-	SamplePoints  uint32 `protobuf:"varint,49,opt,name=sample_points,json=samplePoints,proto3" json:"sample_points,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SamplePoints uint32 `protobuf:"varint,49,opt,name=sample_points,json=samplePoints,proto3" json:"sample_points,omitempty"`
+	// Cluster version 3: the numbers behind a merge decision
+	// (TrackedRoute.merge_explanation; score is the route's score in that
+	// column).
+	// The other route of the pair.
+	MergePartnerRouteId uint64 `protobuf:"varint,60,opt,name=merge_partner_route_id,json=mergePartnerRouteId,proto3" json:"merge_partner_route_id,omitempty"`
+	// The merged estimate: both routes' recent peak scores added.
+	MergedEstimate uint64 `protobuf:"varint,61,opt,name=merged_estimate,json=mergedEstimate,proto3" json:"merged_estimate,omitempty"`
+	// The most the estimate may be: threshold·(10000 − merge_margin_bp)/10000.
+	MergeLimit uint64 `protobuf:"varint,62,opt,name=merge_limit,json=mergeLimit,proto3" json:"merge_limit,omitempty"`
+	// A route is cold below this score (merge_threshold_bp of the threshold).
+	MergeThreshold uint64 `protobuf:"varint,63,opt,name=merge_threshold,json=mergeThreshold,proto3" json:"merge_threshold,omitempty"`
+	// Complete columns the pair has been cold (the smaller of the two, at
+	// most merge_windows), and merge_windows.
+	ColdColumns  uint32 `protobuf:"varint,64,opt,name=cold_columns,json=coldColumns,proto3" json:"cold_columns,omitempty"`
+	MergeWindows uint32 `protobuf:"varint,65,opt,name=merge_windows,json=mergeWindows,proto3" json:"merge_windows,omitempty"`
+	// For REASON_MERGE_DELAY: how long until both routes are past the delay.
+	MergeDelayLeftMs uint64 `protobuf:"varint,66,opt,name=merge_delay_left_ms,json=mergeDelayLeftMs,proto3" json:"merge_delay_left_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Explanation) Reset() {
@@ -955,6 +1055,55 @@ func (x *Explanation) GetSamplePoints() uint32 {
 	return 0
 }
 
+func (x *Explanation) GetMergePartnerRouteId() uint64 {
+	if x != nil {
+		return x.MergePartnerRouteId
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergedEstimate() uint64 {
+	if x != nil {
+		return x.MergedEstimate
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeLimit() uint64 {
+	if x != nil {
+		return x.MergeLimit
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeThreshold() uint64 {
+	if x != nil {
+		return x.MergeThreshold
+	}
+	return 0
+}
+
+func (x *Explanation) GetColdColumns() uint32 {
+	if x != nil {
+		return x.ColdColumns
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeWindows() uint32 {
+	if x != nil {
+		return x.MergeWindows
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeDelayLeftMs() uint64 {
+	if x != nil {
+		return x.MergeDelayLeftMs
+	}
+	return 0
+}
+
 // TrackedRoute is the sparse detector state of one route: present only while
 // it has a non-zero counter, a cooldown or a recent explanation.
 type TrackedRoute struct {
@@ -964,10 +1113,13 @@ type TrackedRoute struct {
 	LastScore       uint64                 `protobuf:"varint,3,opt,name=last_score,json=lastScore,proto3" json:"last_score,omitempty"`
 	CooldownUntilMs uint64                 `protobuf:"varint,4,opt,name=cooldown_until_ms,json=cooldownUntilMs,proto3" json:"cooldown_until_ms,omitempty"`
 	// Most recent last; at most Config.smoothing_windows entries. Display only.
-	RecentScores  []uint64     `protobuf:"varint,5,rep,packed,name=recent_scores,json=recentScores,proto3" json:"recent_scores,omitempty"`
-	Explanation   *Explanation `protobuf:"bytes,6,opt,name=explanation,proto3" json:"explanation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RecentScores []uint64     `protobuf:"varint,5,rep,packed,name=recent_scores,json=recentScores,proto3" json:"recent_scores,omitempty"`
+	Explanation  *Explanation `protobuf:"bytes,6,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	// Cluster version 3: the detector's last word on merging this route with
+	// a neighbour (absent when there is none).
+	MergeExplanation *Explanation `protobuf:"bytes,10,opt,name=merge_explanation,json=mergeExplanation,proto3" json:"merge_explanation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TrackedRoute) Reset() {
@@ -1042,6 +1194,13 @@ func (x *TrackedRoute) GetExplanation() *Explanation {
 	return nil
 }
 
+func (x *TrackedRoute) GetMergeExplanation() *Explanation {
+	if x != nil {
+		return x.MergeExplanation
+	}
+	return nil
+}
+
 // Op is a split operation planned by the detector: one or two SplitRange
 // steps. The next step's expected route shape is recorded so a step is
 // validated structurally, not by catalog version.
@@ -1068,7 +1227,15 @@ type Op struct {
 	StepResults []*CommandResult `protobuf:"bytes,17,rep,name=step_results,json=stepResults,proto3" json:"step_results,omitempty"`
 	Actor       string           `protobuf:"bytes,18,opt,name=actor,proto3" json:"actor,omitempty"`
 	// The self-declared actor text beside the identity in actor (version 2).
-	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	// Fields 50-69: cluster version 3.
+	// SPLIT (every op before version 3) or MERGE. A merge op has no split
+	// keys and one step; target_route_id, target_start and target_end are
+	// the planned left route, right_route_id and [target_end, right_end) the
+	// right one; route_delta is -1 and score the merged estimate.
+	Kind          OpKind `protobuf:"varint,50,opt,name=kind,proto3,enum=hotsplit.v1.OpKind" json:"kind,omitempty"`
+	RightRouteId  uint64 `protobuf:"varint,51,opt,name=right_route_id,json=rightRouteId,proto3" json:"right_route_id,omitempty"`
+	RightEnd      []byte `protobuf:"bytes,52,opt,name=right_end,json=rightEnd,proto3" json:"right_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1234,6 +1401,27 @@ func (x *Op) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *Op) GetKind() OpKind {
+	if x != nil {
+		return x.Kind
+	}
+	return OpKind_OP_KIND_SPLIT
+}
+
+func (x *Op) GetRightRouteId() uint64 {
+	if x != nil {
+		return x.RightRouteId
+	}
+	return 0
+}
+
+func (x *Op) GetRightEnd() []byte {
+	if x != nil {
+		return x.RightEnd
+	}
+	return nil
 }
 
 // Admission is a node an admin has admitted that has not joined yet.
@@ -1655,10 +1843,19 @@ func (x *CommandResult) GetOp() *Op {
 }
 
 type RequestRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Result        *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Seq       uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Result    *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Cluster version 3 (request_fingerprints): what the id was first used
+	// for. fingerprint is the SHA-256 of the first request's command, its
+	// envelope and self-declared note cleared (fsm.requestFingerprint); a
+	// later command with the id and another fingerprint is refused, never
+	// answered with this record's result. description says in words what
+	// the first request was ("split r13 at \"user:9\" by admin"). Both
+	// empty in records written below version 3.
+	Fingerprint   []byte `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1714,6 +1911,20 @@ func (x *RequestRecord) GetResult() *CommandResult {
 	return nil
 }
 
+func (x *RequestRecord) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *RequestRecord) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 // StateSnapshot is the whole replicated state (SPEC §5). Snapshot files and
 // the state hash are built from it with deterministic marshaling.
 type StateSnapshot struct {
@@ -1743,8 +1954,11 @@ type StateSnapshot struct {
 	// recovered with --forceNewCluster, oldest first (version 2; written
 	// only by the seeding of such a cluster).
 	PreviousClusterIds []string `protobuf:"bytes,50,rep,name=previous_cluster_ids,json=previousClusterIds,proto3" json:"previous_cluster_ids,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The detector's cold-streak state for automatic merges (version 3;
+	// absent before the first complete column of that version).
+	Cold          *ColdState `protobuf:"bytes,90,opt,name=cold,proto3" json:"cold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StateSnapshot) Reset() {
@@ -1924,6 +2138,128 @@ func (x *StateSnapshot) GetPreviousClusterIds() []string {
 	return nil
 }
 
+func (x *StateSnapshot) GetCold() *ColdState {
+	if x != nil {
+		return x.Cold
+	}
+	return nil
+}
+
+// ColdState is how long routes have been cold (docs/design.md "Merges"):
+// the current run of consecutive complete columns (each lists the load of
+// every live reported route, so an absent route was cold) and, sparsely,
+// the routes that were warm recently or had any load in the last two
+// epochs of merge_windows columns. A live route without an entry has been
+// cold, with no load, since the run began or it was created.
+type ColdState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Complete columns in the current run.
+	RunColumns uint64 `protobuf:"varint,1,opt,name=run_columns,json=runColumns,proto3" json:"run_columns,omitempty"`
+	// Window starts of the run's last columns, oldest first (at most
+	// merge_windows).
+	RecentStarts []uint64 `protobuf:"varint,2,rep,packed,name=recent_starts,json=recentStarts,proto3" json:"recent_starts,omitempty"`
+	// Start key of the next route the bounded pair scan examines (empty:
+	// from the first).
+	ScanCursor []byte `protobuf:"bytes,3,opt,name=scan_cursor,json=scanCursor,proto3" json:"scan_cursor,omitempty"`
+	// The entries, columnar by route id (deltas as in RouteLoads): the run
+	// column after which the route was last warm (0: not in this run), the
+	// highest score of the current epoch and of the previous one, and the
+	// epoch (run column / merge_windows) of the first.
+	RouteIdDeltas []uint64 `protobuf:"varint,4,rep,packed,name=route_id_deltas,json=routeIdDeltas,proto3" json:"route_id_deltas,omitempty"`
+	WarmColumns   []uint64 `protobuf:"varint,5,rep,packed,name=warm_columns,json=warmColumns,proto3" json:"warm_columns,omitempty"`
+	Peaks         []uint64 `protobuf:"varint,6,rep,packed,name=peaks,proto3" json:"peaks,omitempty"`
+	PreviousPeaks []uint64 `protobuf:"varint,7,rep,packed,name=previous_peaks,json=previousPeaks,proto3" json:"previous_peaks,omitempty"`
+	PeakEpochs    []uint64 `protobuf:"varint,8,rep,packed,name=peak_epochs,json=peakEpochs,proto3" json:"peak_epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ColdState) Reset() {
+	*x = ColdState{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ColdState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ColdState) ProtoMessage() {}
+
+func (x *ColdState) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ColdState.ProtoReflect.Descriptor instead.
+func (*ColdState) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ColdState) GetRunColumns() uint64 {
+	if x != nil {
+		return x.RunColumns
+	}
+	return 0
+}
+
+func (x *ColdState) GetRecentStarts() []uint64 {
+	if x != nil {
+		return x.RecentStarts
+	}
+	return nil
+}
+
+func (x *ColdState) GetScanCursor() []byte {
+	if x != nil {
+		return x.ScanCursor
+	}
+	return nil
+}
+
+func (x *ColdState) GetRouteIdDeltas() []uint64 {
+	if x != nil {
+		return x.RouteIdDeltas
+	}
+	return nil
+}
+
+func (x *ColdState) GetWarmColumns() []uint64 {
+	if x != nil {
+		return x.WarmColumns
+	}
+	return nil
+}
+
+func (x *ColdState) GetPeaks() []uint64 {
+	if x != nil {
+		return x.Peaks
+	}
+	return nil
+}
+
+func (x *ColdState) GetPreviousPeaks() []uint64 {
+	if x != nil {
+		return x.PreviousPeaks
+	}
+	return nil
+}
+
+func (x *ColdState) GetPeakEpochs() []uint64 {
+	if x != nil {
+		return x.PeakEpochs
+	}
+	return nil
+}
+
 var File_hotsplitv1_state_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_state_proto_rawDesc = "" +
@@ -1935,7 +2271,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x121\n" +
 	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\x12$\n" +
 	"\x0echanged_at_hlc\x18\x05 \x01(\x04R\fchangedAtHlc\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\xff\a\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\x9e\n" +
+	"\n" +
 	"\vExplanation\x12+\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x13.hotsplit.v1.ReasonR\x06reason\x120\n" +
 	"\x06origin\x18\x02 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\x06origin\x12>\n" +
@@ -1967,7 +2304,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x11candidate_windows\x18/ \x01(\rR\x10candidateWindows\x12 \n" +
 	"\fhold_band_bp\x180 \x01(\rR\n" +
 	"holdBandBp\x12#\n" +
-	"\rsample_points\x181 \x01(\rR\fsamplePoints\"\x80\x02\n" +
+	"\rsample_points\x181 \x01(\rR\fsamplePoints\x123\n" +
+	"\x16merge_partner_route_id\x18< \x01(\x04R\x13mergePartnerRouteId\x12'\n" +
+	"\x0fmerged_estimate\x18= \x01(\x04R\x0emergedEstimate\x12\x1f\n" +
+	"\vmerge_limit\x18> \x01(\x04R\n" +
+	"mergeLimit\x12'\n" +
+	"\x0fmerge_threshold\x18? \x01(\x04R\x0emergeThreshold\x12!\n" +
+	"\fcold_columns\x18@ \x01(\rR\vcoldColumns\x12#\n" +
+	"\rmerge_windows\x18A \x01(\rR\fmergeWindows\x12-\n" +
+	"\x13merge_delay_left_ms\x18B \x01(\x04R\x10mergeDelayLeftMs\"\xc7\x02\n" +
 	"\fTrackedRoute\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12)\n" +
 	"\x10consecutive_over\x18\x02 \x01(\rR\x0fconsecutiveOver\x12\x1d\n" +
@@ -1975,7 +2320,9 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"last_score\x18\x03 \x01(\x04R\tlastScore\x12*\n" +
 	"\x11cooldown_until_ms\x18\x04 \x01(\x04R\x0fcooldownUntilMs\x12#\n" +
 	"\rrecent_scores\x18\x05 \x03(\x04R\frecentScores\x12:\n" +
-	"\vexplanation\x18\x06 \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\"\xa2\x05\n" +
+	"\vexplanation\x18\x06 \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\x12E\n" +
+	"\x11merge_explanation\x18\n" +
+	" \x01(\v2\x18.hotsplit.v1.ExplanationR\x10mergeExplanation\"\x8e\x06\n" +
 	"\x02Op\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12&\n" +
 	"\x0fparent_route_id\x18\x02 \x01(\x04R\rparentRouteId\x12\x1d\n" +
@@ -2001,7 +2348,10 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x05score\x18\x10 \x01(\x04R\x05score\x12=\n" +
 	"\fstep_results\x18\x11 \x03(\v2\x1a.hotsplit.v1.CommandResultR\vstepResults\x12\x14\n" +
 	"\x05actor\x18\x12 \x01(\tR\x05actor\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\x7f\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\x12'\n" +
+	"\x04kind\x182 \x01(\x0e2\x13.hotsplit.v1.OpKindR\x04kind\x12$\n" +
+	"\x0eright_route_id\x183 \x01(\x04R\frightRouteId\x12\x1b\n" +
+	"\tright_end\x184 \x01(\fR\brightEnd\"\x7f\n" +
 	"\tAdmission\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12&\n" +
@@ -2042,12 +2392,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06switch\x18\b \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\x12$\n" +
 	"\x0eplanned_op_ids\x18\t \x03(\x04R\fplannedOpIds\x12\x1f\n" +
 	"\x02op\x18\n" +
-	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"t\n" +
+	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xb8\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xaf\a\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xdb\a\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2075,7 +2427,20 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
 	"admissions\x120\n" +
-	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds*k\n" +
+	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12*\n" +
+	"\x04cold\x18Z \x01(\v2\x16.hotsplit.v1.ColdStateR\x04cold\"\x9b\x02\n" +
+	"\tColdState\x12\x1f\n" +
+	"\vrun_columns\x18\x01 \x01(\x04R\n" +
+	"runColumns\x12#\n" +
+	"\rrecent_starts\x18\x02 \x03(\x04R\frecentStarts\x12\x1f\n" +
+	"\vscan_cursor\x18\x03 \x01(\fR\n" +
+	"scanCursor\x12&\n" +
+	"\x0froute_id_deltas\x18\x04 \x03(\x04R\rrouteIdDeltas\x12!\n" +
+	"\fwarm_columns\x18\x05 \x03(\x04R\vwarmColumns\x12\x14\n" +
+	"\x05peaks\x18\x06 \x03(\x04R\x05peaks\x12%\n" +
+	"\x0eprevious_peaks\x18\a \x03(\x04R\rpreviousPeaks\x12\x1f\n" +
+	"\vpeak_epochs\x18\b \x03(\x04R\n" +
+	"peakEpochs*k\n" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +
@@ -2087,7 +2452,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE\x10\x03\x12,\n" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE\x10\x04\x12\"\n" +
 	"\x1eSPLIT_ORIGIN_SUB_BUCKET_MEDIAN\x10\x05\x12\x18\n" +
-	"\x14SPLIT_ORIGIN_BALANCE\x10(*\xdd\x03\n" +
+	"\x14SPLIT_ORIGIN_BALANCE\x10(*\xde\x04\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_PLANNED\x10\x01\x12\x13\n" +
@@ -2108,7 +2473,12 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x11REASON_TOPK_SHARE\x10\x0f\x12\x12\n" +
 	"\x0eREASON_NO_TOPK\x10\x10\x12\x14\n" +
 	"\x10REASON_HOLD_BAND\x10(\x12\x1a\n" +
-	"\x16REASON_BELOW_THRESHOLD\x10)*\x8d\x01\n" +
+	"\x16REASON_BELOW_THRESHOLD\x10)\x12\x18\n" +
+	"\x14REASON_MERGE_PLANNED\x102\x12\x16\n" +
+	"\x12REASON_MERGE_DELAY\x103\x12\x17\n" +
+	"\x13REASON_MERGE_MARGIN\x104\x12\x1b\n" +
+	"\x17REASON_MERGE_SUPPRESSED\x105\x12\x17\n" +
+	"\x13REASON_MERGE_BUDGET\x106*\x8d\x01\n" +
 	"\aOpState\x12\x18\n" +
 	"\x14OP_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OP_STATE_PENDING\x10\x01\x12\x14\n" +
@@ -2123,11 +2493,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1dOP_ABORT_REASON_SHAPE_CHANGED\x10\x03\x12\x1e\n" +
 	"\x1aOP_ABORT_REASON_NOT_ACTIVE\x10\x04\x12\x1c\n" +
 	"\x18OP_ABORT_REASON_OPERATOR\x10\x05\x12\x1f\n" +
-	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06*[\n" +
+	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06*.\n" +
+	"\x06OpKind\x12\x11\n" +
+	"\rOP_KIND_SPLIT\x10\x00\x12\x11\n" +
+	"\rOP_KIND_MERGE\x10\x01*[\n" +
 	"\rAutoSplitFlag\x12\x19\n" +
 	"\x15AUTO_SPLIT_FLAG_UNSET\x10\x00\x12\x17\n" +
 	"\x13AUTO_SPLIT_FLAG_OFF\x10\x01\x12\x16\n" +
-	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\x8b\x03\n" +
+	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\x93\x04\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -2142,7 +2515,11 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x14DECISION_KIND_SWITCH\x10\n" +
 	"\x12\x18\n" +
 	"\x14DECISION_KIND_CONFIG\x10\v\x12\x1e\n" +
-	"\x1aDECISION_KIND_MANUAL_MERGE\x10\f*\xcc\x05\n" +
+	"\x1aDECISION_KIND_MANUAL_MERGE\x10\f\x12\x1f\n" +
+	"\x1bDECISION_KIND_MERGE_PLANNED\x10\x14\x12\x1f\n" +
+	"\x1bDECISION_KIND_MERGE_APPLIED\x10\x15\x12 \n" +
+	"\x1cDECISION_KIND_MERGE_DECLINED\x10\x16\x12\"\n" +
+	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17*\xef\x05\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -2166,7 +2543,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1fRESULT_CODE_ROUTES_NOT_ADJACENT\x10\x11\x12*\n" +
 	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
 	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
-	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14\x12!\n" +
+	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1eB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once
@@ -2180,67 +2558,72 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
 	(Reason)(0),             // 2: hotsplit.v1.Reason
 	(OpState)(0),            // 3: hotsplit.v1.OpState
 	(OpAbortReason)(0),      // 4: hotsplit.v1.OpAbortReason
-	(AutoSplitFlag)(0),      // 5: hotsplit.v1.AutoSplitFlag
-	(DecisionKind)(0),       // 6: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 7: hotsplit.v1.ResultCode
-	(*AutoSplitSwitch)(nil), // 8: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 9: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 10: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 11: hotsplit.v1.Op
-	(*Admission)(nil),       // 12: hotsplit.v1.Admission
-	(*Member)(nil),          // 13: hotsplit.v1.Member
-	(*Decision)(nil),        // 14: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 15: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 16: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 17: hotsplit.v1.StateSnapshot
-	(*RouteDescriptor)(nil), // 18: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 19: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 20: hotsplit.v1.CatalogSnapshot
+	(OpKind)(0),             // 5: hotsplit.v1.OpKind
+	(AutoSplitFlag)(0),      // 6: hotsplit.v1.AutoSplitFlag
+	(DecisionKind)(0),       // 7: hotsplit.v1.DecisionKind
+	(ResultCode)(0),         // 8: hotsplit.v1.ResultCode
+	(*AutoSplitSwitch)(nil), // 9: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 10: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 11: hotsplit.v1.TrackedRoute
+	(*Op)(nil),              // 12: hotsplit.v1.Op
+	(*Admission)(nil),       // 13: hotsplit.v1.Admission
+	(*Member)(nil),          // 14: hotsplit.v1.Member
+	(*Decision)(nil),        // 15: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 16: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 17: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 18: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 19: hotsplit.v1.ColdState
+	(*RouteDescriptor)(nil), // 20: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 21: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 22: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
 	2,  // 1: hotsplit.v1.Explanation.reason:type_name -> hotsplit.v1.Reason
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
-	9,  // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
-	1,  // 5: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
-	3,  // 6: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
-	4,  // 7: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	15, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
-	5,  // 9: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	6,  // 10: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
-	1,  // 11: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
-	2,  // 12: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
-	4,  // 13: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	9,  // 14: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
-	7,  // 15: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	18, // 16: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	19, // 17: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	8,  // 18: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	11, // 19: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	15, // 20: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	20, // 21: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	19, // 22: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	8,  // 23: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	13, // 24: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	10, // 25: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	11, // 26: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	14, // 27: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	16, // 28: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	12, // 29: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	10, // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	10, // 5: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
+	1,  // 6: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
+	3,  // 7: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
+	4,  // 8: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	16, // 9: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	5,  // 10: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
+	6,  // 11: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	7,  // 12: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	1,  // 13: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
+	2,  // 14: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
+	4,  // 15: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	10, // 16: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	8,  // 17: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	20, // 18: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	21, // 19: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	9,  // 20: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	12, // 21: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	16, // 22: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	22, // 23: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	21, // 24: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	9,  // 25: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	14, // 26: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	11, // 27: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	12, // 28: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	15, // 29: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	17, // 30: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	13, // 31: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	19, // 32: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -2255,8 +2638,8 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   10,
+			NumEnums:      9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -20,7 +24,10 @@ word on it (a reason such as counting, cooldown with the time left,
 no_split_key, route_cap, budget_exhausted, suppressed_disabled, or planned),
 the score against the threshold, the consecutive-over count, the hot-key
 evidence and why single-key isolation was or was not used, followed by the
-route's recent decisions and ops.
+route's recent decisions and ops. From cluster version 3 a cold route's
+merge with a neighbour is explained too (merge_planned, merge_delay,
+merge_margin, merge_budget, merge_suppressed, with the merged estimate
+and the cold columns).
 
 The thresholds shown beside the numbers come from the current config; with
 -o json only the ExplainResponse is printed.`,
@@ -46,16 +53,36 @@ The thresholds shown beside the numbers come from the current config; with
 			// The thresholds put the numbers in context; the explanation
 			// stands without them, so a failure here is only noted.
 			cfgResp, cfgErr := cl.GetConfig(cmd.Context(), &api.GetConfigRequest{Consistency: a.readConsistency()})
-			return writeExplain(a.out, routeID, resp, cfgResp.GetConfig(), cfgErr)
+			fate := ""
+			if resp.GetRoute() == nil {
+				fate = routeFate(cmd.Context(), cl, routeID, a.readConsistency())
+			}
+			return writeExplain(a.out, routeID, resp, cfgResp.GetConfig(), cfgErr, fate)
 		},
 	}
 }
 
-func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.Config, cfgErr error) error {
+// routeFate is the cluster's one sentence on a route that is gone ("r1
+// was split into r2, r3 at …"): the answer a lookup by id gives, so that
+// split, routes get and explain say the same; "" if it cannot be had.
+func routeFate(ctx context.Context, cl *client.Client, routeID uint64, c api.Consistency) string {
+	_, err := cl.GetRoute(ctx, &api.GetRouteRequest{RouteId: routeID, Consistency: c})
+	if e, ok := errors.AsType[*client.Error](err); ok && e.Code() == codes.NotFound {
+		return e.Message()
+	}
+	return ""
+}
+
+// writeExplain prints an explanation; fate is what became of a route that
+// is gone ("" for a live one, or if unknown).
+func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.Config, cfgErr error, fate string) error {
 	t := newTable(w)
-	if r.GetRoute() != nil {
+	switch {
+	case r.GetRoute() != nil:
 		t.row("route", routeSummary(r.GetRoute()))
-	} else {
+	case fate != "":
+		t.row("route", fate)
+	default:
 		t.row("route", formatRouteID(routeID)+" (no longer exists)")
 	}
 	t.row("verdict", verdict(r, cfg))
@@ -105,6 +132,10 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 	}
 	if e != nil {
 		explanationRows(t, e, cfg)
+	}
+	if m := tr.GetMergeExplanation(); m != nil && e.GetReason() != api.Reason_REASON_UNSPECIFIED {
+		// (Without a split explanation the verdict is the merge's.)
+		t.row("merge", mergeSummary(m))
 	}
 	if cfgErr != nil {
 		t.row("note", "thresholds not shown: "+describeCause(cfgErr))
@@ -226,8 +257,40 @@ func verdict(r *api.ExplainResponse, cfg *api.Config) string {
 		return fmt.Sprintf("not split: cooldown (%s left)", timeLeft(tr.GetCooldownUntilMs(), now))
 	case e == nil:
 		return fmt.Sprintf("not split yet: counting (%s)", overOf(tr, cfg))
+	case e.GetReason() == api.Reason_REASON_UNSPECIFIED && tr.GetMergeExplanation() != nil:
+		return "cold: " + mergeSummary(tr.GetMergeExplanation())
 	}
 	return reasonVerdict(e, tr, r, cfg)
+}
+
+// mergeSummary words a merge explanation (cluster version 3): the pair,
+// the reason, and the numbers it was judged by.
+func mergeSummary(m *api.Explanation) string {
+	pair := "with " + formatRouteID(m.GetMergePartnerRouteId())
+	nums := fmt.Sprintf("merged estimate %d, limit %d; cold %d of %d columns", m.GetMergedEstimate(), m.GetMergeLimit(),
+		m.GetColdColumns(), m.GetMergeWindows())
+	var s string
+	switch m.GetReason() {
+	case api.Reason_REASON_MERGE_PLANNED:
+		s = fmt.Sprintf("merge planned %s: %s (%s)", pair, formatOpID(m.GetOpId()), nums)
+	case api.Reason_REASON_MERGE_DELAY:
+		s = fmt.Sprintf("not merged %s: merge_delay (%s left since a route of the pair was created; %s)", pair, formatMs(m.GetMergeDelayLeftMs()), nums)
+	case api.Reason_REASON_MERGE_MARGIN:
+		s = fmt.Sprintf("not merged %s: merge_margin (the merged route would start too close to the split threshold: %s)", pair, nums)
+	case api.Reason_REASON_MERGE_SUPPRESSED:
+		s = fmt.Sprintf("not merged %s: merge_suppressed (automatic splitting and merging are off; %s)", pair, nums)
+	case api.Reason_REASON_MERGE_BUDGET:
+		s = fmt.Sprintf("not merged %s: merge_budget (colder pairs used this column's merges; %s)", pair, nums)
+	default:
+		s = fmt.Sprintf("%s %s (%s)", enumName(m.GetReason()), pair, nums)
+	}
+	if since := m.GetAtMs(); since != 0 {
+		s += " at " + formatWall(since)
+		if m.GetRepeats() > 0 {
+			s += fmt.Sprintf(" (same since %s, %d repeats)", formatWall(m.GetFirstAtMs()), m.GetRepeats())
+		}
+	}
+	return s
 }
 
 // coldVerdict explains a live route the detector holds no state for: no

@@ -216,6 +216,25 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 			},
 		},
 		{
+			name: "a cold route held back by the merge delay",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, Explanation: &api.Explanation{},
+				MergeExplanation: &api.Explanation{Reason: api.Reason_REASON_MERGE_DELAY, MergePartnerRouteId: 10, MergedEstimate: 300,
+					MergeLimit: 25000, ColdColumns: 10, MergeWindows: 10, MergeDelayLeftMs: 90_000, AtMs: nowMs - 1000, FirstAtMs: nowMs - 61000, Repeats: 1}},
+				Ops: []*api.Op{{OpId: 3, Kind: api.OpKind_OP_KIND_MERGE, ParentRouteId: 8, TargetRouteId: 8, RightRouteId: 9,
+					NextStep: 2, State: api.OpState_OP_STATE_ABORTED, AbortReason: api.OpAbortReason_OP_ABORT_REASON_OPERATOR}}},
+			want: []string{
+				"verdict      cold: not merged with r10: merge_delay (1m30s left since a route of the pair was created; merged estimate 300, limit 25000; cold 10 of 10 columns) at 2024-08-12 09:59:48.012Z (same since 2024-08-12 09:58:48.012Z, 1 repeats)",
+				"op3  r8+r9  merge  aborted (operator)  -  -  -",
+			},
+		},
+		{
+			name: "a merge planned beside a split explanation",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9,
+				Explanation:      &api.Explanation{Reason: api.Reason_REASON_BELOW_THRESHOLD, Score: 1000, AtMs: nowMs - 600_000},
+				MergeExplanation: &api.Explanation{Reason: api.Reason_REASON_MERGE_PLANNED, MergePartnerRouteId: 8, OpId: 4, MergeLimit: 25000, ColdColumns: 10, MergeWindows: 10}}},
+			want: []string{"merge        merge planned with r8: op4 (merged estimate 0, limit 25000; cold 10 of 10 columns)"},
+		},
+		{
 			name: "unknown reason from a newer server",
 			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{Reason: api.Reason(99)})},
 			want: []string{"verdict      not split: REASON(99)"},

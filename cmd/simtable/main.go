@@ -6,6 +6,7 @@
 //	go run ./cmd/simtable                  # every workload, both rule sets
 //	go run ./cmd/simtable -workloads narrow,pair -versions 2
 //	go run ./cmd/simtable -holdband        # the hold-band comparison
+//	go run ./cmd/simtable -merges          # the merge comparison (shift, 6 h)
 package main
 
 import (
@@ -25,7 +26,15 @@ func main() {
 	versions := flag.String("versions", "1,2", "comma-separated cluster versions whose rules to run")
 	minSeeds := flag.Int("min-seeds", 2, "seeds per workload at least")
 	holdBand := flag.Bool("holdband", false, "print the hold-band comparison instead")
+	merges := flag.Bool("merges", false, "print the merge comparison instead (shift at production settings, every candidate setting, seeds 1..min-seeds)")
 	flag.Parse()
+	if *merges {
+		if err := runMerges(*minSeeds); err != nil {
+			fmt.Fprintln(os.Stderr, "simtable:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *holdBand {
 		if err := simlab.WriteHoldTable(os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "simtable:", err)
@@ -74,5 +83,27 @@ func run(workloads, versions string, minSeeds int) error {
 	}
 	fmt.Printf("\n%d rows in %v (step %d ms, cooldown %d ms, 3 reporters, 1-in-16 sampling)\n",
 		len(rows), time.Since(t0).Round(time.Second), simlab.SuiteStepMs, simlab.SuiteCooldownMs)
+	return nil
+}
+
+// runMerges prints the merge comparison for seeds 1..seeds, one table each.
+func runMerges(seeds int) error {
+	t0 := time.Now()
+	for seed := uint64(1); seed <= uint64(max(seeds, 1)); seed++ {
+		var rows []simlab.ShiftRow
+		for _, s := range simlab.MergeSettings() {
+			r, err := simlab.RunShift(s, simlab.FullShift, seed)
+			if err != nil {
+				return fmt.Errorf("%s seed %d: %w", s.Name, seed, err)
+			}
+			rows = append(rows, simlab.ShiftRow{Setting: s, Result: r})
+		}
+		fmt.Printf("seed %d: ", seed)
+		if err := simlab.WriteShiftTable(os.Stdout, rows, simlab.FullShift); err != nil {
+			return err
+		}
+		fmt.Println()
+	}
+	fmt.Printf("%d seeds in %v\n", max(seeds, 1), time.Since(t0).Round(time.Second))
 	return nil
 }
