@@ -186,12 +186,15 @@ const (
 	DifferentGroups     // the two routes are served by different groups
 	MergeRouteNotActive // a route to merge is not ACTIVE
 	RouteInLiveOp       // a live op will still change one of the routes
+	// RequestIDReused: the request id is bound to another request
+	// (cluster version 3).
+	RequestIDReused
 )
 
 var codeNames = [...]string{"ok", "version_mismatch", "key_too_large", "route_not_found", "route_not_active",
 	"key_at_boundary", "key_outside_route", "fence_violation", "invalid_argument", "op_paused", "op_aborted",
 	"op_finished", "not_bootstrapped", "already_bootstrapped", "ignored",
-	"routes_not_adjacent", "routes_in_different_groups", "merge_route_not_active", "route_in_live_op"}
+	"routes_not_adjacent", "routes_in_different_groups", "merge_route_not_active", "route_in_live_op", "request_id_reused"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {

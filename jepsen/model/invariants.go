@@ -117,7 +117,11 @@ type change struct {
 //     the switch as committed just before that log index);
 //   - an automatic split of route r commits no earlier than cooldown after
 //     the split or merge that made r, unless r is the middle child of that
-//     op.
+//     op;
+//   - an automatic merge commits no earlier than the merge delay after the
+//     split or merge that made either of its routes. (The detector plans
+//     it in a column before its step, so this is weaker than the rule it
+//     follows, never stronger.)
 func CheckChanges(splits []SplitEvent, merges []MergeEvent, enabledBefore func(index uint64) bool) []error {
 	var errs []error
 	all := make([]change, 0, len(splits)+len(merges))
@@ -169,8 +173,19 @@ func CheckChanges(splits []SplitEvent, merges []MergeEvent, enabledBefore func(i
 		}
 	}
 	for _, m := range merges {
-		if m.Auto() {
-			once(m.OpID, 1, m.Version, m.Index, "merge")
+		if !m.Auto() {
+			continue
+		}
+		once(m.OpID, 1, m.Version, m.Index, "merge")
+		for _, r := range []Route{m.Left, m.Right} {
+			created := r.CreatedAtHLC()
+			if created == 0 {
+				continue
+			}
+			if due := physical(created) + m.DelayMs; physical(m.HLC) < due {
+				errs = append(errs, fmt.Errorf("op %d merged %s and %s at %d ms, %d ms before the merge delay of %s ended (made at %d ms + %d ms)",
+					m.OpID, m.Left, m.Right, physical(m.HLC), due-physical(m.HLC), r, physical(created), m.DelayMs))
+			}
 		}
 	}
 	return errs

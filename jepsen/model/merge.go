@@ -36,11 +36,21 @@ func stepsNaming(entries []raftlog.Entry) map[uint64][]stepRef {
 }
 
 // mergeRange follows the FSM's order for a MergeRange entry: the feature,
-// an op step (this build plans none), a step without an op, the fence, the
-// expected version, the catalog's own checks, and last a route that a live
-// op will still change.
-func (p *replayer) mergeRange(e raftlog.Entry, cmd *api.Command, m *api.MergeRange, prevHLC uint64) Outcome {
-	if !p.has(manualMerge) || m.GetOpId() != 0 || m.GetStep() != 0 {
+// an op step (mergeOpStep), a step without an op, the fence, the expected
+// version, the catalog's own checks, and last a route that a live op will
+// still change.
+func (p *replayer) mergeRange(e raftlog.Entry, cmd *api.Command, m *api.MergeRange, prevHLC, now uint64) (Outcome, error) {
+	if !p.has(manualMerge) {
+		return Outcome{Code: InvalidArgument}, nil
+	}
+	if m.GetOpId() != 0 {
+		return p.mergeOpStep(e, cmd, m, prevHLC, now)
+	}
+	return p.manualMerge(e, cmd, m, prevHLC), nil
+}
+
+func (p *replayer) manualMerge(e raftlog.Entry, cmd *api.Command, m *api.MergeRange, prevHLC uint64) Outcome {
+	if m.GetStep() != 0 {
 		return Outcome{Code: InvalidArgument}
 	}
 	if !p.fence(e, cmd, prevHLC) {
@@ -60,6 +70,76 @@ func (p *replayer) mergeRange(e raftlog.Entry, cmd *api.Command, m *api.MergeRan
 	return p.merge(e, cmd, left, right, func(ev *MergeEvent) { ev.RequestID = cmd.GetRequestId() })
 }
 
+// mergeOpStep follows the FSM's order for the one step of a merge op
+// (feature auto_merge): not a merge op; step 0; a duplicate (a step below
+// the next one answers its first result); a step from the future; a
+// finished or aborted op; routes other than the op's (the first entry
+// proposing the step fixes them, as for split ops); an expected version
+// (op steps carry none); the switch off (the op pauses); the fence; either
+// route gone or not ACTIVE (the op aborts); the merge.
+func (p *replayer) mergeOpStep(e raftlog.Entry, cmd *api.Command, m *api.MergeRange, prevHLC, now uint64) (Outcome, error) {
+	if !p.has(autoMerge) {
+		return Outcome{Code: InvalidArgument}, nil
+	}
+	op, err := p.opOf(m.GetOpId(), true, now)
+	if err != nil {
+		return Outcome{}, err
+	}
+	step := m.GetStep()
+	switch {
+	case !op.merge, step == 0:
+		return Outcome{Code: InvalidArgument}, nil
+	case step < op.next:
+		first := op.results[step-1]
+		first.Duplicate = true
+		return first, nil
+	case step > op.next:
+		return Outcome{Code: InvalidArgument}, nil
+	}
+	if op.ambiguous != "" {
+		return Outcome{}, fmt.Errorf("op %d first seen after %s: the model cannot tell whether it was aborted as stale "+
+			"(keep the op TTL above every disable in jepsen scenarios)", op.id, op.ambiguous)
+	}
+	switch op.state {
+	case opDone:
+		return Outcome{Code: OpFinished}, nil
+	case opAborted:
+		return Outcome{Code: OpAborted}, nil
+	}
+	left, right := m.GetLeftRouteId(), m.GetRightRouteId()
+	if !op.planned {
+		op.planRoute, op.planRight, op.planned = left, right, true
+	} else if left != op.planRoute || right != op.planRight {
+		return Outcome{Code: InvalidArgument}, nil
+	}
+	if m.ExpectedVersion != nil {
+		return Outcome{Code: InvalidArgument}, nil
+	}
+	if !p.enabled {
+		if op.state != opPaused {
+			op.state = opPaused
+			if op.pausedAt == 0 {
+				op.pausedAt = now
+			}
+		}
+		return Outcome{Code: OpPaused}, nil
+	}
+	if !p.fence(e, cmd, prevHLC) {
+		return Outcome{Code: FenceViolation}, nil
+	}
+	// Route ids are never reused and a route never changes shape, so
+	// "both live" is the op's planned shape; not ACTIVE aborts as well.
+	out := p.merge(e, cmd, left, right, func(ev *MergeEvent) { ev.OpID = op.id })
+	if out.Code != OK {
+		op.state = opAborted
+		return Outcome{Code: OpAborted}, nil
+	}
+	op.results = append(op.results, out)
+	op.next++
+	op.state, op.planned = opDone, false
+	return out, nil
+}
+
 // merge applies a merge the checks allowed and records it.
 func (p *replayer) merge(e raftlog.Entry, cmd *api.Command, leftID, rightID uint64, fill func(*MergeEvent)) Outcome {
 	left, _ := p.cat.Route(leftID)
@@ -70,7 +150,8 @@ func (p *replayer) merge(e raftlog.Entry, cmd *api.Command, leftID, rightID uint
 	}
 	p.cat = next
 	p.r.Catalogs = append(p.r.Catalogs, next)
-	ev := MergeEvent{Version: next.Version, Index: e.Index, Term: e.Term, HLC: cmd.GetHlc(), Left: left, Right: right, Merged: merged}
+	ev := MergeEvent{Version: next.Version, Index: e.Index, Term: e.Term, HLC: cmd.GetHlc(), Left: left, Right: right, Merged: merged,
+		DelayMs: p.mergeDelayMs}
 	fill(&ev)
 	p.r.Merges = append(p.r.Merges, ev)
 	return Outcome{Code: OK, Version: next.Version, Merged: merged, HLC: cmd.GetHlc()}

@@ -16,8 +16,13 @@ import (
 const RequestTableSize = 10000
 
 // Default detector timings (SPEC §6) for a Bootstrap config that leaves
-// them zero: the cooldown is 10 min and the op TTL follows the cooldown.
-const defaultCooldownMs = 10 * 60 * 1000
+// them zero: the cooldown is 10 min and the op TTL follows the cooldown;
+// an absent merge delay is 30 min (restated from detector, which the model
+// does not import).
+const (
+	defaultCooldownMs   = 10 * 60 * 1000
+	defaultMergeDelayMs = 30 * 60 * 1000
+)
 
 // Outcome is the model's answer to one command entry.
 type Outcome struct {
@@ -64,6 +69,9 @@ type MergeEvent struct {
 	Merged      Route
 	RequestID   string // manual merges
 	OpID        uint64 // automatic merges (one-step ops)
+	// DelayMs is merge_delay_ms when the merge applied: an automatic merge
+	// of a route made less than this long before is against the rules.
+	DelayMs uint64
 }
 
 // Auto reports whether the merge was an op step.
@@ -81,17 +89,21 @@ type SwitchEvent struct {
 	Applied   bool
 }
 
-// StepEntry is one op-step SplitRange entry and the model's outcome.
+// StepEntry is one op-step entry (SplitRange, or MergeRange of a merge
+// op) and the model's outcome.
 type StepEntry struct {
 	Index   uint64
 	Term    uint64
 	HLC     uint64
 	OpID    uint64
 	Step    uint32
-	RouteID uint64
+	RouteID uint64 // a split step's route, a merge step's left route
 	Key     []byte
-	Outcome Outcome
-	Enabled bool // the switch when the entry applied
+	// Merge: a merge step; RightRouteID is its right route.
+	Merge        bool
+	RightRouteID uint64
+	Outcome      Outcome
+	Enabled      bool // the switch when the entry applied
 }
 
 // Replay is the committed log as the model reads it.
@@ -104,6 +116,9 @@ type Replay struct {
 	Merges   []MergeEvent
 	// Requests holds the first answer per request id (by apply order).
 	Requests map[string]Outcome
+	// Reused lists the entries refused because their request id was bound
+	// to another request.
+	Reused   []Outcome
 	Switches []SwitchEvent
 	Steps    []StepEntry
 	// FenceRejections lists the indexes of split and merge entries
@@ -113,7 +128,7 @@ type Replay struct {
 	// knowing the plan (see the package doc).
 	Notes []string
 	// Config in force at the end.
-	CooldownMs, OpTTLMs uint64
+	CooldownMs, OpTTLMs, MergeDelayMs uint64
 }
 
 // CatalogAt returns catalog version v.
@@ -152,12 +167,14 @@ const (
 	opLive opState = iota
 	opPaused
 	opAborted
+	opDone // a merge op after its one step (a split op's step count is the detector's)
 )
 
 // opTrack is what the model knows of one op: only what its step entries
 // showed (the plan itself was made by the detector inside ObserveColumn).
 type opTrack struct {
 	id       uint64
+	merge    bool   // a merge op (one MergeRange step)
 	next     uint32 // next step, 1-based
 	state    opState
 	pausedAt uint64 // HLC, 0 when not paused
@@ -194,7 +211,10 @@ type replayer struct {
 	reqOrder    []string
 	reqHead     int
 	// config in force (Bootstrap's, patched by SetConfig)
-	cooldownMs, opTTLMs uint64
+	cooldownMs, opTTLMs, mergeDelayMs uint64
+	// reqShape is the request each remembered id is bound to (see
+	// requestShape), nil for an id remembered below requestBinding.
+	reqShape map[string][]byte
 }
 
 // Run replays entries[0:committed] (index order, from index 1).
@@ -203,7 +223,7 @@ func Run(entries []raftlog.Entry, committed uint64) (*Replay, error) {
 		return nil, fmt.Errorf("committed index %d beyond the log's %d entries", committed, len(entries))
 	}
 	p := &replayer{r: &Replay{Committed: committed, Requests: map[string]Outcome{}}, ops: map[uint64]*opTrack{}, aborted: map[uint64]bool{},
-		members: map[string]uint32{}, stepsNaming: stepsNaming(entries[:committed])}
+		members: map[string]uint32{}, stepsNaming: stepsNaming(entries[:committed]), reqShape: map[string][]byte{}}
 	for i := uint64(0); i < committed; i++ {
 		e := entries[i]
 		if e.Index != i+1 {
@@ -216,14 +236,16 @@ func Run(entries []raftlog.Entry, committed uint64) (*Replay, error) {
 			return nil, fmt.Errorf("raft index %d: %w", e.Index, err)
 		}
 	}
-	p.r.CooldownMs, p.r.OpTTLMs = p.cooldownMs, p.opTTLMs
+	p.r.CooldownMs, p.r.OpTTLMs, p.r.MergeDelayMs = p.cooldownMs, p.opTTLMs, p.mergeDelayMs
 	return p.r, nil
 }
 
 func physical(h uint64) uint64 { return h >> 16 }
 
 // apply follows the FSM's documented order: last_hlc advances for every
-// entry; a known request id returns its first answer; then the command.
+// entry; a known request id returns its first answer (from cluster version
+// 3, only to the same request: another one is refused and changes
+// nothing); then the command.
 func (p *replayer) apply(e raftlog.Entry) error {
 	cmd := e.Command
 	prev := p.lastHLC
@@ -231,6 +253,11 @@ func (p *replayer) apply(e raftlog.Entry) error {
 	rid := cmd.GetRequestId()
 	if rid != "" {
 		if first, ok := p.r.Requests[rid]; ok {
+			if bound := p.reqShape[rid]; bound != nil && p.has(requestBinding) && !bytes.Equal(bound, requestShape(cmd)) {
+				p.r.Reused = append(p.r.Reused, Outcome{Index: e.Index, Code: RequestIDReused})
+				p.record(e, cmd, Outcome{Index: e.Index, Code: RequestIDReused})
+				return nil
+			}
 			first.Duplicate = true
 			p.record(e, cmd, first)
 			return nil
@@ -243,6 +270,9 @@ func (p *replayer) apply(e raftlog.Entry) error {
 	out.Index = e.Index
 	if rid != "" {
 		p.remember(rid, out)
+		if p.has(requestBinding) {
+			p.reqShape[rid] = requestShape(cmd)
+		}
 	}
 	p.record(e, cmd, out)
 	return nil
@@ -250,12 +280,14 @@ func (p *replayer) apply(e raftlog.Entry) error {
 
 // record notes step entries (duplicates included).
 func (p *replayer) record(e raftlog.Entry, cmd *api.Command, out Outcome) {
-	s := cmd.GetSplitRange()
-	if s == nil || s.GetOpId() == 0 {
-		return
+	if s := cmd.GetSplitRange(); s != nil && s.GetOpId() != 0 {
+		p.r.Steps = append(p.r.Steps, StepEntry{Index: e.Index, Term: e.Term, HLC: cmd.GetHlc(), OpID: s.GetOpId(), Step: s.GetStep(),
+			RouteID: s.GetRouteId(), Key: s.GetSplitKey(), Outcome: out, Enabled: p.enabled})
 	}
-	p.r.Steps = append(p.r.Steps, StepEntry{Index: e.Index, Term: e.Term, HLC: cmd.GetHlc(), OpID: s.GetOpId(), Step: s.GetStep(),
-		RouteID: s.GetRouteId(), Key: s.GetSplitKey(), Outcome: out, Enabled: p.enabled})
+	if m := cmd.GetMergeRange(); m != nil && m.GetOpId() != 0 {
+		p.r.Steps = append(p.r.Steps, StepEntry{Index: e.Index, Term: e.Term, HLC: cmd.GetHlc(), OpID: m.GetOpId(), Step: m.GetStep(),
+			RouteID: m.GetLeftRouteId(), Merge: true, RightRouteID: m.GetRightRouteId(), Outcome: out, Enabled: p.enabled})
+	}
 }
 
 func (p *replayer) remember(rid string, out Outcome) {
@@ -263,6 +295,7 @@ func (p *replayer) remember(rid string, out Outcome) {
 	p.reqOrder = append(p.reqOrder, rid)
 	if len(p.reqOrder)-p.reqHead > RequestTableSize {
 		delete(p.r.Requests, p.reqOrder[p.reqHead])
+		delete(p.reqShape, p.reqOrder[p.reqHead])
 		p.reqHead++
 	}
 }
@@ -281,7 +314,7 @@ func (p *replayer) dispatch(e raftlog.Entry, cmd *api.Command, prevHLC uint64) (
 	now := p.lastHLC
 	switch b := cmd.GetBody().(type) {
 	case *api.Command_MergeRange:
-		return p.mergeRange(e, cmd, b.MergeRange, prevHLC), nil
+		return p.mergeRange(e, cmd, b.MergeRange, prevHLC, now)
 	case *api.Command_SetMember:
 		return p.setMember(b.SetMember), nil
 	case *api.Command_RemoveMember:
@@ -328,6 +361,10 @@ func (p *replayer) bootstrap(e raftlog.Entry, cmd *api.Command, b *api.Bootstrap
 	p.opTTLMs = b.GetConfig().GetOpTtlMs()
 	if p.opTTLMs == 0 {
 		p.opTTLMs = p.cooldownMs
+	}
+	p.mergeDelayMs = defaultMergeDelayMs
+	if d := b.GetConfig().MergeDelayMs; d != nil {
+		p.mergeDelayMs = *d
 	}
 	p.enabled = b.GetAutoSplit()
 	p.source = api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG
@@ -378,23 +415,12 @@ func (p *replayer) split(e raftlog.Entry, cmd *api.Command, routeID uint64, key 
 // from the future, finished op, plan mismatch, switch off (pause), fence,
 // target gone or reshaped (abort), split.
 func (p *replayer) opStep(e raftlog.Entry, cmd *api.Command, s *api.SplitRange, prevHLC, now uint64) (Outcome, error) {
-	op := p.ops[s.GetOpId()]
-	if op == nil {
-		if p.aborted[s.GetOpId()] {
-			return Outcome{}, fmt.Errorf("op %d: step entry after an AbortOp the model could not place (the op had no step yet)", s.GetOpId())
-		}
-		op = &opTrack{id: s.GetOpId(), next: 1}
-		if !p.enabled {
-			// The detector plans nothing while the switch is off, so the op
-			// existed at the last disable and was paused by it.
-			op.state, op.pausedAt = opPaused, p.lastDisable
-			if op.pausedAt == 0 {
-				op.pausedAt = now
-			}
-		} else if p.staleEnable != "" {
-			op.ambiguous = p.staleEnable
-		}
-		p.ops[op.id] = op
+	op, err := p.opOf(s.GetOpId(), false, now)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if op.merge {
+		return Outcome{Code: InvalidArgument}, nil
 	}
 	step := s.GetStep()
 	switch {
@@ -468,6 +494,31 @@ func (p *replayer) opStep(e raftlog.Entry, cmd *api.Command, s *api.SplitRange, 
 	return out, nil
 }
 
+// opOf returns the op an op-step entry names, first seen now if the model
+// has not met it: the first step entry of an op is where the model learns
+// of it (and of its kind, split or merge).
+func (p *replayer) opOf(id uint64, merge bool, now uint64) (*opTrack, error) {
+	if op := p.ops[id]; op != nil {
+		return op, nil
+	}
+	if p.aborted[id] {
+		return nil, fmt.Errorf("op %d: step entry after an AbortOp the model could not place (the op had no step yet)", id)
+	}
+	op := &opTrack{id: id, next: 1, merge: merge}
+	if !p.enabled {
+		// The detector plans nothing while the switch is off, so the op
+		// existed at the last disable and was paused by it.
+		op.state, op.pausedAt = opPaused, p.lastDisable
+		if op.pausedAt == 0 {
+			op.pausedAt = now
+		}
+	} else if p.staleEnable != "" {
+		op.ambiguous = p.staleEnable
+	}
+	p.ops[id] = op
+	return op, nil
+}
+
 func (p *replayer) setAutoSplit(e raftlog.Entry, cmd *api.Command, c *api.SetAutoSplit, now uint64) (Outcome, error) {
 	ev := SwitchEvent{Index: e.Index, HLC: now, Enabled: c.GetEnabled(), Reason: c.GetReason(), Actor: c.GetActor(),
 		Source: c.GetSource(), RequestID: cmd.GetRequestId()}
@@ -514,16 +565,27 @@ func (p *replayer) setAutoSplit(e raftlog.Entry, cmd *api.Command, c *api.SetAut
 	return Outcome{Code: OK}, nil
 }
 
-// setConfig follows the timings the invariants need. A patch the FSM
-// refuses as invalid would be followed here too: jepsen scenarios send no
-// SetConfig, and any that arrives is named in the notes.
+// setConfig follows the timings the invariants need. Its validation is not
+// modelled, beyond one rule: merge settings below auto_merge refuse the
+// whole patch. A patch the FSM refuses for another reason would be
+// followed here too: jepsen scenarios send only patches the harness saw
+// applied, and every SetConfig is named in the notes.
 func (p *replayer) setConfig(c *api.SetConfig) {
 	p.r.Notes = append(p.r.Notes, "SetConfig in the log: its validation is not modelled")
-	if c.GetPatch().CooldownMs != nil {
-		p.cooldownMs = c.GetPatch().GetCooldownMs()
+	patch := c.GetPatch()
+	mergeFields := patch.MergeThresholdBp != nil || patch.MergeWindows != nil || patch.MergeDelayMs != nil ||
+		patch.MaxMergesPerCycle != nil || patch.MergeMarginBp != nil
+	if mergeFields && !p.has(autoMerge) {
+		return
 	}
-	if c.GetPatch().OpTtlMs != nil {
-		p.opTTLMs = c.GetPatch().GetOpTtlMs()
+	if patch.CooldownMs != nil {
+		p.cooldownMs = patch.GetCooldownMs()
+	}
+	if patch.OpTtlMs != nil {
+		p.opTTLMs = patch.GetOpTtlMs()
+	}
+	if patch.MergeDelayMs != nil {
+		p.mergeDelayMs = patch.GetMergeDelayMs()
 	}
 }
 
@@ -533,7 +595,7 @@ func (p *replayer) abortOp(c *api.AbortOp) Outcome {
 		p.aborted[c.GetOpId()] = true
 		return Outcome{Code: OK}
 	}
-	if op.state == opAborted {
+	if op.state == opAborted || op.state == opDone {
 		return Outcome{Code: OpFinished}
 	}
 	op.state = opAborted

@@ -67,6 +67,10 @@ func (b *logBuilder) merge(rid string, left, right uint64, expected ...uint64) u
 	return b.add(&api.Command{RequestId: rid, MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: m}})
 }
 
+func (b *logBuilder) mergeStep(op, left, right uint64) uint64 {
+	return b.add(&api.Command{MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{OpId: op, Step: 1, LeftRouteId: left, RightRouteId: right}}})
+}
+
 func (b *logBuilder) step(op uint64, step uint32, route uint64, key string) uint64 {
 	return b.add(&api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{OpId: op, Step: step, RouteId: route, SplitKey: []byte(key)}}})
 }
@@ -242,6 +246,111 @@ func TestReplayCooldownAfterAMerge(t *testing.T) {
 	errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore)
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "before its cooldown ended") {
 		t.Fatalf("errors %v, want the cooldown after the merge", errs)
+	}
+}
+
+// Merge ops have one MergeRange step, stepped like a split op's: paused by
+// the switch, a duplicate answered with the first result, aborted when a
+// route is gone, refused when it names other routes or carries a version.
+func TestReplayMergeOps(t *testing.T) {
+	b := newLog("f", "m", "t") // r1 ["", f), r2 [f, m), r3 [m, t), r4 [t, +inf)
+	b.version(3)
+	b.setSwitch(false, "off")
+	paused := b.mergeStep(1, 1, 2)
+	b.setSwitch(true, "on")
+	other := b.mergeStep(1, 2, 3)   // not the routes its first entry named
+	applied := b.mergeStep(1, 1, 2) // v2: r5 ["", m)
+	dup := b.mergeStep(1, 1, 2)
+	b.manual("s", 3, "p", 2) // v3: r3 is split before op 2's step
+	gone := b.mergeStep(2, 3, 4)
+	again := b.mergeStep(2, 3, 4)
+	v := uint64(3)
+	withVersion := b.add(&api.Command{MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{OpId: 3, Step: 1, LeftRouteId: 7, RightRouteId: 4, ExpectedVersion: &v}}})
+	ahead := b.mergeStep(4, 7, 4)
+	b.entries[ahead-1].Command.GetMergeRange().Step = 2
+	splitOfMergeOp := b.step(1, 2, 5, "c")
+	r := b.run(t)
+	for _, tc := range []struct {
+		idx  uint64
+		code Code
+		dup  bool
+	}{{paused, OpPaused, false}, {other, InvalidArgument, false}, {applied, OK, false}, {dup, OK, true}, {gone, OpAborted, false},
+		{again, OpAborted, false}, {withVersion, InvalidArgument, false}, {ahead, InvalidArgument, false}, {splitOfMergeOp, InvalidArgument, false}} {
+		o, ok := outcomeAt(r, tc.idx)
+		if !ok || o.Code != tc.code || o.Duplicate != tc.dup {
+			t.Errorf("index %d: %+v, want %s duplicate=%v", tc.idx, o, tc.code, tc.dup)
+		}
+	}
+	if len(r.Merges) != 1 || !r.Merges[0].Auto() || r.Merges[0].OpID != 1 || r.Merges[0].Merged.ID != 5 {
+		t.Fatalf("merges %+v", r.Merges)
+	}
+	if errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+}
+
+// The merge delay is Bootstrap's (30 min when absent), then SetConfig's;
+// an automatic merge of a route made less than that long ago breaks the
+// rules. Merge settings below cluster version 3 refuse the whole patch.
+func TestReplayMergeDelay(t *testing.T) {
+	b := newLog("f", "m")
+	b.version(3)
+	b.manual("s", 1, "c") // v2: r4 ["", c), r5 [c, f), made now
+	b.mergeStep(1, 4, 5)  // at once: within 30 min
+	r := b.run(t)
+	if r.MergeDelayMs != 30*60*1000 || r.Merges[0].DelayMs != 30*60*1000 {
+		t.Fatalf("merge delay %d, event's %d", r.MergeDelayMs, r.Merges[0].DelayMs)
+	}
+	errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore)
+	if len(errs) != 2 || !strings.Contains(errs[0].Error(), "before the merge delay of r4") || !strings.Contains(errs[1].Error(), "of r5") {
+		t.Fatalf("errors %v", errs)
+	}
+
+	b = newLog("f", "m")
+	b.version(3)
+	delay := uint64(2000)
+	b.add(&api.Command{Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Patch: &api.ConfigPatch{MergeDelayMs: &delay}}}})
+	b.manual("s", 1, "c")
+	b.wait(2000)
+	b.mergeStep(1, 4, 5) // 2 s later: allowed
+	b.mergeStep(2, 6, 2) // r6 ["", f) was just made: too early
+	r = b.run(t)
+	errs = CheckChanges(r.Splits, r.Merges, r.EnabledBefore)
+	if len(r.Merges) != 2 || len(errs) != 1 || !strings.Contains(errs[0].Error(), "op 2 merged") {
+		t.Fatalf("merges %d, errors %v", len(r.Merges), errs)
+	}
+
+	b = newLog("f") // version 1
+	b.add(&api.Command{Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Patch: &api.ConfigPatch{MergeDelayMs: &delay, CooldownMs: &delay}}}})
+	if r := b.run(t); r.MergeDelayMs == delay || r.CooldownMs == delay {
+		t.Fatalf("a patch with merge settings applied below version 3: delay %d cooldown %d", r.MergeDelayMs, r.CooldownMs)
+	}
+}
+
+// From cluster version 3 a request id is bound to its request: a retry of
+// the same request (its note reworded) gets the first answer, another
+// request under that id is refused and changes nothing. Below 3 the id
+// answers anything with its first result.
+func TestReplayRequestIDsAreBound(t *testing.T) {
+	b := newLog()
+	b.version(3)
+	b.manual("a", 1, "m", 1) // v2
+	retry := b.manual("a", 1, "m", 1)
+	b.entries[retry-1].Command.GetSplitRange().Note = "again"
+	reused := b.manual("a", 3, "t", 2)
+	r := b.run(t)
+	if len(r.Reused) != 1 || r.Reused[0].Index != reused || r.Final().Version != 2 {
+		t.Fatalf("reused %+v, final v%d", r.Reused, r.Final().Version)
+	}
+	if got := r.Requests["a"]; got.Version != 2 || got.Index != 2 {
+		t.Fatalf("the id's first answer changed: %+v", got)
+	}
+
+	b = newLog() // version 1
+	b.manual("a", 1, "m", 1)
+	b.manual("a", 3, "t", 2)
+	if r := b.run(t); len(r.Reused) != 0 || r.Final().Version != 2 {
+		t.Fatalf("version 1: reused %+v, final v%d", r.Reused, r.Final().Version)
 	}
 }
 

@@ -12,8 +12,17 @@ type feature struct {
 	from uint32
 }
 
-// manualMerge: MergeRange with op_id 0 (feature manual_merge).
-var manualMerge = feature{name: "manual_merge", from: 3}
+// The features the model follows.
+var (
+	// manualMerge: MergeRange with op_id 0 (feature manual_merge).
+	manualMerge = feature{name: "manual_merge", from: 3}
+	// autoMerge: merge ops, one MergeRange step each, and the merge
+	// settings of the config (feature auto_merge).
+	autoMerge = feature{name: "auto_merge", from: 3}
+	// requestBinding: a request id is bound to its request; a reuse with
+	// another request is refused (feature request_fingerprints).
+	requestBinding = feature{name: "request_fingerprints", from: 3}
+)
 
 // reaches reports whether cluster version v is at least need (a command's
 // min_version, or a feature's).
