@@ -370,3 +370,70 @@ func TestCheckCatchesEachKindOfMergeBug(t *testing.T) {
 		})
 	}
 }
+
+func mergeStep(op, left, right uint64) *api.Command {
+	return &api.Command{MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{OpId: op, Step: 1, LeftRouteId: left, RightRouteId: right}}}
+}
+
+// newAutoMergeFixture: a split by a client, then, past the 1 s merge delay,
+// an automatic merge of its children from the log, read back by a client.
+func newAutoMergeFixture(t *testing.T, gapMs uint64, switchOff bool) (*fixture, *model.Replay) {
+	t.Helper()
+	f := &fixture{hlc: 5_000_000 * ms}
+	delay := uint64(1000)
+	f.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, InitialSplits: [][]byte{[]byte("user:")},
+		AutoSplit: true, Config: &api.Config{CooldownMs: 1000, MergeDelayMs: &delay}, ClusterVersion: 3}}})
+	f.add(split("s1", 1, "k5", 1)) // v2: r3, r4
+	if switchOff {
+		f.add(&api.Command{RequestId: "off", Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: false, Reason: "x", Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR}}})
+	}
+	f.hlc += gapMs * ms
+	f.add(mergeStep(1, 3, 4)) // v3: r5 ["", user:)
+	replay, err := model.Run(f.log, uint64(len(f.log)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := replay.Requests["s1"]
+	ev := uint64(1)
+	f.op(history.Op{Client: 1, Kind: history.Split, Status: history.OK, Call: 10, Return: 20, RequestID: "s1", RouteID: 1, SplitKey: []byte("k5"),
+		ExpectedVersion: &ev, Version: 2, LeftID: 3, RightID: 4, CommitHLC: s1.HLC})
+	final := replay.Final()
+	f.op(history.Op{Client: 0, Kind: history.ListRoutes, Status: history.OK, Call: 30, Return: 40, Version: final.Version,
+		RoutesHash: final.Hash().Hex(), RouteCount: len(final.Routes)})
+	for _, id := range []string{"n1", "n2", "n3"} {
+		f.nodes = append(f.nodes, NodeFinal{ID: id, Hashes: map[uint64]string{4: "aa"}, WatchFrom: 1, Deltas: deltasOf(replay)})
+	}
+	return f, replay
+}
+
+func TestCheckAutomaticMerges(t *testing.T) {
+	f, _ := newAutoMergeFixture(t, 1500, false)
+	r := f.check(t)
+	if !r.OK() || r.Stats.AutoMerges != 1 || r.Stats.ManualSplits != 1 {
+		t.Fatalf("a correct run with an automatic merge was judged (stats %+v):\n%s", r.Stats, r.Summary())
+	}
+
+	// Merged 500 ms after the split that made both routes: within the delay.
+	f, _ = newAutoMergeFixture(t, 500, false)
+	r = f.check(t)
+	if !r.HasAbout(CheckInvariant, "before the merge delay") || !r.HasAbout(CheckNodeHistory, "before the merge delay") {
+		t.Fatalf("a merge within the merge delay passed:\n%s", r.Summary())
+	}
+
+	// The switch went off before the merge step: the op pauses. Nodes that
+	// merged anyway are caught on their own histories.
+	f, replay := newAutoMergeFixture(t, 1500, true)
+	if len(replay.Merges) != 0 {
+		t.Fatalf("the model merged while the switch was off: %+v", replay.Merges)
+	}
+	merged := model.Route{ID: 5, End: []byte("user:"), Group: 1, State: api.RouteState_ROUTE_STATE_ACTIVE, MergedLeft: 3, MergedRight: 4, MergedAtHLC: f.log[3].Command.GetHlc()}
+	for i := range f.nodes {
+		f.nodes[i].Deltas = append(f.nodes[i].Deltas, &api.CatalogDelta{Version: 3, RemovedRouteIds: []uint64{3, 4}, CommitHlc: merged.MergedAtHLC,
+			Added: []*api.RouteDescriptor{{RouteId: 5, End: merged.End, GroupId: 1, State: merged.State, MergedFromLeft: 3, MergedFromRight: 4, MergedAtHlc: merged.MergedAtHLC}}})
+	}
+	f.ops = f.ops[:1]
+	r = f.check(t)
+	if !r.HasAbout(CheckNodeHistory, "make no version 3") {
+		t.Fatalf("nodes that merged while the switch was off passed:\n%s", r.Summary())
+	}
+}

@@ -38,6 +38,11 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 			logChildren[stepKey{s.OpID, s.Step}] = s.Children
 		}
 	}
+	// The merge delay in force at each version, as the log set it.
+	delayAt := map[uint64]uint64{}
+	for _, m := range replay.Merges {
+		delayAt[m.Version] = m.DelayMs
+	}
 	for _, n := range nodes {
 		cur, ok := replay.CatalogAt(n.WatchFrom)
 		if !ok {
@@ -56,8 +61,9 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 		)
 		prevChildren := map[uint64][2]model.Route{} // op -> children of its last step on this node
 		for _, d := range n.Deltas {
-			if d.GetVersion() > last {
-				break // beyond the checked prefix of the log
+			e, found := byHLC[d.GetCommitHlc()]
+			if d.GetVersion() > last && !found {
+				break // made by an entry beyond the checked prefix of the log
 			}
 			next, err := model.ApplyDelta(cur, d)
 			if err != nil {
@@ -73,15 +79,20 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 			if err := model.CheckTransition(cur, next); err != nil {
 				errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
 			}
-			want, _ := replay.CatalogAt(d.GetVersion())
-			if next.Hash() != want.Hash() {
-				errs = append(errs, fmt.Errorf("node %s: catalog at version %d (hash %s) differs from the log's (hash %s)",
-					n.ID, d.GetVersion(), next.Hash(), want.Hash()))
-				break
-			}
-			e, found := byHLC[d.GetCommitHlc()]
 			if !found {
 				errs = append(errs, fmt.Errorf("node %s: version %d has commit HLC %d, which no committed SplitRange or MergeRange entry carries", n.ID, d.GetVersion(), d.GetCommitHlc()))
+				break
+			}
+			want, ok := replay.CatalogAt(d.GetVersion())
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("node %s: made version %d from the committed entry at index %d, but the log's rules make no version %d (its catalog ends at version %d)",
+					n.ID, d.GetVersion(), e.Index, d.GetVersion(), last))
+			case next.Hash() != want.Hash():
+				errs = append(errs, fmt.Errorf("node %s: catalog at version %d (hash %s) differs from the log's (hash %s)",
+					n.ID, d.GetVersion(), next.Hash(), want.Hash()))
+			}
+			if !ok || next.Hash() != want.Hash() {
 				break
 			}
 			if mr := e.Command.GetMergeRange(); mr != nil {
@@ -89,6 +100,10 @@ func checkNodeHistories(nodes []NodeFinal, replay *model.Replay, log []raftlog.E
 				if err != nil {
 					errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
 					break
+				}
+				ev.DelayMs = replay.MergeDelayMs
+				if delay, ok := delayAt[ev.Version]; ok {
+					ev.DelayMs = delay
 				}
 				merges = append(merges, ev)
 				cur = next
