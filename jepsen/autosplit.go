@@ -12,6 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/jepsen/cluster"
 	"github.com/hotsplit/hotsplit/jepsen/model"
@@ -31,9 +34,9 @@ type AutoSplit struct {
 	// cleared everywhere once it tripped.
 	Failpoint    bool
 	RestartAfter time.Duration
-	// MinAutoSplits is how many automatic splits the checked history must
-	// hold.
-	MinAutoSplits int
+	// MinAutoSplits and MinAutoMerges are how many automatic splits and
+	// merges the checked history must hold.
+	MinAutoSplits, MinAutoMerges int
 }
 
 // SimPhase is one simulator run.
@@ -302,7 +305,8 @@ func (a *autoRun) clearFailpoints(ctx context.Context) {
 }
 
 // accept checks the scenario's own acceptance on the checked history: at
-// least MinAutoSplits automatic splits, and — with the failpoint — the op
+// least MinAutoSplits automatic splits and MinAutoMerges automatic merges,
+// and — with the failpoint — the op
 // whose step 1 stopped the leader finished its step 2 under a later term
 // (the next leader), each step applied once.
 func (a *autoRun) accept(replay *model.Replay, c *cluster.Cluster) []string {
@@ -315,6 +319,15 @@ func (a *autoRun) accept(replay *model.Replay, c *cluster.Cluster) []string {
 	}
 	if auto < a.cfg.MinAutoSplits {
 		out = append(out, fmt.Sprintf("only %d automatic splits in the checked history, want at least %d", auto, a.cfg.MinAutoSplits))
+	}
+	merges := 0
+	for _, m := range replay.Merges {
+		if m.Auto() {
+			merges++
+		}
+	}
+	if merges < a.cfg.MinAutoMerges {
+		out = append(out, fmt.Sprintf("only %d automatic merges in the checked history, want at least %d", merges, a.cfg.MinAutoMerges))
 	}
 	if !a.cfg.Failpoint {
 		return out
@@ -356,8 +369,8 @@ func (a *autoRun) accept(replay *model.Replay, c *cluster.Cluster) []string {
 		out = append(out, fmt.Sprintf("%s: step 2 applied in term %d, not after step 1's term %d", desc, step2.Term, step1.Term))
 	default:
 		a.mu.Lock()
-		a.stats = append(a.stats, fmt.Sprintf("interrupted two-step op %d: step 1 at index %d (term %d) stopped %s; step 2 at index %d (term %d) by the next leader; %d automatic splits in all",
-			op, step1.Index, step1.Term, tripped.ID, step2.Index, step2.Term, auto))
+		a.stats = append(a.stats, fmt.Sprintf("interrupted two-step op %d: step 1 at index %d (term %d) stopped %s; step 2 at index %d (term %d) by the next leader; %d automatic splits and %d automatic merges in all",
+			op, step1.Index, step1.Term, tripped.ID, step2.Index, step2.Term, auto, merges))
 		a.mu.Unlock()
 	}
 	return out
@@ -381,4 +394,15 @@ func autoSplitBootstrap() []string {
 	return []string{"--autoSplit", "--initialSplits", strings.Join(bounds, ","),
 		"--autoSplitStep", "1s", "--autoSplitThreshold", "30000", "--autoSplitCandidateWindows", "2",
 		"--autoSplitCooldown", "2s", "--autoSplitOpTTL", "10m", "--autoSplitMaxPerCycle", "1"}
+}
+
+// autoMergeConfig makes cold routes merge within the run (hotsplitd has no
+// flags for the merge settings): cold for 3 complete columns (one more
+// than the split's candidate windows), 3 s after the split or merge that
+// made either route, up to 2 merges per column; a route is cold below a
+// quarter of the split threshold (the default). The manual workload's
+// routes carry no load at all, so they merge as soon as the delay allows,
+// while the simulator keeps its own routes hot and splitting.
+func autoMergeConfig() *api.ConfigPatch {
+	return &api.ConfigPatch{MergeWindows: proto.Uint32(3), MergeDelayMs: proto.Uint64(3000), MaxMergesPerCycle: proto.Uint32(2)}
 }

@@ -13,6 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/jepsen/checker"
 	"github.com/hotsplit/hotsplit/jepsen/cluster"
 	"github.com/hotsplit/hotsplit/jepsen/history"
@@ -42,6 +47,10 @@ type Scenario struct {
 	// catches it must name (e.g. "merge"); "" accepts any violation of the
 	// checks the test names.
 	CaughtAbout string
+	// Config, when set, is sent with SetConfig before any traffic (the
+	// detector settings hotsplitd has no flags for, e.g. the merge
+	// settings); the run does not start unless it applied.
+	Config *api.ConfigPatch
 	// Args go to every node; BootstrapArgs to the first; Env is added to
 	// every node's environment.
 	Args, BootstrapArgs, Env []string
@@ -157,6 +166,12 @@ func Run(ctx context.Context, env Env, sc Scenario, seed uint64) (*Result, error
 		}
 		env.Logf("%s: negative control on every node: %+v", sc.Name, *sc.Controls)
 	}
+	if sc.Config != nil {
+		if err := setConfig(ctx, c, sc.Config); err != nil {
+			return nil, err
+		}
+		env.Logf("%s: config set before any traffic: %v", sc.Name, sc.Config)
+	}
 
 	rec := history.NewRecorder()
 	nem := &nemesis{c: c, logf: env.Logf, rec: rec}
@@ -218,6 +233,35 @@ func Run(ctx context.Context, env Env, sc Scenario, seed uint64) (*Result, error
 		return res, fmt.Errorf("write artifacts to %s: %w", res.Dir, err)
 	}
 	return res, nil
+}
+
+// setConfig sends patch with SetConfig as an admin, with a request id, and
+// retries the same request until it applied (at most 20 s).
+func setConfig(ctx context.Context, c *cluster.Cluster, patch *api.ConfigPatch) error {
+	creds, err := c.ClientTLS("jepsen-setup", "admin")
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(client.Config{Endpoints: c.Endpoints(), Actor: "jepsen-setup", RequestTimeout: 3 * time.Second, TLS: creds})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	req := &api.SetConfigRequest{Patch: patch, RequestId: client.NewRequestID()}
+	for {
+		_, err := cl.SetConfig(sctx, req)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, client.ErrNotApplied) && !errors.Is(err, client.ErrUnknownOutcome) && status.Code(err) != codes.Unavailable {
+			return fmt.Errorf("set config %v: refused: %w", patch, err)
+		}
+		if !sleepUntil(sctx, time.Now().Add(200*time.Millisecond)) {
+			return fmt.Errorf("set config %v: %w (last: %v)", patch, sctx.Err(), err)
+		}
+	}
 }
 
 func writeEvents(res *Result) {

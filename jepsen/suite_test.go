@@ -209,10 +209,10 @@ func TestIntegrationJepsenClockThreshold(t *testing.T) {
 func TestIntegrationJepsenAutoSplit(t *testing.T) {
 	mix := Mix{Read: 50, Split: 20, Merge: 6, StaleMerge: 1, Timestamp: 12, ReadSwitch: 15, Toggle: 1, StaleCAS: 10, TogglePairs: true}
 	run(t, Scenario{Name: "autosplit3", Nodes: 3, Window: 45 * time.Second, Ops: 3000, MaxRoutes: 300,
-		Faults: []FaultKind{KillLeader}, BootstrapArgs: autoSplitBootstrap(),
+		Faults: []FaultKind{KillLeader}, BootstrapArgs: autoSplitBootstrap(), Config: autoMergeConfig(),
 		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec { return rotated(c, 4, 2*time.Second, mix) },
 		Auto: &AutoSplit{Phases: []SimPhase{{sim.HotKey, 12 * time.Second}, {sim.HotRange, 20 * time.Second}},
-			Rate: 1000, SimNodes: 3, Failpoint: true, RestartAfter: time.Second, MinAutoSplits: 3}})
+			Rate: 1000, SimNodes: 3, Failpoint: true, RestartAfter: time.Second, MinAutoSplits: 3, MinAutoMerges: 3}})
 }
 
 // Negative controls: each deliberate bug, with the fault that exposes it,
