@@ -363,8 +363,8 @@ func (p *replayer) bootstrap(e raftlog.Entry, cmd *api.Command, b *api.Bootstrap
 		p.opTTLMs = p.cooldownMs
 	}
 	p.mergeDelayMs = defaultMergeDelayMs
-	if d := b.GetConfig().MergeDelayMs; d != nil {
-		p.mergeDelayMs = *d
+	if c := b.GetConfig(); c != nil && c.MergeDelayMs != nil {
+		p.mergeDelayMs = c.GetMergeDelayMs()
 	}
 	p.enabled = b.GetAutoSplit()
 	p.source = api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG
@@ -573,6 +573,9 @@ func (p *replayer) setAutoSplit(e raftlog.Entry, cmd *api.Command, c *api.SetAut
 func (p *replayer) setConfig(c *api.SetConfig) {
 	p.r.Notes = append(p.r.Notes, "SetConfig in the log: its validation is not modelled")
 	patch := c.GetPatch()
+	if patch == nil {
+		return
+	}
 	mergeFields := patch.MergeThresholdBp != nil || patch.MergeWindows != nil || patch.MergeDelayMs != nil ||
 		patch.MaxMergesPerCycle != nil || patch.MergeMarginBp != nil
 	if mergeFields && !p.has(autoMerge) {
