@@ -1,11 +1,14 @@
 package checker
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/anishathalye/porcupine"
 	"pgregory.net/rapid"
 
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/jepsen/history"
 	"github.com/hotsplit/hotsplit/jepsen/model"
 )
 
@@ -91,4 +94,102 @@ func TestMergeRefusalFits(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Porcupine over a catalog with merges finds no fault in a history a
+// correct cluster could produce: random splits and merges (some sent with
+// a stale version and refused, some merges of routes that are not
+// adjacent), each client call's window holding its log entry's moment, and
+// reads around the versions between them.
+func TestCatalogHistoryWithMergesIsLinearizable(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		f := &fixture{hlc: 5_000_000 * ms}
+		f.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, ClusterVersion: 3}}})
+		cat, _ := model.Initial(nil, 1)
+		type sent struct {
+			kind        history.Kind
+			rid         string
+			route, with uint64
+			key         []byte
+			expected    uint64
+		}
+		var cmds []sent
+		n := rapid.IntRange(3, 20).Draw(t, "commands")
+		for i := range n {
+			expected := cat.Version
+			if cat.Version > 1 && rapid.IntRange(0, 4).Draw(t, "stale") == 0 {
+				expected--
+			}
+			rid := fmt.Sprint("r", i)
+			routes := cat.Routes
+			pos := rapid.IntRange(0, len(routes)-1).Draw(t, "route")
+			if len(routes) > 1 && rapid.Bool().Draw(t, "merge") {
+				l, r := routes[max(pos-1, 0)].ID, routes[max(pos, 1)].ID
+				if rapid.IntRange(0, 5).Draw(t, "reversed") == 0 {
+					l, r = r, l
+				}
+				f.add(merge(rid, l, r, expected))
+				cmds = append(cmds, sent{history.Merge, rid, l, r, nil, expected})
+				if next, _, code := cat.Merge(l, r, f.hlc); code == model.OK && expected == cat.Version {
+					cat = next
+				}
+				continue
+			}
+			key := fmt.Appendf(nil, "k%06d", rapid.IntRange(0, 999_999).Draw(t, "key"))
+			f.add(split(rid, routes[pos].ID, string(key), expected))
+			cmds = append(cmds, sent{history.Split, rid, routes[pos].ID, 0, key, expected})
+			if next, _, code := cat.Split(routes[pos].ID, key, f.hlc); code == model.OK && expected == cat.Version {
+				cat = next
+			}
+		}
+		replay, err := model.Run(f.log, uint64(len(f.log)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if replay.Final().Hash() != cat.Hash() {
+			t.Fatalf("the test's catalog v%d differs from the replay's v%d", cat.Version, replay.Final().Version)
+		}
+		window := func(at int64) (int64, int64) {
+			return at - rapid.Int64Range(0, 150).Draw(t, "before"), at + rapid.Int64Range(1, 150).Draw(t, "after")
+		}
+		var ops []history.Op
+		for i, c := range cmds {
+			at := int64(100 * (i + 1))
+			call, ret := window(at)
+			exp := c.expected
+			op := history.Op{Client: i % 4, Kind: c.kind, Call: call, Return: ret, RequestID: c.rid, RouteID: c.route, RightRouteID: c.with,
+				SplitKey: c.key, ExpectedVersion: &exp}
+			res := replay.Requests[c.rid]
+			switch {
+			case res.Code != model.OK:
+				op.Status, op.Code = history.Fail, "FailedPrecondition"
+			case c.kind == history.Merge:
+				op.Status, op.Version, op.MergedID, op.CommitHLC = history.OK, res.Version, res.Merged.ID, res.HLC
+			default:
+				op.Status, op.Version, op.LeftID, op.RightID, op.CommitHLC = history.OK, res.Version, res.Children[0].ID, res.Children[1].ID, res.HLC
+			}
+			op.ID = len(ops)
+			ops = append(ops, op)
+			// A read of the catalog as it stands after this command.
+			v := replay.Requests[c.rid].Version
+			if v == 0 {
+				v = model.InitialVersion
+				for _, prev := range cmds[:i] {
+					v = max(v, replay.Requests[prev.rid].Version)
+				}
+			}
+			rc, _ := replay.CatalogAt(v)
+			call, ret = window(at + 50)
+			ops = append(ops, history.Op{ID: len(ops), Client: 10 + i%3, Kind: history.ListRoutes, Status: history.OK, Call: max(call, at+1), Return: ret,
+				Version: v, RoutesHash: rc.Hash().Hex(), RouteCount: len(rc.Routes)})
+		}
+		resolved, errs := resolve(ops, replay)
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		catOps, m := catalogHistory(resolved, replay)
+		if res, _ := porcupine.CheckOperationsVerbose(m, catOps, PorcupineTimeout); res != porcupine.Ok {
+			t.Fatalf("porcupine: %v on a correct history of %d commands (%d merges applied)", res, n, len(replay.Merges))
+		}
+	})
 }
