@@ -35,13 +35,17 @@ type Mix struct {
 	// StaleCAS is the percentage of splits and merges sent with
 	// expected_version one below the version the worker last saw.
 	StaleCAS int
+	// MergeNoCAS is the percentage of merges sent without
+	// expected_version: on a stale view they meet the catalog's own
+	// refusals (a route gone, routes no longer adjacent) instead.
+	MergeNoCAS int
 	// TogglePairs: a toggle is a disable followed at once by an enable
 	// (keeps automatic splitting mostly on); otherwise a random value.
 	TogglePairs bool
 }
 
 // DefaultMix is the manual scenarios' mix.
-var DefaultMix = Mix{Read: 45, Split: 22, Merge: 7, StaleMerge: 1, Timestamp: 12, ReadSwitch: 8, Toggle: 5, StaleCAS: 10}
+var DefaultMix = Mix{Read: 45, Split: 22, Merge: 7, StaleMerge: 1, Timestamp: 12, ReadSwitch: 8, Toggle: 5, StaleCAS: 10, MergeNoCAS: 20}
 
 // manual split keys: "k" and six digits, below the simulator's "user:" keys.
 const (

@@ -45,19 +45,25 @@ func manualBoundary(b []byte) bool {
 }
 
 // merge merges an adjacent pair of the worker's last read with CAS on the
-// version it last saw (one below it for StaleCAS percent of merges),
-// reading first when it has no view or no pair to merge.
+// version it last saw (one below it for StaleCAS percent of merges, none
+// for MergeNoCAS percent), reading first when it has no view or no pair to
+// merge.
 func (k *worker) merge(ctx context.Context) {
 	pairs := mergePairs(k.routes)
 	if k.routes == nil || len(pairs) == 0 {
 		k.read(ctx)
 		return
 	}
+	pair := pairs[k.rng.IntN(len(pairs))]
+	if k.rng.IntN(100) < k.spec.Mix.MergeNoCAS {
+		k.sendMerge(ctx, pair, nil)
+		return
+	}
 	expected := k.version
 	if k.rng.IntN(100) < k.spec.Mix.StaleCAS && expected > model.InitialVersion {
 		expected--
 	}
-	k.sendMerge(ctx, pairs[k.rng.IntN(len(pairs))], expected)
+	k.sendMerge(ctx, pair, &expected)
 }
 
 // staleMerge is the sequence that exposes a merge that ignores its
@@ -83,14 +89,15 @@ func (k *worker) staleMerge(ctx context.Context) {
 	if len(others) > 0 && len(k.routes) < k.w.maxRoute {
 		k.splitRoute(ctx, others[k.rng.IntN(len(others))], v)
 	}
-	k.sendMerge(ctx, pair, v)
+	k.sendMerge(ctx, pair, &v)
 }
 
-func (k *worker) sendMerge(ctx context.Context, pair [2]*api.RouteDescriptor, expected uint64) {
+// sendMerge merges pair, with CAS on *expected unless it is nil.
+func (k *worker) sendMerge(ctx context.Context, pair [2]*api.RouteDescriptor, expected *uint64) {
 	left, right := pair[0].GetRouteId(), pair[1].GetRouteId()
 	rid := client.NewRequestID()
-	op := history.Op{Client: k.id, Kind: history.Merge, Call: k.w.rec.Now(), RequestID: rid, RouteID: left, RightRouteID: right, ExpectedVersion: &expected}
-	resp, err := k.cl.MergeRange(ctx, &api.MergeRangeRequest{LeftRouteId: left, RightRouteId: right, ExpectedVersion: &expected, RequestId: rid})
+	op := history.Op{Client: k.id, Kind: history.Merge, Call: k.w.rec.Now(), RequestID: rid, RouteID: left, RightRouteID: right, ExpectedVersion: expected}
+	resp, err := k.cl.MergeRange(ctx, &api.MergeRangeRequest{LeftRouteId: left, RightRouteId: right, ExpectedVersion: expected, RequestId: rid})
 	switch {
 	case err == nil:
 		op.Version, op.MergedID, op.CommitHLC = resp.GetCatalogVersion(), resp.GetMerged().GetRouteId(), resp.GetCommitHlc()
