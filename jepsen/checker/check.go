@@ -141,7 +141,11 @@ func (r *Report) Summary() string {
 		b.WriteString("verdict: OK\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "verdict: %d VIOLATIONS\n", len(r.Violations))
+	byCheck := map[string]int{}
+	for _, v := range r.Violations {
+		byCheck[v.Check]++
+	}
+	fmt.Fprintf(&b, "verdict: %d VIOLATIONS (%s)\n", len(r.Violations), formatCounts(byCheck))
 	for i, v := range r.Violations {
 		if i == 20 {
 			fmt.Fprintf(&b, "  ... %d more\n", len(r.Violations)-i)
