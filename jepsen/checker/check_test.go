@@ -265,6 +265,12 @@ func newMergeFixture(t *testing.T) (*fixture, map[string]int) {
 	m1.Status, m1.Version, m1.MergedID, m1.CommitHLC = history.OK, req["m1"].Version, req["m1"].Merged.ID, req["m1"].HLC
 	op("m1", m1)
 	op("read4", read(4, 75))
+	v4, _ := replay.CatalogAt(4)
+	r7, _ := v4.Route(7)
+	r7hash := model.HashRoutes([]model.Route{r7}).Hex()
+	op("get7", history.Op{Client: 3, Kind: history.GetRoute, Status: history.OK, Call: 76, Return: 78, RouteID: 7, Version: 4, RoutesHash: r7hash})
+	op("getk6", history.Op{Client: 3, Kind: history.GetRoute, Status: history.OK, Call: 79, Return: 80, ByKey: true, Key: []byte("k6"), RouteID: 7, Version: 4, RoutesHash: r7hash})
+	op("get5gone", history.Op{Client: 3, Kind: history.GetRoute, Status: history.OK, Call: 76, Return: 79, RouteID: 5, Gone: true})
 	op("s3", splitOp("s3", 3, "k2", 4, 80))
 	m2 := mergeOp("m2", 8, 9, 4, 100)
 	m2.Status, m2.Code = history.Fail, "FailedPrecondition"
@@ -334,6 +340,18 @@ func TestCheckCatchesEachKindOfMergeBug(t *testing.T) {
 			old := f.ops[at["read1"]]
 			r.Version, r.RoutesHash, r.RouteCount = old.Version, old.RoutesHash, old.RouteCount
 		}, []string{CheckMonotonic, CheckLinearizable}},
+		{"a route read as gone while it was live", func(f *fixture, at map[string]int) {
+			g := &f.ops[at["get5gone"]]
+			g.Call, g.Return = 52, 55 // after s2 made r5, before m1 merged it away
+		}, []string{CheckLinearizable}},
+		{"a stale route read after a merge returned", func(f *fixture, at map[string]int) {
+			g := &f.ops[at["get7"]]
+			g.Call, g.Return = 236, 240 // after read7 returned version 7, where r7 is gone
+		}, []string{CheckMonotonic, CheckLinearizable}},
+		{"a route read by key that does not hold it", func(f *fixture, at map[string]int) { f.ops[at["getk6"]].Key = []byte("k1") },
+			[]string{CheckClientVsLog, CheckLinearizable}},
+		{"a route read with other fields", func(f *fixture, at map[string]int) { f.ops[at["get7"]].RoutesHash = f.ops[at["read1"]].RoutesHash },
+			[]string{CheckClientVsLog, CheckLinearizable}},
 		{"a node's merge delta removes the right route first", func(f *fixture, at map[string]int) {
 			ds := slices.Clone(f.nodes[1].Deltas)
 			d := proto.CloneOf(ds[2])

@@ -33,6 +33,7 @@ const (
 	catMerge        // a manual merge that applied
 	catAutoMerge    // a merge op step from the log, with no client
 	catMergeRefused // a manual merge the FSM refused (code says why): it changed nothing
+	catGetRoute     // a linearizable read of one route, by id or by key
 )
 
 type catInput struct {
@@ -46,6 +47,7 @@ type catInput struct {
 	step     uint32
 	client   int
 	code     model.Code // why the log refused a merge
+	byKey    bool       // a GetRoute by key (key), else by id (routeID)
 }
 
 type catOutput struct {
@@ -54,6 +56,10 @@ type catOutput struct {
 	leftID, rightID uint64 // a split's children
 	mergedID        uint64
 	unknown         bool // the client never saw an answer
+	// A GetRoute's answer: the route (its id and hash, at version), or
+	// gone: no live route with that id.
+	routeID uint64
+	gone    bool
 }
 
 // catalogs remembers the catalog of every state the search reaches, so the
@@ -127,6 +133,20 @@ func catalogHistory(ops []history.Op, replay *model.Replay) ([]porcupine.Operati
 			if o, ok := mergeOp(op, replay, end); ok {
 				out = append(out, o)
 			}
+		case op.Kind == history.GetRoute && op.Status == history.OK:
+			var h model.Hash
+			if !op.Gone {
+				var err error
+				if h, err = parseHash(op.RoutesHash); err != nil {
+					continue // checkGetRoute reported it
+				}
+			}
+			in := catInput{kind: catGetRoute, byKey: op.ByKey, key: op.Key, client: op.Client}
+			if !op.ByKey {
+				in.routeID = op.RouteID
+			}
+			out = append(out, porcupine.Operation{ClientId: op.Client, Call: op.Call, Return: op.Return, Input: in,
+				Output: catOutput{version: op.Version, hash: h, routeID: op.RouteID, gone: op.Gone}})
 		}
 	}
 	for _, s := range slices.SortedFunc(maps.Keys(reads), func(a, b catState) int { return cmp.Compare(a.version, b.version) }) {
@@ -237,6 +257,8 @@ func stepCatalog(cats *catalogs, s catState, in catInput, out catOutput) (bool, 
 		return out.version == s.version && out.hash == s.hash, s
 	case catMergeRefused:
 		return mergeRefusalFits(cats.get(s), in), s
+	case catGetRoute:
+		return getRouteFits(cats.get(s), in, out), s
 	case catMerge, catAutoMerge:
 		if in.expected != nil && *in.expected != s.version {
 			return false, s
@@ -262,6 +284,30 @@ func stepCatalog(cats *catalogs, s catState, in catInput, out catOutput) (bool, 
 		return false, s
 	}
 	return true, cats.put(next)
+}
+
+// getRouteFits reports whether a GetRoute's answer is catalog c's: the
+// route by that id (or holding that key) as c has it, at c's version; or,
+// for a lookup by id, no live route with that id.
+func getRouteFits(c *model.Catalog, in catInput, out catOutput) bool {
+	var (
+		r    model.Route
+		live bool
+	)
+	if in.byKey {
+		for _, x := range c.Routes {
+			if x.Contains(in.key) {
+				r, live = x, true
+				break
+			}
+		}
+	} else {
+		r, live = c.Route(in.routeID)
+	}
+	if out.gone {
+		return !in.byKey && !live
+	}
+	return live && out.version == c.Version && r.ID == out.routeID && model.HashRoutes([]model.Route{r}) == out.hash
 }
 
 // mergeRefusalFits reports whether a merge refused for code could have
@@ -302,6 +348,15 @@ func describeCatalogOp(input, output interface{}) string {
 		return fmt.Sprintf("op %d step %d: split r%d at %q -> v%d (from the log)", in.opID, in.step, in.routeID, in.key, out.version)
 	case catMergeRefused:
 		return fmt.Sprintf("merge r%d r%d%s -> refused (%s)", in.routeID, in.rightID, exp, in.code)
+	case catGetRoute:
+		what := fmt.Sprintf("get r%d", in.routeID)
+		if in.byKey {
+			what = fmt.Sprintf("get route of %q", in.key)
+		}
+		if out.gone {
+			return what + " -> gone"
+		}
+		return fmt.Sprintf("%s -> v%d r%d %s", what, out.version, out.routeID, out.hash)
 	case catAutoMerge:
 		return fmt.Sprintf("op %d: merge r%d r%d -> v%d r%d (from the log)", in.opID, in.routeID, in.rightID, out.version, out.mergedID)
 	case catMerge:

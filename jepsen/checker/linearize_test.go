@@ -182,6 +182,28 @@ func TestCatalogHistoryWithMergesIsLinearizable(t *testing.T) {
 			call, ret = window(at + 50)
 			ops = append(ops, history.Op{ID: len(ops), Client: 10 + i%3, Kind: history.ListRoutes, Status: history.OK, Call: max(call, at+1), Return: ret,
 				Version: v, RoutesHash: rc.Hash().Hex(), RouteCount: len(rc.Routes)})
+			// And of one route: by key, or by an id that may be gone.
+			call, ret = window(at + 50)
+			g := history.Op{ID: len(ops), Client: 20 + i%3, Kind: history.GetRoute, Status: history.OK, Call: max(call, at+1), Return: ret}
+			if id := rapid.Uint64Range(1, rc.NextID-1).Draw(t, "get id"); rapid.Bool().Draw(t, "by id") {
+				g.RouteID = id
+			} else {
+				g.ByKey, g.Key = true, fmt.Appendf(nil, "k%06d", rapid.IntRange(0, 999_999).Draw(t, "get key"))
+			}
+			found, live := rc.Route(g.RouteID)
+			if g.ByKey {
+				for _, r := range rc.Routes {
+					if r.Contains(g.Key) {
+						found, live = r, true
+					}
+				}
+			}
+			if live {
+				g.RouteID, g.Version, g.RoutesHash = found.ID, v, model.HashRoutes([]model.Route{found}).Hex()
+			} else {
+				g.Gone = true
+			}
+			ops = append(ops, g)
 		}
 		resolved, errs := resolve(ops, replay)
 		if len(errs) > 0 {

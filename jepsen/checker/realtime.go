@@ -11,14 +11,15 @@ import (
 // maxReported bounds how many findings of one kind are listed.
 const maxReported = 10
 
-// checkMonotonicVersions: once an operation has returned version v (a read,
-// or a split or merge that made v), no operation invoked later returns a
-// lower version. Porcupine implies it; this check names the two
+// checkMonotonicVersions: once an operation has returned version v (a read
+// of the catalog or of one route, or a split or merge that made v), no
+// operation invoked later returns a lower version. Porcupine implies it; this check names the two
 // operations.
 func checkMonotonicVersions(ops []history.Op) []error {
 	var vs []history.Op
 	for _, op := range ops {
-		if op.Status == history.OK && (op.Kind == history.ListRoutes || op.Kind == history.Split || op.Kind == history.Merge) {
+		versioned := op.Kind == history.ListRoutes || op.Kind == history.Split || op.Kind == history.Merge || (op.Kind == history.GetRoute && !op.Gone)
+		if op.Status == history.OK && versioned {
 			vs = append(vs, op)
 		}
 	}

@@ -41,6 +41,8 @@ func resolve(ops []history.Op, replay *model.Replay) ([]history.Op, []error) {
 			errs = append(errs, resolveSwitch(&op, switchByRID)...)
 		case history.ListRoutes:
 			errs = append(errs, checkRead(op, replay)...)
+		case history.GetRoute:
+			errs = append(errs, checkGetRoute(op, replay)...)
 		}
 		out[i] = op
 	}
@@ -173,6 +175,32 @@ func checkRead(op history.Op, replay *model.Replay) []error {
 	case c.Hash().Hex() != op.RoutesHash || len(c.Routes) != op.RouteCount:
 		return []error{fmt.Errorf("op %d (client %d, read served by %s): version %d returned %d routes with hash %s; the log's catalog at version %d has %d routes, hash %s",
 			op.ID, op.Client, op.ServedBy, op.Version, op.RouteCount, op.RoutesHash, op.Version, len(c.Routes), c.Hash())}
+	}
+	return nil
+}
+
+// checkGetRoute: a GetRoute at version v returned a route of catalog(v),
+// as it is there, holding the key it was looked up by. (A lookup by id
+// answered NotFound names no version: porcupine judges it.)
+func checkGetRoute(op history.Op, replay *model.Replay) []error {
+	if op.Status != history.OK || op.Gone {
+		return nil
+	}
+	bad := func(format string, args ...any) []error {
+		return []error{fmt.Errorf("op %d (client %d, get_route served by %s): %s", op.ID, op.Client, op.ServedBy, fmt.Sprintf(format, args...))}
+	}
+	c, ok := replay.CatalogAt(op.Version)
+	if !ok {
+		return bad("version %d is not a version of the committed log (last %d)", op.Version, replay.Final().Version)
+	}
+	r, live := c.Route(op.RouteID)
+	switch {
+	case !live:
+		return bad("returned r%d at version %d, where the log's catalog has no such route", op.RouteID, op.Version)
+	case model.HashRoutes([]model.Route{r}).Hex() != op.RoutesHash:
+		return bad("returned r%d at version %d (hash %s), not as the log's catalog has it: %s", op.RouteID, op.Version, op.RoutesHash, r)
+	case op.ByKey && !r.Contains(op.Key):
+		return bad("looked up %q and returned %s, which does not hold it", op.Key, r)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ type Kind string
 // The calls jepsen workloads make.
 const (
 	ListRoutes   Kind = "list_routes"   // linearizable ListRoutes, one page holding every route
+	GetRoute     Kind = "get_route"     // linearizable GetRoute, by route id or by key
 	Split        Kind = "split"         // manual SplitRange with expected_version
 	Merge        Kind = "merge"         // manual MergeRange with expected_version
 	SetEnabled   Kind = "set_enabled"   // AutoSplit.SetEnabled
@@ -67,6 +68,12 @@ type Op struct {
 	ExpectedVersion *uint64 `json:"expected_version,omitempty"`
 	// Merge input: the route that starts where RouteID ends.
 	RightRouteID uint64 `json:"right_route_id,omitempty"`
+	// GetRoute input: by Key when ByKey, else by RouteID. RouteID is then
+	// the route found; Gone says a lookup by id answered NotFound (the
+	// route was not live when the read was served).
+	ByKey bool   `json:"by_key,omitempty"`
+	Key   []byte `json:"key,omitempty"`
+	Gone  bool   `json:"gone,omitempty"`
 	// SetEnabled inputs; Status and SetEnabled outputs.
 	Enabled bool   `json:"enabled,omitempty"`
 	Reason  string `json:"reason,omitempty"`
@@ -74,8 +81,9 @@ type Op struct {
 	Count uint32 `json:"count,omitempty"`
 
 	// Outputs: a read's, a split's or a merge's catalog version; a read's
-	// route hash and count; a split's children, a merge's merged route, and
-	// their commit HLC; the timestamp batch.
+	// route hash and count (a GetRoute's: of its one route); a split's
+	// children, a merge's merged route, and their commit HLC; the timestamp
+	// batch.
 	Version    uint64 `json:"version,omitempty"`
 	RoutesHash string `json:"routes_hash,omitempty"`
 	RouteCount int    `json:"route_count,omitempty"`
