@@ -207,7 +207,7 @@ func TestIntegrationJepsenClockThreshold(t *testing.T) {
 }
 
 func TestIntegrationJepsenAutoSplit(t *testing.T) {
-	mix := Mix{Read: 50, Split: 20, Merge: 6, StaleMerge: 1, Timestamp: 12, ReadSwitch: 15, Toggle: 1, StaleCAS: 10, MergeNoCAS: 20, TogglePairs: true}
+	mix := Mix{Read: 44, GetRoute: 6, Split: 20, Merge: 6, StaleMerge: 1, Timestamp: 12, ReadSwitch: 15, Toggle: 1, StaleCAS: 10, MergeNoCAS: 20, TogglePairs: true}
 	run(t, Scenario{Name: "autosplit3", Nodes: 3, Window: 45 * time.Second, Ops: 3000, MaxRoutes: 300,
 		Faults: []FaultKind{KillLeader}, BootstrapArgs: autoSplitBootstrap(), Config: autoMergeConfig(),
 		Clients: func(c *cluster.Cluster, _ *cluster.Node) []ClientSpec { return rotated(c, 4, 2*time.Second, mix) },

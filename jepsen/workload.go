@@ -27,7 +27,7 @@ import (
 // is a manual key; a share of them deliberately carries a stale
 // expected_version, which the FSM must refuse.
 type Mix struct {
-	Read, Split, Merge, Timestamp, ReadSwitch, Toggle int
+	Read, GetRoute, Split, Merge, Timestamp, ReadSwitch, Toggle int
 	// StaleMerge weighs the stale-merge sequence: read, split a route
 	// outside an adjacent pair, then merge the pair with the version read
 	// before the split (see staleMerge).
@@ -45,7 +45,7 @@ type Mix struct {
 }
 
 // DefaultMix is the manual scenarios' mix.
-var DefaultMix = Mix{Read: 45, Split: 22, Merge: 7, StaleMerge: 1, Timestamp: 12, ReadSwitch: 8, Toggle: 5, StaleCAS: 10, MergeNoCAS: 20}
+var DefaultMix = Mix{Read: 38, GetRoute: 7, Split: 22, Merge: 7, StaleMerge: 1, Timestamp: 12, ReadSwitch: 8, Toggle: 5, StaleCAS: 10, MergeNoCAS: 20}
 
 // manual split keys: "k" and six digits, below the simulator's "user:" keys.
 const (
@@ -177,7 +177,7 @@ func (k *worker) loop(stop context.Context) {
 	actions := []struct {
 		weight int
 		do     func(context.Context)
-	}{{m.Read, k.read}, {m.Split, k.split}, {m.Merge, k.merge}, {m.StaleMerge, k.staleMerge},
+	}{{m.Read, k.read}, {m.GetRoute, k.getRoute}, {m.Split, k.split}, {m.Merge, k.merge}, {m.StaleMerge, k.staleMerge},
 		{m.Timestamp, k.timestamp}, {m.ReadSwitch, k.readSwitch}, {m.Toggle, toggle}}
 	total := 0
 	for _, a := range actions {
@@ -264,6 +264,37 @@ func (k *worker) read(ctx context.Context) {
 		if op.Version >= k.version {
 			k.version, k.routes = op.Version, resp.GetRoutes()
 		}
+	}
+	k.finish(op, err, false)
+}
+
+// getRoute reads one route linearizably: by a random manual key (or the
+// empty key), or by the id of a route of the worker's last read, which may
+// be gone by now. NotFound for an id is an answer: the route was not live
+// when the read was served.
+func (k *worker) getRoute(ctx context.Context) {
+	op := history.Op{Client: k.id, Kind: history.GetRoute, Call: k.w.rec.Now()}
+	req := &api.GetRouteRequest{Consistency: api.Consistency_CONSISTENCY_LINEARIZABLE}
+	if len(k.routes) == 0 || k.rng.IntN(2) == 0 {
+		op.ByKey = true
+		if k.rng.IntN(20) > 0 {
+			op.Key = manualKey(k.rng.IntN(manualKeys))
+		} else {
+			op.Key = []byte{}
+		}
+		req.Key = op.Key
+	} else {
+		op.RouteID = k.routes[k.rng.IntN(len(k.routes))].GetRouteId()
+		req.RouteId = op.RouteID
+	}
+	resp, err := k.cl.GetRoute(ctx, req)
+	switch {
+	case err == nil:
+		op.Version, op.ServedBy = resp.GetRead().GetCatalogVersion(), resp.GetRead().GetServedBy()
+		op.RouteID = resp.GetRoute().GetRouteId()
+		op.RoutesHash = model.HashAPIRoutes([]*api.RouteDescriptor{resp.GetRoute()}).Hex()
+	case !op.ByKey && status.Code(err) == codes.NotFound:
+		op.Gone, err = true, nil
 	}
 	k.finish(op, err, false)
 }
