@@ -30,7 +30,7 @@ func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 		err      error
 	)
 	if c.ExpectedVersion != nil && !skipCAS() {
-		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
+		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), catalog.PlacedByRule, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	} else {
 		next, children, err = a.s.cat.Split(c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	}
