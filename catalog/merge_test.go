@@ -277,7 +277,7 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 		}
 		operator := map[string]bool{}
 		if rapid.Bool().Draw(t, "mark-initial") {
-			if c, err = c.MarkInitialStarts(); err != nil {
+			if c, _, err = c.MarkInitialStarts(); err != nil {
 				t.Fatalf("MarkInitialStarts: %v", err)
 			}
 			for _, k := range splits {

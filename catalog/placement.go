@@ -34,13 +34,12 @@ const (
 // bootstrap made it — no split parent, no merge, a non-empty start — marked
 // as placed by an operator: those starts are the split keys the operator
 // gave at bootstrap. The version and next id stay (the layout is the same);
-// c itself is unchanged, and returned as is when no route needs the mark.
-// It rebuilds the indexes from the routes in O(n): it runs once at a
-// bootstrap and once at a cluster version raise. An error means c broke an
-// invariant (ErrInvariant).
-func (c *Catalog) MarkInitialStarts() (*Catalog, error) {
+// c itself is unchanged, and returned as is when no route needs the mark;
+// marked is how many routes got it. It rebuilds the indexes from the routes
+// in O(n): it runs once at a bootstrap and once at a cluster version raise.
+// An error means c broke an invariant (ErrInvariant).
+func (c *Catalog) MarkInitialStarts() (next *Catalog, marked int, err error) {
 	routes := make([]*RouteDescriptor, 0, c.Len())
-	marked := 0
 	c.Ascend(func(r *RouteDescriptor) bool {
 		if r.ParentID == 0 && r.Merge == nil && len(r.Start) > 0 && !r.OperatorStart {
 			m := *r
@@ -52,7 +51,10 @@ func (c *Catalog) MarkInitialStarts() (*Catalog, error) {
 		return true
 	})
 	if marked == 0 {
-		return c, nil
+		return c, 0, nil
 	}
-	return build(c.version, c.nextID, routes)
+	if next, err = build(c.version, c.nextID, routes); err != nil {
+		return nil, 0, err
+	}
+	return next, marked, nil
 }

@@ -27,7 +27,7 @@ func sameMarks(a, b []bool) bool {
 // The mark follows the boundary through every transition.
 func TestSplitPlacement(t *testing.T) {
 	base := mergeBase(t) // r1 ["", f) r2 [f, m) r3 [m, t) r4 [t, +inf)
-	marked, err := base.MarkInitialStarts()
+	marked, _, err := base.MarkInitialStarts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestIsolationMiddleChildIsAutomaticOnBothSides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, err = c.MarkInitialStarts(); err != nil {
+	if c, _, err = c.MarkInitialStarts(); err != nil {
 		t.Fatal(err)
 	}
 	c, ch1, err := c.Split(2, []byte("h"), 10)
@@ -132,7 +132,7 @@ func TestMergeKeepsTheLeftMark(t *testing.T) {
 		}
 	}
 	// Merging into the first route: never marked.
-	c, err := mergeBase(t).MarkInitialStarts()
+	c, _, err := mergeBase(t).MarkInitialStarts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,12 +147,12 @@ func TestMarkInitialStarts(t *testing.T) {
 	if got := marks(c); !sameMarks(got, []bool{false, false, false, false}) {
 		t.Fatalf("New marks %v: a catalog is unmarked until the caller marks it", got)
 	}
-	m, err := c.MarkInitialStarts()
+	m, n, err := c.MarkInitialStarts()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := marks(m); !sameMarks(got, []bool{false, true, true, true}) {
-		t.Fatalf("marked %v, want every start but the first", got)
+	if got := marks(m); !sameMarks(got, []bool{false, true, true, true}) || n != 3 {
+		t.Fatalf("marked %v (%d), want every start but the first", got, n)
 	}
 	if m.Version() != c.Version() || m.NextRouteID() != c.NextRouteID() || !sameMarks(marks(c), []bool{false, false, false, false}) {
 		t.Fatal("marking changed the version, the next id or the catalog it came from")
@@ -162,8 +162,8 @@ func TestMarkInitialStarts(t *testing.T) {
 			t.Fatalf("Lookup(%q): %v before, %v after", k, a, b)
 		}
 	}
-	if again, err := m.MarkInitialStarts(); err != nil || again != m {
-		t.Fatalf("marking twice: %v, same catalog %v", err, again == m)
+	if again, n, err := m.MarkInitialStarts(); err != nil || again != m || n != 0 {
+		t.Fatalf("marking twice: %v, %d marked, same catalog %v", err, n, again == m)
 	}
 
 	// Only routes still as the bootstrap made them: r2's boundary went
@@ -176,9 +176,9 @@ func TestMarkInitialStarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err = c.MarkInitialStarts()
-	if err != nil {
-		t.Fatal(err)
+	m, n, err = c.MarkInitialStarts()
+	if err != nil || n != 0 {
+		t.Fatal(err, n)
 	}
 	// r1 ["", f), r5 [f, h), r6 [h, m), r7 [m, +inf): nothing left to mark.
 	if m != c {
@@ -188,14 +188,14 @@ func TestMarkInitialStarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err = c2.MarkInitialStarts(); err != nil || !sameMarks(marks(m), []bool{false, true, false, false, true}) {
-		t.Fatalf("after a split of r3: marks %v (%v), want r2 and r4 only", marks(m), err)
+	if m, n, err = c2.MarkInitialStarts(); err != nil || n != 2 || !sameMarks(marks(m), []bool{false, true, false, false, true}) {
+		t.Fatalf("after a split of r3: marks %v (%d, %v), want r2 and r4 only", marks(m), n, err)
 	}
 }
 
 // The mark is part of a route: equality, the proto form, the encoding.
 func TestOperatorStartRoundTrip(t *testing.T) {
-	c, err := mergeBase(t).MarkInitialStarts()
+	c, _, err := mergeBase(t).MarkInitialStarts()
 	if err != nil {
 		t.Fatal(err)
 	}

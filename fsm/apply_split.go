@@ -28,11 +28,15 @@ func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 		next     *catalog.Catalog
 		children [2]*catalog.RouteDescriptor
 		err      error
+		by       = catalog.PlacedByRule // version 2 records no placement
 	)
+	if a.s.Has(OperatorBoundariesKept) {
+		by = catalog.PlacedByOperator // automatic merges keep the key
+	}
 	if c.ExpectedVersion != nil && !skipCAS() {
-		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), catalog.PlacedByRule, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
+		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), by, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	} else {
-		next, children, err = a.s.cat.Split(c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
+		next, children, err = a.s.cat.SplitPlaced(by, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	}
 	if err != nil {
 		return fail(splitErrorCode(err), "%v", err)

@@ -340,17 +340,23 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 }
 
 // checkCatalogFeatures: below the version merges exist, no route was made
-// by a merge (no replica of that version writes one). The walk over the
-// routes runs only there.
+// by a merge; below the version placements are recorded, no route's start
+// is marked as an operator's (no replica of that version writes either).
+// The walk over the routes runs only there.
 func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
-	if ManualMerge.EnabledAt(version) {
+	merges, marks := ManualMerge.EnabledAt(version), OperatorBoundariesKept.EnabledAt(version)
+	if merges && marks {
 		return nil
 	}
 	var err error
 	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
-		if r.Merged() {
+		switch {
+		case !merges && r.Merged():
 			err = fmt.Errorf("catalog holds merged route %d, which needs cluster version %d, at cluster version %d",
 				r.ID, ManualMerge.Version(), version)
+		case !marks && r.OperatorStart:
+			err = fmt.Errorf("catalog route %d: operator_start, which needs cluster version %d (%s), at cluster version %d",
+				r.ID, OperatorBoundariesKept.Version(), OperatorBoundariesKept, version)
 		}
 		return err == nil
 	})

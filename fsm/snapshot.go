@@ -134,6 +134,7 @@ func fillRoute(m *api.RouteDescriptor, r *catalog.RouteDescriptor) {
 	m.End = r.End
 	m.GroupId = r.GroupID
 	m.State = api.RouteState(r.State)
+	m.OperatorStart = r.OperatorStart
 	m.ParentRouteId = r.ParentID
 	m.SplitAtHlc = r.SplitAtHLC
 	m.MergedFromLeft, m.MergedFromRight, m.MergedAtHlc = 0, 0, 0

@@ -61,6 +61,7 @@ const (
 	UnchangedPatchNoop
 	StepChangeWithoutColumns
 	AutoMerge
+	OperatorBoundariesKept
 	numFeatures
 )
 
@@ -152,6 +153,9 @@ var features = [numFeatures]featureRow{
 	AutoMerge: {"auto_merge", Version3,
 		"adjacent routes cold for merge_windows complete columns are merged by one-step merge ops (config merge_threshold_bp, merge_windows, merge_delay_ms, max_merges_per_cycle, merge_margin_bp)",
 		detector.RuleMerge, raiseAutoMerge},
+	OperatorBoundariesKept: {"operator_boundaries_kept", Version3,
+		"a bootstrap split key or a manual split's key marks the route it starts (operator_start); automatic merges never remove a marked boundary, a manual merge may; the raise marks the routes still as the bootstrap made them",
+		0, raiseOperatorBoundaries},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature
@@ -296,6 +300,22 @@ func raiseFloorFollowsThreshold(s *State) string {
 	c.FloorFollowsThreshold = c.GetTopKeyAbsoluteFloor() == c.GetThreshold()/2
 	s.cfg = c
 	return fmt.Sprintf("floor_follows_threshold=%v", c.GetFloorFollowsThreshold())
+}
+
+// raiseOperatorBoundaries: the routes still as the bootstrap made them
+// start at the split keys an operator gave; they are marked as a bootstrap
+// at version 3 marks them. Other boundaries of a version 2 catalog carry no
+// record of who placed them and stay unmarked. The catalog version does
+// not move: the layout is the same.
+func raiseOperatorBoundaries(s *State) string {
+	next, n, err := s.cat.MarkInitialStarts()
+	if err != nil {
+		// A catalog that passed restore and every apply is valid; should
+		// it not be, every replica leaves it unmarked alike.
+		return fmt.Sprintf("operator_starts=unmarked(%v)", err)
+	}
+	s.cat = next
+	return fmt.Sprintf("operator_starts=%d", n)
 }
 
 // raiseAutoMerge: the merge settings start at their defaults.
