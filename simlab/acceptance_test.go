@@ -209,7 +209,10 @@ func TestRunsAreReproducible(t *testing.T) {
 // hotspots are still split (and relieved) after the column at which the
 // run without merges hit the cap. Under -short CI runs ShortShift (2
 // simulated hours, 120 columns, at a twentieth of the threshold, cap 26);
-// the long suite FullShift (6 hours, production threshold, cap 40).
+// the long suite FullShift (6 hours, production threshold, cap 40). The
+// initial routes stand for routes automatic splits made before the run
+// (ShiftScale.PinnedSlices off), so merges may remove their boundaries —
+// and do: the run checks that some did.
 func TestShiftMergesKeepSplitting(t *testing.T) {
 	sc := FullShift
 	if testing.Short() {
@@ -227,8 +230,8 @@ func TestShiftMergesKeepSplitting(t *testing.T) {
 	offS, onS := Summarize(off, capAt), Summarize(on, capAt)
 	t.Logf("without merges: cap %d hit at column %d, %d splits, %d after it, relieved after it %.0f%%", sc.RouteCap, capAt,
 		off.Splits, offS.SplitsAfterCap, 100*offS.RelievedAfterCap)
-	t.Logf("with merges: %d merges, at most %d routes (%d at the end), %d splits, %d after column %d, relieved after it %.0f%%, %d same-phase resplits",
-		on.Merges, on.MaxRoutes, on.Routes, on.Splits, onS.SplitsAfterCap, capAt, 100*onS.RelievedAfterCap, on.Thrash)
+	t.Logf("with merges: %d merges (%d of an initial boundary), at most %d routes (%d at the end), %d splits, %d after column %d, relieved after it %.0f%%, %d same-phase resplits",
+		on.Merges, on.InitialBoundariesMerged, on.MaxRoutes, on.Routes, on.Splits, onS.SplitsAfterCap, capAt, 100*onS.RelievedAfterCap, on.Thrash)
 	switch {
 	case capAt < 0 || off.Merges != 0:
 		t.Fatalf("without merges: cap never hit (column %d) or %d merges", capAt, off.Merges)
@@ -238,6 +241,8 @@ func TestShiftMergesKeepSplitting(t *testing.T) {
 		t.Fatalf("with merges: %d merges, at most %d routes (cap %d), %d route_cap columns", on.Merges, on.MaxRoutes, sc.RouteCap, on.RouteCapColumns)
 	case on.DelayViolations != 0 || on.CooldownViolations != 0:
 		t.Fatalf("with merges: %d merges within the merge delay, %d merged routes split within the cooldown", on.DelayViolations, on.CooldownViolations)
+	case on.InitialBoundariesMerged == 0:
+		t.Fatal("with merges: the initial routes stand for automatic splits' pieces, yet no merge removed one of their boundaries")
 	case onS.SplitsAfterCap == 0 || onS.RelievedAfterCap <= offS.RelievedAfterCap:
 		t.Fatalf("with merges: %d splits after column %d, relieved %.0f%% (without merges %.0f%%)", onS.SplitsAfterCap, capAt,
 			100*onS.RelievedAfterCap, 100*offS.RelievedAfterCap)
@@ -246,5 +251,33 @@ func TestShiftMergesKeepSplitting(t *testing.T) {
 		if err := WriteShiftTable(os.Stdout, []ShiftRow{{MergeSettings()[0], off}, {DefaultMergeSetting(), on}}, sc); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestShiftKeepsAnOperatorsLayout: the same shift run with the initial
+// routes an operator's pre-split (ShiftScale.PinnedSlices): automatic
+// merges never remove one of the operator's boundaries, yet they still
+// merge the pieces the moving hotspot leaves behind, hotspots are still
+// split, and the merge delay and cooldown hold.
+func TestShiftKeepsAnOperatorsLayout(t *testing.T) {
+	sc := FullShift
+	if testing.Short() {
+		sc = ShortShift
+	}
+	sc.PinnedSlices = true
+	r, err := RunShift(DefaultMergeSetting(), sc, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initial := sc.Slices + 2
+	t.Logf("operator's %d routes: %d merges, %d of an initial boundary, %d splits, at most %d routes (%d at the end, cap %d), %d route_cap columns",
+		initial, r.Merges, r.InitialBoundariesMerged, r.Splits, r.MaxRoutes, r.Routes, sc.RouteCap, r.RouteCapColumns)
+	switch {
+	case r.InitialBoundariesMerged != 0 || r.Routes < initial:
+		t.Fatalf("%d merges removed an operator's boundary; %d routes at the end, %d initial", r.InitialBoundariesMerged, r.Routes, initial)
+	case r.Merges == 0 || r.Splits == 0:
+		t.Fatalf("%d merges, %d splits: the automatic pieces must still come and go", r.Merges, r.Splits)
+	case r.DelayViolations != 0 || r.CooldownViolations != 0:
+		t.Fatalf("%d merges within the merge delay, %d merged routes split within the cooldown", r.DelayViolations, r.CooldownViolations)
 	}
 }

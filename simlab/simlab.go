@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -37,8 +38,16 @@ type Spec struct {
 	// (default fsm.SupportedVersion).
 	ClusterVersion uint32
 	// InitialSplits bound the bootstrap routes (none: one route for
-	// everything).
+	// everything). From cluster version 3 they are an operator's split
+	// keys, which automatic merges never remove — unless
+	// InitialRoutesAutomatic.
 	InitialSplits [][]byte
+	// InitialRoutesAutomatic models the initial routes as the pieces
+	// automatic splits left behind (a cluster that has grown) rather than
+	// an operator's pre-split: their starts carry no operator mark (the
+	// bootstrapped state is restored without them), so automatic merges may
+	// remove those boundaries like any automatic split's.
+	InitialRoutesAutomatic bool
 	// Nodes is the number of reporters (default 3); operation i is served
 	// by node i mod Nodes.
 	Nodes int
@@ -95,8 +104,10 @@ type Result struct {
 	OpsPerColumn int
 
 	// Merges counts the automatic merges applied; MaxRoutes is the most
-	// live routes after any column's op steps.
-	Merges, MaxRoutes int
+	// live routes after any column's op steps. InitialBoundariesMerged
+	// counts the merges that removed one of Spec.InitialSplits (never,
+	// unless InitialRoutesAutomatic).
+	Merges, MaxRoutes, InitialBoundariesMerged int
 	// RouteCapColumn is the first column in which a hot route was declined
 	// for the route cap (-1: never); RouteCapColumns counts such columns.
 	RouteCapColumn, RouteCapColumns int
@@ -189,6 +200,11 @@ func newRun(spec Spec) (*run, error) {
 	}
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 		return nil, fmt.Errorf("%w: bootstrap: %s", ErrInvalidSpec, res.GetMessage())
+	}
+	if spec.InitialRoutesAutomatic {
+		if err := r.unmarkStarts(); err != nil {
+			return nil, err
+		}
 	}
 	cfg := r.f.State().Config()
 	r.cfg = cfg
@@ -464,10 +480,32 @@ func (r *run) opTime(ms uint64) time.Duration {
 	return time.Duration(ms-min(ms, r.windowStart(0))) * time.Millisecond
 }
 
+// unmarkStarts replaces the state with itself minus every operator mark,
+// through the FSM's snapshot restore, as of the entry last applied.
+func (r *run) unmarkStarts() error {
+	p := r.f.State().Proto()
+	for _, rd := range p.GetCatalog().GetRoutes() {
+		rd.OperatorStart = false
+	}
+	var buf bytes.Buffer
+	if err := fsm.WriteSnapshot(&buf, r.index, p); err != nil {
+		return fmt.Errorf("simlab: unmark the initial routes: %w", err)
+	}
+	if err := r.f.Restore(io.NopCloser(&buf)); err != nil {
+		return fmt.Errorf("simlab: unmark the initial routes: %w", err)
+	}
+	return nil
+}
+
 // merged counts an automatic merge applied at atMs and checks it against
-// its routes' creation (in before): never within merge_delay_ms of it.
+// its routes' creation (in before): never within merge_delay_ms of it. It
+// also counts a merge that removed an initial split key.
 func (r *run) merged(before *catalog.Catalog, m *api.MergeRange, atMs uint64) {
 	r.res.Merges++
+	if right, ok := before.Route(m.GetRightRouteId()); ok &&
+		slices.ContainsFunc(r.spec.InitialSplits, func(k []byte) bool { return bytes.Equal(k, right.Start) }) {
+		r.res.InitialBoundariesMerged++
+	}
 	for _, id := range []uint64{m.GetLeftRouteId(), m.GetRightRouteId()} {
 		d, ok := before.Route(id)
 		if !ok {
