@@ -27,7 +27,9 @@ evidence and why single-key isolation was or was not used, followed by the
 route's recent decisions and ops. From cluster version 3 a cold route's
 merge with a neighbour is explained too (merge_planned, merge_delay,
 merge_margin, merge_budget, merge_suppressed, with the merged estimate
-and the cold columns).
+and the cold columns), and a route whose start an operator placed (a
+bootstrap split key or a manual split) says so: automatic merges never
+remove that boundary.
 
 The thresholds shown beside the numbers come from the current config; with
 -o json only the ExplainResponse is printed.`,
@@ -86,6 +88,10 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 		t.row("route", formatRouteID(routeID)+" (no longer exists)")
 	}
 	t.row("verdict", verdict(r, cfg))
+	if rd := r.GetRoute(); rd.GetOperatorStart() {
+		t.row("start", fmt.Sprintf("pinned: an operator placed %s (a bootstrap split key or a manual split), so automatic merges never join %s "+
+			"to the route before it; `hotsplitctl merge LEFT %s` can", formatKey(rd.GetStart()), formatRouteID(rd.GetRouteId()), formatRouteID(rd.GetRouteId())))
+	}
 	tr := r.GetTracked()
 	e := tr.GetExplanation()
 	if tr == nil {

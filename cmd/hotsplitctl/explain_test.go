@@ -27,6 +27,27 @@ func explainCooldown() *api.ExplainResponse {
 	}
 }
 
+// A route whose start an operator placed says that automatic merges keep
+// it, and how to remove it.
+func TestAutosplitExplainPinnedStart(t *testing.T) {
+	f := startCluster(t)
+	x := explainCooldown()
+	x.Route.OperatorStart = true
+	f.set("Explain", x)
+	f.set("GetConfig", &api.GetConfigResponse{Config: configFixture()})
+	r := ctl(t, f, "autosplit", "explain", "r9")
+	line := "\nstart        pinned: an operator placed \"g\" (a bootstrap split key or a manual split), so automatic merges never join r9 " +
+		"to the route before it; `hotsplitctl merge LEFT r9` can\n"
+	if r.code != 0 || !strings.Contains(r.stdout, line) {
+		t.Fatalf("explain: exit %d stderr %q\n%s\nwant the line%s", r.code, r.stderr, r.stdout, line)
+	}
+	// Unpinned (the table test's route), no such line.
+	f.set("Explain", explainCooldown())
+	if r := ctl(t, f, "autosplit", "explain", "r9"); strings.Contains(r.stdout, "pinned") {
+		t.Fatalf("an unpinned route's explain mentions a pin:\n%s", r.stdout)
+	}
+}
+
 func TestAutosplitExplainTable(t *testing.T) {
 	f := startCluster(t)
 	f.set("Explain", explainCooldown())
