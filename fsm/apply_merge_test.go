@@ -238,14 +238,22 @@ func TestManualMergeRequestID(t *testing.T) {
 	if stored, ok := h.state().RequestResult("m-1"); !ok || !proto.Equal(stored, first.CommandResult) {
 		t.Fatalf("request table holds %v", stored)
 	}
-	// A refusal is remembered too: the same id stays refused after the
-	// routes have become mergeable.
+	// A refusal is remembered too: the same request stays refused after
+	// the routes have become mergeable; the id with another expected
+	// version is another request (request_fingerprints), refused as such.
 	bad := mergeCAS(1, 5, 1)
 	bad.RequestId = "m-2"
 	wantCode(t, h.run(bad), api.ResultCode_RESULT_CODE_VERSION_MISMATCH)
-	retry := mergeCAS(1, 5, 2)
+	retry := mergeCAS(1, 5, 1)
 	retry.RequestId = "m-2"
 	wantCode(t, h.run(retry), api.ResultCode_RESULT_CODE_VERSION_MISMATCH)
+	other := mergeCAS(1, 5, 2)
+	other.RequestId = "m-2"
+	r := h.run(other)
+	wantCode(t, r, api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED)
+	if !strings.Contains(r.Message, "was used for merge r1 and r5 if the catalog is at version 1") {
+		t.Fatalf("refusal %q does not name the first request", r.Message)
+	}
 }
 
 // The fence is one rule for every catalog change: a split, an op step and a

@@ -271,7 +271,7 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 		return nil, err
 	}
 	s.decisions = p.GetDecisions()
-	reqs, err := restoreRequests(p.GetRequests(), p.GetNextRequestSeq(), lim.requests)
+	reqs, err := restoreRequests(p.GetRequests(), p.GetNextRequestSeq(), lim.requests, p.GetClusterVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -462,7 +462,7 @@ func checkDecisions(ds []*api.Decision, nextSeq uint64, limit int) error {
 	return nil
 }
 
-func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int) (*requestTable, error) {
+func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int, version uint32) (*requestTable, error) {
 	if len(rs) > limit {
 		return nil, fmt.Errorf("%d request records above the local table size %d", len(rs), limit)
 	}
@@ -473,6 +473,9 @@ func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int) (*reque
 		}
 		if r.GetSeq() == 0 || r.GetSeq() >= nextSeq || (i > 0 && r.GetSeq() <= rs[i-1].GetSeq()) {
 			return nil, fmt.Errorf("requests[%d]: seq %d unsorted, repeated or not below %d", i, r.GetSeq(), nextSeq)
+		}
+		if err := checkRequestBinding(r, version); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
 		}
 		if _, dup := t.byID.ReplaceOrInsert(r); dup {
 			return nil, fmt.Errorf("requests[%d]: id %q repeated", i, r.GetRequestId())

@@ -14,6 +14,8 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -738,6 +740,7 @@ func TestReporterMetrics(t *testing.T) {
 		"hotsplit_keyviz_columns_closed_total":                      1,
 		"hotsplit_keyviz_columns_acked_total":                       1,
 		"hotsplit_keyviz_observations_dropped_total{unknown_route}": 1,
+		"hotsplit_keyviz_routes_striped_total":                      0,
 		"hotsplit_keyviz_columns_dropped_total{pending_full}":       0,
 		"hotsplit_keyviz_pending_columns":                           0,
 		"hotsplit_keyviz_catalog_version":                           1,
@@ -755,5 +758,40 @@ func TestReporterMetrics(t *testing.T) {
 	if _, err := NewReporter(ReporterConfig{ReporterID: "node-2", Sampler: h.s, Sender: h.sender,
 		Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"reporter": "node-2"}, reg)}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A report refused for good still teaches the reporter the cluster's
+// config (the cluster adds it to the refusal's status): a reporter on
+// another step, started after a step change, adopts it from that first
+// answer at the next boundary instead of being refused forever.
+func TestReporterAdoptsConfigFromARefusal(t *testing.T) {
+	cfg := &api.Config{StepMs: 2000, Buckets: 16, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1)), Threshold: 50000}
+	h := startReporter(t, func(call int, req *api.ReportRequest) (*api.ReportResponse, error) {
+		if req.Columns[0].StepMs != cfg.StepMs {
+			st, err := status.New(codes.InvalidArgument, "columns[0].step_ms: 1000 differs from the replicated step of 2000").WithDetails(cfg)
+			if err != nil {
+				t.Error(err)
+			}
+			return nil, fmt.Errorf("report via n1: %w", st.Err()) // wrapped, as client.Error wraps it
+		}
+		resp := ackAll(req)
+		resp.Config = cfg
+		return resp, nil
+	}, func(c *ReporterConfig) {
+		c.Permanent = func(err error) bool { return status.Code(err) == codes.InvalidArgument }
+	})
+	h.boundary(t) // the first column, on the old step: refused, config staged
+	testutil.WaitFor(t, waitLimit, "the refusal", func() bool { return h.r.Stats().ColumnsRejected == 1 })
+	h.boundary(t) // the column opened before the refusal: refused too
+	testutil.WaitFor(t, waitLimit, "the second refusal", func() bool { return h.r.Stats().ColumnsRejected == 2 })
+	if _, step, _ := h.s.Window(); step != 2000 {
+		t.Fatalf("open column on step %d, want the refusal's 2000", step)
+	}
+	h.s.Observe(1, []byte("k"), true)
+	h.boundary(t)
+	testutil.WaitFor(t, waitLimit, "an accepted report", func() bool { return h.r.Stats().ColumnsAcked == 1 })
+	if c := h.sender.req(h.sender.calls() - 1).Columns[0]; c.StepMs != 2000 {
+		t.Fatalf("column on step %d after the refusal", c.StepMs)
 	}
 }

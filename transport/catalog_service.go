@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
@@ -90,7 +91,8 @@ func (c *catalogServer) GetRoute(ctx context.Context, req *api.GetRouteRequest) 
 	} else if found, ok := st.Catalog().Route(req.GetRouteId()); ok {
 		r = found
 	} else {
-		return nil, statusNotFound("route_id: route %d does not exist at catalog version %d", req.GetRouteId(), st.Catalog().Version())
+		fate, _ := st.RouteFate(req.GetRouteId())
+		return nil, statusNotFound("%s", fate)
 	}
 	return &api.GetRouteResponse{Route: r.ToProto(), Read: info}, nil
 }
@@ -115,7 +117,7 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 	}}})
 	if err != nil {
-		return nil, err
+		return nil, withRouteFate(err, c.s.cfg.FSM.State(), req.GetRequestId(), req.GetRouteId())
 	}
 	resp := &api.SplitRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
 	if ch := res.GetChildren(); len(ch) == 2 {
@@ -158,13 +160,29 @@ func (c *catalogServer) MergeRange(ctx context.Context, req *api.MergeRangeReque
 			LeftRouteId: left, RightRouteId: right, ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 		}}})
 	if err != nil {
-		return nil, err
+		return nil, withRouteFate(err, c.s.cfg.FSM.State(), req.GetRequestId(), left, right)
 	}
 	resp := &api.MergeRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
 	if ch := res.GetChildren(); len(ch) == 1 {
 		resp.Merged = ch[0]
 	}
 	return resp, nil
+}
+
+// withRouteFate words the FSM's NotFound refusal of a command on routes
+// (the refusal is in the log, its replicated message terse) as what became
+// of the first of ids that is gone — the answer routes get and explain
+// give too. Other errors pass unchanged.
+func withRouteFate(err error, st *fsm.State, requestID string, ids ...uint64) error {
+	if status.Code(err) != codes.NotFound {
+		return err
+	}
+	for _, id := range ids {
+		if fate, gone := st.RouteFate(id); gone {
+			return statusWith(codes.NotFound, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil, fate)
+		}
+	}
+	return err
 }
 
 // featureGate refuses, on the leader and before proposing, a command whose

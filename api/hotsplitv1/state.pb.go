@@ -522,6 +522,9 @@ const (
 	// One of the two routes is the target of a live (pending, running or
 	// paused) split op: abort the op first.
 	ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP ResultCode = 20
+	// Cluster version 3: the request id was used for another request; this
+	// one was not applied (the message names the first request).
+	ResultCode_RESULT_CODE_REQUEST_ID_REUSED ResultCode = 30
 )
 
 // Enum value maps for ResultCode.
@@ -548,6 +551,7 @@ var (
 		18: "RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS",
 		19: "RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE",
 		20: "RESULT_CODE_ROUTE_IN_LIVE_OP",
+		30: "RESULT_CODE_REQUEST_ID_REUSED",
 	}
 	ResultCode_value = map[string]int32{
 		"RESULT_CODE_OK":                         0,
@@ -571,6 +575,7 @@ var (
 		"RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS": 18,
 		"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE":     19,
 		"RESULT_CODE_ROUTE_IN_LIVE_OP":           20,
+		"RESULT_CODE_REQUEST_ID_REUSED":          30,
 	}
 )
 
@@ -1655,10 +1660,19 @@ func (x *CommandResult) GetOp() *Op {
 }
 
 type RequestRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Result        *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Seq       uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Result    *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Cluster version 3 (request_fingerprints): what the id was first used
+	// for. fingerprint is the SHA-256 of the first request's command, its
+	// envelope and self-declared note cleared (fsm.requestFingerprint); a
+	// later command with the id and another fingerprint is refused, never
+	// answered with this record's result. description says in words what
+	// the first request was ("split r13 at \"user:9\" by admin"). Both
+	// empty in records written below version 3.
+	Fingerprint   []byte `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1712,6 +1726,20 @@ func (x *RequestRecord) GetResult() *CommandResult {
 		return x.Result
 	}
 	return nil
+}
+
+func (x *RequestRecord) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *RequestRecord) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
 }
 
 // StateSnapshot is the whole replicated state (SPEC §5). Snapshot files and
@@ -2042,12 +2070,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06switch\x18\b \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\x12$\n" +
 	"\x0eplanned_op_ids\x18\t \x03(\x04R\fplannedOpIds\x12\x1f\n" +
 	"\x02op\x18\n" +
-	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"t\n" +
+	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xb8\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xaf\a\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xaf\a\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2142,7 +2172,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x14DECISION_KIND_SWITCH\x10\n" +
 	"\x12\x18\n" +
 	"\x14DECISION_KIND_CONFIG\x10\v\x12\x1e\n" +
-	"\x1aDECISION_KIND_MANUAL_MERGE\x10\f*\xcc\x05\n" +
+	"\x1aDECISION_KIND_MANUAL_MERGE\x10\f*\xef\x05\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -2166,7 +2196,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1fRESULT_CODE_ROUTES_NOT_ADJACENT\x10\x11\x12*\n" +
 	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
 	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
-	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14\x12!\n" +
+	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1eB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once

@@ -82,6 +82,8 @@ func TestMergeErrors(t *testing.T) {
 	if n := f.calls("MergeRange"); n != 0 {
 		t.Fatalf("usage errors sent %d requests", n)
 	}
+	// The server's words reach the operator as written, enum names as the
+	// tables' words (forPeople).
 	for _, tc := range []struct {
 		code codes.Code
 		msg  string
@@ -100,7 +102,7 @@ func TestMergeErrors(t *testing.T) {
 		}
 		f.fail("MergeRange", st.Err())
 		r := ctl(t, f, "merge", "r7", "r8")
-		want := "hotsplitctl: merge r7 r8: " + tc.code.String() + " from " + f.addr + ": " + tc.msg + " (not applied)\n"
+		want := "hotsplitctl: merge r7 r8: " + tc.code.String() + " from " + f.addr + ": " + forPeople(tc.msg) + " (not applied)\n"
 		if r.code != exitRefused || r.stderr != want || r.stdout != "" {
 			t.Errorf("exit %d stderr %q, want %q", r.code, r.stderr, want)
 		}
