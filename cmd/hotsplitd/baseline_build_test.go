@@ -230,3 +230,19 @@ func firstLine(out []byte, err error) string {
 	}
 	return err.Error()
 }
+
+// TestBaselineMissingFromCloneFailsInOneLine: a commit this clone lacks (a
+// shallow checkout) is refused before anything is extracted or built, in
+// one line that says what to do.
+func TestBaselineMissingFromCloneFailsInOneLine(t *testing.T) {
+	const missing = "0123456789abcdef0123456789abcdef01234567"
+	want := "the upgrade baseline " + missing + " is not in this clone: fetch full history"
+	if _, err := exec.LookPath("git"); err != nil {
+		want = "the upgrade baseline " + missing + " cannot be built: git is not on PATH"
+	}
+	_, _, err := buildBaseline(missing)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("buildBaseline of a missing commit: %v", err)
+	}
+	t.Log(err)
+}
