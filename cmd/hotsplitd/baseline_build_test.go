@@ -153,7 +153,9 @@ func buildBaseline(commit string) (hotsplitd, hotsplitctl string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	cmd := exec.Command("go", "build", "-o", bin+string(filepath.Separator), "./cmd/hotsplitd", "./cmd/hotsplitctl")
+	// -buildvcs=false: the tree is no checkout (CI sets it too, so the
+	// build cache sees one set of flags).
+	cmd := exec.Command("go", "build", "-buildvcs=false", "-o", bin+string(filepath.Separator), "./cmd/hotsplitd", "./cmd/hotsplitctl")
 	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build of the upgrade baseline %s in %s: %v\n%s", commit, src, err, out)
