@@ -212,6 +212,14 @@ func Versions() []uint32 {
 	return out
 }
 
+// RaisesAt reports whether a rise to cluster version v runs raise hooks,
+// and so records one "cluster version v: …" CONFIG decision. The
+// rolling-upgrade process tests ask it to know which decisions a raise
+// must have written.
+func RaisesAt(v uint32) bool {
+	return len(raiseSteps(features[:], v-1, v)) > 0
+}
+
 // rulesAt is the detector rule set of a cluster version: the rules of
 // every feature on at it.
 func rulesAt(version uint32) detector.Rules {

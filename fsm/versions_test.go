@@ -244,3 +244,20 @@ func TestDesignDocListsTheFeatureTable(t *testing.T) {
 		t.Errorf("docs/design.md lists %d feature rows, the table has %d", rows, numFeatures)
 	}
 }
+
+// TestRaisesAt: a version raises (writes a "cluster version N:" decision)
+// exactly when a row of its own has a raise hook.
+func TestRaisesAt(t *testing.T) {
+	if RaisesAt(Version1) || !RaisesAt(Version2) {
+		t.Fatalf("RaisesAt(1)=%v RaisesAt(2)=%v, want false and true (version 2's hold band has a hook)", RaisesAt(Version1), RaisesAt(Version2))
+	}
+	for _, v := range Versions() {
+		hooked := false
+		for _, r := range features {
+			hooked = hooked || (r.version == v && r.raise != nil)
+		}
+		if RaisesAt(v) != hooked {
+			t.Errorf("RaisesAt(%d) = %v, the table says %v", v, RaisesAt(v), hooked)
+		}
+	}
+}
