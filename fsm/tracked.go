@@ -58,6 +58,12 @@ func explanationToProto(e detector.Explanation) *api.Explanation {
 		CandidateWindows:   e.CandidateWindows,
 		HoldBandBp:         e.HoldBandBP,
 		SamplePoints:       e.SamplePoints,
+		SplitEvidence:      api.SplitEvidence(e.Evidence),
+		LeftShareLoBp:      e.LeftShareLoBP,
+		LeftShareHiBp:      e.LeftShareHiBP,
+		RightShareLoBp:     e.RightShareLoBP,
+		RightShareHiBp:     e.RightShareHiBP,
+		KnownKeys:          e.KnownKeys,
 	}
 }
 
@@ -99,6 +105,12 @@ func trackedFromProto(ps []*api.TrackedRoute) []detector.Tracked {
 				CandidateWindows:   e.GetCandidateWindows(),
 				HoldBandBP:         e.GetHoldBandBp(),
 				SamplePoints:       e.GetSamplePoints(),
+				Evidence:           detector.Evidence(e.GetSplitEvidence()),
+				LeftShareLoBP:      e.GetLeftShareLoBp(),
+				LeftShareHiBP:      e.GetLeftShareHiBp(),
+				RightShareLoBP:     e.GetRightShareLoBp(),
+				RightShareHiBP:     e.GetRightShareHiBp(),
+				KnownKeys:          e.GetKnownKeys(),
 			},
 		}
 	}

@@ -56,6 +56,8 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	EvidenceCuts
+	HeavyKeyIsolation
 	numFeatures
 )
 
@@ -132,6 +134,12 @@ var features = [numFeatures]featureRow{
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
 		0, nil},
+	EvidenceCuts: {"evidence_cuts", Version3,
+		"a cut rests on exact bucket loads and top-K counts first, samples only inside a bucket, may fall between a few keys of known load, and is made only when each side's share clears 20% at confidence (explained with its interval); a row without evidence is declined no_evidence",
+		detector.RuleEvidenceCuts, nil},
+	HeavyKeyIsolation: {"heavy_key_isolation", Version3,
+		"the heaviest key is isolated when its own load clears the threshold and the floor at confidence, whatever its share of the route",
+		detector.RuleHeavyKeyIsolation, nil},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature
