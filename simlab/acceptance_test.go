@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/hotsplit/hotsplit/fsm"
@@ -102,7 +103,12 @@ func TestEmptyChildren(t *testing.T) {
 			if need == 0 {
 				need = 100
 			}
-			if balance < need {
+			switch {
+			case balance == 0 && isolatedEverywhere(row):
+				// No cut to judge: the rules isolated the workload's keys
+				// instead (pair under version 3, by their load).
+				t.Logf("%s v%d: no balance split in %d seeds; every watched key isolated in every run", c.Name, v, row.Seeds)
+			case balance < need:
 				t.Errorf("%s v%d: %d balance splits over %d seeds, want at least %d", c.Name, v, balance, row.Seeds, need)
 			}
 			if empty*100 > 5*2*balance {
@@ -115,6 +121,20 @@ func TestEmptyChildren(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// isolatedEverywhere reports whether the row watched keys and every run
+// ended with each of them alone in a route.
+func isolatedEverywhere(row Row) bool {
+	if len(row.Runs) == 0 || len(row.Runs[0].IsolatedAt) == 0 {
+		return false
+	}
+	for _, x := range row.Runs {
+		if slices.Contains(x.IsolatedAt, -1) {
+			return false
+		}
+	}
+	return true
 }
 
 // shortNarrow is narrow cut down for -short: one seed, 22 columns.
