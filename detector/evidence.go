@@ -60,12 +60,13 @@ import (
 // at most 1/knownKeyErrorDiv of its lower estimate.
 const knownKeyErrorDiv = 8
 
-// evItem is one evidence item. A bucket without items is [lo, hiExcl).
+// evItem is one evidence item: a key (lo), or a loaded bucket without
+// items (lo nil), which a cut never enters.
 type evItem struct {
-	lo, hiExcl []byte
-	bucket     int
-	x, v       uint64 // evidence weight and its variance
-	known      bool   // a top-K key of known load
+	lo     []byte
+	bucket int
+	x, v   uint64 // evidence weight and its variance
+	known  bool   // a top-K key of known load
 }
 
 // evidenceSet is a row's evidence for one route, laid out.
@@ -215,7 +216,7 @@ func newEvidence(cfg Config, r *catalog.RouteDescriptor, row *Row) *evidenceSet 
 			}
 		}
 		if b != 0 && len(ev.items) == start {
-			ev.items = append(ev.items, evItem{lo: ev.layout.Lower(j), hiExcl: ev.layout.Lower(j + 1), bucket: j})
+			ev.items = append(ev.items, evItem{bucket: j})
 		}
 	}
 	ev.cumX = make([]u128, len(ev.items)+1)

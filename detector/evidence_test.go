@@ -269,10 +269,10 @@ func TestFinitePopulation(t *testing.T) {
 // holds three keys (34/33/33% of its load, half the operations writes);
 // each trial samples its operations one in 16 as a reporter does, the
 // top-K estimates and their variances follow the leader's formulas, and
-// the bucket load is exact. Over 3000 trials at each size the true left
-// share lies within the recorded interval in at least 96% of the trials
-// that plan a cut (98% nominal), and no cut is planned whose true smaller
-// side is below the minimum share. With 6000 operations (about 375
+// the bucket load is exact. Over 3000 trials at each size (400 under
+// -short) the true left share lies within the recorded interval in at
+// least 96% of the trials that plan a cut (98% nominal), and no cut is
+// planned whose true smaller side is below the minimum share. With 6000 operations (about 375
 // sampled) every trial plans; with 600 (37 sampled, a 1 s column) most
 // are refused as uncertain, but not all.
 func TestCutIntervalCoverage(t *testing.T) {
@@ -283,7 +283,10 @@ func TestCutIntervalCoverage(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 1))
 	for _, ops := range []int{600, 6000} { // a 1 s and a 10 s column at 1.8× the threshold, about
 		covered, planned, bad := 0, 0, 0
-		const trials = 3000
+		trials := 3000
+		if testing.Short() {
+			trials = 400 // CI's unit stage; a plain go test runs the full count
+		}
 		for range trials {
 			var total uint64
 			row := Row{SampleRate: 16}
@@ -392,4 +395,26 @@ func TestEvidenceCutProperties(t *testing.T) {
 			t.Fatalf("planned with lower bounds %d | %d", a.leftLoBP, a.rightLoBP)
 		}
 	})
+}
+
+// BenchmarkEvidenceCut: the version 3 cut of one candidate with a full
+// row of evidence (16 buckets, 32 top keys, 128 samples).
+func BenchmarkEvidenceCut(b *testing.B) {
+	cfg := DefaultConfig()
+	r := &catalog.RouteDescriptor{ID: 1, Start: []byte("a"), End: []byte("b")}
+	row := Row{Writes: 15_000, SampleRate: 16, Buckets: make([]uint64, 16)}
+	for i := range row.Buckets {
+		row.Buckets[i] = uint64(1000 * (i + 1))
+	}
+	for i := range 32 {
+		row.TopKeys = append(row.TopKeys, sampledAt16(fmt.Sprintf("a%c%03d", 16*(i%16), i), uint64(500+i)))
+	}
+	for i := range 128 {
+		row.Samples = append(row.Samples, WeightedKey{Key: fmt.Appendf(nil, "a%c%03d", 2*i, i), Weight: uint64(50 + i)})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var c splitChoice
+		evidenceCut(cfg, r, &row, &c)
+	}
 }

@@ -9,6 +9,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/sim"
 )
 
 // Split decisions for a few comparably hot keys, measured through the
@@ -38,12 +39,18 @@ func TestFewKeysRelievedWithinBound(t *testing.T) {
 	}
 	versions := []uint32{fsm.Version3, fsm.Version2}
 	if testing.Short() {
-		shapes, rates, seeds = []FewKeysShape{FewKeysShapes()[2]}, []uint32{16}, 1
-		steps = []fewKeysStep{{"10 s", SuiteConfig(), 30}}
-		versions = versions[:1]
+		// One run of the five-key shape at a 1 s step, shared with
+		// TestCutSharesAccurate.
+		row := suiteRow(t, shortFewKeys, fsm.Version3)
+		sh := FewKeysShapes()[2]
+		if res := row.Runs[0]; res.ReliefColumn < 0 || res.SplitsToRelief > sh.Bound() {
+			t.Errorf("%s at 1 s: relief column %d after %d splits (%v); want relief within %d splits",
+				sh.Name, res.ReliefColumn, res.SplitsToRelief, res.ByOrigin, sh.Bound())
+		}
+		return
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\tload\tbound\tstep\trate\trules\trelieved\tsplits to relief\tcols to relief\t")
+	fmt.Fprintln(tw, "workload\tload\tbound\tstep\trate\trules\trelieved\tsplits to relief\tcols to relief\tshares ±10\tin interval\t")
 	for _, sh := range shapes {
 		w, err := sh.Workload()
 		if err != nil {
@@ -54,12 +61,14 @@ func TestFewKeysRelievedWithinBound(t *testing.T) {
 				for _, v := range versions {
 					relieved := 0
 					var splits, cols []int
+					row := Row{Case: sh.Name, ClusterVersion: v}
 					for seed := uint64(1); seed <= uint64(seeds); seed++ {
 						res, err := Run(Spec{Workload: w, Config: st.cfg, ClusterVersion: v, Load: sh.Load,
 							Columns: st.columns, Seed: seed, SampleRate: rate})
 						if err != nil {
 							t.Fatal(err)
 						}
+						row.Runs = append(row.Runs, res)
 						if res.ReliefColumn >= 0 {
 							relieved++
 							splits, cols = append(splits, res.SplitsToRelief), append(cols, res.ReliefColumn)
@@ -70,8 +79,10 @@ func TestFewKeysRelievedWithinBound(t *testing.T) {
 								sh.Name, st.name, rate, seed, res.ReliefColumn, res.SplitsToRelief, res.ByOrigin, sh.Bound())
 						}
 					}
-					fmt.Fprintf(tw, "%s\t%g\t%d\t%s\t%d\tv%d\t%d/%d\t%s\t%s\t\n", sh.Name, sh.Load, sh.Bound(), st.name, rate, v,
-						relieved, seeds, spread(splits), spread(cols))
+					within, cuts := row.SharesWithin(sharesTolerance)
+					covered, recorded := row.IntervalsCover()
+					fmt.Fprintf(tw, "%s\t%g\t%d\t%s\t%d\tv%d\t%d/%d\t%s\t%s\t%d/%d\t%d/%d\t\n", sh.Name, sh.Load, sh.Bound(), st.name, rate, v,
+						relieved, seeds, spread(splits), spread(cols), within, cuts, covered, recorded)
 				}
 			}
 		}
@@ -82,6 +93,13 @@ func TestFewKeysRelievedWithinBound(t *testing.T) {
 		}
 	}
 }
+
+// shortFewKeys is the five-key shape for -short: one seed at a 1 s step
+// (10 s cooldown), 40 columns, every operation sampled (the long suite
+// runs rate 16).
+var shortFewKeys = Case{Name: "fewkeys-5", Load: 3, Columns: 40, MaxSeeds: 1, MinBalanceSplits: 1, SampleRate: 1,
+	Make:   func() (sim.Workload, error) { return FewKeysShapes()[2].Workload() },
+	Config: func() *api.Config { return &api.Config{StepMs: 1000, CooldownMs: 10_000, GraceMs: 500} }}
 
 // spread is "min–max" of xs, "-" when empty.
 func spread(xs []int) string {
@@ -103,8 +121,8 @@ func spread(xs []int) string {
 // points of the truth in at least 95% of the few-keys cuts (their shares
 // rest on top-K counts) and in at least 92% over Suite, where most cuts
 // rest on three reporters' 96 sampled operations (σ ≈ 6 points; version
-// 2 measures the same). Under -short: the five-key shape and narrow, one
-// seed each.
+// 2 measures the same). Under -short: the five-key shape at 1 s and
+// narrow, one seed each.
 func TestCutSharesAccurate(t *testing.T) {
 	type group struct {
 		name  string
@@ -113,9 +131,7 @@ func TestCutSharesAccurate(t *testing.T) {
 	}
 	groups := []group{{"suite", Suite(), 92}, {"few keys", FewKeysSuite(), 95}, {"sparse", SparseSuite(), 0}}
 	if testing.Short() {
-		five := FewKeysSuite()[2]
-		five.Columns, five.MaxSeeds, five.MinBalanceSplits = 30, 1, 1
-		groups = []group{{"suite", []Case{shortNarrow}, 92}, {"few keys", []Case{five}, 95}}
+		groups = []group{{"suite", []Case{shortNarrow}, 92}, {"few keys", []Case{shortFewKeys}, 95}}
 	}
 	var covered, recorded, cuts int
 	for _, g := range groups {
