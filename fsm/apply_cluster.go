@@ -60,6 +60,14 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 // nothing (renewals may arrive late).
 func (a *applier) applyAdvanceCeiling(c *api.AdvanceCeiling) *api.CommandResult {
 	a.s.ceilingMs = max(a.s.ceilingMs, c.GetCeilingMs())
+	if a.s.Has(StepChangeWithoutColumns) {
+		// The leader renews the fence on an idle cluster too: time passes
+		// here even when no column comes to promote a step change.
+		if next := promoteStepByTime(a.s.cfg, a.now); next != a.s.cfg {
+			a.f.log.Info("fsm: step change took effect without a column", "step_ms", next.GetStepMs(), "boundary_ms", a.s.cfg.GetNextStepAtMs())
+			a.s.cfg = next
+		}
+	}
 	return ok()
 }
 

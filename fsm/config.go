@@ -336,6 +336,28 @@ func promoteStep(c *api.Config, windowStartMs uint64) *api.Config {
 	return out
 }
 
+// promoteStepByTime moves a pending step into step_ms once nowMs (an
+// entry's HLC) is two of the longer step plus the grace past its boundary
+// (StepChangeWithoutColumns). A cluster that reports promotes it earlier,
+// with its first column at or past the boundary (promoteStep); the wait
+// keeps the time rule behind every column of the old step, which commits
+// within a grace of the boundary. It returns c itself when nothing is due.
+func promoteStepByTime(c *api.Config, nowMs uint64) *api.Config {
+	at := c.GetNextStepAtMs()
+	if at == 0 {
+		return c
+	}
+	longer := max(c.GetStepMs(), c.GetNextStepMs())
+	grace := c.GetGraceMs()
+	if grace == 0 {
+		grace = longer / 2
+	}
+	if nowMs < at+2*longer+grace {
+		return c
+	}
+	return promoteStep(c, at)
+}
+
 func gcd(a, b uint64) uint64 {
 	for b != 0 {
 		a, b = b, a%b

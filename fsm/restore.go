@@ -271,7 +271,7 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 		return nil, err
 	}
 	s.decisions = p.GetDecisions()
-	reqs, err := restoreRequests(p.GetRequests(), p.GetNextRequestSeq(), lim.requests)
+	reqs, err := restoreRequests(p.GetRequests(), p.GetNextRequestSeq(), lim.requests, p.GetClusterVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -307,6 +307,9 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if err != nil {
 		return err
 	}
+	if err := checkCatalogFeatures(cat, p.GetClusterVersion()); err != nil {
+		return err
+	}
 	if err := ValidateConfig(p.GetConfig()); err != nil {
 		return err
 	}
@@ -331,6 +334,24 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	s.sw = sw
 	s.det = det
 	return nil
+}
+
+// checkCatalogFeatures: below the version merges exist, no route was made
+// by a merge (no replica of that version writes one). The walk over the
+// routes runs only there.
+func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
+	if ManualMerge.EnabledAt(version) {
+		return nil
+	}
+	var err error
+	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
+		if r.Merged() {
+			err = fmt.Errorf("catalog holds merged route %d, which needs cluster version %d, at cluster version %d",
+				r.ID, ManualMerge.Version(), version)
+		}
+		return err == nil
+	})
+	return err
 }
 
 // checkConfigFeatures: a config holds no setting of a feature off at the
@@ -441,7 +462,7 @@ func checkDecisions(ds []*api.Decision, nextSeq uint64, limit int) error {
 	return nil
 }
 
-func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int) (*requestTable, error) {
+func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int, version uint32) (*requestTable, error) {
 	if len(rs) > limit {
 		return nil, fmt.Errorf("%d request records above the local table size %d", len(rs), limit)
 	}
@@ -452,6 +473,9 @@ func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int) (*reque
 		}
 		if r.GetSeq() == 0 || r.GetSeq() >= nextSeq || (i > 0 && r.GetSeq() <= rs[i-1].GetSeq()) {
 			return nil, fmt.Errorf("requests[%d]: seq %d unsorted, repeated or not below %d", i, r.GetSeq(), nextSeq)
+		}
+		if err := checkRequestBinding(r, version); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
 		}
 		if _, dup := t.byID.ReplaceOrInsert(r); dup {
 			return nil, fmt.Errorf("requests[%d]: id %q repeated", i, r.GetRequestId())

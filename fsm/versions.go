@@ -56,6 +56,10 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	ManualMerge
+	RequestFingerprints
+	UnchangedPatchNoop
+	StepChangeWithoutColumns
 	EvidenceCuts
 	HeavyKeyIsolation
 	numFeatures
@@ -133,6 +137,18 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
+		0, nil},
+	ManualMerge: {"manual_merge", Version3,
+		"MergeRange: an operator joins two adjacent ACTIVE routes of one group into a new route that records both parents; the split cooldown starts at the merge",
+		0, nil},
+	RequestFingerprints: {"request_fingerprints", Version3,
+		"a request id is bound to its request: the table keeps a fingerprint and a description of the first one, and a reuse for another request is refused (REQUEST_ID_REUSED), never answered with the first result",
+		0, nil},
+	UnchangedPatchNoop: {"unchanged_patch_noop", Version3,
+		"a SetConfig patch that leaves the config as it is changes nothing: no hysteresis reset, no decision; it answers \"unchanged\"",
+		0, nil},
+	StepChangeWithoutColumns: {"step_change_without_columns", Version3,
+		"a pending step change takes effect with the first fence renewal two of the longer step plus the grace past its boundary, even when no column came (an idle cluster)",
 		0, nil},
 	EvidenceCuts: {"evidence_cuts", Version3,
 		"a cut rests on exact bucket loads and top-K counts first, samples only inside a bucket, may fall between a few keys of known load, and is made only when each side's share clears 20% at confidence (explained with its interval); a row without evidence is declined no_evidence",

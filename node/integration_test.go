@@ -424,7 +424,7 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 		{"unknown route", func() error {
 			_, err := cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: 999, SplitKey: []byte("a"), RequestId: requestID()})
 			return err
-		}, codes.NotFound, "route 999"},
+		}, codes.NotFound, "r999 was never created"},
 		{"key over the limit", func() error {
 			_, err := cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: r1.Route.RouteId, SplitKey: tooLong})
 			return err

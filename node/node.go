@@ -66,6 +66,9 @@ type Node struct {
 	// healthRef publishes n.health, and with it n.configs (set before), to
 	// the stream layer's membership check, which starts before both.
 	healthRef atomic.Pointer[health.Monitor]
+	// dataDirClusterID is the cluster id the data dir recorded when the
+	// node started ("" if none), read before the stream layer starts.
+	dataDirClusterID string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -19,6 +19,7 @@ import (
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/internal/testutil"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // emptyCluster is a test cluster that starts no node by itself.
@@ -348,5 +349,26 @@ func TestIntegrationForceNewCluster(t *testing.T) {
 	}
 	if _, err := rc.SplitRange(ctx, &api.SplitRangeRequest{RouteId: first.GetRoute().GetRouteId(), SplitKey: []byte("c")}); err != nil {
 		t.Fatalf("write after recovery: %v", err)
+	}
+
+	// The flag is one-shot: a restart with it still set is refused before
+	// anything opens; without it the node resumes the recovered cluster.
+	newID := st.ClusterID()
+	r.stop("n2")
+	if n, err := Start(r.cfgs["n2"]); !errors.Is(err, storage.ErrRecoveryRan) || !strings.Contains(err.Error(), "drop --forceNewCluster") {
+		if n != nil {
+			n.Close(ctx)
+		}
+		t.Fatalf("restart with --forceNewCluster still set: %v, want a refusal naming the flag", err)
+	}
+	if in, err := Inspect(cfg.DataDir); err != nil || !strings.Contains(in.Recovered, "--forceNewCluster") || !strings.Contains(in.Recovered, newID) {
+		t.Fatalf("inspect after recovery: %+v, %v", in, err)
+	}
+	again := r.cfgs["n2"]
+	again.Recovery = Recovery{}
+	r.start(again)
+	r.waitLeaderReady(10 * time.Second)
+	if got := r.node("n2").FSM().State().ClusterID(); got != newID {
+		t.Fatalf("restarted without the flag in cluster %q, want %q", got, newID)
 	}
 }

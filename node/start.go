@@ -48,6 +48,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := checkNotRemoved(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if err := storage.CheckRecoveryOnce(cfg.DataDir, cfg.Recovery.flag()); err != nil {
+		return nil, err
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -184,8 +187,9 @@ func (n *Node) startNetwork(w *wiring) error {
 	if w.dialer == nil {
 		w.dialer = raftnet.DefaultDialer()
 	}
+	n.dataDirClusterID = n.knownClusterID()
 	stream, err := raftnet.NewStreamLayer(raftnet.StreamConfig{Listener: n.raftLn, Advertise: n.advertisedRaft(), Dialer: w.dialer, TLS: n.tls,
-		Admit: n.raftAdmits, ExpectAt: n.raftMemberAt, Logger: n.log, Registerer: n.cfg.Registry})
+		Admit: n.raftAdmits, ExpectAt: n.raftMemberAt, ClusterID: n.raftClusterID, Logger: n.log, Registerer: n.cfg.Registry})
 	if err != nil {
 		return err
 	}
@@ -367,6 +371,7 @@ func (n *Node) serve(w *wiring) {
 	n.goRun(func() { w.checks.Run(ctx) })
 	n.startOperations(ctx, n.cfg.Registry, n.stores.Files)
 	n.goRun(func() { storage.RecordClusterVersion(ctx, n.stores.Stable, n.fsm) })
+	n.goRun(func() { storage.RecordMembers(ctx, n.cfg.DataDir, n.fsm, n.log) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
 	}

@@ -95,7 +95,7 @@ func writeStatus(w io.Writer, s *api.StatusResponse) error {
 		if i == 0 {
 			label = "warnings"
 		}
-		t.row(label, oneLine(warn))
+		t.row(label, oneLine(forPeople(warn)))
 	}
 	t.row("routes", fmt.Sprintf("%d live", s.GetLiveRoutes()))
 	if s.GetLastColumnAtMs() == 0 {
@@ -294,7 +294,7 @@ func decisionTable(w io.Writer, ds []*api.Decision) error {
 			detail = append(detail, "by "+actorWithNote(d.GetActor(), d.GetNote()))
 		}
 		if d.GetDetail() != "" {
-			detail = append(detail, oneLine(d.GetDetail()))
+			detail = append(detail, oneLine(forPeople(d.GetDetail())))
 		}
 		t.row(strconv.FormatUint(d.GetSeq(), 10), formatHLC(d.GetAtHlc()), enumName(d.GetKind()),
 			formatRouteID(d.GetRouteId()), formatOpID(d.GetOpId()), enumOrDash(d.GetOrigin()),

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -46,16 +50,36 @@ The thresholds shown beside the numbers come from the current config; with
 			// The thresholds put the numbers in context; the explanation
 			// stands without them, so a failure here is only noted.
 			cfgResp, cfgErr := cl.GetConfig(cmd.Context(), &api.GetConfigRequest{Consistency: a.readConsistency()})
-			return writeExplain(a.out, routeID, resp, cfgResp.GetConfig(), cfgErr)
+			fate := ""
+			if resp.GetRoute() == nil {
+				fate = routeFate(cmd.Context(), cl, routeID, a.readConsistency())
+			}
+			return writeExplain(a.out, routeID, resp, cfgResp.GetConfig(), cfgErr, fate)
 		},
 	}
 }
 
-func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.Config, cfgErr error) error {
+// routeFate is the cluster's one sentence on a route that is gone ("r1
+// was split into r2, r3 at …"): the answer a lookup by id gives, so that
+// split, routes get and explain say the same; "" if it cannot be had.
+func routeFate(ctx context.Context, cl *client.Client, routeID uint64, c api.Consistency) string {
+	_, err := cl.GetRoute(ctx, &api.GetRouteRequest{RouteId: routeID, Consistency: c})
+	if e, ok := errors.AsType[*client.Error](err); ok && e.Code() == codes.NotFound {
+		return e.Message()
+	}
+	return ""
+}
+
+// writeExplain prints an explanation; fate is what became of a route that
+// is gone ("" for a live one, or if unknown).
+func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.Config, cfgErr error, fate string) error {
 	t := newTable(w)
-	if r.GetRoute() != nil {
+	switch {
+	case r.GetRoute() != nil:
 		t.row("route", routeSummary(r.GetRoute()))
-	} else {
+	case fate != "":
+		t.row("route", fate)
+	default:
 		t.row("route", formatRouteID(routeID)+" (no longer exists)")
 	}
 	t.row("verdict", verdict(r, cfg))
@@ -282,7 +306,8 @@ func verdict(r *api.ExplainResponse, cfg *api.Config) string {
 // column to judge it by yet, or below the threshold.
 func coldVerdict(r *api.ExplainResponse) string {
 	last := r.GetLastColumnAtMs()
-	born := hlc.Physical(r.GetRoute().GetSplitAtHlc())
+	// A route is created by a split or a merge (the other HLC is 0).
+	born := hlc.Physical(max(r.GetRoute().GetSplitAtHlc(), r.GetRoute().GetMergedAtHlc()))
 	var s string
 	switch {
 	case last == 0:

@@ -67,3 +67,22 @@ func TestRaftLoggerRateLimitsPerPeer(t *testing.T) {
 		t.Errorf("%d info lines, want all 120", n)
 	}
 }
+
+// hclog's deferred formats are expanded: raft's "initial configuration"
+// line names its servers instead of printing an unexpanded verb.
+func TestRaftLoggerExpandsFormats(t *testing.T) {
+	var buf bytes.Buffer
+	l := newRaftLogger(slog.New(slog.NewTextHandler(&buf, nil)))
+	l.Info("initial configuration", "index", 1, "servers", hclog.Fmt("%+v", []raft.Server{
+		{Suffrage: raft.Voter, ID: "n1", Address: "127.0.0.1:7000"}, {Suffrage: raft.Nonvoter, ID: "n2", Address: "127.0.0.1:7010"}}))
+	l.Info("formats", "n", hclog.Fmt("%d entries", 3), "none", hclog.Format{})
+	out := buf.String()
+	for _, want := range []string{`servers="n1=127.0.0.1:7000(voter) n2=127.0.0.1:7010(nonvoter)"`, `n="3 entries"`, `none=""`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "%") {
+		t.Errorf("an unexpanded verb:\n%s", out)
+	}
+}
