@@ -314,9 +314,7 @@ func (o *observation) decide() []Plan {
 		var ch splitChoice
 		if o.in.Rules.Has(RuleBalanceSplit) {
 			ch = chooseBalancedSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
-			x.LeftShareBP, x.RightShareBP = ch.leftShareBP, ch.rightShareBP
-			x.BucketShareBP, x.HotKeyUpperShareBP = ch.bucketShareBP, ch.hotUpperShareBP
-			x.SampleRate, x.SamplePoints = ch.sampleRate, ch.samplePoints
+			ch.explainBalance(&x, o.in.Rules)
 		} else {
 			ch = chooseSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
 		}

@@ -61,6 +61,8 @@ const (
 	UnchangedPatchNoop
 	StepChangeWithoutColumns
 	AutoMerge
+	EvidenceCuts
+	HeavyKeyIsolation
 	numFeatures
 )
 
@@ -152,6 +154,12 @@ var features = [numFeatures]featureRow{
 	AutoMerge: {"auto_merge", Version3,
 		"adjacent routes cold for merge_windows complete columns are merged by one-step merge ops (config merge_threshold_bp, merge_windows, merge_delay_ms, max_merges_per_cycle, merge_margin_bp)",
 		detector.RuleMerge, raiseAutoMerge},
+	EvidenceCuts: {"evidence_cuts", Version3,
+		"a cut rests on exact bucket loads and top-K counts first, samples only inside a bucket, may fall between a few keys of known load, and is made only when each side's share clears 20% at confidence (explained with its interval); a row without evidence is declined no_evidence",
+		detector.RuleEvidenceCuts, nil},
+	HeavyKeyIsolation: {"heavy_key_isolation", Version3,
+		"the heaviest key is isolated when its own load clears the threshold and the floor at confidence, whatever its share of the route",
+		detector.RuleHeavyKeyIsolation, nil},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature

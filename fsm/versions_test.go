@@ -45,16 +45,17 @@ func TestFeatureTableIsComplete(t *testing.T) {
 
 // The detector rule set of each version is the union of its features'
 // rules: none at version 1 (the zero value, the first release's rules),
-// every rule but the merge rule at version 2, every rule of this build at
-// version 3.
+// the version 2 release's four at version 2, every rule of this build at
+// the version it supports.
 func TestRulesAtVersion(t *testing.T) {
+	v2 := detector.RuleHoldBand | detector.RuleBalanceSplit | detector.RuleLowerBoundIsolation | detector.RuleColumnExplanations
 	for _, tc := range []struct {
 		version uint32
 		want    detector.Rules
 	}{
 		{Version1, 0},
-		{Version2, detector.AllRules &^ detector.RuleMerge},
-		{Version3, detector.AllRules},
+		{Version2, v2},
+		{SupportedVersion, detector.AllRules},
 	} {
 		if got := rulesAt(tc.version); got != tc.want {
 			t.Errorf("rulesAt(%d) = %b, want %b", tc.version, got, tc.want)

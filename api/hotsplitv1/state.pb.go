@@ -168,6 +168,9 @@ const (
 	Reason_REASON_MERGE_MARGIN     Reason = 52 // the merged estimate is not merge_margin_bp below the threshold
 	Reason_REASON_MERGE_SUPPRESSED Reason = 53 // switch off
 	Reason_REASON_MERGE_BUDGET     Reason = 54 // max_merges_per_cycle already used this column
+	// Cluster version 3 (evidence_cuts).
+	Reason_REASON_NO_EVIDENCE   Reason = 60 // hot, but the column carried no evidence of where its load lies
+	Reason_REASON_CUT_UNCERTAIN Reason = 61 // a cut balances by the estimate, but its interval admits a side below 20%
 )
 
 // Enum value maps for Reason.
@@ -197,6 +200,8 @@ var (
 		52: "REASON_MERGE_MARGIN",
 		53: "REASON_MERGE_SUPPRESSED",
 		54: "REASON_MERGE_BUDGET",
+		60: "REASON_NO_EVIDENCE",
+		61: "REASON_CUT_UNCERTAIN",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -223,6 +228,8 @@ var (
 		"REASON_MERGE_MARGIN":        52,
 		"REASON_MERGE_SUPPRESSED":    53,
 		"REASON_MERGE_BUDGET":        54,
+		"REASON_NO_EVIDENCE":         60,
+		"REASON_CUT_UNCERTAIN":       61,
 	}
 )
 
@@ -251,6 +258,70 @@ func (x Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{2}
+}
+
+// SplitEvidence says what placed a split key (cluster version 3): the
+// evidence its side shares rest on.
+type SplitEvidence int32
+
+const (
+	SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED SplitEvidence = 0
+	// A cut at a bucket boundary: both shares are exact bucket loads.
+	SplitEvidence_SPLIT_EVIDENCE_BUCKETS SplitEvidence = 1
+	// A cut between two keys whose loads the top-K counts give, inside one
+	// bucket: the interval is their sampling noise.
+	SplitEvidence_SPLIT_EVIDENCE_TOP_KEYS SplitEvidence = 2
+	// A cut among sampled keys inside one bucket: the interval is the
+	// sample's.
+	SplitEvidence_SPLIT_EVIDENCE_SAMPLES SplitEvidence = 3
+	// The heaviest key isolated by its own load (its lower confidence bound
+	// clears the threshold and the floor), whatever its share.
+	SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD SplitEvidence = 4
+)
+
+// Enum value maps for SplitEvidence.
+var (
+	SplitEvidence_name = map[int32]string{
+		0: "SPLIT_EVIDENCE_UNSPECIFIED",
+		1: "SPLIT_EVIDENCE_BUCKETS",
+		2: "SPLIT_EVIDENCE_TOP_KEYS",
+		3: "SPLIT_EVIDENCE_SAMPLES",
+		4: "SPLIT_EVIDENCE_KEY_LOAD",
+	}
+	SplitEvidence_value = map[string]int32{
+		"SPLIT_EVIDENCE_UNSPECIFIED": 0,
+		"SPLIT_EVIDENCE_BUCKETS":     1,
+		"SPLIT_EVIDENCE_TOP_KEYS":    2,
+		"SPLIT_EVIDENCE_SAMPLES":     3,
+		"SPLIT_EVIDENCE_KEY_LOAD":    4,
+	}
+)
+
+func (x SplitEvidence) Enum() *SplitEvidence {
+	p := new(SplitEvidence)
+	*p = x
+	return p
+}
+
+func (x SplitEvidence) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SplitEvidence) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[3].Descriptor()
+}
+
+func (SplitEvidence) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[3]
+}
+
+func (x SplitEvidence) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SplitEvidence.Descriptor instead.
+func (SplitEvidence) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
 }
 
 type OpState int32
@@ -295,11 +366,11 @@ func (x OpState) String() string {
 }
 
 func (OpState) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[3].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[4].Descriptor()
 }
 
 func (OpState) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[3]
+	return &file_hotsplitv1_state_proto_enumTypes[4]
 }
 
 func (x OpState) Number() protoreflect.EnumNumber {
@@ -308,7 +379,7 @@ func (x OpState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpState.Descriptor instead.
 func (OpState) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
 }
 
 type OpAbortReason int32
@@ -356,11 +427,11 @@ func (x OpAbortReason) String() string {
 }
 
 func (OpAbortReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[4].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
 }
 
 func (OpAbortReason) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[4]
+	return &file_hotsplitv1_state_proto_enumTypes[5]
 }
 
 func (x OpAbortReason) Number() protoreflect.EnumNumber {
@@ -369,7 +440,7 @@ func (x OpAbortReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpAbortReason.Descriptor instead.
 func (OpAbortReason) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
 }
 
 // OpKind is what an op does. Every op before cluster version 3 splits.
@@ -404,11 +475,11 @@ func (x OpKind) String() string {
 }
 
 func (OpKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
 }
 
 func (OpKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[5]
+	return &file_hotsplitv1_state_proto_enumTypes[6]
 }
 
 func (x OpKind) Number() protoreflect.EnumNumber {
@@ -417,7 +488,7 @@ func (x OpKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpKind.Descriptor instead.
 func (OpKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
 // AutoSplitFlag is a member's explicit --autoSplit start flag (SPEC §7).
@@ -454,11 +525,11 @@ func (x AutoSplitFlag) String() string {
 }
 
 func (AutoSplitFlag) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
 }
 
 func (AutoSplitFlag) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[6]
+	return &file_hotsplitv1_state_proto_enumTypes[7]
 }
 
 func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
@@ -467,7 +538,7 @@ func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AutoSplitFlag.Descriptor instead.
 func (AutoSplitFlag) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 type DecisionKind int32
@@ -550,11 +621,11 @@ func (x DecisionKind) String() string {
 }
 
 func (DecisionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
 }
 
 func (DecisionKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[7]
+	return &file_hotsplitv1_state_proto_enumTypes[8]
 }
 
 func (x DecisionKind) Number() protoreflect.EnumNumber {
@@ -563,7 +634,7 @@ func (x DecisionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionKind.Descriptor instead.
 func (DecisionKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 // ResultCode is the business outcome of an applied command. Anything but OK
@@ -668,11 +739,11 @@ func (x ResultCode) String() string {
 }
 
 func (ResultCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
 }
 
 func (ResultCode) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[8]
+	return &file_hotsplitv1_state_proto_enumTypes[9]
 }
 
 func (x ResultCode) Number() protoreflect.EnumNumber {
@@ -681,7 +752,7 @@ func (x ResultCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResultCode.Descriptor instead.
 func (ResultCode) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
 }
 
 type AutoSplitSwitch struct {
@@ -832,8 +903,21 @@ type Explanation struct {
 	MergeWindows uint32 `protobuf:"varint,65,opt,name=merge_windows,json=mergeWindows,proto3" json:"merge_windows,omitempty"`
 	// For REASON_MERGE_DELAY: how long until both routes are past the delay.
 	MergeDelayLeftMs uint64 `protobuf:"varint,66,opt,name=merge_delay_left_ms,json=mergeDelayLeftMs,proto3" json:"merge_delay_left_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Cluster version 3: what placed the split key (or the best refused
+	// cut), and each side's share as a confidence interval (98% two-sided,
+	// so each lower bound is a one-sided 99% bound) next to the point
+	// estimates left_share_bp and right_share_bp. A cut is made only when
+	// both lower bounds reach 20%.
+	SplitEvidence  SplitEvidence `protobuf:"varint,70,opt,name=split_evidence,json=splitEvidence,proto3,enum=hotsplit.v1.SplitEvidence" json:"split_evidence,omitempty"`
+	LeftShareLoBp  uint32        `protobuf:"varint,71,opt,name=left_share_lo_bp,json=leftShareLoBp,proto3" json:"left_share_lo_bp,omitempty"`
+	LeftShareHiBp  uint32        `protobuf:"varint,72,opt,name=left_share_hi_bp,json=leftShareHiBp,proto3" json:"left_share_hi_bp,omitempty"`
+	RightShareLoBp uint32        `protobuf:"varint,73,opt,name=right_share_lo_bp,json=rightShareLoBp,proto3" json:"right_share_lo_bp,omitempty"`
+	RightShareHiBp uint32        `protobuf:"varint,74,opt,name=right_share_hi_bp,json=rightShareHiBp,proto3" json:"right_share_hi_bp,omitempty"`
+	// Keys of the route whose loads the top-K counts give (the evidence
+	// items besides buckets and sampled keys).
+	KnownKeys     uint32 `protobuf:"varint,75,opt,name=known_keys,json=knownKeys,proto3" json:"known_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Explanation) Reset() {
@@ -1100,6 +1184,48 @@ func (x *Explanation) GetMergeWindows() uint32 {
 func (x *Explanation) GetMergeDelayLeftMs() uint64 {
 	if x != nil {
 		return x.MergeDelayLeftMs
+	}
+	return 0
+}
+
+func (x *Explanation) GetSplitEvidence() SplitEvidence {
+	if x != nil {
+		return x.SplitEvidence
+	}
+	return SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED
+}
+
+func (x *Explanation) GetLeftShareLoBp() uint32 {
+	if x != nil {
+		return x.LeftShareLoBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetLeftShareHiBp() uint32 {
+	if x != nil {
+		return x.LeftShareHiBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetRightShareLoBp() uint32 {
+	if x != nil {
+		return x.RightShareLoBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetRightShareHiBp() uint32 {
+	if x != nil {
+		return x.RightShareHiBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetKnownKeys() uint32 {
+	if x != nil {
+		return x.KnownKeys
 	}
 	return 0
 }
@@ -2271,8 +2397,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x121\n" +
 	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\x12$\n" +
 	"\x0echanged_at_hlc\x18\x05 \x01(\x04R\fchangedAtHlc\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\x9e\n" +
-	"\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\xa8\f\n" +
 	"\vExplanation\x12+\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x13.hotsplit.v1.ReasonR\x06reason\x120\n" +
 	"\x06origin\x18\x02 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\x06origin\x12>\n" +
@@ -2312,7 +2437,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x0fmerge_threshold\x18? \x01(\x04R\x0emergeThreshold\x12!\n" +
 	"\fcold_columns\x18@ \x01(\rR\vcoldColumns\x12#\n" +
 	"\rmerge_windows\x18A \x01(\rR\fmergeWindows\x12-\n" +
-	"\x13merge_delay_left_ms\x18B \x01(\x04R\x10mergeDelayLeftMs\"\xc7\x02\n" +
+	"\x13merge_delay_left_ms\x18B \x01(\x04R\x10mergeDelayLeftMs\x12A\n" +
+	"\x0esplit_evidence\x18F \x01(\x0e2\x1a.hotsplit.v1.SplitEvidenceR\rsplitEvidence\x12'\n" +
+	"\x10left_share_lo_bp\x18G \x01(\rR\rleftShareLoBp\x12'\n" +
+	"\x10left_share_hi_bp\x18H \x01(\rR\rleftShareHiBp\x12)\n" +
+	"\x11right_share_lo_bp\x18I \x01(\rR\x0erightShareLoBp\x12)\n" +
+	"\x11right_share_hi_bp\x18J \x01(\rR\x0erightShareHiBp\x12\x1d\n" +
+	"\n" +
+	"known_keys\x18K \x01(\rR\tknownKeys\"\xc7\x02\n" +
 	"\fTrackedRoute\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12)\n" +
 	"\x10consecutive_over\x18\x02 \x01(\rR\x0fconsecutiveOver\x12\x1d\n" +
@@ -2452,7 +2584,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE\x10\x03\x12,\n" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE\x10\x04\x12\"\n" +
 	"\x1eSPLIT_ORIGIN_SUB_BUCKET_MEDIAN\x10\x05\x12\x18\n" +
-	"\x14SPLIT_ORIGIN_BALANCE\x10(*\xde\x04\n" +
+	"\x14SPLIT_ORIGIN_BALANCE\x10(*\x90\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_PLANNED\x10\x01\x12\x13\n" +
@@ -2478,7 +2610,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x12REASON_MERGE_DELAY\x103\x12\x17\n" +
 	"\x13REASON_MERGE_MARGIN\x104\x12\x1b\n" +
 	"\x17REASON_MERGE_SUPPRESSED\x105\x12\x17\n" +
-	"\x13REASON_MERGE_BUDGET\x106*\x8d\x01\n" +
+	"\x13REASON_MERGE_BUDGET\x106\x12\x16\n" +
+	"\x12REASON_NO_EVIDENCE\x10<\x12\x18\n" +
+	"\x14REASON_CUT_UNCERTAIN\x10=*\xa1\x01\n" +
+	"\rSplitEvidence\x12\x1e\n" +
+	"\x1aSPLIT_EVIDENCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16SPLIT_EVIDENCE_BUCKETS\x10\x01\x12\x1b\n" +
+	"\x17SPLIT_EVIDENCE_TOP_KEYS\x10\x02\x12\x1a\n" +
+	"\x16SPLIT_EVIDENCE_SAMPLES\x10\x03\x12\x1b\n" +
+	"\x17SPLIT_EVIDENCE_KEY_LOAD\x10\x04*\x8d\x01\n" +
 	"\aOpState\x12\x18\n" +
 	"\x14OP_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OP_STATE_PENDING\x10\x01\x12\x14\n" +
@@ -2558,72 +2698,74 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
 var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
 	(Reason)(0),             // 2: hotsplit.v1.Reason
-	(OpState)(0),            // 3: hotsplit.v1.OpState
-	(OpAbortReason)(0),      // 4: hotsplit.v1.OpAbortReason
-	(OpKind)(0),             // 5: hotsplit.v1.OpKind
-	(AutoSplitFlag)(0),      // 6: hotsplit.v1.AutoSplitFlag
-	(DecisionKind)(0),       // 7: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 8: hotsplit.v1.ResultCode
-	(*AutoSplitSwitch)(nil), // 9: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 10: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 11: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 12: hotsplit.v1.Op
-	(*Admission)(nil),       // 13: hotsplit.v1.Admission
-	(*Member)(nil),          // 14: hotsplit.v1.Member
-	(*Decision)(nil),        // 15: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 16: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 17: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 18: hotsplit.v1.StateSnapshot
-	(*ColdState)(nil),       // 19: hotsplit.v1.ColdState
-	(*RouteDescriptor)(nil), // 20: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 21: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 22: hotsplit.v1.CatalogSnapshot
+	(SplitEvidence)(0),      // 3: hotsplit.v1.SplitEvidence
+	(OpState)(0),            // 4: hotsplit.v1.OpState
+	(OpAbortReason)(0),      // 5: hotsplit.v1.OpAbortReason
+	(OpKind)(0),             // 6: hotsplit.v1.OpKind
+	(AutoSplitFlag)(0),      // 7: hotsplit.v1.AutoSplitFlag
+	(DecisionKind)(0),       // 8: hotsplit.v1.DecisionKind
+	(ResultCode)(0),         // 9: hotsplit.v1.ResultCode
+	(*AutoSplitSwitch)(nil), // 10: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 11: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 12: hotsplit.v1.TrackedRoute
+	(*Op)(nil),              // 13: hotsplit.v1.Op
+	(*Admission)(nil),       // 14: hotsplit.v1.Admission
+	(*Member)(nil),          // 15: hotsplit.v1.Member
+	(*Decision)(nil),        // 16: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 17: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 18: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 19: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 20: hotsplit.v1.ColdState
+	(*RouteDescriptor)(nil), // 21: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 22: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 23: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
 	2,  // 1: hotsplit.v1.Explanation.reason:type_name -> hotsplit.v1.Reason
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
-	10, // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
-	10, // 5: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
-	1,  // 6: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
-	3,  // 7: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
-	4,  // 8: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	16, // 9: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
-	5,  // 10: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
-	6,  // 11: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	7,  // 12: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
-	1,  // 13: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
-	2,  // 14: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
-	4,  // 15: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	10, // 16: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
-	8,  // 17: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	20, // 18: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	21, // 19: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	9,  // 20: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	12, // 21: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	16, // 22: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	22, // 23: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	21, // 24: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	9,  // 25: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	14, // 26: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	11, // 27: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	12, // 28: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	15, // 29: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	17, // 30: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	13, // 31: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	19, // 32: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	3,  // 4: hotsplit.v1.Explanation.split_evidence:type_name -> hotsplit.v1.SplitEvidence
+	11, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	11, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
+	1,  // 7: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
+	4,  // 8: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
+	5,  // 9: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	17, // 10: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	6,  // 11: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
+	7,  // 12: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	8,  // 13: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	1,  // 14: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
+	2,  // 15: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
+	5,  // 16: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	11, // 17: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	9,  // 18: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	21, // 19: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	22, // 20: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	10, // 21: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	13, // 22: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	17, // 23: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	23, // 24: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	22, // 25: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	10, // 26: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	15, // 27: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	12, // 28: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	13, // 29: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	16, // 30: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	18, // 31: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	14, // 32: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	20, // 33: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -2638,7 +2780,7 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      9,
+			NumEnums:      10,
 			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
