@@ -136,7 +136,6 @@ const (
 	RuleHeavyKeyIsolation
 )
 
-
 // AllRules is every rule this build's detector knows.
 const AllRules = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations |
 	RuleMerge | RuleEvidenceCuts | RuleHeavyKeyIsolation
