@@ -575,6 +575,106 @@ func (ResultCode) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
+// HeatmapMarkKind says what changed the catalog at a mark.
+type HeatmapMarkKind int32
+
+const (
+	HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED HeatmapMarkKind = 0
+	HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT       HeatmapMarkKind = 1
+	HeatmapMarkKind_HEATMAP_MARK_KIND_MERGE       HeatmapMarkKind = 2
+)
+
+// Enum value maps for HeatmapMarkKind.
+var (
+	HeatmapMarkKind_name = map[int32]string{
+		0: "HEATMAP_MARK_KIND_UNSPECIFIED",
+		1: "HEATMAP_MARK_KIND_SPLIT",
+		2: "HEATMAP_MARK_KIND_MERGE",
+	}
+	HeatmapMarkKind_value = map[string]int32{
+		"HEATMAP_MARK_KIND_UNSPECIFIED": 0,
+		"HEATMAP_MARK_KIND_SPLIT":       1,
+		"HEATMAP_MARK_KIND_MERGE":       2,
+	}
+)
+
+func (x HeatmapMarkKind) Enum() *HeatmapMarkKind {
+	p := new(HeatmapMarkKind)
+	*p = x
+	return p
+}
+
+func (x HeatmapMarkKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMarkKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
+}
+
+func (HeatmapMarkKind) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[8]
+}
+
+func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMarkKind.Descriptor instead.
+func (HeatmapMarkKind) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+}
+
+// HeatmapMergeOrigin says who decided a merge.
+type HeatmapMergeOrigin int32
+
+const (
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED HeatmapMergeOrigin = 0
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_MANUAL      HeatmapMergeOrigin = 1
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC   HeatmapMergeOrigin = 2
+)
+
+// Enum value maps for HeatmapMergeOrigin.
+var (
+	HeatmapMergeOrigin_name = map[int32]string{
+		0: "HEATMAP_MERGE_ORIGIN_UNSPECIFIED",
+		1: "HEATMAP_MERGE_ORIGIN_MANUAL",
+		2: "HEATMAP_MERGE_ORIGIN_AUTOMATIC",
+	}
+	HeatmapMergeOrigin_value = map[string]int32{
+		"HEATMAP_MERGE_ORIGIN_UNSPECIFIED": 0,
+		"HEATMAP_MERGE_ORIGIN_MANUAL":      1,
+		"HEATMAP_MERGE_ORIGIN_AUTOMATIC":   2,
+	}
+)
+
+func (x HeatmapMergeOrigin) Enum() *HeatmapMergeOrigin {
+	p := new(HeatmapMergeOrigin)
+	*p = x
+	return p
+}
+
+func (x HeatmapMergeOrigin) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMergeOrigin) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
+}
+
+func (HeatmapMergeOrigin) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[9]
+}
+
+func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMergeOrigin.Descriptor instead.
+func (HeatmapMergeOrigin) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
+}
+
 type AutoSplitSwitch struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Enabled      bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
@@ -1715,8 +1815,17 @@ type StateSnapshot struct {
 	// recovered with --forceNewCluster, oldest first (version 2; written
 	// only by the seeding of such a cluster).
 	PreviousClusterIds []string `protobuf:"bytes,50,rep,name=previous_cluster_ids,json=previousClusterIds,proto3" json:"previous_cluster_ids,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The key visualizer's heat history (cluster version 3, heat_history;
+	// absent below it, and until the first column or mark it keeps). The
+	// state hash covers it whole. In a snapshot file's core frame it holds
+	// only format_version and marks, and heat_history_pages says how its
+	// boundaries and columns follow the request frames.
+	HeatHistory *HeatmapHistory `protobuf:"bytes,60,opt,name=heat_history,json=heatHistory,proto3" json:"heat_history,omitempty"`
+	// Snapshot files only (never in the state hash): how heat_history is
+	// paged.
+	HeatHistoryPages *HeatmapPages `protobuf:"bytes,61,opt,name=heat_history_pages,json=heatHistoryPages,proto3" json:"heat_history_pages,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StateSnapshot) Reset() {
@@ -1896,6 +2005,437 @@ func (x *StateSnapshot) GetPreviousClusterIds() []string {
 	return nil
 }
 
+func (x *StateSnapshot) GetHeatHistory() *HeatmapHistory {
+	if x != nil {
+		return x.HeatHistory
+	}
+	return nil
+}
+
+func (x *StateSnapshot) GetHeatHistoryPages() *HeatmapPages {
+	if x != nil {
+		return x.HeatHistoryPages
+	}
+	return nil
+}
+
+// HeatmapPages describes the paging of a snapshot file's heat history:
+// after the request frames come frames of HeatmapHistory{boundaries}
+// (fsm's heat boundary page each, the last one the rest), then, level by
+// level from levels[0], frames of HeatmapLevel{columns} (fsm's heat column
+// page each, the last one of a level the rest).
+type HeatmapPages struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Boundaries uint64                 `protobuf:"varint,1,opt,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// The number of columns of each level; as many entries as levels.
+	LevelColumns  []uint32 `protobuf:"varint,2,rep,packed,name=level_columns,json=levelColumns,proto3" json:"level_columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapPages) Reset() {
+	*x = HeatmapPages{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapPages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapPages) ProtoMessage() {}
+
+func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapPages.ProtoReflect.Descriptor instead.
+func (*HeatmapPages) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *HeatmapPages) GetBoundaries() uint64 {
+	if x != nil {
+		return x.Boundaries
+	}
+	return 0
+}
+
+func (x *HeatmapPages) GetLevelColumns() []uint32 {
+	if x != nil {
+		return x.LevelColumns
+	}
+	return nil
+}
+
+// HeatmapHistory is the key visualizer's replicated heat history (cluster
+// version 3) in its canonical form: the snapshot and state-hash form of a
+// heatmap.History. Equal histories encode to equal bytes; heatmap.FromProto
+// refuses every other encoding (an unreferenced or unsorted boundary, a
+// layout repeated instead of marked shared, a trailing empty level), so a
+// decoded history encodes back to the very same message.
+type HeatmapHistory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1; anything else is refused.
+	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// Every band boundary some column uses, ascending and unique, each at
+	// most heatmap.MaxBoundaryLen bytes and never empty (the first band of a
+	// column always starts at the empty key, which is not listed).
+	Boundaries [][]byte `protobuf:"bytes,2,rep,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// levels[0] holds the newest columns at full resolution; a column of
+	// levels[i] sums 2^i committed columns. At most heatmap.Levels entries,
+	// the last one non-empty. Every column of levels[i+1] ends at or before
+	// the first column of levels[i] starts.
+	Levels []*HeatmapLevel `protobuf:"bytes,3,rep,name=levels,proto3" json:"levels,omitempty"`
+	// Split and merge marks, oldest first (non-decreasing at_hlc).
+	Marks         []*HeatmapMark `protobuf:"bytes,4,rep,name=marks,proto3" json:"marks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapHistory) Reset() {
+	*x = HeatmapHistory{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapHistory) ProtoMessage() {}
+
+func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapHistory.ProtoReflect.Descriptor instead.
+func (*HeatmapHistory) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HeatmapHistory) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *HeatmapHistory) GetBoundaries() [][]byte {
+	if x != nil {
+		return x.Boundaries
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetLevels() []*HeatmapLevel {
+	if x != nil {
+		return x.Levels
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetMarks() []*HeatmapMark {
+	if x != nil {
+		return x.Marks
+	}
+	return nil
+}
+
+// HeatmapLevel is one resolution level of the history, oldest column first.
+type HeatmapLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Columns       []*HeatmapColumn       `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapLevel) Reset() {
+	*x = HeatmapLevel{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapLevel) ProtoMessage() {}
+
+func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapLevel.ProtoReflect.Descriptor instead.
+func (*HeatmapLevel) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HeatmapLevel) GetColumns() []*HeatmapColumn {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+// HeatmapColumn is the load of one time span per key band. Its bands are
+// [empty key, b_1), [b_1, b_2), ..., [b_n, +inf) for its interior
+// boundaries b_1 < ... < b_n; values are totals over the span, one entry
+// per band (n + 1 entries each).
+type HeatmapColumn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The span [start_ms, end_ms) and the milliseconds of it that committed
+	// columns covered (less than the span when columns were missing).
+	StartMs   uint64 `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	EndMs     uint64 `protobuf:"varint,2,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	CoveredMs uint64 `protobuf:"varint,3,opt,name=covered_ms,json=coveredMs,proto3" json:"covered_ms,omitempty"`
+	// The column has the same boundaries as the column before it in its
+	// level; boundary_deltas is then empty.
+	SameBoundaries bool `protobuf:"varint,4,opt,name=same_boundaries,json=sameBoundaries,proto3" json:"same_boundaries,omitempty"`
+	// The interior boundaries as indexes into HeatmapHistory.boundaries,
+	// delta-coded: the first is an index, every next one the (positive)
+	// difference to the one before.
+	BoundaryDeltas []uint32 `protobuf:"varint,5,rep,packed,name=boundary_deltas,json=boundaryDeltas,proto3" json:"boundary_deltas,omitempty"`
+	// Weighted operations (write_weight * writes + read_weight * reads with
+	// the weights of each committed column), reads, writes, and read plus
+	// write bytes.
+	Weighted      []uint64 `protobuf:"varint,6,rep,packed,name=weighted,proto3" json:"weighted,omitempty"`
+	Reads         []uint64 `protobuf:"varint,7,rep,packed,name=reads,proto3" json:"reads,omitempty"`
+	Writes        []uint64 `protobuf:"varint,8,rep,packed,name=writes,proto3" json:"writes,omitempty"`
+	Bytes         []uint64 `protobuf:"varint,9,rep,packed,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapColumn) Reset() {
+	*x = HeatmapColumn{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapColumn) ProtoMessage() {}
+
+func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapColumn.ProtoReflect.Descriptor instead.
+func (*HeatmapColumn) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeatmapColumn) GetStartMs() uint64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetEndMs() uint64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetCoveredMs() uint64 {
+	if x != nil {
+		return x.CoveredMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetSameBoundaries() bool {
+	if x != nil {
+		return x.SameBoundaries
+	}
+	return false
+}
+
+func (x *HeatmapColumn) GetBoundaryDeltas() []uint32 {
+	if x != nil {
+		return x.BoundaryDeltas
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWeighted() []uint64 {
+	if x != nil {
+		return x.Weighted
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetReads() []uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWrites() []uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetBytes() []uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+// HeatmapMark is one split or merge on the picture. A two-step isolation
+// is one mark with both of its keys.
+type HeatmapMark struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AtHlc uint64                 `protobuf:"varint,1,opt,name=at_hlc,json=atHlc,proto3" json:"at_hlc,omitempty"`
+	Kind  HeatmapMarkKind        `protobuf:"varint,2,opt,name=kind,proto3,enum=hotsplit.v1.HeatmapMarkKind" json:"kind,omitempty"`
+	// Splits only: why the key was chosen (any SplitOrigin value).
+	SplitOrigin SplitOrigin `protobuf:"varint,3,opt,name=split_origin,json=splitOrigin,proto3,enum=hotsplit.v1.SplitOrigin" json:"split_origin,omitempty"`
+	// Merges only: manual or automatic.
+	MergeOrigin HeatmapMergeOrigin `protobuf:"varint,4,opt,name=merge_origin,json=mergeOrigin,proto3,enum=hotsplit.v1.HeatmapMergeOrigin" json:"merge_origin,omitempty"`
+	// One or two keys, ascending by (key, key length): a split's keys, or
+	// the boundary a merge removed. Each is cut to heatmap.MaxMarkKeyLen
+	// bytes; key_lengths holds the full lengths.
+	Keys       [][]byte `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	KeyLengths []uint32 `protobuf:"varint,6,rep,packed,name=key_lengths,json=keyLengths,proto3" json:"key_lengths,omitempty"`
+	// The route that was split, or the left route of a merge; the op of an
+	// automatic split (0: none).
+	RouteId       uint64 `protobuf:"varint,7,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	OpId          uint64 `protobuf:"varint,8,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapMark) Reset() {
+	*x = HeatmapMark{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapMark) ProtoMessage() {}
+
+func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapMark.ProtoReflect.Descriptor instead.
+func (*HeatmapMark) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HeatmapMark) GetAtHlc() uint64 {
+	if x != nil {
+		return x.AtHlc
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetKind() HeatmapMarkKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetSplitOrigin() SplitOrigin {
+	if x != nil {
+		return x.SplitOrigin
+	}
+	return SplitOrigin_SPLIT_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetMergeOrigin() HeatmapMergeOrigin {
+	if x != nil {
+		return x.MergeOrigin
+	}
+	return HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetKeyLengths() []uint32 {
+	if x != nil {
+		return x.KeyLengths
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
 var File_hotsplitv1_state_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_state_proto_rawDesc = "" +
@@ -2019,7 +2559,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xaf\a\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xb8\b\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2047,7 +2587,44 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
 	"admissions\x120\n" +
-	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds*k\n" +
+	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12>\n" +
+	"\fheat_history\x18< \x01(\v2\x1b.hotsplit.v1.HeatmapHistoryR\vheatHistory\x12G\n" +
+	"\x12heat_history_pages\x18= \x01(\v2\x19.hotsplit.v1.HeatmapPagesR\x10heatHistoryPages\"S\n" +
+	"\fHeatmapPages\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x01 \x01(\x04R\n" +
+	"boundaries\x12#\n" +
+	"\rlevel_columns\x18\x02 \x03(\rR\flevelColumns\"\xba\x01\n" +
+	"\x0eHeatmapHistory\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x02 \x03(\fR\n" +
+	"boundaries\x121\n" +
+	"\x06levels\x18\x03 \x03(\v2\x19.hotsplit.v1.HeatmapLevelR\x06levels\x12.\n" +
+	"\x05marks\x18\x04 \x03(\v2\x18.hotsplit.v1.HeatmapMarkR\x05marks\"D\n" +
+	"\fHeatmapLevel\x124\n" +
+	"\acolumns\x18\x01 \x03(\v2\x1a.hotsplit.v1.HeatmapColumnR\acolumns\"\x92\x02\n" +
+	"\rHeatmapColumn\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x04R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x02 \x01(\x04R\x05endMs\x12\x1d\n" +
+	"\n" +
+	"covered_ms\x18\x03 \x01(\x04R\tcoveredMs\x12'\n" +
+	"\x0fsame_boundaries\x18\x04 \x01(\bR\x0esameBoundaries\x12'\n" +
+	"\x0fboundary_deltas\x18\x05 \x03(\rR\x0eboundaryDeltas\x12\x1a\n" +
+	"\bweighted\x18\x06 \x03(\x04R\bweighted\x12\x14\n" +
+	"\x05reads\x18\a \x03(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\b \x03(\x04R\x06writes\x12\x14\n" +
+	"\x05bytes\x18\t \x03(\x04R\x05bytes\"\xbc\x02\n" +
+	"\vHeatmapMark\x12\x15\n" +
+	"\x06at_hlc\x18\x01 \x01(\x04R\x05atHlc\x120\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1c.hotsplit.v1.HeatmapMarkKindR\x04kind\x12;\n" +
+	"\fsplit_origin\x18\x03 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\vsplitOrigin\x12B\n" +
+	"\fmerge_origin\x18\x04 \x01(\x0e2\x1f.hotsplit.v1.HeatmapMergeOriginR\vmergeOrigin\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\x12\x1f\n" +
+	"\vkey_lengths\x18\x06 \x03(\rR\n" +
+	"keyLengths\x12\x19\n" +
+	"\broute_id\x18\a \x01(\x04R\arouteId\x12\x13\n" +
+	"\x05op_id\x18\b \x01(\x04R\x04opId*k\n" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +
@@ -2133,7 +2710,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1cRESULT_CODE_NOT_BOOTSTRAPPED\x10\r\x12$\n" +
 	" RESULT_CODE_ALREADY_BOOTSTRAPPED\x10\x0e\x12\x1c\n" +
 	"\x18RESULT_CODE_STALE_COLUMN\x10\x0f\x12 \n" +
-	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10*n\n" +
+	"\x0fHeatmapMarkKind\x12!\n" +
+	"\x1dHEATMAP_MARK_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_SPLIT\x10\x01\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_MERGE\x10\x02*\x7f\n" +
+	"\x12HeatmapMergeOrigin\x12$\n" +
+	" HEATMAP_MERGE_ORIGIN_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bHEATMAP_MERGE_ORIGIN_MANUAL\x10\x01\x12\"\n" +
+	"\x1eHEATMAP_MERGE_ORIGIN_AUTOMATIC\x10\x02B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once
@@ -2147,8 +2732,8 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
@@ -2158,56 +2743,71 @@ var file_hotsplitv1_state_proto_goTypes = []any{
 	(AutoSplitFlag)(0),      // 5: hotsplit.v1.AutoSplitFlag
 	(DecisionKind)(0),       // 6: hotsplit.v1.DecisionKind
 	(ResultCode)(0),         // 7: hotsplit.v1.ResultCode
-	(*AutoSplitSwitch)(nil), // 8: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 9: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 10: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 11: hotsplit.v1.Op
-	(*Admission)(nil),       // 12: hotsplit.v1.Admission
-	(*Member)(nil),          // 13: hotsplit.v1.Member
-	(*Decision)(nil),        // 14: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 15: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 16: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 17: hotsplit.v1.StateSnapshot
-	(*RouteDescriptor)(nil), // 18: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 19: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 20: hotsplit.v1.CatalogSnapshot
+	(HeatmapMarkKind)(0),    // 8: hotsplit.v1.HeatmapMarkKind
+	(HeatmapMergeOrigin)(0), // 9: hotsplit.v1.HeatmapMergeOrigin
+	(*AutoSplitSwitch)(nil), // 10: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 11: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 12: hotsplit.v1.TrackedRoute
+	(*Op)(nil),              // 13: hotsplit.v1.Op
+	(*Admission)(nil),       // 14: hotsplit.v1.Admission
+	(*Member)(nil),          // 15: hotsplit.v1.Member
+	(*Decision)(nil),        // 16: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 17: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 18: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 19: hotsplit.v1.StateSnapshot
+	(*HeatmapPages)(nil),    // 20: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),  // 21: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),    // 22: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),   // 23: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),     // 24: hotsplit.v1.HeatmapMark
+	(*RouteDescriptor)(nil), // 25: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 26: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 27: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
 	2,  // 1: hotsplit.v1.Explanation.reason:type_name -> hotsplit.v1.Reason
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
-	9,  // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	11, // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
 	1,  // 5: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
 	3,  // 6: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
 	4,  // 7: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	15, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	17, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
 	5,  // 9: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
 	6,  // 10: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
 	1,  // 11: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 12: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
 	4,  // 13: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	9,  // 14: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	11, // 14: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
 	7,  // 15: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	18, // 16: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	19, // 17: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	8,  // 18: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	11, // 19: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	15, // 20: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	20, // 21: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	19, // 22: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	8,  // 23: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	13, // 24: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	10, // 25: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	11, // 26: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	14, // 27: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	16, // 28: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	12, // 29: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	25, // 16: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	26, // 17: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	10, // 18: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	13, // 19: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	17, // 20: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	27, // 21: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	26, // 22: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	10, // 23: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	15, // 24: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	12, // 25: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	13, // 26: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	16, // 27: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	18, // 28: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	14, // 29: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	21, // 30: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	20, // 31: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	22, // 32: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	24, // 33: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	23, // 34: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	8,  // 35: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	1,  // 36: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
+	9,  // 37: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -2222,8 +2822,8 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   10,
+			NumEnums:      10,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
