@@ -60,6 +60,7 @@ func FuzzRestore(f *testing.F) {
 	h.run(member("n1", 1))
 	f.Add(persist(f, h.f))
 	f.Add(persist(f, newQuiet(Options{})))
+	f.Add(persist(f, heatState(f, 6, 8).f)) // a heat history in pages
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var halted error

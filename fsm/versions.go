@@ -56,6 +56,7 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	HeatHistory
 	numFeatures
 )
 
@@ -131,6 +132,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
+		0, nil},
+	HeatHistory: {"heat_history", Version3,
+		"the key visualizer's heat history: each column with route_loads adds its band totals, each split and merge a mark; in snapshots and the state hash",
 		0, nil},
 }
 
