@@ -349,7 +349,7 @@
   function status(d) {
     let s = d.read.served_by + ' · index ' + d.read.applied_index + ' · catalog v' + d.read.catalog_version;
     if (!d.history.enabled) {
-      s += ' · no heat history: the cluster is below version 3';
+      s += ' · no heat history: ' + (d.history.reason || 'the cluster is below version 3');
     } else if (d.cells.length === 0) {
       s += ' · no column in this range yet';
     } else {
