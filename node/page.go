@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -98,4 +99,13 @@ func (n *Node) pageBaseURL() string {
 func wildcard(host string) bool {
 	ip := net.ParseIP(host)
 	return host == "" || ip != nil && ip.IsUnspecified()
+}
+
+// MintUILogin returns a one-time login URL to this node's page, valid for
+// ttl (the --dev demo prints one at start; operators use hotsplitctl ui).
+func (n *Node) MintUILogin(ctx context.Context, ttl time.Duration) (*api.MintUILoginResponse, error) {
+	if n.httpLn == nil {
+		return nil, errors.New("ui login: this node has no HTTP address")
+	}
+	return n.web.MintFor(ctx, &transport.Principal{Name: n.cfg.ID, Via: "local"}, ttl)
 }

@@ -110,9 +110,22 @@ func (s *Store) CookieName() string { return CookiePrefix + s.cfg.NodeID }
 
 var _ transport.UILogin = (*Store)(nil)
 
-// Mint makes a one-time code and returns the URL that redeems it. On an
-// insecure node there is nothing to redeem: the URL is the page itself.
-func (s *Store) Mint(_ context.Context, by *transport.Principal) (*api.MintUILoginResponse, error) {
+// Mint makes a one-time code valid for the configured CodeTTL and returns
+// the URL that redeems it. On an insecure node there is nothing to
+// redeem: the URL is the page itself.
+func (s *Store) Mint(ctx context.Context, by *transport.Principal) (*api.MintUILoginResponse, error) {
+	return s.MintFor(ctx, by, s.cfg.CodeTTL)
+}
+
+// MaxCodeTTL bounds the life of a code MintFor makes.
+const MaxCodeTTL = time.Hour
+
+// MintFor is Mint with a code valid for ttl (at most MaxCodeTTL): the
+// --dev demo prints its URL at start, long before anyone clicks it.
+func (s *Store) MintFor(_ context.Context, by *transport.Principal, ttl time.Duration) (*api.MintUILoginResponse, error) {
+	if ttl <= 0 || ttl > MaxCodeTTL {
+		return nil, fmt.Errorf("ui login: code lifetime %v not in (0, %v]", ttl, MaxCodeTTL)
+	}
 	base := s.cfg.BaseURL()
 	if s.cfg.Auth.Insecure {
 		return &api.MintUILoginResponse{Url: base + "/", NodeId: s.cfg.NodeID}, nil
@@ -126,7 +139,7 @@ func (s *Store) Mint(_ context.Context, by *transport.Principal) (*api.MintUILog
 		name = by.Name
 	}
 	now := s.cfg.Now()
-	p := pending{digest: digest, expires: now.Add(s.cfg.CodeTTL), by: name}
+	p := pending{digest: digest, expires: now.Add(ttl), by: name}
 	s.mu.Lock()
 	s.codes = slices.DeleteFunc(s.codes, func(c pending) bool { return !now.Before(c.expires) })
 	if len(s.codes) >= s.cfg.MaxCodes {
@@ -135,7 +148,7 @@ func (s *Store) Mint(_ context.Context, by *transport.Principal) (*api.MintUILog
 	s.codes = append(s.codes, p)
 	s.mu.Unlock()
 	s.m.logins.WithLabelValues("minted").Inc()
-	s.cfg.Logger.Info("ui login code minted", "by", name, "expires_in", s.cfg.CodeTTL.String())
+	s.cfg.Logger.Info("ui login code minted", "by", name, "expires_in", ttl.String())
 	return &api.MintUILoginResponse{Url: base + "/login?code=" + code, ExpiresMs: uint64(p.expires.UnixMilli()), NodeId: s.cfg.NodeID}, nil
 }
 

@@ -314,3 +314,21 @@ func FuzzParseLoginQuery(f *testing.F) {
 		}
 	})
 }
+
+func TestMintForBoundsItsLifetime(t *testing.T) {
+	f := newFixture(t, nil)
+	resp, err := f.s.MintFor(context.Background(), nil, 15*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(resp.GetUrl())
+	f.clk.add(14 * time.Minute)
+	if a := f.login(t, u); a.code != http.StatusSeeOther {
+		t.Fatalf("a 15-minute code after 14 minutes: %d", a.code)
+	}
+	for _, ttl := range []time.Duration{0, -time.Second, MaxCodeTTL + time.Second} {
+		if _, err := f.s.MintFor(context.Background(), nil, ttl); err == nil {
+			t.Errorf("MintFor(%v) accepted", ttl)
+		}
+	}
+}
