@@ -27,15 +27,23 @@ import (
 // everything else.
 
 // pageSource is webui.Source over this node's FSM: stale local reads
-// through the transport's read path.
-type pageSource struct{ srv *transport.Server }
+// through the transport's read path (newPageSource).
+type pageSource struct {
+	read    func() (*fsm.State, *api.ReadInfo)
+	nowMs   func() uint64
+	explain func(ctx context.Context, routeID uint64) (*api.ExplainResponse, error)
+}
+
+func newPageSource(srv *transport.Server) pageSource {
+	return pageSource{read: srv.LocalRead, nowMs: srv.NowMs, explain: srv.Explain}
+}
 
 func (p pageSource) Snapshot(context.Context) (*webui.Snapshot, error) {
-	st, info := p.srv.LocalRead()
+	st, info := p.read()
 	if !st.Bootstrapped() {
 		return nil, fmt.Errorf("%w: cluster not bootstrapped yet", webui.ErrUnavailable)
 	}
-	s := &webui.Snapshot{Read: info, NowMs: p.srv.NowMs(), Catalog: st.Catalog(), Config: st.Config(), Switch: st.Switch(),
+	s := &webui.Snapshot{Read: info, NowMs: p.nowMs(), Catalog: st.Catalog(), Config: st.Config(), Switch: st.Switch(),
 		Decisions: st.Decisions()}
 	if st.Has(fsm.HeatHistory) {
 		if s.History = st.HeatHistory(); s.History == nil {
@@ -52,7 +60,7 @@ func (p pageSource) Snapshot(context.Context) (*webui.Snapshot, error) {
 }
 
 func (p pageSource) Explain(ctx context.Context, routeID uint64) (*api.ExplainResponse, error) {
-	resp, err := p.srv.Explain(ctx, routeID)
+	resp, err := p.explain(ctx, routeID)
 	switch status.Code(err) {
 	case codes.OK:
 		return resp, nil
@@ -66,7 +74,7 @@ func (p pageSource) Explain(ctx context.Context, routeID uint64) (*api.ExplainRe
 
 // registerPage puts the page, its assets, the API and the login on mux.
 func (n *Node) registerPage(mux *http.ServeMux) {
-	h := webui.New(pageSource{srv: n.srv})
+	h := webui.New(newPageSource(n.srv))
 	for _, e := range h.Endpoints() {
 		class := webauth.EndpointPage
 		if strings.HasPrefix(e.Pattern, "GET /api/") {
