@@ -71,7 +71,9 @@
     p.set('metric', state.metric);
     if (state.live) {
       if (state.rangeMs === 0) {
-        p.set('from', '0');
+        // Everything kept: from the oldest column (from 0 the time axis
+        // would start in 1970).
+        p.set('from', String(state.data ? state.data.history.from_ms : 0));
       } else if (state.data) {
         p.set('from', String(Math.max(0, state.data.now_ms - state.rangeMs)));
       }
@@ -417,7 +419,9 @@
     const p = v.plot;
     if (px < p.left || px >= p.left + p.width || py < p.top || py >= p.top + p.height) return null;
     const row = Math.min(v.rows - 1, Math.floor((py - p.top) / p.height * v.rows));
-    const cell = v.cells.find((c) => px >= c.x0 && px < c.x1) || null;
+    // The newest cell under the pointer: cells narrower than a pixel
+    // overlap, and the newest is painted on top.
+    const cell = v.cells.findLast((c) => px >= c.x0 && px < c.x1) || null;
     const band = cell ? cell.bands.find((b) => row >= b.row0 && row < b.row1) || null : null;
     const route = v.routes.find((r) => row >= r.startRow && row < Math.max(r.endRow, r.startRow + 1)) || null;
     const marks = v.marks.filter((m) => Math.abs(m.x - px) <= 6 && py >= m.y0 - 12 && py <= m.y1 + 8);
