@@ -65,7 +65,8 @@ func build(version, nextID uint64, routes []*RouteDescriptor) (*Catalog, error) 
 // Version grows by exactly one per change.
 func (c *Catalog) Version() uint64 { return c.version }
 
-// NextRouteID is the id the next split's left child will get.
+// NextRouteID is the id the next new route gets: a split's left child
+// (the right one gets the id after it), a merge's route.
 func (c *Catalog) NextRouteID() uint64 { return c.nextID }
 
 // Len is the number of live routes.
@@ -155,8 +156,9 @@ func (c *Catalog) CheckSplit(routeID uint64, key []byte) (*RouteDescriptor, erro
 // CheckInvariants verifies SPEC §3: routes sorted by start, disjoint and
 // covering the key space from the empty key to +inf without gaps; start <
 // end unless end is +inf; ids unique, non-zero and below NextRouteID; valid
-// states; boundaries within MaxBoundaryLen; version at least 1. It is used
-// by tests, by snapshot restore and by the jepsen checker.
+// states; boundaries within MaxBoundaryLen; a merged route's lineage (two
+// distinct, older, dead parents and no split parent); version at least 1.
+// It is used by tests, by snapshot restore and by the jepsen checker.
 func (c *Catalog) CheckInvariants() error {
 	if c.version < InitialVersion {
 		return fmt.Errorf("%w: version %d", ErrInvariant, c.version)
@@ -206,7 +208,7 @@ func (c *Catalog) checkRoute(prev, r *RouteDescriptor) error {
 	if byID, ok := c.Route(r.ID); !ok || byID != r {
 		return fmt.Errorf("%w: route %d missing from the id index", ErrInvariant, r.ID)
 	}
-	return nil
+	return c.checkLineage(r)
 }
 
 // Equal reports whether a and b hold the same version, next id and routes.
@@ -227,5 +229,6 @@ func Equal(a, b *Catalog) bool {
 
 func routeEqual(a, b *RouteDescriptor) bool {
 	return a.ID == b.ID && bytes.Equal(a.Start, b.Start) && bytes.Equal(a.End, b.End) &&
-		a.GroupID == b.GroupID && a.State == b.State && a.ParentID == b.ParentID && a.SplitAtHLC == b.SplitAtHLC
+		a.GroupID == b.GroupID && a.State == b.State && a.ParentID == b.ParentID && a.SplitAtHLC == b.SplitAtHLC &&
+		(a.Merge == nil) == (b.Merge == nil) && (a.Merge == nil || *a.Merge == *b.Merge)
 }

@@ -26,7 +26,8 @@ var ErrInvalidState = errors.New("invalid detector state")
 // hot a few minutes ago, and the state shrinks back once the cluster calms.
 //
 // Representation: base is the sorted entry slice Observe produces; splits
-// committed between two columns (OnSplit, StartCooldown) go into patch, a
+// and merges committed between two columns (OnSplit, OnMerge,
+// StartCooldown) go into patch, a
 // small persistent tree of per-route replacements, so each costs O(log p)
 // instead of a copy of every entry. The next Observe folds patch into a new
 // base.
@@ -238,6 +239,26 @@ func (s *State) OnSplit(cfg Config, parentID uint64, children []uint64, consumed
 		if id != 0 && id != consumed && id != parentID {
 			out.startCooldown(id, until)
 		}
+	}
+	return out
+}
+
+// OnMerge records a committed merge (manual or automatic) of leftID and
+// rightID into mergedID at mergeMs: both parents' entries go, since their
+// counters, cooldowns and explanations describe ranges that no longer
+// exist, and the merged route gets cooldown_until = mergeMs +
+// cfg.CooldownMs, the split cooldown, so a merge is not split again at once
+// (a cooldown is never shortened). A zero cooldown adds no entry. s is not
+// modified; the cost is O(log p), as for OnSplit.
+func (s *State) OnMerge(cfg Config, leftID, rightID, mergedID uint64, mergeMs uint64) *State {
+	out := s.withPatch()
+	for _, id := range []uint64{leftID, rightID} {
+		if _, ok := out.Get(id); ok && id != mergedID {
+			out.patch.ReplaceOrInsert(patchEntry{routeID: id, deleted: true})
+		}
+	}
+	if cfg.CooldownMs != 0 && mergedID != 0 {
+		out.startCooldown(mergedID, saturate.Add(mergeMs, cfg.CooldownMs))
 	}
 	return out
 }

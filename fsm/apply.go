@@ -123,6 +123,8 @@ func (a *applier) dispatch() *api.CommandResult {
 		return a.applyAdmitMember(b.AdmitMember)
 	case *api.Command_CheckState:
 		return a.applyCheckState(b.CheckState)
+	case *api.Command_MergeRange:
+		return a.applyMergeRange(b.MergeRange)
 	}
 	// DecodeCommand refused every other body already.
 	a.haltErr = fmt.Errorf("%w: %T", ErrUnknownCommand, a.cmd.GetBody())

@@ -17,27 +17,11 @@ func (a *applier) applySplitRange(c *api.SplitRange) *api.CommandResult {
 	return a.applyOpStep(c)
 }
 
-// fence refuses a split whose commit HLC does not move forward (SPEC §4):
-// only a deposed leader's stamp can do that. The refusal is counted and
-// logged; nothing else changes.
-func (a *applier) fence(c *api.SplitRange) *api.CommandResult {
-	if a.cmd.GetHlc() > a.prevHLC {
-		return nil
-	}
-	a.s.fenceViolations++
-	a.f.m.fenceViolation()
-	a.f.log.Error("fsm: fence violation: split commit HLC does not move forward",
-		"route_id", c.GetRouteId(), "op_id", c.GetOpId(), "commit_hlc", a.cmd.GetHlc(), "last_hlc", a.prevHLC,
-		"reason", "commit_hlc_not_after_last_hlc")
-	return fail(api.ResultCode_RESULT_CODE_FENCE_VIOLATION, "commit hlc %s not after last applied hlc %s",
-		hlc.Format(a.cmd.GetHlc()), hlc.Format(a.prevHLC))
-}
-
 func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 	if c.GetStep() != 0 {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: %d given without op_id (manual splits have no step)", c.GetStep())
 	}
-	if r := a.fence(c); r != nil {
+	if r := a.fence(kindSplitRange, "route_id", c.GetRouteId(), "op_id", c.GetOpId()); r != nil {
 		return r
 	}
 	var (
@@ -146,7 +130,7 @@ func (a *applier) applyOpStep(c *api.SplitRange) *api.CommandResult {
 		}
 		return fail(api.ResultCode_RESULT_CODE_OP_PAUSED, "auto-split is disabled: op %d paused before step %d", op.GetOpId(), step)
 	}
-	if r := a.fence(c); r != nil {
+	if r := a.fence(kindSplitRange, "route_id", c.GetRouteId(), "op_id", c.GetOpId()); r != nil {
 		return r
 	}
 	route, live := a.s.cat.Route(op.GetTargetRouteId())

@@ -193,26 +193,33 @@ func TestHeatHistoryMarksAnAbortedOpsAppliedStep(t *testing.T) {
 	}
 }
 
-// markMerge is what the merge applies call: a MERGE mark at the entry's
-// HLC with the removed boundary, after the marks before it.
-func TestHeatHistoryMarkMerge(t *testing.T) {
+// A merge is a mark at its commit HLC with the boundary it removed and
+// the left route; a refused merge marks nothing.
+func TestHeatHistoryMarksMerges(t *testing.T) {
 	h := bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, nil)
 	wantCode(t, h.run(split(2, "t")), api.ResultCode_RESULT_CODE_OK)
-	cur := h.state()
-	ns := *cur
-	a := &applier{f: h.f, s: &ns, nowHLC: cur.LastHLC() + 1}
-	a.markMerge(2, []byte("t"), api.HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC)
-	marks := marksOf(&ns)
+	wantCode(t, h.run(merge(1, 3)), api.ResultCode_RESULT_CODE_OK)
+	mergedAt := h.state().LastHLC()
+	marks := marksOf(h.state())
 	if len(marks) != 2 {
 		t.Fatalf("marks %+v", marks)
 	}
 	m := marks[1]
-	if m.Kind != api.HeatmapMarkKind_HEATMAP_MARK_KIND_MERGE || m.MergeOrigin != api.HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC ||
-		keysOf(m) != "t" || m.RouteID != 2 || m.AtHLC != cur.LastHLC()+1 {
+	if m.Kind != api.HeatmapMarkKind_HEATMAP_MARK_KIND_MERGE || m.MergeOrigin != api.HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_MANUAL ||
+		m.SplitOrigin != api.SplitOrigin_SPLIT_ORIGIN_UNSPECIFIED || keysOf(m) != "m" || m.RouteID != 1 || m.AtHLC != mergedAt {
 		t.Fatalf("merge mark %+v", m)
 	}
-	if len(marksOf(cur)) != 1 {
-		t.Fatal("marking modified the published state")
+	before := len(marksOf(h.state()))
+	h.run(merge(1, 4)) // route 1 is gone: refused
+	if n := len(marksOf(h.state())); n != before {
+		t.Fatalf("a refused merge left a mark: %d marks, was %d", n, before)
+	}
+	// markMerge, as an automatic merge's apply will call it.
+	cur := h.state()
+	ns := *cur
+	(&applier{f: h.f, s: &ns, nowHLC: cur.LastHLC() + 1}).markMerge(5, []byte("t"), api.HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC)
+	if ms := marksOf(&ns); len(ms) != 3 || ms[2].MergeOrigin != api.HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC || len(marksOf(cur)) != 2 {
+		t.Fatalf("automatic merge mark: %+v (the published state must keep %d)", ms, len(marksOf(cur)))
 	}
 	// Below version 3, nothing.
 	h2 := bootstrappedAt(t, Version2, [][]byte{[]byte("m")}, nil)

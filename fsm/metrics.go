@@ -19,6 +19,7 @@ import (
 // the replicated state.
 type Metrics struct {
 	splits       *prometheus.CounterVec // origin
+	merges       *prometheus.CounterVec // origin: manual, automatic
 	opsPlanned   prometheus.Counter
 	opsDone      prometheus.Counter
 	opsPaused    prometheus.Counter
@@ -41,6 +42,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		splits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_splits_total",
 			Help: "Splits applied, by split origin (manual or the detector's key choice)."}, []string{"origin"}),
+		merges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_merges_total",
+			Help: "Merges applied, by origin (manual: an operator's MergeRange; automatic: a merge op's step)."}, []string{"origin"}),
 		opsPlanned: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_planned_total",
 			Help: "Split ops planned by the detector."}),
 		opsDone: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_done_total",
@@ -59,7 +62,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		eligible: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_candidates_eligible",
 			Help: "Routes at or over candidateWindows hot columns in a row after the last column (planned, in cooldown, declined or suppressed)."}),
 		fence: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_fence_violations_total",
-			Help: "SplitRange entries refused because their commit HLC did not move forward."}),
+			Help: "Catalog changes (SplitRange, MergeRange) refused because their commit HLC did not move forward."}),
 		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hotsplit_fsm_apply_seconds",
 			Help:    "Time to apply one log entry, by command.",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12)}, []string{"command"}),
@@ -74,6 +77,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		if o := api.SplitOrigin(v); o != api.SplitOrigin_SPLIT_ORIGIN_UNSPECIFIED {
 			m.splits.WithLabelValues(originLabel(o))
 		}
+	}
+	for _, o := range mergeOrigins {
+		m.merges.WithLabelValues(o)
 	}
 	for _, v := range api.OpAbortReason_value {
 		if r := api.OpAbortReason(v); r != api.OpAbortReason_OP_ABORT_REASON_UNSPECIFIED {
@@ -91,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.applySeconds.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.splits, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
+		reg.MustRegister(m.splits, m.merges, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
 			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn, m.eligible)
 	}
 	return m
@@ -174,6 +180,20 @@ func (m *Metrics) candidates(det *detector.State, windows uint32) {
 func (m *Metrics) split(o api.SplitOrigin) {
 	if m != nil {
 		m.splits.WithLabelValues(originLabel(o)).Inc()
+	}
+}
+
+// The merge origins, the fixed label values of hotsplit_merges_total.
+const (
+	mergeOriginManual    = "manual"
+	mergeOriginAutomatic = "automatic"
+)
+
+var mergeOrigins = []string{mergeOriginManual, mergeOriginAutomatic}
+
+func (m *Metrics) merge(origin string) {
+	if m != nil {
+		m.merges.WithLabelValues(origin).Inc()
 	}
 }
 

@@ -313,6 +313,9 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if err != nil {
 		return err
 	}
+	if err := checkCatalogFeatures(cat, p.GetClusterVersion()); err != nil {
+		return err
+	}
 	if err := ValidateConfig(p.GetConfig()); err != nil {
 		return err
 	}
@@ -337,6 +340,24 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	s.sw = sw
 	s.det = det
 	return nil
+}
+
+// checkCatalogFeatures: below the version merges exist, no route was made
+// by a merge (no replica of that version writes one). The walk over the
+// routes runs only there.
+func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
+	if ManualMerge.EnabledAt(version) {
+		return nil
+	}
+	var err error
+	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
+		if r.Merged() {
+			err = fmt.Errorf("catalog holds merged route %d, which needs cluster version %d, at cluster version %d",
+				r.ID, ManualMerge.Version(), version)
+		}
+		return err == nil
+	})
+	return err
 }
 
 // checkConfigFeatures: a config holds no setting of a feature off at the

@@ -172,6 +172,10 @@ func fillRoute(m *api.RouteDescriptor, r *catalog.RouteDescriptor) {
 	m.State = api.RouteState(r.State)
 	m.ParentRouteId = r.ParentID
 	m.SplitAtHlc = r.SplitAtHLC
+	m.MergedFromLeft, m.MergedFromRight, m.MergedAtHlc = 0, 0, 0
+	if mi := r.Merge; mi != nil {
+		m.MergedFromLeft, m.MergedFromRight, m.MergedAtHlc = mi.Left, mi.Right, mi.AtHLC
+	}
 }
 
 // frameWriter writes length-delimited deterministic messages and keeps the

@@ -275,14 +275,19 @@ func TestRestoreAboveLocalBounds(t *testing.T) {
 // fillRoute must stay catalog's ToProto: same fields, and a field added to
 // RouteDescriptor fails here until fillRoute copies it too.
 func TestFillRouteMatchesToProto(t *testing.T) {
-	r := &catalog.RouteDescriptor{ID: 7, Start: []byte("a"), End: []byte("b"), GroupID: 3,
-		State: catalog.StateWriteFenced, ParentID: 2, SplitAtHLC: 99}
-	var m api.RouteDescriptor
-	fillRoute(&m, r)
-	if !proto.Equal(&m, r.ToProto()) {
-		t.Fatalf("fillRoute %v, ToProto %v", &m, r.ToProto())
+	for _, r := range []*catalog.RouteDescriptor{
+		{ID: 7, Start: []byte("a"), End: []byte("b"), GroupID: 3, State: catalog.StateWriteFenced, ParentID: 2, SplitAtHLC: 99},
+		{ID: 9, Start: []byte("a"), GroupID: 3, State: catalog.StateActive, Merge: &catalog.MergeInfo{Left: 7, Right: 8, AtHLC: 120}},
+	} {
+		var m api.RouteDescriptor
+		// A reused slot: every field is overwritten.
+		fillRoute(&m, &catalog.RouteDescriptor{ID: 1, ParentID: 5, SplitAtHLC: 6, Merge: &catalog.MergeInfo{Left: 1, Right: 2, AtHLC: 3}})
+		fillRoute(&m, r)
+		if !proto.Equal(&m, r.ToProto()) {
+			t.Fatalf("fillRoute %v, ToProto %v", &m, r.ToProto())
+		}
 	}
-	if n := m.ProtoReflect().Descriptor().Fields().Len(); n != 7 {
+	if n := (&api.RouteDescriptor{}).ProtoReflect().Descriptor().Fields().Len(); n != 10 {
 		t.Fatalf("RouteDescriptor has %d fields; update fillRoute and this test", n)
 	}
 }

@@ -161,8 +161,8 @@ func (s *State) LastColumnAtMs() uint64 { return s.lastColumnAtMs }
 // committed column, sorted.
 func (s *State) LastColumnReporters() []string { return s.reporters }
 
-// FenceViolations counts SplitRange entries refused because their commit
-// HLC did not move forward.
+// FenceViolations counts catalog changes (SplitRange, MergeRange entries)
+// refused because their commit HLC did not move forward.
 func (s *State) FenceViolations() uint64 { return s.fenceViolations }
 
 // RequestResult returns the stored first answer of a client request id.

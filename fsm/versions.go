@@ -56,6 +56,7 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	ManualMerge
 	HeatHistory
 	numFeatures
 )
@@ -132,6 +133,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
+		0, nil},
+	ManualMerge: {"manual_merge", Version3,
+		"MergeRange: an operator joins two adjacent ACTIVE routes of one group into a new route that records both parents; the split cooldown starts at the merge",
 		0, nil},
 	HeatHistory: {"heat_history", Version3,
 		"the key visualizer's heat history: each column with route_loads adds its band totals, each split and merge a mark; in snapshots and the state hash",

@@ -587,6 +587,32 @@ func TestRouteFollowerRejectsInconsistentDeltas(t *testing.T) {
 	}
 }
 
+// A merge delta (two routes out, one in) is applied like any other: the
+// sampler counts for the merged route and no longer for its parents.
+func TestRouteFollowerAppliesMerges(t *testing.T) {
+	c1 := mustCatalog(t, "g", "p")
+	rs := routesOf(c1)
+	c2, merged, err := c1.Merge(rs[0].ID, rs[1].ID, 77)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSampler(t, SamplerConfig{})
+	f := newRouteFollower(s)
+	for _, ev := range []*api.WatchRoutesResponse{page(c1.Version(), true, rs...), delta(catalog.MergeDelta(c2.Version(), rs[0].ID, rs[1].ID, merged, 77))} {
+		if err := f.apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := s.RoutesVersion(); v != c2.Version() || len(f.routes) != 2 || f.routes[merged.ID] == nil || f.routes[rs[0].ID] != nil || f.routes[rs[1].ID] != nil {
+		t.Fatalf("version %d, routes %v", v, f.routes)
+	}
+	s.Observe(merged.ID, []byte("h"), true)
+	s.Observe(rs[1].ID, []byte("h"), true) // a parent
+	if st := s.Stats(); st.UnknownRoute != 1 {
+		t.Fatalf("stats %+v: only the parent must be unknown", st)
+	}
+}
+
 func TestTrimColumn(t *testing.T) {
 	row := func(id, writes uint64, keys int) *api.ReportRow {
 		r := &api.ReportRow{RouteId: id, Writes: writes, Buckets: []uint64{writes * 4}, SampleRate: 1}

@@ -34,6 +34,7 @@ var authzTable = map[string]rule{
 	api.Catalog_SplitRange_FullMethodName:   {role: RoleOperator, limit: limitMutation},
 	api.Catalog_WatchRoutes_FullMethodName:  {role: RoleReporter},
 	api.Catalog_GetTimestamp_FullMethodName: {role: RoleReporter, limit: limitTimestamp},
+	api.Catalog_MergeRange_FullMethodName:   {role: RoleOperator, limit: limitMutation},
 
 	api.Load_Report_FullMethodName: {role: RoleReporter, self: reporterOf, selfOnly: true},
 

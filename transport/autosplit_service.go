@@ -128,7 +128,7 @@ func (s *Server) warnings(st *fsm.State) []string {
 		}
 	}
 	if n := st.FenceViolations(); n > 0 {
-		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange arrived with a commit HLC that did not move forward)", n))
+		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange or MergeRange arrived with a commit HLC that did not move forward)", n))
 	}
 	if c := st.Config(); c.GetNextStepAtMs() != 0 {
 		w = append(w, fmt.Sprintf("step change pending: step_ms %d -> %d from window %d (announced to reporters in every Report response)",

@@ -2,11 +2,14 @@ package transport
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 type catalogServer struct {
@@ -119,6 +122,60 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 		resp.Left, resp.Right = ch[0], ch[1]
 	}
 	return resp, nil
+}
+
+// MergeRange joins two adjacent routes by hand (feature fsm.ManualMerge).
+// Malformed requests are InvalidArgument here; the leader refuses below
+// the feature's cluster version before proposing (FailedPrecondition),
+// because a member that cannot apply a merge would halt on its entry; the
+// FSM's refusals map as resultError says (an unknown route NotFound, a
+// stale expected_version, routes not adjacent, in different groups, not
+// ACTIVE or in a live op FailedPrecondition).
+func (c *catalogServer) MergeRange(ctx context.Context, req *api.MergeRangeRequest) (*api.MergeRangeResponse, error) {
+	left, right := req.GetLeftRouteId(), req.GetRightRouteId()
+	switch {
+	case left == 0:
+		return nil, invalid("left_route_id: must be set (route ids start at 1)")
+	case right == 0:
+		return nil, invalid("right_route_id: must be set (route ids start at 1)")
+	case left == right:
+		return nil, invalid("right_route_id: %d is left_route_id too; a route merges with its neighbour", right)
+	}
+	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forwardWrite(ctx, c.s, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.MergeRangeResponse, error) {
+		return api.NewCatalogClient(cc).MergeRange(ctx, req)
+	}); handled {
+		return resp, err
+	}
+	if err := featureGate(c.s.cfg.FSM.State(), fsm.ManualMerge, "merge", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	actor, note := c.s.actor(ctx, req.GetActor())
+	res, err := c.s.propose(ctx, &api.Command{MinVersion: fsm.ManualMerge.Version(), RequestId: req.GetRequestId(),
+		Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{
+			LeftRouteId: left, RightRouteId: right, ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
+		}}})
+	if err != nil {
+		return nil, err
+	}
+	resp := &api.MergeRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
+	if ch := res.GetChildren(); len(ch) == 1 {
+		resp.Merged = ch[0]
+	}
+	return resp, nil
+}
+
+// featureGate refuses, on the leader and before proposing, a command whose
+// feature the cluster version does not turn on yet: FailedPrecondition,
+// definitely not applied, naming the feature and both versions.
+func featureGate(st *fsm.State, f fsm.Feature, what, requestID string) error {
+	if err := st.Require(f); err != nil {
+		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil,
+			fmt.Sprintf("%s: %v (a member has not been upgraded)", what, err))
+	}
+	return nil
 }
 
 // watchPage is how many routes go into one SnapshotPage.

@@ -51,6 +51,12 @@ func TestResultErrorMapping(t *testing.T) {
 		api.ResultCode_RESULT_CODE_NOT_BOOTSTRAPPED:        codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED:    codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_STALE_COLUMN:            codes.FailedPrecondition,
+		// A merge refused for the routes' shape or state: the request was
+		// well formed, the catalog is not as it assumed.
+		api.ResultCode_RESULT_CODE_ROUTES_NOT_ADJACENT:        codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS: codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE:     codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP:           codes.FailedPrecondition,
 	}
 	// Every result code is mapped deliberately.
 	for v, name := range api.ResultCode_name {

@@ -421,6 +421,10 @@ const (
 	DecisionKind_DECISION_KIND_MANUAL_SPLIT  DecisionKind = 9
 	DecisionKind_DECISION_KIND_SWITCH        DecisionKind = 10
 	DecisionKind_DECISION_KIND_CONFIG        DecisionKind = 11
+	// Cluster version 3: an operator merged two routes. route_id is the left
+	// one, split_keys holds the boundary that went, detail names both
+	// parents and the merged route.
+	DecisionKind_DECISION_KIND_MANUAL_MERGE DecisionKind = 12
 )
 
 // Enum value maps for DecisionKind.
@@ -438,6 +442,7 @@ var (
 		9:  "DECISION_KIND_MANUAL_SPLIT",
 		10: "DECISION_KIND_SWITCH",
 		11: "DECISION_KIND_CONFIG",
+		12: "DECISION_KIND_MANUAL_MERGE",
 	}
 	DecisionKind_value = map[string]int32{
 		"DECISION_KIND_UNSPECIFIED":   0,
@@ -452,6 +457,7 @@ var (
 		"DECISION_KIND_MANUAL_SPLIT":  9,
 		"DECISION_KIND_SWITCH":        10,
 		"DECISION_KIND_CONFIG":        11,
+		"DECISION_KIND_MANUAL_MERGE":  12,
 	}
 )
 
@@ -504,6 +510,18 @@ const (
 	ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED    ResultCode = 14
 	ResultCode_RESULT_CODE_STALE_COLUMN            ResultCode = 15
 	ResultCode_RESULT_CODE_MEMBER_NOT_FOUND        ResultCode = 16
+	// Cluster version 3: MergeRange refusals. An unknown route is
+	// ROUTE_NOT_FOUND, a stale expected_version VERSION_MISMATCH, the same
+	// route twice INVALID_ARGUMENT.
+	// The left route does not end where the right route starts.
+	ResultCode_RESULT_CODE_ROUTES_NOT_ADJACENT ResultCode = 17
+	// The two routes are served by different shard groups.
+	ResultCode_RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS ResultCode = 18
+	// One of the two routes is not ACTIVE.
+	ResultCode_RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE ResultCode = 19
+	// One of the two routes is the target of a live (pending, running or
+	// paused) split op: abort the op first.
+	ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP ResultCode = 20
 )
 
 // Enum value maps for ResultCode.
@@ -526,25 +544,33 @@ var (
 		14: "RESULT_CODE_ALREADY_BOOTSTRAPPED",
 		15: "RESULT_CODE_STALE_COLUMN",
 		16: "RESULT_CODE_MEMBER_NOT_FOUND",
+		17: "RESULT_CODE_ROUTES_NOT_ADJACENT",
+		18: "RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS",
+		19: "RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE",
+		20: "RESULT_CODE_ROUTE_IN_LIVE_OP",
 	}
 	ResultCode_value = map[string]int32{
-		"RESULT_CODE_OK":                      0,
-		"RESULT_CODE_INVALID_ARGUMENT":        1,
-		"RESULT_CODE_ROUTE_NOT_FOUND":         2,
-		"RESULT_CODE_ROUTE_NOT_ACTIVE":        3,
-		"RESULT_CODE_SPLIT_KEY_AT_BOUNDARY":   4,
-		"RESULT_CODE_SPLIT_KEY_OUTSIDE_ROUTE": 5,
-		"RESULT_CODE_KEY_TOO_LARGE":           6,
-		"RESULT_CODE_VERSION_MISMATCH":        7,
-		"RESULT_CODE_FENCE_VIOLATION":         8,
-		"RESULT_CODE_OP_NOT_FOUND":            9,
-		"RESULT_CODE_OP_PAUSED":               10,
-		"RESULT_CODE_OP_ABORTED":              11,
-		"RESULT_CODE_OP_FINISHED":             12,
-		"RESULT_CODE_NOT_BOOTSTRAPPED":        13,
-		"RESULT_CODE_ALREADY_BOOTSTRAPPED":    14,
-		"RESULT_CODE_STALE_COLUMN":            15,
-		"RESULT_CODE_MEMBER_NOT_FOUND":        16,
+		"RESULT_CODE_OK":                         0,
+		"RESULT_CODE_INVALID_ARGUMENT":           1,
+		"RESULT_CODE_ROUTE_NOT_FOUND":            2,
+		"RESULT_CODE_ROUTE_NOT_ACTIVE":           3,
+		"RESULT_CODE_SPLIT_KEY_AT_BOUNDARY":      4,
+		"RESULT_CODE_SPLIT_KEY_OUTSIDE_ROUTE":    5,
+		"RESULT_CODE_KEY_TOO_LARGE":              6,
+		"RESULT_CODE_VERSION_MISMATCH":           7,
+		"RESULT_CODE_FENCE_VIOLATION":            8,
+		"RESULT_CODE_OP_NOT_FOUND":               9,
+		"RESULT_CODE_OP_PAUSED":                  10,
+		"RESULT_CODE_OP_ABORTED":                 11,
+		"RESULT_CODE_OP_FINISHED":                12,
+		"RESULT_CODE_NOT_BOOTSTRAPPED":           13,
+		"RESULT_CODE_ALREADY_BOOTSTRAPPED":       14,
+		"RESULT_CODE_STALE_COLUMN":               15,
+		"RESULT_CODE_MEMBER_NOT_FOUND":           16,
+		"RESULT_CODE_ROUTES_NOT_ADJACENT":        17,
+		"RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS": 18,
+		"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE":     19,
+		"RESULT_CODE_ROUTE_IN_LIVE_OP":           20,
 	}
 )
 
@@ -1615,15 +1641,17 @@ type CommandResult struct {
 	Code           ResultCode             `protobuf:"varint,1,opt,name=code,proto3,enum=hotsplit.v1.ResultCode" json:"code,omitempty"`
 	Message        string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	Children       []*RouteDescriptor     `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
-	OpId           uint64                 `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
-	CommitHlc      uint64                 `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
-	Config         *Config                `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
-	Switch         *AutoSplitSwitch       `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
-	PlannedOpIds   []uint64               `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
-	Op             *Op                    `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The routes the command made: a split's two children (left first), a
+	// merge's one route.
+	Children      []*RouteDescriptor `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
+	OpId          uint64             `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	CommitHlc     uint64             `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	Config        *Config            `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
+	Switch        *AutoSplitSwitch   `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
+	PlannedOpIds  []uint64           `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
+	Op            *Op                `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
@@ -2676,7 +2704,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\rAutoSplitFlag\x12\x19\n" +
 	"\x15AUTO_SPLIT_FLAG_UNSET\x10\x00\x12\x17\n" +
 	"\x13AUTO_SPLIT_FLAG_OFF\x10\x01\x12\x16\n" +
-	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\xeb\x02\n" +
+	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\x8b\x03\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -2690,7 +2718,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1aDECISION_KIND_MANUAL_SPLIT\x10\t\x12\x18\n" +
 	"\x14DECISION_KIND_SWITCH\x10\n" +
 	"\x12\x18\n" +
-	"\x14DECISION_KIND_CONFIG\x10\v*\xb1\x04\n" +
+	"\x14DECISION_KIND_CONFIG\x10\v\x12\x1e\n" +
+	"\x1aDECISION_KIND_MANUAL_MERGE\x10\f*\xcc\x05\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -2710,7 +2739,11 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1cRESULT_CODE_NOT_BOOTSTRAPPED\x10\r\x12$\n" +
 	" RESULT_CODE_ALREADY_BOOTSTRAPPED\x10\x0e\x12\x1c\n" +
 	"\x18RESULT_CODE_STALE_COLUMN\x10\x0f\x12 \n" +
-	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10*n\n" +
+	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10\x12#\n" +
+	"\x1fRESULT_CODE_ROUTES_NOT_ADJACENT\x10\x11\x12*\n" +
+	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
+	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
+	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14*n\n" +
 	"\x0fHeatmapMarkKind\x12!\n" +
 	"\x1dHEATMAP_MARK_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17HEATMAP_MARK_KIND_SPLIT\x10\x01\x12\x1b\n" +

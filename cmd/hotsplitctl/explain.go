@@ -234,7 +234,8 @@ func verdict(r *api.ExplainResponse, cfg *api.Config) string {
 // column to judge it by yet, or below the threshold.
 func coldVerdict(r *api.ExplainResponse) string {
 	last := r.GetLastColumnAtMs()
-	born := hlc.Physical(r.GetRoute().GetSplitAtHlc())
+	// A route is created by a split or a merge (the other HLC is 0).
+	born := hlc.Physical(max(r.GetRoute().GetSplitAtHlc(), r.GetRoute().GetMergedAtHlc()))
 	var s string
 	switch {
 	case last == 0:

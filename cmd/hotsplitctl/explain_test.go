@@ -186,6 +186,13 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 			want: []string{"verdict      nothing to judge yet: no load column has been committed since the route was created at 2024-08-12 09:59:49.012Z; automatic splitting is off"},
 		},
 		{
+			name: "merged after the last column is not cold",
+			resp: &api.ExplainResponse{Route: &api.RouteDescriptor{RouteId: 12, Start: []byte("g"), End: []byte("m"), GroupId: 1,
+				State: api.RouteState_ROUTE_STATE_ACTIVE, MergedFromLeft: 7, MergedFromRight: 8, MergedAtHlc: splitHLC}, NowMs: nowMs,
+				LastColumnAtMs: 1723456780000, AutoSplitEnabled: true},
+			want: []string{"verdict      nothing to judge yet: no load column has been committed since the route was created at 2024-08-12 09:59:49.012Z"},
+		},
+		{
 			name: "gone, with its plan's numbers from the decision ring",
 			resp: &api.ExplainResponse{NowMs: nowMs, Decisions: []*api.Decision{{Seq: 51, AtHlc: splitHLC, Kind: api.DecisionKind_DECISION_KIND_PLANNED,
 				RouteId: 9, OpId: 14, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, Reason: api.Reason_REASON_PLANNED, SplitKeys: [][]byte{[]byte("h")},

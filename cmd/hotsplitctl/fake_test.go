@@ -99,6 +99,10 @@ func answer[T proto.Message](f *fakeCluster, method string, req proto.Message) (
 	return proto.Clone(m).(T), nil
 }
 
+func (f *fakeCluster) MergeRange(_ context.Context, req *api.MergeRangeRequest) (*api.MergeRangeResponse, error) {
+	return answer[*api.MergeRangeResponse](f, "MergeRange", req)
+}
+
 func (f *fakeCluster) ListRoutes(_ context.Context, req *api.ListRoutesRequest) (*api.ListRoutesResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

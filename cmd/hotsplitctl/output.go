@@ -187,12 +187,18 @@ func withReadInfo(s string, r *api.ReadInfo) string {
 }
 
 // routeTable prints routes with the columns every route listing shares.
+// FROM and MADE AT say what made a route: the split of a parent ("5"), a
+// merge of two routes ("7+8"), or nothing for an initial route ("-").
 func routeTable(w io.Writer, routes []*api.RouteDescriptor) error {
-	t := newTable(w, "ROUTE", "START", "END", "GROUP", "STATE", "PARENT", "SPLIT AT")
+	t := newTable(w, "ROUTE", "START", "END", "GROUP", "STATE", "FROM", "MADE AT")
 	for _, r := range routes {
+		from, at := formatUint(r.GetParentRouteId()), formatHLC(r.GetSplitAtHlc())
+		if r.GetMergedAtHlc() != 0 {
+			from = strconv.FormatUint(r.GetMergedFromLeft(), 10) + "+" + strconv.FormatUint(r.GetMergedFromRight(), 10)
+			at = formatHLC(r.GetMergedAtHlc())
+		}
 		t.row(strconv.FormatUint(r.GetRouteId(), 10), formatKey(r.GetStart()), formatEnd(r.GetEnd()),
-			strconv.FormatUint(r.GetGroupId(), 10), enumName(r.GetState()),
-			formatUint(r.GetParentRouteId()), formatHLC(r.GetSplitAtHlc()))
+			strconv.FormatUint(r.GetGroupId(), 10), enumName(r.GetState()), from, at)
 	}
 	return t.flush()
 }

@@ -30,9 +30,9 @@ func TestSplit(t *testing.T) {
 	r := ctl(t, f, "split", "r5", "user:42", "--expected-version", "9")
 	want := lines(
 		`split r5 at "user:42": catalog version 10, committed at 1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`ROUTE  START      END            GROUP  STATE   PARENT  SPLIT AT`,
-		`9      "g"        "user:42"      1      active  5       1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`10     "user:42"  "user:42\x00"  1      active  5       1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`ROUTE  START      END            GROUP  STATE   FROM  MADE AT`,
+		`9      "g"        "user:42"      1      active  5     1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`10     "user:42"  "user:42\x00"  1      active  5     1723456789012.3 (2024-08-12 09:59:49.012Z)`,
 	)
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("split: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
