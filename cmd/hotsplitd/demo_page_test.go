@@ -52,7 +52,9 @@ const hotPointJS = `(() => {
   for (const c of v.cells) {
     if (m && c.endMs <= m.atMs) continue;
     const b = c.bands.find((b) => r.startRow >= b.row0 && r.startRow < b.row1);
-    if (b && (!best || b.rate > best.rate)) best = { rate: b.rate, x: (c.x0 + c.x1) / 2 };
+    // Inside the plot: the newest cell may end at its right edge.
+    const x = Math.min((c.x0 + c.x1) / 2, v.plot.left + v.plot.width - 1);
+    if (b && (!best || b.rate > best.rate)) best = { rate: b.rate, x: x };
   }
   if (!best) return Object.assign(out, { err: 'no cell has the hot route band' });
   const canvas = document.getElementById('heatmap');
@@ -137,7 +139,17 @@ func checkDemoPage(t *testing.T, login string, hot []byte, routeID string, ctl f
 	// Hovering the hot band names the isolated route.
 	wantRoute := fmt.Sprintf(`route r%s ["%s", "%s")`, routeID, hotKey, catalog.EscapeKey(append([]byte(string(hot)), 0)))
 	testutil.Eventually(t, 30*time.Second, "the tooltip naming the isolated route", func() error {
-		if err := chromedp.Do(ctx, chromedp.MouseEvent(chromedp.MouseMoved, p.PageX, p.PageY)); err != nil {
+		// Where the band is now (the time axis moves), approached from a
+		// pixel away so the browser sees the pointer move.
+		raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](fmt.Sprintf(hotPointJS, hotKey)))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(raw, &p); err != nil || p.Err != "" {
+			return fmt.Errorf("%v %s", err, p.Err)
+		}
+		if err := chromedp.Do(ctx, chromedp.MouseEvent(chromedp.MouseMoved, p.PageX-1, p.PageY-1),
+			chromedp.MouseEvent(chromedp.MouseMoved, p.PageX, p.PageY)); err != nil {
 			return err
 		}
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById('tooltip').hidden ? '(hidden)' : document.getElementById('tooltip-route').textContent`))
