@@ -63,6 +63,7 @@ const (
 	AutoMerge
 	EvidenceCuts
 	HeavyKeyIsolation
+	HeatHistory
 	numFeatures
 )
 
@@ -160,6 +161,9 @@ var features = [numFeatures]featureRow{
 	HeavyKeyIsolation: {"heavy_key_isolation", Version3,
 		"the heaviest key is isolated when its own load clears the threshold and the floor at confidence, whatever its share of the route",
 		detector.RuleHeavyKeyIsolation, nil},
+	HeatHistory: {"heat_history", Version3,
+		"the key visualizer's heat history: each column with route_loads adds its band totals, each split and merge a mark; in snapshots and the state hash",
+		0, nil},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature

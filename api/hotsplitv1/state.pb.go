@@ -755,6 +755,106 @@ func (ResultCode) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
 }
 
+// HeatmapMarkKind says what changed the catalog at a mark.
+type HeatmapMarkKind int32
+
+const (
+	HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED HeatmapMarkKind = 0
+	HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT       HeatmapMarkKind = 1
+	HeatmapMarkKind_HEATMAP_MARK_KIND_MERGE       HeatmapMarkKind = 2
+)
+
+// Enum value maps for HeatmapMarkKind.
+var (
+	HeatmapMarkKind_name = map[int32]string{
+		0: "HEATMAP_MARK_KIND_UNSPECIFIED",
+		1: "HEATMAP_MARK_KIND_SPLIT",
+		2: "HEATMAP_MARK_KIND_MERGE",
+	}
+	HeatmapMarkKind_value = map[string]int32{
+		"HEATMAP_MARK_KIND_UNSPECIFIED": 0,
+		"HEATMAP_MARK_KIND_SPLIT":       1,
+		"HEATMAP_MARK_KIND_MERGE":       2,
+	}
+)
+
+func (x HeatmapMarkKind) Enum() *HeatmapMarkKind {
+	p := new(HeatmapMarkKind)
+	*p = x
+	return p
+}
+
+func (x HeatmapMarkKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMarkKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[10].Descriptor()
+}
+
+func (HeatmapMarkKind) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[10]
+}
+
+func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMarkKind.Descriptor instead.
+func (HeatmapMarkKind) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+}
+
+// HeatmapMergeOrigin says who decided a merge.
+type HeatmapMergeOrigin int32
+
+const (
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED HeatmapMergeOrigin = 0
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_MANUAL      HeatmapMergeOrigin = 1
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC   HeatmapMergeOrigin = 2
+)
+
+// Enum value maps for HeatmapMergeOrigin.
+var (
+	HeatmapMergeOrigin_name = map[int32]string{
+		0: "HEATMAP_MERGE_ORIGIN_UNSPECIFIED",
+		1: "HEATMAP_MERGE_ORIGIN_MANUAL",
+		2: "HEATMAP_MERGE_ORIGIN_AUTOMATIC",
+	}
+	HeatmapMergeOrigin_value = map[string]int32{
+		"HEATMAP_MERGE_ORIGIN_UNSPECIFIED": 0,
+		"HEATMAP_MERGE_ORIGIN_MANUAL":      1,
+		"HEATMAP_MERGE_ORIGIN_AUTOMATIC":   2,
+	}
+)
+
+func (x HeatmapMergeOrigin) Enum() *HeatmapMergeOrigin {
+	p := new(HeatmapMergeOrigin)
+	*p = x
+	return p
+}
+
+func (x HeatmapMergeOrigin) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMergeOrigin) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[11].Descriptor()
+}
+
+func (HeatmapMergeOrigin) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[11]
+}
+
+func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMergeOrigin.Descriptor instead.
+func (HeatmapMergeOrigin) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+}
+
 type AutoSplitSwitch struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Enabled      bool                   `protobuf:"varint,1,opt,name=enabled,proto3" json:"enabled,omitempty"`
@@ -2080,6 +2180,15 @@ type StateSnapshot struct {
 	// recovered with --forceNewCluster, oldest first (version 2; written
 	// only by the seeding of such a cluster).
 	PreviousClusterIds []string `protobuf:"bytes,50,rep,name=previous_cluster_ids,json=previousClusterIds,proto3" json:"previous_cluster_ids,omitempty"`
+	// The key visualizer's heat history (cluster version 3, heat_history;
+	// absent below it, and until the first column or mark it keeps). The
+	// state hash covers it whole. In a snapshot file's core frame it holds
+	// only format_version and marks, and heat_history_pages says how its
+	// boundaries and columns follow the request frames.
+	HeatHistory *HeatmapHistory `protobuf:"bytes,60,opt,name=heat_history,json=heatHistory,proto3" json:"heat_history,omitempty"`
+	// Snapshot files only (never in the state hash): how heat_history is
+	// paged.
+	HeatHistoryPages *HeatmapPages `protobuf:"bytes,61,opt,name=heat_history_pages,json=heatHistoryPages,proto3" json:"heat_history_pages,omitempty"`
 	// The detector's cold-streak state for automatic merges (version 3;
 	// absent before the first complete column of that version).
 	Cold          *ColdState `protobuf:"bytes,90,opt,name=cold,proto3" json:"cold,omitempty"`
@@ -2264,6 +2373,20 @@ func (x *StateSnapshot) GetPreviousClusterIds() []string {
 	return nil
 }
 
+func (x *StateSnapshot) GetHeatHistory() *HeatmapHistory {
+	if x != nil {
+		return x.HeatHistory
+	}
+	return nil
+}
+
+func (x *StateSnapshot) GetHeatHistoryPages() *HeatmapPages {
+	if x != nil {
+		return x.HeatHistoryPages
+	}
+	return nil
+}
+
 func (x *StateSnapshot) GetCold() *ColdState {
 	if x != nil {
 		return x.Cold
@@ -2384,6 +2507,423 @@ func (x *ColdState) GetPeakEpochs() []uint64 {
 		return x.PeakEpochs
 	}
 	return nil
+}
+
+// HeatmapPages describes the paging of a snapshot file's heat history:
+// after the request frames come frames of HeatmapHistory{boundaries}
+// (fsm's heat boundary page each, the last one the rest), then, level by
+// level from levels[0], frames of HeatmapLevel{columns} (fsm's heat column
+// page each, the last one of a level the rest).
+type HeatmapPages struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Boundaries uint64                 `protobuf:"varint,1,opt,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// The number of columns of each level; as many entries as levels.
+	LevelColumns  []uint32 `protobuf:"varint,2,rep,packed,name=level_columns,json=levelColumns,proto3" json:"level_columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapPages) Reset() {
+	*x = HeatmapPages{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapPages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapPages) ProtoMessage() {}
+
+func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapPages.ProtoReflect.Descriptor instead.
+func (*HeatmapPages) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HeatmapPages) GetBoundaries() uint64 {
+	if x != nil {
+		return x.Boundaries
+	}
+	return 0
+}
+
+func (x *HeatmapPages) GetLevelColumns() []uint32 {
+	if x != nil {
+		return x.LevelColumns
+	}
+	return nil
+}
+
+// HeatmapHistory is the key visualizer's replicated heat history (cluster
+// version 3) in its canonical form: the snapshot and state-hash form of a
+// heatmap.History. Equal histories encode to equal bytes; heatmap.FromProto
+// refuses every other encoding (an unreferenced or unsorted boundary, a
+// layout repeated instead of marked shared, a trailing empty level), so a
+// decoded history encodes back to the very same message.
+type HeatmapHistory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1; anything else is refused.
+	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// Every band boundary some column uses, ascending and unique, each at
+	// most heatmap.MaxBoundaryLen bytes and never empty (the first band of a
+	// column always starts at the empty key, which is not listed).
+	Boundaries [][]byte `protobuf:"bytes,2,rep,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// levels[0] holds the newest columns at full resolution; a column of
+	// levels[i] sums 2^i committed columns. At most heatmap.Levels entries,
+	// the last one non-empty. Every column of levels[i+1] ends at or before
+	// the first column of levels[i] starts.
+	Levels []*HeatmapLevel `protobuf:"bytes,3,rep,name=levels,proto3" json:"levels,omitempty"`
+	// Split and merge marks, oldest first (non-decreasing at_hlc).
+	Marks         []*HeatmapMark `protobuf:"bytes,4,rep,name=marks,proto3" json:"marks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapHistory) Reset() {
+	*x = HeatmapHistory{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapHistory) ProtoMessage() {}
+
+func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapHistory.ProtoReflect.Descriptor instead.
+func (*HeatmapHistory) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HeatmapHistory) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *HeatmapHistory) GetBoundaries() [][]byte {
+	if x != nil {
+		return x.Boundaries
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetLevels() []*HeatmapLevel {
+	if x != nil {
+		return x.Levels
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetMarks() []*HeatmapMark {
+	if x != nil {
+		return x.Marks
+	}
+	return nil
+}
+
+// HeatmapLevel is one resolution level of the history, oldest column first.
+type HeatmapLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Columns       []*HeatmapColumn       `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapLevel) Reset() {
+	*x = HeatmapLevel{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapLevel) ProtoMessage() {}
+
+func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapLevel.ProtoReflect.Descriptor instead.
+func (*HeatmapLevel) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeatmapLevel) GetColumns() []*HeatmapColumn {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+// HeatmapColumn is the load of one time span per key band. Its bands are
+// [empty key, b_1), [b_1, b_2), ..., [b_n, +inf) for its interior
+// boundaries b_1 < ... < b_n; values are totals over the span, one entry
+// per band (n + 1 entries each).
+type HeatmapColumn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The span [start_ms, end_ms) and the milliseconds of it that committed
+	// columns covered (less than the span when columns were missing).
+	StartMs   uint64 `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	EndMs     uint64 `protobuf:"varint,2,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	CoveredMs uint64 `protobuf:"varint,3,opt,name=covered_ms,json=coveredMs,proto3" json:"covered_ms,omitempty"`
+	// The column has the same boundaries as the column before it in its
+	// level; boundary_deltas is then empty.
+	SameBoundaries bool `protobuf:"varint,4,opt,name=same_boundaries,json=sameBoundaries,proto3" json:"same_boundaries,omitempty"`
+	// The interior boundaries as indexes into HeatmapHistory.boundaries,
+	// delta-coded: the first is an index, every next one the (positive)
+	// difference to the one before.
+	BoundaryDeltas []uint32 `protobuf:"varint,5,rep,packed,name=boundary_deltas,json=boundaryDeltas,proto3" json:"boundary_deltas,omitempty"`
+	// Weighted operations (write_weight * writes + read_weight * reads with
+	// the weights of each committed column), reads, writes, and read plus
+	// write bytes.
+	Weighted      []uint64 `protobuf:"varint,6,rep,packed,name=weighted,proto3" json:"weighted,omitempty"`
+	Reads         []uint64 `protobuf:"varint,7,rep,packed,name=reads,proto3" json:"reads,omitempty"`
+	Writes        []uint64 `protobuf:"varint,8,rep,packed,name=writes,proto3" json:"writes,omitempty"`
+	Bytes         []uint64 `protobuf:"varint,9,rep,packed,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapColumn) Reset() {
+	*x = HeatmapColumn{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapColumn) ProtoMessage() {}
+
+func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapColumn.ProtoReflect.Descriptor instead.
+func (*HeatmapColumn) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HeatmapColumn) GetStartMs() uint64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetEndMs() uint64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetCoveredMs() uint64 {
+	if x != nil {
+		return x.CoveredMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetSameBoundaries() bool {
+	if x != nil {
+		return x.SameBoundaries
+	}
+	return false
+}
+
+func (x *HeatmapColumn) GetBoundaryDeltas() []uint32 {
+	if x != nil {
+		return x.BoundaryDeltas
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWeighted() []uint64 {
+	if x != nil {
+		return x.Weighted
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetReads() []uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWrites() []uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetBytes() []uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+// HeatmapMark is one split or merge on the picture. A two-step isolation
+// is one mark with both of its keys.
+type HeatmapMark struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AtHlc uint64                 `protobuf:"varint,1,opt,name=at_hlc,json=atHlc,proto3" json:"at_hlc,omitempty"`
+	Kind  HeatmapMarkKind        `protobuf:"varint,2,opt,name=kind,proto3,enum=hotsplit.v1.HeatmapMarkKind" json:"kind,omitempty"`
+	// Splits only: why the key was chosen (any SplitOrigin value).
+	SplitOrigin SplitOrigin `protobuf:"varint,3,opt,name=split_origin,json=splitOrigin,proto3,enum=hotsplit.v1.SplitOrigin" json:"split_origin,omitempty"`
+	// Merges only: manual or automatic.
+	MergeOrigin HeatmapMergeOrigin `protobuf:"varint,4,opt,name=merge_origin,json=mergeOrigin,proto3,enum=hotsplit.v1.HeatmapMergeOrigin" json:"merge_origin,omitempty"`
+	// One or two keys, ascending by (key, key length): a split's keys, or
+	// the boundary a merge removed. Each is cut to heatmap.MaxMarkKeyLen
+	// bytes; key_lengths holds the full lengths.
+	Keys       [][]byte `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	KeyLengths []uint32 `protobuf:"varint,6,rep,packed,name=key_lengths,json=keyLengths,proto3" json:"key_lengths,omitempty"`
+	// The route that was split, or the left route of a merge; the op of an
+	// automatic split (0: none).
+	RouteId       uint64 `protobuf:"varint,7,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	OpId          uint64 `protobuf:"varint,8,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapMark) Reset() {
+	*x = HeatmapMark{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapMark) ProtoMessage() {}
+
+func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapMark.ProtoReflect.Descriptor instead.
+func (*HeatmapMark) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HeatmapMark) GetAtHlc() uint64 {
+	if x != nil {
+		return x.AtHlc
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetKind() HeatmapMarkKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetSplitOrigin() SplitOrigin {
+	if x != nil {
+		return x.SplitOrigin
+	}
+	return SplitOrigin_SPLIT_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetMergeOrigin() HeatmapMergeOrigin {
+	if x != nil {
+		return x.MergeOrigin
+	}
+	return HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetKeyLengths() []uint32 {
+	if x != nil {
+		return x.KeyLengths
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
 }
 
 var File_hotsplitv1_state_proto protoreflect.FileDescriptor
@@ -2531,7 +3071,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
 	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xdb\a\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xe4\b\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2559,7 +3099,9 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
 	"admissions\x120\n" +
-	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12*\n" +
+	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12>\n" +
+	"\fheat_history\x18< \x01(\v2\x1b.hotsplit.v1.HeatmapHistoryR\vheatHistory\x12G\n" +
+	"\x12heat_history_pages\x18= \x01(\v2\x19.hotsplit.v1.HeatmapPagesR\x10heatHistoryPages\x12*\n" +
 	"\x04cold\x18Z \x01(\v2\x16.hotsplit.v1.ColdStateR\x04cold\"\x9b\x02\n" +
 	"\tColdState\x12\x1f\n" +
 	"\vrun_columns\x18\x01 \x01(\x04R\n" +
@@ -2572,7 +3114,42 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x05peaks\x18\x06 \x03(\x04R\x05peaks\x12%\n" +
 	"\x0eprevious_peaks\x18\a \x03(\x04R\rpreviousPeaks\x12\x1f\n" +
 	"\vpeak_epochs\x18\b \x03(\x04R\n" +
-	"peakEpochs*k\n" +
+	"peakEpochs\"S\n" +
+	"\fHeatmapPages\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x01 \x01(\x04R\n" +
+	"boundaries\x12#\n" +
+	"\rlevel_columns\x18\x02 \x03(\rR\flevelColumns\"\xba\x01\n" +
+	"\x0eHeatmapHistory\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x02 \x03(\fR\n" +
+	"boundaries\x121\n" +
+	"\x06levels\x18\x03 \x03(\v2\x19.hotsplit.v1.HeatmapLevelR\x06levels\x12.\n" +
+	"\x05marks\x18\x04 \x03(\v2\x18.hotsplit.v1.HeatmapMarkR\x05marks\"D\n" +
+	"\fHeatmapLevel\x124\n" +
+	"\acolumns\x18\x01 \x03(\v2\x1a.hotsplit.v1.HeatmapColumnR\acolumns\"\x92\x02\n" +
+	"\rHeatmapColumn\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x04R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x02 \x01(\x04R\x05endMs\x12\x1d\n" +
+	"\n" +
+	"covered_ms\x18\x03 \x01(\x04R\tcoveredMs\x12'\n" +
+	"\x0fsame_boundaries\x18\x04 \x01(\bR\x0esameBoundaries\x12'\n" +
+	"\x0fboundary_deltas\x18\x05 \x03(\rR\x0eboundaryDeltas\x12\x1a\n" +
+	"\bweighted\x18\x06 \x03(\x04R\bweighted\x12\x14\n" +
+	"\x05reads\x18\a \x03(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\b \x03(\x04R\x06writes\x12\x14\n" +
+	"\x05bytes\x18\t \x03(\x04R\x05bytes\"\xbc\x02\n" +
+	"\vHeatmapMark\x12\x15\n" +
+	"\x06at_hlc\x18\x01 \x01(\x04R\x05atHlc\x120\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1c.hotsplit.v1.HeatmapMarkKindR\x04kind\x12;\n" +
+	"\fsplit_origin\x18\x03 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\vsplitOrigin\x12B\n" +
+	"\fmerge_origin\x18\x04 \x01(\x0e2\x1f.hotsplit.v1.HeatmapMergeOriginR\vmergeOrigin\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\x12\x1f\n" +
+	"\vkey_lengths\x18\x06 \x03(\rR\n" +
+	"keyLengths\x12\x19\n" +
+	"\broute_id\x18\a \x01(\x04R\arouteId\x12\x13\n" +
+	"\x05op_id\x18\b \x01(\x04R\x04opId*k\n" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +
@@ -2684,7 +3261,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
 	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
 	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14\x12!\n" +
-	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1eB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1e*n\n" +
+	"\x0fHeatmapMarkKind\x12!\n" +
+	"\x1dHEATMAP_MARK_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_SPLIT\x10\x01\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_MERGE\x10\x02*\x7f\n" +
+	"\x12HeatmapMergeOrigin\x12$\n" +
+	" HEATMAP_MERGE_ORIGIN_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bHEATMAP_MERGE_ORIGIN_MANUAL\x10\x01\x12\"\n" +
+	"\x1eHEATMAP_MERGE_ORIGIN_AUTOMATIC\x10\x02B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once
@@ -2698,8 +3283,8 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
@@ -2711,20 +3296,27 @@ var file_hotsplitv1_state_proto_goTypes = []any{
 	(AutoSplitFlag)(0),      // 7: hotsplit.v1.AutoSplitFlag
 	(DecisionKind)(0),       // 8: hotsplit.v1.DecisionKind
 	(ResultCode)(0),         // 9: hotsplit.v1.ResultCode
-	(*AutoSplitSwitch)(nil), // 10: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 11: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 12: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 13: hotsplit.v1.Op
-	(*Admission)(nil),       // 14: hotsplit.v1.Admission
-	(*Member)(nil),          // 15: hotsplit.v1.Member
-	(*Decision)(nil),        // 16: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 17: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 18: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 19: hotsplit.v1.StateSnapshot
-	(*ColdState)(nil),       // 20: hotsplit.v1.ColdState
-	(*RouteDescriptor)(nil), // 21: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 22: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 23: hotsplit.v1.CatalogSnapshot
+	(HeatmapMarkKind)(0),    // 10: hotsplit.v1.HeatmapMarkKind
+	(HeatmapMergeOrigin)(0), // 11: hotsplit.v1.HeatmapMergeOrigin
+	(*AutoSplitSwitch)(nil), // 12: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 13: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 14: hotsplit.v1.TrackedRoute
+	(*Op)(nil),              // 15: hotsplit.v1.Op
+	(*Admission)(nil),       // 16: hotsplit.v1.Admission
+	(*Member)(nil),          // 17: hotsplit.v1.Member
+	(*Decision)(nil),        // 18: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 19: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 20: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 21: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 22: hotsplit.v1.ColdState
+	(*HeatmapPages)(nil),    // 23: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),  // 24: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),    // 25: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),   // 26: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),     // 27: hotsplit.v1.HeatmapMark
+	(*RouteDescriptor)(nil), // 28: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 29: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 30: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
@@ -2732,40 +3324,48 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
 	3,  // 4: hotsplit.v1.Explanation.split_evidence:type_name -> hotsplit.v1.SplitEvidence
-	11, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
-	11, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
+	13, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	13, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
 	1,  // 7: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
 	4,  // 8: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
 	5,  // 9: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	17, // 10: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	19, // 10: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
 	6,  // 11: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
 	7,  // 12: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
 	8,  // 13: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
 	1,  // 14: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 15: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
 	5,  // 16: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	11, // 17: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	13, // 17: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
 	9,  // 18: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	21, // 19: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	22, // 20: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	10, // 21: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	13, // 22: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	17, // 23: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	23, // 24: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	22, // 25: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	10, // 26: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	15, // 27: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	12, // 28: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	13, // 29: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	16, // 30: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	18, // 31: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	14, // 32: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	20, // 33: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	28, // 19: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	29, // 20: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	12, // 21: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	15, // 22: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	19, // 23: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	30, // 24: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	29, // 25: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	12, // 26: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	17, // 27: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	14, // 28: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	15, // 29: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	18, // 30: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	20, // 31: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	16, // 32: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	24, // 33: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	23, // 34: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	22, // 35: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	25, // 36: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	27, // 37: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	26, // 38: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	10, // 39: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	1,  // 40: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
+	11, // 41: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -2780,8 +3380,8 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      10,
-			NumMessages:   11,
+			NumEnums:      12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
