@@ -13,6 +13,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/node/pagesource"
 	"github.com/hotsplit/hotsplit/webui"
 )
 
@@ -56,13 +57,13 @@ func (p *pageFSM) column(i uint64, loads []api.RouteLoad, rows ...*api.ColumnRow
 // heatmap answers GET /api/v1/heatmap over the page source.
 func (p *pageFSM) heatmap() webui.HeatmapAnswer {
 	p.t.Helper()
-	src := pageSource{
-		read: func() (*fsm.State, *api.ReadInfo) {
+	src := pagesource.Source{
+		Read: func() (*fsm.State, *api.ReadInfo) {
 			st := p.f.State()
 			return st, &api.ReadInfo{AppliedIndex: st.Index(), ServedBy: "n1"}
 		},
-		nowMs:   func() uint64 { return p.ms },
-		explain: func(context.Context, uint64) (*api.ExplainResponse, error) { return &api.ExplainResponse{}, nil },
+		NowMs:        func() uint64 { return p.ms },
+		ExplainRoute: func(context.Context, uint64) (*api.ExplainResponse, error) { return &api.ExplainResponse{}, nil },
 	}
 	mux := http.NewServeMux()
 	webui.New(src).Register(mux, nil)
