@@ -231,16 +231,22 @@ func TestRestoreRefusesBadMergeState(t *testing.T) {
 		"cold state at version 2": {func(p *api.StateSnapshot) {
 			p.ClusterVersion = 2
 			clearMerge(p.Config)
+			p.HeatHistory = nil
 			p.Ops = nil
 			dropMergeExplanations(p)
 		}, "cold state"},
 		"merge op at version 2": {func(p *api.StateSnapshot) {
 			p.ClusterVersion = 2
 			clearMerge(p.Config)
+			p.HeatHistory = nil
 			p.Cold = nil
 			dropMergeExplanations(p)
 		}, "merge op"},
-		"merge explanation at v2":     {func(p *api.StateSnapshot) { p.ClusterVersion = 2; clearMerge(p.Config); p.Cold = nil; p.Ops = nil }, "merge explanation"},
+		"merge explanation at v2": {func(p *api.StateSnapshot) {
+			p.ClusterVersion = 2
+			clearMerge(p.Config)
+			p.Cold, p.Ops, p.HeatHistory = nil, nil, nil
+		}, "merge explanation"},
 		"merge explanation no reason": {func(p *api.StateSnapshot) { p.Tracked[0].MergeExplanation.Reason = 0 }, "without a reason"},
 		"merge op with a split key":   {func(p *api.StateSnapshot) { p.Ops[0].SplitKeys = [][]byte{[]byte("x")} }, "split keys"},
 		"merge op without right":      {func(p *api.StateSnapshot) { p.Ops[0].RightRouteId = 0 }, "right route"},

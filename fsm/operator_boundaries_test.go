@@ -10,9 +10,9 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// marksOf renders the catalog as "start:mark" in key order ("" for the
+// pinsOf renders the catalog as "start:mark" in key order ("" for the
 // first route, * for an operator's start).
-func marksOf(c *catalog.Catalog) string {
+func pinsOf(c *catalog.Catalog) string {
 	var out []string
 	c.Ascend(func(r *catalog.RouteDescriptor) bool {
 		s := string(r.Start)
@@ -43,7 +43,7 @@ func (m *mergeCluster) idleNoPlans(n int, what string) {
 	m.t.Helper()
 	for i := range n {
 		if r := m.column(); len(r.PlannedOpIds) != 0 {
-			m.t.Fatalf("%s: column %d planned %v (catalog %s)", what, i+1, r.PlannedOpIds, marksOf(m.state().Catalog()))
+			m.t.Fatalf("%s: column %d planned %v (catalog %s)", what, i+1, r.PlannedOpIds, pinsOf(m.state().Catalog()))
 		}
 	}
 }
@@ -55,7 +55,7 @@ func (m *mergeCluster) idleNoPlans(n int, what string) {
 func TestOperatorBoundariesKeptFromAutomaticMerges(t *testing.T) {
 	cfg := mergeTestConfig() // merges after 3 cold columns, no delay
 	m := &mergeCluster{harness: bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, cfg)}
-	if got := marksOf(m.state().Catalog()); got != " m*" {
+	if got := pinsOf(m.state().Catalog()); got != " m*" {
 		t.Fatalf("bootstrap marks %q", got)
 	}
 	windows := int(m.state().Config().GetMergeWindows())
@@ -65,7 +65,7 @@ func TestOperatorBoundariesKeptFromAutomaticMerges(t *testing.T) {
 	}
 
 	wantCode(t, m.run(split(2, "t")), api.ResultCode_RESULT_CODE_OK) // r3 [m, t), r4 [t, +inf)
-	if got := marksOf(m.state().Catalog()); got != " m* t*" {
+	if got := pinsOf(m.state().Catalog()); got != " m* t*" {
 		t.Fatalf("after a manual split: marks %q", got)
 	}
 	m.idleNoPlans(4*windows, "a manual split's key")
@@ -86,7 +86,7 @@ func TestOperatorBoundariesKeptFromAutomaticMerges(t *testing.T) {
 		t.Fatal("the hot route was never planned")
 	}
 	wantCode(t, m.run(m.nextStep()), api.ResultCode_RESULT_CODE_OK)
-	if got := marksOf(m.state().Catalog()); got != " m* t* t\x00" {
+	if got := pinsOf(m.state().Catalog()); got != " m* t* t\x00" {
 		t.Fatalf("after the automatic split: marks %q", got)
 	}
 
@@ -107,7 +107,7 @@ func TestOperatorBoundariesKeptFromAutomaticMerges(t *testing.T) {
 		t.Fatalf("merged route %v, marked %v", merged, merged.OperatorStart)
 	}
 	m.idleNoPlans(4*windows, "after the merge")
-	if got := marksOf(m.state().Catalog()); got != " m* t*" {
+	if got := pinsOf(m.state().Catalog()); got != " m* t*" {
 		t.Fatalf("at the end: marks %q", got)
 	}
 }
@@ -117,7 +117,7 @@ func TestOperatorBoundariesKeptFromAutomaticMerges(t *testing.T) {
 func TestVersion2RecordsNoPlacement(t *testing.T) {
 	h := bootstrappedAt(t, Version2, [][]byte{[]byte("f"), []byte("m")}, nil)
 	wantCode(t, h.run(split(2, "h")), api.ResultCode_RESULT_CODE_OK)
-	if got := marksOf(h.state().Catalog()); got != " f h m" {
+	if got := pinsOf(h.state().Catalog()); got != " f h m" {
 		t.Fatalf("version 2 marks %q", got)
 	}
 	// The catalog part of a version 2 snapshot has no field 11.
@@ -140,7 +140,7 @@ func TestRaiseMarksTheInitialSplitKeys(t *testing.T) {
 		wantCode(t, h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: Version3}}}}),
 			api.ResultCode_RESULT_CODE_OK)
 		s := h.state()
-		if got := marksOf(s.Catalog()); got != " f h m* t*" {
+		if got := pinsOf(s.Catalog()); got != " f h m* t*" {
 			t.Errorf("from %d: marks %q", from, got)
 		}
 		if s.Catalog().Version() != version {
@@ -155,7 +155,7 @@ func TestRaiseMarksTheInitialSplitKeys(t *testing.T) {
 		}
 		// A manual split now marks its key.
 		wantCode(t, h.run(split(6, "k")), api.ResultCode_RESULT_CODE_OK)
-		if got := marksOf(h.state().Catalog()); got != " f h k* m* t*" {
+		if got := pinsOf(h.state().Catalog()); got != " f h k* m* t*" {
 			t.Errorf("from %d: after a version 3 split: marks %q", from, got)
 		}
 	}
@@ -166,7 +166,7 @@ func TestRaiseMarksTheInitialSplitKeys(t *testing.T) {
 func TestOperatorStartSnapshotRoundTrip(t *testing.T) {
 	h := bootstrappedAt(t, Version3, [][]byte{[]byte("f"), []byte("m")}, nil)
 	wantCode(t, h.run(splitCAS(2, "h", 1)), api.ResultCode_RESULT_CODE_OK)
-	want := marksOf(h.state().Catalog())
+	want := pinsOf(h.state().Catalog())
 	if want != " f* h* m*" {
 		t.Fatalf("marks %q", want)
 	}
@@ -175,7 +175,7 @@ func TestOperatorStartSnapshotRoundTrip(t *testing.T) {
 	if err := restore(h2.f, b); err != nil {
 		t.Fatal(err)
 	}
-	if got := marksOf(h2.state().Catalog()); got != want || h2.state().Hash() != h.state().Hash() {
+	if got := pinsOf(h2.state().Catalog()); got != want || h2.state().Hash() != h.state().Hash() {
 		t.Fatalf("restored marks %q (want %q), hash equal %v", got, want, h2.state().Hash() == h.state().Hash())
 	}
 
@@ -184,7 +184,11 @@ func TestOperatorStartSnapshotRoundTrip(t *testing.T) {
 		edit func(p *api.StateSnapshot)
 		msg  string
 	}{
-		"a mark at version 2":    {func(p *api.StateSnapshot) { p.ClusterVersion = Version2; clearMerge(p.Config) }, "operator_start"},
+		"a mark at version 2": {func(p *api.StateSnapshot) {
+			p.ClusterVersion = Version2
+			clearMerge(p.Config)
+			p.HeatHistory = nil
+		}, "operator_start"},
 		"the first route marked": {func(p *api.StateSnapshot) { p.Catalog.Routes[0].OperatorStart = true }, "first route"},
 	} {
 		p := proto.Clone(good).(*api.StateSnapshot)
@@ -197,6 +201,7 @@ func TestOperatorStartSnapshotRoundTrip(t *testing.T) {
 	p := proto.Clone(good).(*api.StateSnapshot)
 	p.ClusterVersion = Version2
 	clearMerge(p.Config)
+	p.HeatHistory = nil
 	unmarkStarts(p)
 	if _, err := stateFromProto(p, h.f.limits()); err != nil {
 		t.Fatalf("unmarked at version 2: %v", err)

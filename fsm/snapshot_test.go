@@ -135,8 +135,8 @@ func TestSnapshotPages(t *testing.T) {
 func encodeProto(t fataler, p *api.StateSnapshot, index uint64) []byte {
 	t.Helper()
 	core := proto.Clone(p).(*api.StateSnapshot)
-	parts := snapshotParts{index: index, core: core, tracked: core.Tracked, requests: core.Requests}
-	core.Tracked, core.Requests = nil, nil
+	parts := snapshotParts{index: index, core: core, tracked: core.Tracked, requests: core.Requests, heat: core.HeatHistory}
+	core.Tracked, core.Requests, core.HeatHistory = nil, nil, nil
 	if core.Catalog != nil {
 		routes := core.Catalog.Routes
 		core.Catalog.Routes = nil

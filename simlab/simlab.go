@@ -125,7 +125,23 @@ type Result struct {
 	// changed shape since the merge (the same PhaseEvery interval: the
 	// merge undone by the load it was merged under).
 	DelayViolations, CooldownViolations, Resplits, Thrash int
+	// Cuts are the balance cuts planned: the shares the explanation
+	// recorded against the true shares of the column that planned them.
+	Cuts []Cut
 }
+
+// Cut is one planned balance cut: its left share as the explanation
+// recorded it (point and interval; the interval is 0..0 when the rules
+// record none) and as the column's operations had it, in basis points,
+// and the evidence kind that placed it ("" below cluster version 3).
+type Cut struct {
+	Recorded, LoBP, HiBP, True uint32
+	Evidence                   string
+}
+
+// Error is the recorded left share's distance from the true one, in
+// basis points.
+func (c Cut) Error() uint32 { return max(c.Recorded, c.True) - min(c.Recorded, c.True) }
 
 // run is the state of one Run.
 type run struct {
@@ -144,7 +160,10 @@ type run struct {
 	key     []byte
 	pending []pendingSplit // balance splits waiting for their children's loads
 	cfg     *api.Config    // the bootstrap config, defaults applied
-	res     Result
+	// The current column's operations, for the true shares of a cut.
+	opKeys   []uint64
+	opWrites []bool
+	res      Result
 }
 
 // pendingSplit is a median or balance split whose children are watched for
@@ -297,6 +316,7 @@ func (r *run) column(c int) error {
 	start := r.windowStart(c)
 	cat := r.f.State().Catalog()
 	clear(r.load)
+	r.opKeys, r.opWrites = r.opKeys[:0], r.opWrites[:0]
 	n := r.res.OpsPerColumn
 	for i := range n {
 		at := time.Duration(c)*time.Duration(r.stepMs)*time.Millisecond +
@@ -306,6 +326,7 @@ func (r *run) column(c int) error {
 		route := cat.Lookup(r.key)
 		r.samp[i%len(r.samp)].Observe(route.ID, r.key, write)
 		r.load[route.ID] += r.weight(write)
+		r.opKeys, r.opWrites = append(r.opKeys, k), append(r.opWrites, write)
 	}
 	end := start + r.stepMs
 	contribs := make([]scheduler.Contribution, len(r.samp))
@@ -330,6 +351,7 @@ func (r *run) column(c int) error {
 	r.countPlans(res.GetPlannedOpIds())
 	r.routeCap(c, end)
 	r.res.HottestPerColumn = append(r.res.HottestPerColumn, r.hottest(cat))
+	r.recordCuts(res.GetPlannedOpIds(), cat)
 	if err := r.stepOps(c, end, cat); err != nil {
 		return err
 	}
@@ -398,6 +420,39 @@ func (r *run) countPlans(ids []uint64) {
 				r.res.IsolationPlans[i]++
 			}
 		}
+	}
+}
+
+// recordCuts records the balance cuts among the ops planned by the column
+// just committed, generated under cat: the shares their explanations
+// recorded and the true shares of that column's operations.
+func (r *run) recordCuts(ids []uint64, cat *catalog.Catalog) {
+	st := r.f.State()
+	for _, id := range ids {
+		op, ok := st.Op(id)
+		if !ok || op.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE || len(op.GetSplitKeys()) != 1 {
+			continue
+		}
+		route, ok := cat.Route(op.GetParentRouteId())
+		tr, tracked := st.Detector().Get(op.GetParentRouteId())
+		if !ok || !tracked || r.load[route.ID] == 0 {
+			continue
+		}
+		x := tr.Explanation
+		c := Cut{Recorded: x.LeftShareBP, LoBP: x.LeftShareLoBP, HiBP: x.LeftShareHiBP}
+		if x.Evidence != 0 {
+			c.Evidence = x.Evidence.String()
+		}
+		var left uint64
+		split := op.GetSplitKeys()[0]
+		for i, k := range r.opKeys {
+			r.key = r.keys.AppendKey(r.key[:0], k)
+			if route.Contains(r.key) && bytes.Compare(r.key, split) < 0 {
+				left += r.weight(r.opWrites[i])
+			}
+		}
+		c.True = uint32(left * 10_000 / r.load[route.ID])
+		r.res.Cuts = append(r.res.Cuts, c)
 	}
 }
 
