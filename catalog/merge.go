@@ -10,7 +10,10 @@ import (
 // new route [left.Start, right.End) with id NextRouteID() (ids are never
 // reused), the group and state of its parents, and Merge = {both parents'
 // ids, commitHLC}; its ParentID and SplitAtHLC stay 0, since no split made
-// it. commitHLC must not be 0 (the invariants refuse a merge without its
+// it; it keeps the left parent's OperatorStart (its start is the left's,
+// and the right's start, the boundary that goes, is gone with its mark:
+// whether a merge may remove a marked boundary is the caller's rule).
+// commitHLC must not be 0 (the invariants refuse a merge without its
 // HLC). On error c is unchanged (it always is: a Catalog is
 // immutable).
 func (c *Catalog) Merge(leftID, rightID, commitHLC uint64) (*Catalog, *RouteDescriptor, error) {
@@ -22,7 +25,7 @@ func (c *Catalog) Merge(leftID, rightID, commitHLC uint64) (*Catalog, *RouteDesc
 		return nil, nil, fmt.Errorf("%w: merge of routes %d and %d at commit HLC 0", ErrInvariant, leftID, rightID)
 	}
 	merged := &RouteDescriptor{ID: c.nextID, Start: left.Start, End: right.End, GroupID: left.GroupID, State: left.State,
-		Merge: &MergeInfo{Left: left.ID, Right: right.ID, AtHLC: commitHLC}}
+		OperatorStart: left.OperatorStart, Merge: &MergeInfo{Left: left.ID, Right: right.ID, AtHLC: commitHLC}}
 	// The merged route starts where the left parent did and takes its
 	// slot; the right parent's entry goes.
 	starts, ok := c.starts.set(merged).delete(right.Start)

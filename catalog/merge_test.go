@@ -263,6 +263,10 @@ func sameRoutes(t *rapid.T, what string, got, want []*RouteDescriptor) {
 // moves the version by exactly one and the next id by the routes it made,
 // and leaves older versions intact; lookups agree with the model; the
 // delta history replayed from any kept version rebuilds the catalog.
+// Operator marks (placement.go) are checked against a second naive model,
+// the set of boundaries an operator placed (the initial keys when marked,
+// each operator split's key) that no merge has removed since: a route's
+// start is marked exactly when it is in the set.
 func TestSplitMergeSequenceProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		splits := rapid.SliceOfNDistinct(keyGen(6).Filter(func(k []byte) bool { return len(k) > 0 }), 0, 40, func(k []byte) string { return string(k) }).Draw(t, "initial")
@@ -271,7 +275,24 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 		if err != nil {
 			t.Fatalf("New: %v", err)
 		}
+		operator := map[string]bool{}
+		if rapid.Bool().Draw(t, "mark-initial") {
+			if c, _, err = c.MarkInitialStarts(); err != nil {
+				t.Fatalf("MarkInitialStarts: %v", err)
+			}
+			for _, k := range splits {
+				operator[string(k)] = true
+			}
+		}
 		m := &model{routes: routesOf(c)}
+		checkMarks := func(what string) {
+			for _, r := range routesOf(c) {
+				if r.OperatorStart != operator[string(r.Start)] {
+					t.Fatalf("%s: route %v marked %v, the model says %v", what, r, r.OperatorStart, operator[string(r.Start)])
+				}
+			}
+		}
+		checkMarks("initial")
 		hist := NewHistory(rapid.IntRange(1, 40).Draw(t, "history"), c.Version())
 		type kept struct {
 			c      *Catalog
@@ -293,7 +314,8 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 					id = rapid.Uint64Range(0, c.NextRouteID()+1).Draw(t, "split-any-id")
 				}
 				key := keyGen(8).Draw(t, "split-key")
-				n, ch, err := c.Split(id, key, hlc)
+				by := rapid.SampledFrom([]Placement{PlacedByRule, PlacedByOperator}).Draw(t, "split-by")
+				n, ch, err := c.SplitPlaced(by, id, key, hlc)
 				parent, live := c.Route(id)
 				valid := live && parent.Contains(key) && !bytes.Equal(key, parent.Start)
 				if valid != (err == nil) {
@@ -305,6 +327,11 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 				if n.NextRouteID() != c.NextRouteID()+2 {
 					t.Fatalf("split moved next id %d -> %d", c.NextRouteID(), n.NextRouteID())
 				}
+				if ch[0].OperatorStart != parent.OperatorStart || ch[1].OperatorStart != (by == PlacedByOperator) {
+					t.Fatalf("split of %v (marked %v) by %d: children marked %v, %v", parent, parent.OperatorStart, by,
+						ch[0].OperatorStart, ch[1].OperatorStart)
+				}
+				operator[string(key)] = by == PlacedByOperator
 				for _, r := range m.routes {
 					if r.ID == id {
 						nr = append(nr, ch[0], ch[1])
@@ -339,7 +366,7 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 				}
 				lr, rr := m.routes[li], m.routes[li+1]
 				want := &RouteDescriptor{ID: c.NextRouteID(), Start: lr.Start, End: rr.End, GroupID: lr.GroupID, State: lr.State,
-					Merge: &MergeInfo{Left: l, Right: r, AtHLC: hlc}}
+					OperatorStart: lr.OperatorStart, Merge: &MergeInfo{Left: l, Right: r, AtHLC: hlc}}
 				if !routeEqual(merged, want) {
 					t.Fatalf("merged %v, model %v", merged, want)
 				}
@@ -347,6 +374,7 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 					t.Fatalf("merge moved next id %d -> %d", c.NextRouteID(), n.NextRouteID())
 				}
 				nr = append(append(append(nr, m.routes[:li]...), merged), m.routes[li+2:]...)
+				delete(operator, string(rr.Start)) // the boundary went
 				next, delta = n, MergeDelta(n.Version(), l, r, merged, hlc)
 			}
 			if next.Version() != c.Version()+1 {
@@ -361,6 +389,7 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 			hist = hist.Append(delta)
 			m.routes, c = nr, next
 			sameRoutes(t, "after step", routesOf(c), m.routes)
+			checkMarks("after step")
 		}
 		for range 50 {
 			key := keyGen(10).Draw(t, "probe")

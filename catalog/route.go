@@ -40,13 +40,20 @@ func (s RouteState) String() string {
 // shard group. An empty End means +inf. Values reachable from a Catalog are
 // shared between catalog versions and must not be modified.
 type RouteDescriptor struct {
-	ID         uint64
-	Start      []byte
-	End        []byte
-	GroupID    uint64
-	State      RouteState
-	ParentID   uint64
-	SplitAtHLC uint64
+	ID      uint64
+	Start   []byte
+	End     []byte
+	GroupID uint64
+	State   RouteState
+	// OperatorStart (cluster version 3): an operator placed the route's
+	// start boundary — a bootstrap split key or a manual split's key — so
+	// automatic merges never remove it. A left child keeps its parent's
+	// mark (same start), a merged route its left parent's, an automatic
+	// split's right child has none; the first route never has it. Beside
+	// State it fits State's padding: the descriptor stays 96 bytes.
+	OperatorStart bool
+	ParentID      uint64
+	SplitAtHLC    uint64
 	// Merge is set on a route made by a merge, nil on every other route.
 	// A merged route's ParentID and SplitAtHLC are 0: no split made it.
 	// A pointer, so that the descriptor of a route no merge made stays in
@@ -92,6 +99,7 @@ func (r *RouteDescriptor) ToProto() *api.RouteDescriptor {
 		State:         api.RouteState(r.State),
 		ParentRouteId: r.ParentID,
 		SplitAtHlc:    r.SplitAtHLC,
+		OperatorStart: r.OperatorStart,
 	}
 	if m := r.Merge; m != nil {
 		p.MergedFromLeft, p.MergedFromRight, p.MergedAtHlc = m.Left, m.Right, m.AtHLC
@@ -104,13 +112,14 @@ func (r *RouteDescriptor) ToProto() *api.RouteDescriptor {
 // one).
 func RouteFromProto(p *api.RouteDescriptor) *RouteDescriptor {
 	r := &RouteDescriptor{
-		ID:         p.GetRouteId(),
-		Start:      bytes.Clone(p.GetStart()),
-		End:        cloneNonEmpty(p.GetEnd()),
-		GroupID:    p.GetGroupId(),
-		State:      RouteState(p.GetState()),
-		ParentID:   p.GetParentRouteId(),
-		SplitAtHLC: p.GetSplitAtHlc(),
+		ID:            p.GetRouteId(),
+		Start:         bytes.Clone(p.GetStart()),
+		End:           cloneNonEmpty(p.GetEnd()),
+		GroupID:       p.GetGroupId(),
+		State:         RouteState(p.GetState()),
+		ParentID:      p.GetParentRouteId(),
+		SplitAtHLC:    p.GetSplitAtHlc(),
+		OperatorStart: p.GetOperatorStart(),
 	}
 	if p.GetMergedFromLeft() != 0 || p.GetMergedFromRight() != 0 || p.GetMergedAtHlc() != 0 {
 		r.Merge = &MergeInfo{Left: p.GetMergedFromLeft(), Right: p.GetMergedFromRight(), AtHLC: p.GetMergedAtHlc()}

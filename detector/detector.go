@@ -49,6 +49,9 @@ const (
 	ReasonMergeMargin     Reason = 52
 	ReasonMergeSuppressed Reason = 53
 	ReasonMergeBudget     Reason = 54
+	// RuleEvidenceCuts only.
+	ReasonNoEvidence   Reason = 60
+	ReasonCutUncertain Reason = 61
 )
 
 // Origins (see api.SplitOrigin).
@@ -61,6 +64,28 @@ const (
 	OriginSubBucketMedian          Origin = 5
 	// RuleBalanceSplit: the best-balanced point of the evidence (see balance).
 	OriginBalance Origin = 40
+)
+
+// Evidence mirrors api.SplitEvidence: what placed a split (RuleEvidenceCuts
+// and RuleHeavyKeyIsolation); the numeric values are equal.
+type Evidence int32
+
+// Evidence kinds (see api.SplitEvidence).
+const (
+	EvidenceUnspecified Evidence = 0
+	// EvidenceBuckets: a cut at a bucket boundary; its side shares are
+	// exact bucket loads.
+	EvidenceBuckets Evidence = 1
+	// EvidenceTopKeys: a cut between two keys whose loads the top-K counts
+	// give, inside one bucket; the interval comes from their sampling
+	// variance.
+	EvidenceTopKeys Evidence = 2
+	// EvidenceSamples: a cut placed among sampled keys inside one bucket;
+	// the interval comes from the sample.
+	EvidenceSamples Evidence = 3
+	// EvidenceKeyLoad: the heavy key isolated by its own load, whatever its
+	// share (RuleHeavyKeyIsolation).
+	EvidenceKeyLoad Evidence = 4
 )
 
 // Rules is the set of rules Observe applies on top of the first release's:
@@ -97,10 +122,23 @@ const (
 	// MergeWindows complete columns are merged (merge.go); the state keeps
 	// how long routes have been cold (cold.go).
 	RuleMerge
+	// RuleEvidenceCuts: with RuleBalanceSplit, the cut is chosen on exact
+	// bucket loads and top-K counts first, samples only placing it inside
+	// a bucket; each side's share carries a confidence interval and a cut
+	// is refused (cut_uncertain) unless both lower bounds clear
+	// MinSideShareBP; a cut between keys of known load may rest on fewer
+	// than four sampled keys; a row without any evidence is declined
+	// no_evidence (evidence.go).
+	RuleEvidenceCuts
+	// RuleHeavyKeyIsolation: the heaviest key is isolated when the lower
+	// confidence bound of its own load clears the threshold (and the
+	// floor), whatever its share of the route.
+	RuleHeavyKeyIsolation
 )
 
 // AllRules is every rule this build's detector knows.
-const AllRules = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations | RuleMerge
+const AllRules = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations |
+	RuleMerge | RuleEvidenceCuts | RuleHeavyKeyIsolation
 
 // Has reports whether every rule of x is in r.
 func (r Rules) Has(x Rules) bool { return r&x == x }
@@ -186,6 +224,14 @@ type Explanation struct {
 	ColdColumns      uint32
 	MergeWindows     uint32
 	MergeDelayLeftMs uint64
+	// RuleEvidenceCuts and RuleHeavyKeyIsolation only (see api.Explanation
+	// fields 70-79): what placed the split (or the best refused cut), the
+	// confidence interval of each side's share, and how many keys of the
+	// route had loads known from the top-K counts.
+	Evidence                       Evidence
+	LeftShareLoBP, LeftShareHiBP   uint32
+	RightShareLoBP, RightShareHiBP uint32
+	KnownKeys                      uint32
 }
 
 // Tracked is the sparse per-route state (SPEC §5): kept only while the route

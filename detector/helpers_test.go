@@ -18,11 +18,11 @@ const (
 )
 
 // The rule sets of cluster versions 1, 2 and 3: fsm's feature table maps
-// version 1 to no rules, version 2 to every rule but the merge rule and
+// version 1 to no rules, version 2 to the version 2 release's four and
 // version 3 to every rule of this build (the fsm tests that mapping).
 const (
 	rulesV1 Rules = 0
-	rulesV2       = AllRules &^ RuleMerge
+	rulesV2       = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations
 	rulesV3       = AllRules
 )
 

@@ -14,7 +14,11 @@ import (
 // A pair of routes is merged when, in this column:
 //
 //  1. they are adjacent, of one group, both ACTIVE, neither in a live op
-//     nor planned for a split in this column;
+//     nor planned for a split in this column, and the boundary between
+//     them was not placed by an operator (the right route's
+//     OperatorStart; catalog/placement.go): a layout an operator chose is
+//     only undone by an operator's merge. Such a pair is no candidate at
+//     all — never explained, so a pinned layout writes no decisions;
 //  2. each has been cold (cold.go) for MergeWindows consecutive complete
 //     columns, counting only columns that started after it was created;
 //  3. each was created (split_at_hlc, merged_at_hlc) at least MergeDelayMs
@@ -196,7 +200,7 @@ func (o *observation) scanPairs(c *coldState, busy []uint64) []mergeCandidate {
 // mergeCandidate checks rules 1 and 2 for the neighbours a and b and
 // measures the pair.
 func (o *observation) mergeCandidate(c *coldState, a, b *catalog.RouteDescriptor, busy []uint64) (mergeCandidate, bool) {
-	if a.GroupID != b.GroupID || a.State != catalog.StateActive || b.State != catalog.StateActive {
+	if b.OperatorStart || a.GroupID != b.GroupID || a.State != catalog.StateActive || b.State != catalog.StateActive {
 		return mergeCandidate{}, false
 	}
 	if _, ok := slices.BinarySearch(busy, a.ID); ok {

@@ -89,6 +89,23 @@ func withGroups(t fataler, c *catalog.Catalog, groups map[uint64]uint64) *catalo
 	return out
 }
 
+// withMarks returns c with the starts of the given routes marked as an
+// operator's.
+func withMarks(t fataler, c *catalog.Catalog, ids ...uint64) *catalog.Catalog {
+	t.Helper()
+	p := c.ToProto()
+	for _, r := range p.Routes {
+		if slices.Contains(ids, r.RouteId) {
+			r.OperatorStart = true
+		}
+	}
+	out, err := catalog.FromProto(p)
+	if err != nil {
+		t.Fatalf("FromProto: %v", err)
+	}
+	return out
+}
+
 func createdAt(ms map[uint64]uint64) func(*catalog.RouteDescriptor) uint64 {
 	return func(r *catalog.RouteDescriptor) uint64 { return ms[r.ID] }
 }
@@ -262,6 +279,42 @@ func TestMergeRules(t *testing.T) {
 				if got := mergePlans(r.idle(4)); got != tc.want {
 					t.Errorf("%s: plans %s, want %s", name, got, tc.want)
 				}
+			}
+		}},
+		{"never across a boundary an operator placed; across an automatic one", func(t *testing.T) {
+			base := newCatalog(t, "b", "c") // r1 ["", b) r2 [b, c) r3 [c, +inf)
+			for name, tc := range map[string]struct {
+				cat  *catalog.Catalog
+				want string
+			}{
+				"no marks":        {base, "[1+2#100(0)]"},
+				"b an operator's": {withMarks(t, base, 2), "[2+3#100(0)]"},
+				"c an operator's": {withMarks(t, base, 3), "[1+2#100(0)]"},
+				"both operator's": {withMarks(t, base, 2, 3), "[]"},
+			} {
+				r := newMergeRun(t, tc.cat, mergeConfig())
+				if got := mergePlans(r.idle(4)); got != tc.want {
+					t.Errorf("%s: plans %s, want %s", name, got, tc.want)
+				}
+				if tc.want == "[]" {
+					// Not a candidate: no explanation, so no decision.
+					for _, id := range []uint64{1, 2, 3} {
+						if x := r.merge(id); x.Reason != ReasonUnspecified {
+							t.Errorf("%s: route %d explained %+v", name, id, x)
+						}
+					}
+				}
+			}
+			// An automatic split of a marked route: its new boundary
+			// merges, the operator's stay.
+			c, ch, err := withMarks(t, base, 2, 3).Split(2, []byte("bm"), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := newMergeRun(t, c, mergeConfig())
+			want := fmt.Sprintf("[%d+%d#100(0)]", ch[0].ID, ch[1].ID)
+			if got := mergePlans(r.idle(4)); got != want {
+				t.Fatalf("after an automatic split: plans %s, want %s", got, want)
 			}
 		}},
 		{"merge ops take the ids after the column's splits", func(t *testing.T) {
@@ -467,6 +520,8 @@ func checkMergePlans(t fataler, in Input, col Column, splits, merges []Plan, nex
 			t.Fatalf("merge of %v (group %d) and %v (group %d)", l, l.GroupID, r, r.GroupID)
 		case busy[l.ID] || busy[r.ID]:
 			t.Fatalf("merge of %d+%d: one is in a live op, a split plan or another merge", l.ID, r.ID)
+		case r.OperatorStart:
+			t.Fatalf("merge of %d+%d removes the boundary %s an operator placed", l.ID, r.ID, catalog.FormatKey(r.Start))
 		case p.Score > limit:
 			t.Fatalf("merge estimate %d above the limit %d", p.Score, limit)
 		}
@@ -534,6 +589,13 @@ func TestMergeProperties(t *testing.T) {
 			}
 		}
 		c = withGroups(t, c, groups)
+		var marked []uint64
+		for id := uint64(2); id <= uint64(c.Len()); id++ {
+			if rapid.IntRange(0, 4).Draw(t, "operatorStart") == 0 {
+				marked = append(marked, id)
+			}
+		}
+		c = withMarks(t, c, marked...)
 		routes := routesOf(c)
 		cfg := DefaultConfig()
 		cfg.Threshold = 1000
@@ -601,7 +663,7 @@ func TestMergeProperties(t *testing.T) {
 							model.coldColumns(cfg, a.ID, created[a.ID]), model.coldColumns(cfg, b.ID, created[b.ID]), cfg.MergeWindows)
 					}
 				}
-				if ok && a.GroupID == b.GroupID && a.State == catalog.StateActive && b.State == catalog.StateActive &&
+				if ok && !b.OperatorStart && a.GroupID == b.GroupID && a.State == catalog.StateActive && b.State == catalog.StateActive &&
 					!busy[a.ID] && !busy[b.ID] && max(created[a.ID], created[b.ID])+cfg.MergeDelayMs <= in.NowMs {
 					eligible = true
 				}

@@ -91,7 +91,7 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 		order:     order,
 		prevCold:  s.cold,
 	}
-	n := unionSize(o.old, col.Rows, order)
+	n := entriesBound(o.old, col.Rows, order, func(r *Row) bool { return Score(r.Reads, r.Writes, o.cfg, o.durMs) >= o.cfg.Threshold })
 	o.out = make([]Tracked, 0, n)
 	o.pool = make([]uint64, 0, n*o.smoothing)
 	for _, op := range in.LiveOps {
@@ -104,21 +104,27 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 	return o
 }
 
-// unionSize counts the route ids in tracked or rows: the new entries' upper
-// bound, so that the entry slice (large structs) is allocated once, tight.
-func unionSize(tracked []Tracked, rows []Row, order []int) int {
-	n, i, j := 0, 0, 0
-	for i < len(tracked) && j < len(order) {
-		a, b := tracked[i].RouteID, rows[order[j]].RouteID
-		if a <= b {
-			i++
+// entriesBound counts the route ids that may have an entry after this
+// column: tracked ones, and rows hot enough to start one (visit adds no
+// entry for a cold untracked route). It bounds the new entries, so that the
+// entry slice (large structs) is allocated once and tight even when a
+// column lists thousands of cold routes (cluster version 3's route loads).
+func entriesBound(tracked []Tracked, rows []Row, order []int, hot func(*Row) bool) int {
+	n, i := 0, 0
+	for _, k := range order {
+		id := rows[k].RouteID
+		for i < len(tracked) && tracked[i].RouteID < id {
+			i, n = i+1, n+1
 		}
-		if b <= a {
-			j++
+		if i < len(tracked) && tracked[i].RouteID == id {
+			i, n = i+1, n+1
+			continue
 		}
-		n++
+		if hot(&rows[k]) {
+			n++
+		}
 	}
-	return n + len(tracked) - i + len(order) - j
+	return n + len(tracked) - i
 }
 
 // walk merges the tracked entries with the column's rows (both in route-id
@@ -314,9 +320,7 @@ func (o *observation) decide() []Plan {
 		var ch splitChoice
 		if o.in.Rules.Has(RuleBalanceSplit) {
 			ch = chooseBalancedSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
-			x.LeftShareBP, x.RightShareBP = ch.leftShareBP, ch.rightShareBP
-			x.BucketShareBP, x.HotKeyUpperShareBP = ch.bucketShareBP, ch.hotUpperShareBP
-			x.SampleRate, x.SamplePoints = ch.sampleRate, ch.samplePoints
+			ch.explainBalance(&x, o.in.Rules)
 		} else {
 			ch = chooseSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
 		}

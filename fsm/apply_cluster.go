@@ -27,6 +27,14 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "initial_splits: %v", err)
 	}
+	if OperatorBoundariesKept.EnabledAt(max(1, b.GetClusterVersion())) {
+		// The initial split keys are the operator's: automatic merges keep
+		// them.
+		if cat, _, err = cat.MarkInitialStarts(); err != nil {
+			a.haltErr = fmt.Errorf("mark the initial split keys: %w", err)
+			return nil
+		}
+	}
 	cfg := withDefaults(b.GetConfig(), max(1, b.GetClusterVersion()))
 	if err := ValidateConfig(cfg); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "config: %v", err)

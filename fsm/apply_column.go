@@ -46,6 +46,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		CreatedAtMs: routeCreatedAtMs,
 	}, s.det, col)
 	s.det = det
+	a.heatColumn(c)
 	s.lastColumnAtMs = c.GetAtMs()
 	s.reporters = c.GetReporters()
 	a.f.m.candidates(det, s.detCfg.CandidateWindows)

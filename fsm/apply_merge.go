@@ -55,6 +55,7 @@ func (a *applier) applyManualMerge(c *api.MergeRange) *api.CommandResult {
 		return r
 	}
 	boundary := a.commitMerge(left, right, next, merged)
+	a.markMerge(left, boundary, api.HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_MANUAL)
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_MANUAL_MERGE, RouteId: left, SplitKeys: [][]byte{boundary},
 		Actor: c.GetActor(), Note: a.s.KeptNote(c.GetNote()),
 		Detail: fmt.Sprintf("merged r%d and r%d into r%d", left, right, merged.ID)})

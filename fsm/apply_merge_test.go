@@ -55,8 +55,11 @@ func TestManualMerge(t *testing.T) {
 		t.Fatalf("result %v", r.CommandResult)
 	}
 	got := r.Children[0]
+	// The operator removes the bootstrap's boundary "m" (operator
+	// boundaries are only kept from automatic merges); the merged route
+	// starts at "f", the left's initial key, and keeps its mark.
 	want := &api.RouteDescriptor{RouteId: 5, Start: []byte("f"), End: []byte("t"), GroupId: 7, State: api.RouteState_ROUTE_STATE_ACTIVE,
-		MergedFromLeft: 2, MergedFromRight: 3, MergedAtHlc: commit}
+		MergedFromLeft: 2, MergedFromRight: 3, MergedAtHlc: commit, OperatorStart: true}
 	if !proto.Equal(got, want) {
 		t.Fatalf("merged route %v, want %v", got, want)
 	}

@@ -28,16 +28,21 @@ func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 		next     *catalog.Catalog
 		children [2]*catalog.RouteDescriptor
 		err      error
+		by       = catalog.PlacedByRule // version 2 records no placement
 	)
+	if a.s.Has(OperatorBoundariesKept) {
+		by = catalog.PlacedByOperator // automatic merges keep the key
+	}
 	if c.ExpectedVersion != nil && !skipCAS() {
-		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
+		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), by, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	} else {
-		next, children, err = a.s.cat.Split(c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
+		next, children, err = a.s.cat.SplitPlaced(by, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	}
 	if err != nil {
 		return fail(splitErrorCode(err), "%v", err)
 	}
 	a.commitSplit(c.GetRouteId(), next, children, 0)
+	a.markSplit(c.GetRouteId(), 0, api.SplitOrigin_SPLIT_ORIGIN_MANUAL, [][]byte{c.GetSplitKey()})
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_MANUAL_SPLIT, RouteId: c.GetRouteId(),
 		Origin: api.SplitOrigin_SPLIT_ORIGIN_MANUAL, SplitKeys: [][]byte{c.GetSplitKey()}, Actor: c.GetActor(), Note: a.s.KeptNote(c.GetNote())})
 	a.f.m.split(api.SplitOrigin_SPLIT_ORIGIN_MANUAL)
@@ -190,6 +195,7 @@ func (a *applier) stepApplied(op *api.Op, next *catalog.Catalog, children [2]*ca
 	a.f.log.Info("fsm: op step applied", "op_id", n.GetOpId(), "route_id", parent, "split_origin", originLabel(n.GetOrigin()),
 		"score", n.GetScore(), "step", n.NextStep-1, "catalog_version", next.Version(), "commit_hlc", commit)
 	if n.State == api.OpState_OP_STATE_DONE {
+		a.markOpSplits(n)
 		a.retireFinished()
 		a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_OP_DONE, RouteId: parent, OpId: n.GetOpId(),
 			Origin: n.GetOrigin(), Score: n.GetScore(), SplitKeys: n.GetSplitKeys()})

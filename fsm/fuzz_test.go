@@ -64,6 +64,7 @@ func FuzzRestore(f *testing.F) {
 	m.run(merge(1, 2))
 	f.Add(persist(f, m.f))
 	f.Add(persist(f, newQuiet(Options{})))
+	f.Add(persist(f, heatState(f, 6, 8).f)) // a heat history in pages
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var halted error

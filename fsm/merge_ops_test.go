@@ -22,7 +22,10 @@ func mergeTestConfig() *api.Config {
 // mergeCluster is a version 3 harness with the given splits. Its
 // complete 1 s columns follow one another from the first second after the
 // harness clock at the first column, so that routes created before then
-// were created before every column started.
+// were created before every column started. The bootstrap's routes stand
+// for pieces automatic splits left behind: their starts are unmarked, so
+// automatic merges may remove them (operator_boundaries_kept's tests
+// bootstrap with marks).
 type mergeCluster struct {
 	*harness
 	at uint64
@@ -33,7 +36,17 @@ func newMergeCluster(t *testing.T, cfg *api.Config, splits ...string) *mergeClus
 	for _, s := range splits {
 		keys = append(keys, []byte(s))
 	}
-	return &mergeCluster{harness: bootstrappedAt(t, Version3, keys, cfg)}
+	m := &mergeCluster{harness: bootstrappedAt(t, Version3, keys, cfg)}
+	m.editState(unmarkStarts)
+	return m
+}
+
+// unmarkStarts clears every route's operator mark: the boundaries then
+// count as automatic splits'.
+func unmarkStarts(p *api.StateSnapshot) {
+	for _, r := range p.GetCatalog().GetRoutes() {
+		r.OperatorStart = false
+	}
 }
 
 // column commits one complete 1 s column with the given loads (every other
@@ -128,6 +141,7 @@ func TestMergeDeclinesAndSuppression(t *testing.T) {
 	cfg.MergeDelayMs = proto.Uint64(3_600_000)
 	m := newMergeCluster(t, cfg)
 	wantCode(t, m.run(split(1, "m")), api.ResultCode_RESULT_CODE_OK) // routes 2 and 3, created now
+	m.editState(unmarkStarts)                                        // as if an automatic split made them
 	m.idle(5)
 	s := m.state()
 	ds := decisionsOf(s, api.DecisionKind_DECISION_KIND_MERGE_DECLINED)
@@ -217,16 +231,22 @@ func TestRestoreRefusesBadMergeState(t *testing.T) {
 		"cold state at version 2": {func(p *api.StateSnapshot) {
 			p.ClusterVersion = 2
 			clearMerge(p.Config)
+			p.HeatHistory = nil
 			p.Ops = nil
 			dropMergeExplanations(p)
 		}, "cold state"},
 		"merge op at version 2": {func(p *api.StateSnapshot) {
 			p.ClusterVersion = 2
 			clearMerge(p.Config)
+			p.HeatHistory = nil
 			p.Cold = nil
 			dropMergeExplanations(p)
 		}, "merge op"},
-		"merge explanation at v2":     {func(p *api.StateSnapshot) { p.ClusterVersion = 2; clearMerge(p.Config); p.Cold = nil; p.Ops = nil }, "merge explanation"},
+		"merge explanation at v2": {func(p *api.StateSnapshot) {
+			p.ClusterVersion = 2
+			clearMerge(p.Config)
+			p.Cold, p.Ops, p.HeatHistory = nil, nil, nil
+		}, "merge explanation"},
 		"merge explanation no reason": {func(p *api.StateSnapshot) { p.Tracked[0].MergeExplanation.Reason = 0 }, "without a reason"},
 		"merge op with a split key":   {func(p *api.StateSnapshot) { p.Ops[0].SplitKeys = [][]byte{[]byte("x")} }, "split keys"},
 		"merge op without right":      {func(p *api.StateSnapshot) { p.Ops[0].RightRouteId = 0 }, "right route"},

@@ -75,6 +75,7 @@ func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *
 	}
 	a.putOp(n)
 	a.retireFinished()
+	a.markOpSplits(n) // the steps that did apply
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_OP_ABORTED, RouteId: n.GetTargetRouteId(), OpId: n.GetOpId(),
 		Origin: n.GetOrigin(), AbortReason: reason, Detail: detail, Actor: n.GetActor(), Note: n.GetNote(), SplitKeys: n.GetSplitKeys()})
 	if isMergeOp(n) {

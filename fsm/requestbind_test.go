@@ -205,9 +205,14 @@ func TestRequestBindingRestore(t *testing.T) {
 		name string
 		edit func(p *api.StateSnapshot)
 	}{
-		// (Without the version 3 merge settings, which restore refuses
-		// first at version 2.)
-		{"bound below version 3", func(p *api.StateSnapshot) { p.ClusterVersion = Version2; clearMerge(p.Config) }},
+		// (Without the version 3 merge settings, heat history and operator
+		// marks, which restore refuses first at version 2.)
+		{"bound below version 3", func(p *api.StateSnapshot) {
+			p.ClusterVersion = Version2
+			clearMerge(p.Config)
+			p.HeatHistory = nil
+			unmarkStarts(p)
+		}},
 		{"short fingerprint", func(p *api.StateSnapshot) { p.Requests[0].Fingerprint = p.Requests[0].Fingerprint[:8] }},
 		{"no description", func(p *api.StateSnapshot) { p.Requests[0].Description = "" }},
 		{"a description without a fingerprint", func(p *api.StateSnapshot) { p.Requests[0].Fingerprint = nil }},

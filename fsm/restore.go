@@ -109,6 +109,9 @@ func decodeSnapshot(br *bufio.Reader, lim snapshotLimits) (*State, error) {
 		}
 		requests = append(requests, page.GetRequests()...)
 	}
+	if err := readHeatPages(&fr, core); err != nil {
+		return nil, err
+	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		return nil, errors.New("trailing bytes after the last frame")
 	}
@@ -142,7 +145,7 @@ func pageSize(got, page int, remaining uint64, what string, extra bool) error {
 }
 
 // onlyField reports whether m has any field set besides the named one.
-func onlyField(m *api.StateSnapshot, name string) bool {
+func onlyField(m proto.Message, name string) bool {
 	other := false
 	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
 		if string(fd.Name()) != name {
@@ -257,6 +260,9 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 	if err := checkPreviousClusterIDs(p); err != nil {
 		return nil, err
 	}
+	if err := restoreHeat(s, p); err != nil {
+		return nil, err
+	}
 	s.previousClusterIDs = p.GetPreviousClusterIds()
 	s.members = p.GetMembers()
 	if err := checkAdmissions(p.GetAdmissions(), s.members); err != nil {
@@ -290,7 +296,7 @@ func checkEmpty(p *api.StateSnapshot) error {
 	if p.GetClusterId() != "" || IsVersion(p.GetClusterVersion()) || p.GetConfig() != nil || p.GetSwitch() != nil ||
 		len(p.GetMembers()) != 0 || len(p.GetTracked()) != 0 || len(p.GetOps()) != 0 || len(p.GetDecisions()) != 0 ||
 		p.GetLastColumnAtMs() != 0 || len(p.GetLastColumnReporters()) != 0 || p.GetNextOpId() != 1 || p.GetNextDecisionSeq() != 1 ||
-		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 || p.GetCold() != nil {
+		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 || p.GetCold() != nil || p.GetHeatHistory() != nil {
 		return errors.New("state without a catalog (not bootstrapped) holds bootstrapped fields")
 	}
 	return nil
@@ -340,17 +346,23 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 }
 
 // checkCatalogFeatures: below the version merges exist, no route was made
-// by a merge (no replica of that version writes one). The walk over the
-// routes runs only there.
+// by a merge; below the version placements are recorded, no route's start
+// is marked as an operator's (no replica of that version writes either).
+// The walk over the routes runs only there.
 func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
-	if ManualMerge.EnabledAt(version) {
+	merges, marks := ManualMerge.EnabledAt(version), OperatorBoundariesKept.EnabledAt(version)
+	if merges && marks {
 		return nil
 	}
 	var err error
 	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
-		if r.Merged() {
+		switch {
+		case !merges && r.Merged():
 			err = fmt.Errorf("catalog holds merged route %d, which needs cluster version %d, at cluster version %d",
 				r.ID, ManualMerge.Version(), version)
+		case !marks && r.OperatorStart:
+			err = fmt.Errorf("catalog route %d: operator_start, which needs cluster version %d (%s), at cluster version %d",
+				r.ID, OperatorBoundariesKept.Version(), OperatorBoundariesKept, version)
 		}
 		return err == nil
 	})

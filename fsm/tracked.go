@@ -73,6 +73,12 @@ func explanationToProto(e detector.Explanation) *api.Explanation {
 		ColdColumns:         e.ColdColumns,
 		MergeWindows:        e.MergeWindows,
 		MergeDelayLeftMs:    e.MergeDelayLeftMs,
+		SplitEvidence:       api.SplitEvidence(e.Evidence),
+		LeftShareLoBp:       e.LeftShareLoBP,
+		LeftShareHiBp:       e.LeftShareHiBP,
+		RightShareLoBp:      e.RightShareLoBP,
+		RightShareHiBp:      e.RightShareHiBP,
+		KnownKeys:           e.KnownKeys,
 	}
 }
 
@@ -128,6 +134,12 @@ func explanationFromProto(e *api.Explanation) detector.Explanation {
 		ColdColumns:        e.GetColdColumns(),
 		MergeWindows:       e.GetMergeWindows(),
 		MergeDelayLeftMs:   e.GetMergeDelayLeftMs(),
+		Evidence:           detector.Evidence(e.GetSplitEvidence()),
+		LeftShareLoBP:      e.GetLeftShareLoBp(),
+		LeftShareHiBP:      e.GetLeftShareHiBp(),
+		RightShareLoBP:     e.GetRightShareLoBp(),
+		RightShareHiBP:     e.GetRightShareHiBp(),
+		KnownKeys:          e.GetKnownKeys(),
 	}
 }
 

@@ -61,6 +61,10 @@ const (
 	UnchangedPatchNoop
 	StepChangeWithoutColumns
 	AutoMerge
+	EvidenceCuts
+	HeavyKeyIsolation
+	HeatHistory
+	OperatorBoundariesKept
 	numFeatures
 )
 
@@ -152,6 +156,18 @@ var features = [numFeatures]featureRow{
 	AutoMerge: {"auto_merge", Version3,
 		"adjacent routes cold for merge_windows complete columns are merged by one-step merge ops (config merge_threshold_bp, merge_windows, merge_delay_ms, max_merges_per_cycle, merge_margin_bp)",
 		detector.RuleMerge, raiseAutoMerge},
+	EvidenceCuts: {"evidence_cuts", Version3,
+		"a cut rests on exact bucket loads and top-K counts first, samples only inside a bucket, may fall between a few keys of known load, and is made only when each side's share clears 20% at confidence (explained with its interval); a row without evidence is declined no_evidence",
+		detector.RuleEvidenceCuts, nil},
+	HeavyKeyIsolation: {"heavy_key_isolation", Version3,
+		"the heaviest key is isolated when its own load clears the threshold and the floor at confidence, whatever its share of the route",
+		detector.RuleHeavyKeyIsolation, nil},
+	HeatHistory: {"heat_history", Version3,
+		"the key visualizer's heat history: each column with route_loads adds its band totals, each split and merge a mark; in snapshots and the state hash",
+		0, nil},
+	OperatorBoundariesKept: {"operator_boundaries_kept", Version3,
+		"a bootstrap split key or a manual split's key marks the route it starts (operator_start); automatic merges never remove a marked boundary, a manual merge may; the raise marks the routes still as the bootstrap made them",
+		0, raiseOperatorBoundaries},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature
@@ -210,6 +226,14 @@ func Versions() []uint32 {
 		out = append(out, v)
 	}
 	return out
+}
+
+// RaisesAt reports whether a rise to cluster version v runs raise hooks,
+// and so records one "cluster version v: …" CONFIG decision. The
+// rolling-upgrade process tests ask it to know which decisions a raise
+// must have written.
+func RaisesAt(v uint32) bool {
+	return len(raiseSteps(features[:], v-1, v)) > 0
 }
 
 // rulesAt is the detector rule set of a cluster version: the rules of
@@ -296,6 +320,22 @@ func raiseFloorFollowsThreshold(s *State) string {
 	c.FloorFollowsThreshold = c.GetTopKeyAbsoluteFloor() == c.GetThreshold()/2
 	s.cfg = c
 	return fmt.Sprintf("floor_follows_threshold=%v", c.GetFloorFollowsThreshold())
+}
+
+// raiseOperatorBoundaries: the routes still as the bootstrap made them
+// start at the split keys an operator gave; they are marked as a bootstrap
+// at version 3 marks them. Other boundaries of a version 2 catalog carry no
+// record of who placed them and stay unmarked. The catalog version does
+// not move: the layout is the same.
+func raiseOperatorBoundaries(s *State) string {
+	next, n, err := s.cat.MarkInitialStarts()
+	if err != nil {
+		// A catalog that passed restore and every apply is valid; should
+		// it not be, every replica leaves it unmarked alike.
+		return fmt.Sprintf("operator_starts=unmarked(%v)", err)
+	}
+	s.cat = next
+	return fmt.Sprintf("operator_starts=%d", n)
 }
 
 // raiseAutoMerge: the merge settings start at their defaults.

@@ -71,6 +71,9 @@ func (c *testCluster) kill(id string) {
 	c.mu.Unlock()
 	n.cancel()
 	n.grpc.Stop()
+	if n.http != nil {
+		n.http.Close() // else its serve goroutine waits for a listener closed after wg.Wait
+	}
 	n.raft.Shutdown().Error()
 	n.wg.Wait()
 	n.peers.Close()

@@ -25,6 +25,7 @@ import (
 	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/node/raftobs"
 	"github.com/hotsplit/hotsplit/node/storage"
+	"github.com/hotsplit/hotsplit/node/webauth"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
 )
@@ -331,8 +332,13 @@ func (n *Node) bootstrapParams() *scheduler.BootstrapParams {
 func (n *Node) newServers(w *wiring) {
 	limits := n.cfg.Limits
 	limits.MaxMessageBytes = api.MaxMessageBytes
+	n.web = webauth.New(webauth.Config{NodeID: n.cfg.ID, BaseURL: n.pageBaseURL, Auth: n.auth, Registerer: n.cfg.Registry, Logger: n.log})
+	var uiLogin transport.UILogin
+	if n.httpLn != nil {
+		uiLogin = n.web
+	}
 	n.srv = transport.New(transport.Config{NodeID: n.cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, Peers: n.peers, Loads: n.sched.Loads(), Logger: n.log,
-		Metrics: w.transportMetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
+		Metrics: w.transportMetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed, UILogin: uiLogin})
 	// A connection that has not finished its TLS handshake and HTTP/2
 	// preface by then is closed, freeing its slot under the connection cap
 	// (gRPC's default: 120 s).

@@ -45,6 +45,11 @@ type ShiftScale struct {
 	// keys); RouteCap is max_auto_routes.
 	Slices   int
 	RouteCap uint32
+	// PinnedSlices makes the bootstrap routes an operator's pre-split,
+	// which automatic merges keep. Without it (the comparison) they stand
+	// for routes automatic splits made before the run — the route count a
+	// grown cluster starts from — and merge like any automatic split's.
+	PinnedSlices bool
 }
 
 // FullShift is the acceptance run (the long suite and docs/benchmarks.md):
@@ -119,7 +124,7 @@ func RunShift(s MergeSetting, sc ShiftScale, seed uint64) (Result, error) {
 	}
 	columns := int(sc.Hours * 3600_000 / MergeStepMs)
 	return Run(Spec{Workload: w, Config: s.config(sc), Load: mergeLoad, Columns: columns, Seed: seed,
-		InitialSplits: w.Keys().SplitKeys(sc.Slices), PhaseEvery: MergeShiftEvery})
+		InitialSplits: w.Keys().SplitKeys(sc.Slices), InitialRoutesAutomatic: !sc.PinnedSlices, PhaseEvery: MergeShiftEvery})
 }
 
 // ShiftRow is one setting's run beside the run without merges.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -37,8 +38,16 @@ type Spec struct {
 	// (default fsm.SupportedVersion).
 	ClusterVersion uint32
 	// InitialSplits bound the bootstrap routes (none: one route for
-	// everything).
+	// everything). From cluster version 3 they are an operator's split
+	// keys, which automatic merges never remove — unless
+	// InitialRoutesAutomatic.
 	InitialSplits [][]byte
+	// InitialRoutesAutomatic models the initial routes as the pieces
+	// automatic splits left behind (a cluster that has grown) rather than
+	// an operator's pre-split: their starts carry no operator mark (the
+	// bootstrapped state is restored without them), so automatic merges may
+	// remove those boundaries like any automatic split's.
+	InitialRoutesAutomatic bool
 	// Nodes is the number of reporters (default 3); operation i is served
 	// by node i mod Nodes.
 	Nodes int
@@ -95,8 +104,10 @@ type Result struct {
 	OpsPerColumn int
 
 	// Merges counts the automatic merges applied; MaxRoutes is the most
-	// live routes after any column's op steps.
-	Merges, MaxRoutes int
+	// live routes after any column's op steps. InitialBoundariesMerged
+	// counts the merges that removed one of Spec.InitialSplits (never,
+	// unless InitialRoutesAutomatic).
+	Merges, MaxRoutes, InitialBoundariesMerged int
 	// RouteCapColumn is the first column in which a hot route was declined
 	// for the route cap (-1: never); RouteCapColumns counts such columns.
 	RouteCapColumn, RouteCapColumns int
@@ -114,7 +125,23 @@ type Result struct {
 	// changed shape since the merge (the same PhaseEvery interval: the
 	// merge undone by the load it was merged under).
 	DelayViolations, CooldownViolations, Resplits, Thrash int
+	// Cuts are the balance cuts planned: the shares the explanation
+	// recorded against the true shares of the column that planned them.
+	Cuts []Cut
 }
+
+// Cut is one planned balance cut: its left share as the explanation
+// recorded it (point and interval; the interval is 0..0 when the rules
+// record none) and as the column's operations had it, in basis points,
+// and the evidence kind that placed it ("" below cluster version 3).
+type Cut struct {
+	Recorded, LoBP, HiBP, True uint32
+	Evidence                   string
+}
+
+// Error is the recorded left share's distance from the true one, in
+// basis points.
+func (c Cut) Error() uint32 { return max(c.Recorded, c.True) - min(c.Recorded, c.True) }
 
 // run is the state of one Run.
 type run struct {
@@ -133,7 +160,10 @@ type run struct {
 	key     []byte
 	pending []pendingSplit // balance splits waiting for their children's loads
 	cfg     *api.Config    // the bootstrap config, defaults applied
-	res     Result
+	// The current column's operations, for the true shares of a cut.
+	opKeys   []uint64
+	opWrites []bool
+	res      Result
 }
 
 // pendingSplit is a median or balance split whose children are watched for
@@ -189,6 +219,11 @@ func newRun(spec Spec) (*run, error) {
 	}
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 		return nil, fmt.Errorf("%w: bootstrap: %s", ErrInvalidSpec, res.GetMessage())
+	}
+	if spec.InitialRoutesAutomatic {
+		if err := r.unmarkStarts(); err != nil {
+			return nil, err
+		}
 	}
 	cfg := r.f.State().Config()
 	r.cfg = cfg
@@ -281,6 +316,7 @@ func (r *run) column(c int) error {
 	start := r.windowStart(c)
 	cat := r.f.State().Catalog()
 	clear(r.load)
+	r.opKeys, r.opWrites = r.opKeys[:0], r.opWrites[:0]
 	n := r.res.OpsPerColumn
 	for i := range n {
 		at := time.Duration(c)*time.Duration(r.stepMs)*time.Millisecond +
@@ -290,6 +326,7 @@ func (r *run) column(c int) error {
 		route := cat.Lookup(r.key)
 		r.samp[i%len(r.samp)].Observe(route.ID, r.key, write)
 		r.load[route.ID] += r.weight(write)
+		r.opKeys, r.opWrites = append(r.opKeys, k), append(r.opWrites, write)
 	}
 	end := start + r.stepMs
 	contribs := make([]scheduler.Contribution, len(r.samp))
@@ -314,6 +351,7 @@ func (r *run) column(c int) error {
 	r.countPlans(res.GetPlannedOpIds())
 	r.routeCap(c, end)
 	r.res.HottestPerColumn = append(r.res.HottestPerColumn, r.hottest(cat))
+	r.recordCuts(res.GetPlannedOpIds(), cat)
 	if err := r.stepOps(c, end, cat); err != nil {
 		return err
 	}
@@ -382,6 +420,39 @@ func (r *run) countPlans(ids []uint64) {
 				r.res.IsolationPlans[i]++
 			}
 		}
+	}
+}
+
+// recordCuts records the balance cuts among the ops planned by the column
+// just committed, generated under cat: the shares their explanations
+// recorded and the true shares of that column's operations.
+func (r *run) recordCuts(ids []uint64, cat *catalog.Catalog) {
+	st := r.f.State()
+	for _, id := range ids {
+		op, ok := st.Op(id)
+		if !ok || op.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE || len(op.GetSplitKeys()) != 1 {
+			continue
+		}
+		route, ok := cat.Route(op.GetParentRouteId())
+		tr, tracked := st.Detector().Get(op.GetParentRouteId())
+		if !ok || !tracked || r.load[route.ID] == 0 {
+			continue
+		}
+		x := tr.Explanation
+		c := Cut{Recorded: x.LeftShareBP, LoBP: x.LeftShareLoBP, HiBP: x.LeftShareHiBP}
+		if x.Evidence != 0 {
+			c.Evidence = x.Evidence.String()
+		}
+		var left uint64
+		split := op.GetSplitKeys()[0]
+		for i, k := range r.opKeys {
+			r.key = r.keys.AppendKey(r.key[:0], k)
+			if route.Contains(r.key) && bytes.Compare(r.key, split) < 0 {
+				left += r.weight(r.opWrites[i])
+			}
+		}
+		c.True = uint32(left * 10_000 / r.load[route.ID])
+		r.res.Cuts = append(r.res.Cuts, c)
 	}
 }
 
@@ -464,10 +535,32 @@ func (r *run) opTime(ms uint64) time.Duration {
 	return time.Duration(ms-min(ms, r.windowStart(0))) * time.Millisecond
 }
 
+// unmarkStarts replaces the state with itself minus every operator mark,
+// through the FSM's snapshot restore, as of the entry last applied.
+func (r *run) unmarkStarts() error {
+	p := r.f.State().Proto()
+	for _, rd := range p.GetCatalog().GetRoutes() {
+		rd.OperatorStart = false
+	}
+	var buf bytes.Buffer
+	if err := fsm.WriteSnapshot(&buf, r.index, p); err != nil {
+		return fmt.Errorf("simlab: unmark the initial routes: %w", err)
+	}
+	if err := r.f.Restore(io.NopCloser(&buf)); err != nil {
+		return fmt.Errorf("simlab: unmark the initial routes: %w", err)
+	}
+	return nil
+}
+
 // merged counts an automatic merge applied at atMs and checks it against
-// its routes' creation (in before): never within merge_delay_ms of it.
+// its routes' creation (in before): never within merge_delay_ms of it. It
+// also counts a merge that removed an initial split key.
 func (r *run) merged(before *catalog.Catalog, m *api.MergeRange, atMs uint64) {
 	r.res.Merges++
+	if right, ok := before.Route(m.GetRightRouteId()); ok &&
+		slices.ContainsFunc(r.spec.InitialSplits, func(k []byte) bool { return bytes.Equal(k, right.Start) }) {
+		r.res.InitialBoundariesMerged++
+	}
 	for _, id := range []uint64{m.GetLeftRouteId(), m.GetRightRouteId()} {
 		d, ok := before.Route(id)
 		if !ok {

@@ -1,8 +1,10 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -89,14 +91,29 @@ func TestMergeCandidates(t *testing.T) {
 	cfg := &api.Config{StepMs: 1000, MergeWindows: proto.Uint32(4), MergeDelayMs: proto.Uint64(0)}
 	boot := bootstrapCmd(4, cfg)
 	boot.GetBootstrap().ClusterVersion = fsm.Version3
-	cmds := []*api.Command{boot}
+	// The bootstrap's routes stand for automatic splits' pieces: an
+	// operator's split keys are never merge candidates.
+	f := appliedFSM(t, boot)
+	p := f.State().Proto()
+	for _, r := range p.GetCatalog().GetRoutes() {
+		r.OperatorStart = false
+	}
+	var snap bytes.Buffer
+	if err := fsm.WriteSnapshot(&snap, 1, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(io.NopCloser(&snap)); err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*api.Command
 	for i := range uint64(4) {
 		// Route 2 carries a little load; the others none.
 		cmds = append(cmds, &api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: &api.ObserveColumn{
 			WindowStartMs: 1000 * (i + 1), AtMs: 1000 * (i + 2), StepMs: 1000, Reporters: []string{"dn1"},
 			RouteLoads: api.NewRouteLoads([]api.RouteLoad{{RouteID: 2, Writes: 10}})}}})
 	}
-	st := appliedFSM(t, cmds...).State()
+	applyFrom(t, f, 1, cmds...)
+	st := f.State()
 	got := mergeCandidates(st, st.Detector().Tracked())
 	var desc []string
 	for _, c := range got {

@@ -99,8 +99,16 @@ type RouteDescriptor struct {
 	MergedFromLeft  uint64 `protobuf:"varint,8,opt,name=merged_from_left,json=mergedFromLeft,proto3" json:"merged_from_left,omitempty"`
 	MergedFromRight uint64 `protobuf:"varint,9,opt,name=merged_from_right,json=mergedFromRight,proto3" json:"merged_from_right,omitempty"`
 	MergedAtHlc     uint64 `protobuf:"varint,10,opt,name=merged_at_hlc,json=mergedAtHlc,proto3" json:"merged_at_hlc,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Cluster version 3 (operator_boundaries_kept): the route's start
+	// boundary was placed by an operator — a bootstrap split key or a manual
+	// split's key — so automatic merges never remove it (a manual merge
+	// may). A left child keeps its parent's mark (its start is the parent's
+	// start), a merged route its left parent's; an automatic split's right
+	// child has none. Never set on the first route (its start is the start
+	// of the key space, no boundary) nor below version 3.
+	OperatorStart bool `protobuf:"varint,11,opt,name=operator_start,json=operatorStart,proto3" json:"operator_start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RouteDescriptor) Reset() {
@@ -201,6 +209,13 @@ func (x *RouteDescriptor) GetMergedAtHlc() uint64 {
 		return x.MergedAtHlc
 	}
 	return 0
+}
+
+func (x *RouteDescriptor) GetOperatorStart() bool {
+	if x != nil {
+		return x.OperatorStart
+	}
+	return false
 }
 
 // CatalogSnapshot is the whole catalog at one version: the persisted and
@@ -341,7 +356,7 @@ var File_hotsplitv1_catalog_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/catalog.proto\x12\vhotsplit.v1\"\xe2\x02\n" +
+	"\x18hotsplitv1/catalog.proto\x12\vhotsplit.v1\"\x89\x03\n" +
 	"\x0fRouteDescriptor\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
@@ -354,7 +369,8 @@ const file_hotsplitv1_catalog_proto_rawDesc = "" +
 	"\x10merged_from_left\x18\b \x01(\x04R\x0emergedFromLeft\x12*\n" +
 	"\x11merged_from_right\x18\t \x01(\x04R\x0fmergedFromRight\x12\"\n" +
 	"\rmerged_at_hlc\x18\n" +
-	" \x01(\x04R\vmergedAtHlc\"\x85\x01\n" +
+	" \x01(\x04R\vmergedAtHlc\x12%\n" +
+	"\x0eoperator_start\x18\v \x01(\bR\roperatorStart\"\x85\x01\n" +
 	"\x0fCatalogSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\"\n" +
 	"\rnext_route_id\x18\x02 \x01(\x04R\vnextRouteId\x124\n" +

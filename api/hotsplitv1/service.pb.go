@@ -4065,6 +4065,106 @@ func (x *SnapshotTrailer) GetSize() uint64 {
 	return 0
 }
 
+type MintUILoginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MintUILoginRequest) Reset() {
+	*x = MintUILoginRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MintUILoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MintUILoginRequest) ProtoMessage() {}
+
+func (x *MintUILoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MintUILoginRequest.ProtoReflect.Descriptor instead.
+func (*MintUILoginRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{59}
+}
+
+type MintUILoginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page's login URL on the answering node: its advertised HTTPS
+	// address, /login?code=<one-time code>. Use it once, before expires_ms.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// When the code expires (ms since the epoch, this node's clock).
+	ExpiresMs uint64 `protobuf:"varint,2,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	// The node that minted the code: the session works there only.
+	NodeId        string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MintUILoginResponse) Reset() {
+	*x = MintUILoginResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MintUILoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MintUILoginResponse) ProtoMessage() {}
+
+func (x *MintUILoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MintUILoginResponse.ProtoReflect.Descriptor instead.
+func (*MintUILoginResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *MintUILoginResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *MintUILoginResponse) GetExpiresMs() uint64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+func (x *MintUILoginResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 var File_hotsplitv1_service_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_service_proto_rawDesc = "" +
@@ -4367,7 +4467,13 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	" \x01(\x04R\tceilingMs\"=\n" +
 	"\x0fSnapshotTrailer\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x04R\x04size*B\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\"\x14\n" +
+	"\x12MintUILoginRequest\"_\n" +
+	"\x13MintUILoginResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x02 \x01(\x04R\texpiresMs\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_STALE\x10\x01*P\n" +
@@ -4406,7 +4512,7 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\aExplain\x12\x1b.hotsplit.v1.ExplainRequest\x1a\x1c.hotsplit.v1.ExplainResponse\x12J\n" +
 	"\tGetConfig\x12\x1d.hotsplit.v1.GetConfigRequest\x1a\x1e.hotsplit.v1.GetConfigResponse\x12J\n" +
 	"\tSetConfig\x12\x1d.hotsplit.v1.SetConfigRequest\x1a\x1e.hotsplit.v1.SetConfigResponse\x12D\n" +
-	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xbd\a\n" +
+	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\x8f\b\n" +
 	"\aCluster\x12;\n" +
 	"\x04Join\x12\x18.hotsplit.v1.JoinRequest\x1a\x19.hotsplit.v1.JoinResponse\x12A\n" +
 	"\x06Remove\x12\x1a.hotsplit.v1.RemoveRequest\x1a\x1b.hotsplit.v1.RemoveResponse\x12D\n" +
@@ -4421,7 +4527,8 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x06Health\x12\x1a.hotsplit.v1.HealthRequest\x1a\x1b.hotsplit.v1.HealthResponse\x12G\n" +
 	"\bProgress\x12\x1c.hotsplit.v1.ProgressRequest\x1a\x1d.hotsplit.v1.ProgressResponse\x12D\n" +
 	"\aVersion\x12\x1b.hotsplit.v1.VersionRequest\x1a\x1c.hotsplit.v1.VersionResponse\x12I\n" +
-	"\bSnapshot\x12\x1c.hotsplit.v1.SnapshotRequest\x1a\x1d.hotsplit.v1.SnapshotResponse0\x01B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\bSnapshot\x12\x1c.hotsplit.v1.SnapshotRequest\x1a\x1d.hotsplit.v1.SnapshotResponse0\x01\x12P\n" +
+	"\vMintUILogin\x12\x1f.hotsplit.v1.MintUILoginRequest\x1a .hotsplit.v1.MintUILoginResponseB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_service_proto_rawDescOnce sync.Once
@@ -4436,7 +4543,7 @@ func file_hotsplitv1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_hotsplitv1_service_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: hotsplit.v1.Consistency
 	(Outcome)(0),                       // 1: hotsplit.v1.Outcome
@@ -4501,66 +4608,68 @@ var file_hotsplitv1_service_proto_goTypes = []any{
 	(*SnapshotResponse)(nil),           // 60: hotsplit.v1.SnapshotResponse
 	(*SnapshotHeader)(nil),             // 61: hotsplit.v1.SnapshotHeader
 	(*SnapshotTrailer)(nil),            // 62: hotsplit.v1.SnapshotTrailer
-	(*RouteDescriptor)(nil),            // 63: hotsplit.v1.RouteDescriptor
-	(*CatalogDelta)(nil),               // 64: hotsplit.v1.CatalogDelta
-	(*AutoSplitSwitch)(nil),            // 65: hotsplit.v1.AutoSplitSwitch
-	(*Config)(nil),                     // 66: hotsplit.v1.Config
-	(*Op)(nil),                         // 67: hotsplit.v1.Op
-	(*TrackedRoute)(nil),               // 68: hotsplit.v1.TrackedRoute
-	(*Decision)(nil),                   // 69: hotsplit.v1.Decision
-	(*ConfigPatch)(nil),                // 70: hotsplit.v1.ConfigPatch
-	(AutoSplitFlag)(0),                 // 71: hotsplit.v1.AutoSplitFlag
-	(*Member)(nil),                     // 72: hotsplit.v1.Member
-	(*Admission)(nil),                  // 73: hotsplit.v1.Admission
-	(*ReportRequest)(nil),              // 74: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 75: hotsplit.v1.ReportResponse
+	(*MintUILoginRequest)(nil),         // 63: hotsplit.v1.MintUILoginRequest
+	(*MintUILoginResponse)(nil),        // 64: hotsplit.v1.MintUILoginResponse
+	(*RouteDescriptor)(nil),            // 65: hotsplit.v1.RouteDescriptor
+	(*CatalogDelta)(nil),               // 66: hotsplit.v1.CatalogDelta
+	(*AutoSplitSwitch)(nil),            // 67: hotsplit.v1.AutoSplitSwitch
+	(*Config)(nil),                     // 68: hotsplit.v1.Config
+	(*Op)(nil),                         // 69: hotsplit.v1.Op
+	(*TrackedRoute)(nil),               // 70: hotsplit.v1.TrackedRoute
+	(*Decision)(nil),                   // 71: hotsplit.v1.Decision
+	(*ConfigPatch)(nil),                // 72: hotsplit.v1.ConfigPatch
+	(AutoSplitFlag)(0),                 // 73: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 74: hotsplit.v1.Member
+	(*Admission)(nil),                  // 75: hotsplit.v1.Admission
+	(*ReportRequest)(nil),              // 76: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 77: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
 	1,  // 1: hotsplit.v1.ErrorOutcome.outcome:type_name -> hotsplit.v1.Outcome
 	0,  // 2: hotsplit.v1.ListRoutesRequest.consistency:type_name -> hotsplit.v1.Consistency
-	63, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 5: hotsplit.v1.GetRouteRequest.consistency:type_name -> hotsplit.v1.Consistency
-	63, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
-	63, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
-	63, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
-	63, // 10: hotsplit.v1.MergeRangeResponse.merged:type_name -> hotsplit.v1.RouteDescriptor
-	64, // 11: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
+	65, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 10: hotsplit.v1.MergeRangeResponse.merged:type_name -> hotsplit.v1.RouteDescriptor
+	66, // 11: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
 	17, // 12: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
-	63, // 13: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 13: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
 	0,  // 14: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
-	65, // 15: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	66, // 16: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
-	67, // 17: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
-	68, // 18: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
-	68, // 19: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
-	69, // 20: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
+	67, // 15: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	68, // 16: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
+	69, // 17: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
+	70, // 18: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
+	70, // 19: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
+	71, // 20: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
 	4,  // 21: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	67, // 22: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
-	65, // 23: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	69, // 22: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
+	67, // 23: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
 	0,  // 24: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	63, // 25: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	68, // 26: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	69, // 27: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	67, // 28: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	65, // 25: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	70, // 26: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	71, // 27: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	69, // 28: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
 	4,  // 29: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 30: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	66, // 31: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	68, // 31: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
 	4,  // 32: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	70, // 33: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	66, // 34: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	67, // 35: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	71, // 36: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	72, // 37: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	72, // 33: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	68, // 34: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	69, // 35: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	73, // 36: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	74, // 37: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
 	0,  // 38: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	72, // 39: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	74, // 39: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
 	38, // 40: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
 	37, // 41: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
 	4,  // 42: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	73, // 43: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
-	73, // 44: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	75, // 43: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	75, // 44: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
 	2,  // 45: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
 	48, // 46: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
 	48, // 47: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
@@ -4574,7 +4683,7 @@ var file_hotsplitv1_service_proto_depIdxs = []int32{
 	15, // 55: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
 	18, // 56: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
 	13, // 57: hotsplit.v1.Catalog.MergeRange:input_type -> hotsplit.v1.MergeRangeRequest
-	74, // 58: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	76, // 58: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
 	20, // 59: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
 	22, // 60: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
 	24, // 61: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
@@ -4594,34 +4703,36 @@ var file_hotsplitv1_service_proto_depIdxs = []int32{
 	55, // 75: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
 	57, // 76: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
 	59, // 77: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
-	8,  // 78: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	10, // 79: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	12, // 80: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	16, // 81: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	19, // 82: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	14, // 83: hotsplit.v1.Catalog.MergeRange:output_type -> hotsplit.v1.MergeRangeResponse
-	75, // 84: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	21, // 85: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	23, // 86: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	25, // 87: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	27, // 88: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	29, // 89: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	31, // 90: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	33, // 91: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	35, // 92: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	39, // 93: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	41, // 94: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	43, // 95: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	45, // 96: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
-	47, // 97: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
-	50, // 98: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
-	52, // 99: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
-	54, // 100: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
-	56, // 101: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
-	58, // 102: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
-	60, // 103: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
-	78, // [78:104] is the sub-list for method output_type
-	52, // [52:78] is the sub-list for method input_type
+	63, // 78: hotsplit.v1.Cluster.MintUILogin:input_type -> hotsplit.v1.MintUILoginRequest
+	8,  // 79: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	10, // 80: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	12, // 81: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	16, // 82: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	19, // 83: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	14, // 84: hotsplit.v1.Catalog.MergeRange:output_type -> hotsplit.v1.MergeRangeResponse
+	77, // 85: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	21, // 86: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	23, // 87: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	25, // 88: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	27, // 89: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	29, // 90: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	31, // 91: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	33, // 92: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	35, // 93: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	39, // 94: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	41, // 95: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	43, // 96: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	45, // 97: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	47, // 98: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
+	50, // 99: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
+	52, // 100: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
+	54, // 101: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
+	56, // 102: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
+	58, // 103: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
+	60, // 104: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
+	64, // 105: hotsplit.v1.Cluster.MintUILogin:output_type -> hotsplit.v1.MintUILoginResponse
+	79, // [79:106] is the sub-list for method output_type
+	52, // [52:79] is the sub-list for method input_type
 	52, // [52:52] is the sub-list for extension type_name
 	52, // [52:52] is the sub-list for extension extendee
 	0,  // [0:52] is the sub-list for field type_name
@@ -4653,7 +4764,7 @@ func file_hotsplitv1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_service_proto_rawDesc), len(file_hotsplitv1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   59,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -726,6 +726,7 @@ const (
 	Cluster_Progress_FullMethodName           = "/hotsplit.v1.Cluster/Progress"
 	Cluster_Version_FullMethodName            = "/hotsplit.v1.Cluster/Version"
 	Cluster_Snapshot_FullMethodName           = "/hotsplit.v1.Cluster/Snapshot"
+	Cluster_MintUILogin_FullMethodName        = "/hotsplit.v1.Cluster/MintUILogin"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -766,6 +767,12 @@ type ClusterClient interface {
 	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
 	// trailer with its SHA-256.
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
+	// MintUILogin mints a one-time login code for the key visualizer's page
+	// on the answering node (reader; `hotsplitctl ui`). Visiting the URL it
+	// returns opens a browser session of the reader role on that node only,
+	// whatever role minted it. Never forwarded: the session lives where the
+	// code was minted.
+	MintUILogin(ctx context.Context, in *MintUILoginRequest, opts ...grpc.CallOption) (*MintUILoginResponse, error)
 }
 
 type clusterClient struct {
@@ -915,6 +922,16 @@ func (c *clusterClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotClient = grpc.ServerStreamingClient[SnapshotResponse]
 
+func (c *clusterClient) MintUILogin(ctx context.Context, in *MintUILoginRequest, opts ...grpc.CallOption) (*MintUILoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MintUILoginResponse)
+	err := c.cc.Invoke(ctx, Cluster_MintUILogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -953,6 +970,12 @@ type ClusterServer interface {
 	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
 	// trailer with its SHA-256.
 	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
+	// MintUILogin mints a one-time login code for the key visualizer's page
+	// on the answering node (reader; `hotsplitctl ui`). Visiting the URL it
+	// returns opens a browser session of the reader role on that node only,
+	// whatever role minted it. Never forwarded: the session lives where the
+	// code was minted.
+	MintUILogin(context.Context, *MintUILoginRequest) (*MintUILoginResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -1001,6 +1024,9 @@ func (UnimplementedClusterServer) Version(context.Context, *VersionRequest) (*Ve
 }
 func (UnimplementedClusterServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedClusterServer) MintUILogin(context.Context, *MintUILoginRequest) (*MintUILoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MintUILogin not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1250,6 +1276,24 @@ func _Cluster_Snapshot_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotServer = grpc.ServerStreamingServer[SnapshotResponse]
 
+func _Cluster_MintUILogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MintUILoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).MintUILogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_MintUILogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).MintUILogin(ctx, req.(*MintUILoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1304,6 +1348,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Version",
 			Handler:    _Cluster_Version_Handler,
+		},
+		{
+			MethodName: "MintUILogin",
+			Handler:    _Cluster_MintUILogin_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -168,6 +168,9 @@ const (
 	Reason_REASON_MERGE_MARGIN     Reason = 52 // the merged estimate is not merge_margin_bp below the threshold
 	Reason_REASON_MERGE_SUPPRESSED Reason = 53 // switch off
 	Reason_REASON_MERGE_BUDGET     Reason = 54 // max_merges_per_cycle already used this column
+	// Cluster version 3 (evidence_cuts).
+	Reason_REASON_NO_EVIDENCE   Reason = 60 // hot, but the column carried no evidence of where its load lies
+	Reason_REASON_CUT_UNCERTAIN Reason = 61 // a cut balances by the estimate, but its interval admits a side below 20%
 )
 
 // Enum value maps for Reason.
@@ -197,6 +200,8 @@ var (
 		52: "REASON_MERGE_MARGIN",
 		53: "REASON_MERGE_SUPPRESSED",
 		54: "REASON_MERGE_BUDGET",
+		60: "REASON_NO_EVIDENCE",
+		61: "REASON_CUT_UNCERTAIN",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -223,6 +228,8 @@ var (
 		"REASON_MERGE_MARGIN":        52,
 		"REASON_MERGE_SUPPRESSED":    53,
 		"REASON_MERGE_BUDGET":        54,
+		"REASON_NO_EVIDENCE":         60,
+		"REASON_CUT_UNCERTAIN":       61,
 	}
 )
 
@@ -251,6 +258,70 @@ func (x Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{2}
+}
+
+// SplitEvidence says what placed a split key (cluster version 3): the
+// evidence its side shares rest on.
+type SplitEvidence int32
+
+const (
+	SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED SplitEvidence = 0
+	// A cut at a bucket boundary: both shares are exact bucket loads.
+	SplitEvidence_SPLIT_EVIDENCE_BUCKETS SplitEvidence = 1
+	// A cut between two keys whose loads the top-K counts give, inside one
+	// bucket: the interval is their sampling noise.
+	SplitEvidence_SPLIT_EVIDENCE_TOP_KEYS SplitEvidence = 2
+	// A cut among sampled keys inside one bucket: the interval is the
+	// sample's.
+	SplitEvidence_SPLIT_EVIDENCE_SAMPLES SplitEvidence = 3
+	// The heaviest key isolated by its own load (its lower confidence bound
+	// clears the threshold and the floor), whatever its share.
+	SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD SplitEvidence = 4
+)
+
+// Enum value maps for SplitEvidence.
+var (
+	SplitEvidence_name = map[int32]string{
+		0: "SPLIT_EVIDENCE_UNSPECIFIED",
+		1: "SPLIT_EVIDENCE_BUCKETS",
+		2: "SPLIT_EVIDENCE_TOP_KEYS",
+		3: "SPLIT_EVIDENCE_SAMPLES",
+		4: "SPLIT_EVIDENCE_KEY_LOAD",
+	}
+	SplitEvidence_value = map[string]int32{
+		"SPLIT_EVIDENCE_UNSPECIFIED": 0,
+		"SPLIT_EVIDENCE_BUCKETS":     1,
+		"SPLIT_EVIDENCE_TOP_KEYS":    2,
+		"SPLIT_EVIDENCE_SAMPLES":     3,
+		"SPLIT_EVIDENCE_KEY_LOAD":    4,
+	}
+)
+
+func (x SplitEvidence) Enum() *SplitEvidence {
+	p := new(SplitEvidence)
+	*p = x
+	return p
+}
+
+func (x SplitEvidence) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SplitEvidence) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[3].Descriptor()
+}
+
+func (SplitEvidence) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[3]
+}
+
+func (x SplitEvidence) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SplitEvidence.Descriptor instead.
+func (SplitEvidence) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
 }
 
 type OpState int32
@@ -295,11 +366,11 @@ func (x OpState) String() string {
 }
 
 func (OpState) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[3].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[4].Descriptor()
 }
 
 func (OpState) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[3]
+	return &file_hotsplitv1_state_proto_enumTypes[4]
 }
 
 func (x OpState) Number() protoreflect.EnumNumber {
@@ -308,7 +379,7 @@ func (x OpState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpState.Descriptor instead.
 func (OpState) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
 }
 
 type OpAbortReason int32
@@ -356,11 +427,11 @@ func (x OpAbortReason) String() string {
 }
 
 func (OpAbortReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[4].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
 }
 
 func (OpAbortReason) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[4]
+	return &file_hotsplitv1_state_proto_enumTypes[5]
 }
 
 func (x OpAbortReason) Number() protoreflect.EnumNumber {
@@ -369,7 +440,7 @@ func (x OpAbortReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpAbortReason.Descriptor instead.
 func (OpAbortReason) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
 }
 
 // OpKind is what an op does. Every op before cluster version 3 splits.
@@ -404,11 +475,11 @@ func (x OpKind) String() string {
 }
 
 func (OpKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
 }
 
 func (OpKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[5]
+	return &file_hotsplitv1_state_proto_enumTypes[6]
 }
 
 func (x OpKind) Number() protoreflect.EnumNumber {
@@ -417,7 +488,7 @@ func (x OpKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpKind.Descriptor instead.
 func (OpKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
 // AutoSplitFlag is a member's explicit --autoSplit start flag (SPEC §7).
@@ -454,11 +525,11 @@ func (x AutoSplitFlag) String() string {
 }
 
 func (AutoSplitFlag) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
 }
 
 func (AutoSplitFlag) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[6]
+	return &file_hotsplitv1_state_proto_enumTypes[7]
 }
 
 func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
@@ -467,7 +538,7 @@ func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AutoSplitFlag.Descriptor instead.
 func (AutoSplitFlag) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 type DecisionKind int32
@@ -550,11 +621,11 @@ func (x DecisionKind) String() string {
 }
 
 func (DecisionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
 }
 
 func (DecisionKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[7]
+	return &file_hotsplitv1_state_proto_enumTypes[8]
 }
 
 func (x DecisionKind) Number() protoreflect.EnumNumber {
@@ -563,7 +634,7 @@ func (x DecisionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionKind.Descriptor instead.
 func (DecisionKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 // ResultCode is the business outcome of an applied command. Anything but OK
@@ -668,11 +739,11 @@ func (x ResultCode) String() string {
 }
 
 func (ResultCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
 }
 
 func (ResultCode) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[8]
+	return &file_hotsplitv1_state_proto_enumTypes[9]
 }
 
 func (x ResultCode) Number() protoreflect.EnumNumber {
@@ -681,7 +752,107 @@ func (x ResultCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResultCode.Descriptor instead.
 func (ResultCode) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
+}
+
+// HeatmapMarkKind says what changed the catalog at a mark.
+type HeatmapMarkKind int32
+
+const (
+	HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED HeatmapMarkKind = 0
+	HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT       HeatmapMarkKind = 1
+	HeatmapMarkKind_HEATMAP_MARK_KIND_MERGE       HeatmapMarkKind = 2
+)
+
+// Enum value maps for HeatmapMarkKind.
+var (
+	HeatmapMarkKind_name = map[int32]string{
+		0: "HEATMAP_MARK_KIND_UNSPECIFIED",
+		1: "HEATMAP_MARK_KIND_SPLIT",
+		2: "HEATMAP_MARK_KIND_MERGE",
+	}
+	HeatmapMarkKind_value = map[string]int32{
+		"HEATMAP_MARK_KIND_UNSPECIFIED": 0,
+		"HEATMAP_MARK_KIND_SPLIT":       1,
+		"HEATMAP_MARK_KIND_MERGE":       2,
+	}
+)
+
+func (x HeatmapMarkKind) Enum() *HeatmapMarkKind {
+	p := new(HeatmapMarkKind)
+	*p = x
+	return p
+}
+
+func (x HeatmapMarkKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMarkKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[10].Descriptor()
+}
+
+func (HeatmapMarkKind) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[10]
+}
+
+func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMarkKind.Descriptor instead.
+func (HeatmapMarkKind) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+}
+
+// HeatmapMergeOrigin says who decided a merge.
+type HeatmapMergeOrigin int32
+
+const (
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED HeatmapMergeOrigin = 0
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_MANUAL      HeatmapMergeOrigin = 1
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC   HeatmapMergeOrigin = 2
+)
+
+// Enum value maps for HeatmapMergeOrigin.
+var (
+	HeatmapMergeOrigin_name = map[int32]string{
+		0: "HEATMAP_MERGE_ORIGIN_UNSPECIFIED",
+		1: "HEATMAP_MERGE_ORIGIN_MANUAL",
+		2: "HEATMAP_MERGE_ORIGIN_AUTOMATIC",
+	}
+	HeatmapMergeOrigin_value = map[string]int32{
+		"HEATMAP_MERGE_ORIGIN_UNSPECIFIED": 0,
+		"HEATMAP_MERGE_ORIGIN_MANUAL":      1,
+		"HEATMAP_MERGE_ORIGIN_AUTOMATIC":   2,
+	}
+)
+
+func (x HeatmapMergeOrigin) Enum() *HeatmapMergeOrigin {
+	p := new(HeatmapMergeOrigin)
+	*p = x
+	return p
+}
+
+func (x HeatmapMergeOrigin) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMergeOrigin) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[11].Descriptor()
+}
+
+func (HeatmapMergeOrigin) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[11]
+}
+
+func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMergeOrigin.Descriptor instead.
+func (HeatmapMergeOrigin) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
 }
 
 type AutoSplitSwitch struct {
@@ -832,8 +1003,21 @@ type Explanation struct {
 	MergeWindows uint32 `protobuf:"varint,65,opt,name=merge_windows,json=mergeWindows,proto3" json:"merge_windows,omitempty"`
 	// For REASON_MERGE_DELAY: how long until both routes are past the delay.
 	MergeDelayLeftMs uint64 `protobuf:"varint,66,opt,name=merge_delay_left_ms,json=mergeDelayLeftMs,proto3" json:"merge_delay_left_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Cluster version 3: what placed the split key (or the best refused
+	// cut), and each side's share as a confidence interval (98% two-sided,
+	// so each lower bound is a one-sided 99% bound) next to the point
+	// estimates left_share_bp and right_share_bp. A cut is made only when
+	// both lower bounds reach 20%.
+	SplitEvidence  SplitEvidence `protobuf:"varint,70,opt,name=split_evidence,json=splitEvidence,proto3,enum=hotsplit.v1.SplitEvidence" json:"split_evidence,omitempty"`
+	LeftShareLoBp  uint32        `protobuf:"varint,71,opt,name=left_share_lo_bp,json=leftShareLoBp,proto3" json:"left_share_lo_bp,omitempty"`
+	LeftShareHiBp  uint32        `protobuf:"varint,72,opt,name=left_share_hi_bp,json=leftShareHiBp,proto3" json:"left_share_hi_bp,omitempty"`
+	RightShareLoBp uint32        `protobuf:"varint,73,opt,name=right_share_lo_bp,json=rightShareLoBp,proto3" json:"right_share_lo_bp,omitempty"`
+	RightShareHiBp uint32        `protobuf:"varint,74,opt,name=right_share_hi_bp,json=rightShareHiBp,proto3" json:"right_share_hi_bp,omitempty"`
+	// Keys of the route whose loads the top-K counts give (the evidence
+	// items besides buckets and sampled keys).
+	KnownKeys     uint32 `protobuf:"varint,75,opt,name=known_keys,json=knownKeys,proto3" json:"known_keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Explanation) Reset() {
@@ -1100,6 +1284,48 @@ func (x *Explanation) GetMergeWindows() uint32 {
 func (x *Explanation) GetMergeDelayLeftMs() uint64 {
 	if x != nil {
 		return x.MergeDelayLeftMs
+	}
+	return 0
+}
+
+func (x *Explanation) GetSplitEvidence() SplitEvidence {
+	if x != nil {
+		return x.SplitEvidence
+	}
+	return SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED
+}
+
+func (x *Explanation) GetLeftShareLoBp() uint32 {
+	if x != nil {
+		return x.LeftShareLoBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetLeftShareHiBp() uint32 {
+	if x != nil {
+		return x.LeftShareHiBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetRightShareLoBp() uint32 {
+	if x != nil {
+		return x.RightShareLoBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetRightShareHiBp() uint32 {
+	if x != nil {
+		return x.RightShareHiBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetKnownKeys() uint32 {
+	if x != nil {
+		return x.KnownKeys
 	}
 	return 0
 }
@@ -1954,6 +2180,15 @@ type StateSnapshot struct {
 	// recovered with --forceNewCluster, oldest first (version 2; written
 	// only by the seeding of such a cluster).
 	PreviousClusterIds []string `protobuf:"bytes,50,rep,name=previous_cluster_ids,json=previousClusterIds,proto3" json:"previous_cluster_ids,omitempty"`
+	// The key visualizer's heat history (cluster version 3, heat_history;
+	// absent below it, and until the first column or mark it keeps). The
+	// state hash covers it whole. In a snapshot file's core frame it holds
+	// only format_version and marks, and heat_history_pages says how its
+	// boundaries and columns follow the request frames.
+	HeatHistory *HeatmapHistory `protobuf:"bytes,60,opt,name=heat_history,json=heatHistory,proto3" json:"heat_history,omitempty"`
+	// Snapshot files only (never in the state hash): how heat_history is
+	// paged.
+	HeatHistoryPages *HeatmapPages `protobuf:"bytes,61,opt,name=heat_history_pages,json=heatHistoryPages,proto3" json:"heat_history_pages,omitempty"`
 	// The detector's cold-streak state for automatic merges (version 3;
 	// absent before the first complete column of that version).
 	Cold          *ColdState `protobuf:"bytes,90,opt,name=cold,proto3" json:"cold,omitempty"`
@@ -2138,6 +2373,20 @@ func (x *StateSnapshot) GetPreviousClusterIds() []string {
 	return nil
 }
 
+func (x *StateSnapshot) GetHeatHistory() *HeatmapHistory {
+	if x != nil {
+		return x.HeatHistory
+	}
+	return nil
+}
+
+func (x *StateSnapshot) GetHeatHistoryPages() *HeatmapPages {
+	if x != nil {
+		return x.HeatHistoryPages
+	}
+	return nil
+}
+
 func (x *StateSnapshot) GetCold() *ColdState {
 	if x != nil {
 		return x.Cold
@@ -2260,6 +2509,423 @@ func (x *ColdState) GetPeakEpochs() []uint64 {
 	return nil
 }
 
+// HeatmapPages describes the paging of a snapshot file's heat history:
+// after the request frames come frames of HeatmapHistory{boundaries}
+// (fsm's heat boundary page each, the last one the rest), then, level by
+// level from levels[0], frames of HeatmapLevel{columns} (fsm's heat column
+// page each, the last one of a level the rest).
+type HeatmapPages struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Boundaries uint64                 `protobuf:"varint,1,opt,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// The number of columns of each level; as many entries as levels.
+	LevelColumns  []uint32 `protobuf:"varint,2,rep,packed,name=level_columns,json=levelColumns,proto3" json:"level_columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapPages) Reset() {
+	*x = HeatmapPages{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapPages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapPages) ProtoMessage() {}
+
+func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapPages.ProtoReflect.Descriptor instead.
+func (*HeatmapPages) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HeatmapPages) GetBoundaries() uint64 {
+	if x != nil {
+		return x.Boundaries
+	}
+	return 0
+}
+
+func (x *HeatmapPages) GetLevelColumns() []uint32 {
+	if x != nil {
+		return x.LevelColumns
+	}
+	return nil
+}
+
+// HeatmapHistory is the key visualizer's replicated heat history (cluster
+// version 3) in its canonical form: the snapshot and state-hash form of a
+// heatmap.History. Equal histories encode to equal bytes; heatmap.FromProto
+// refuses every other encoding (an unreferenced or unsorted boundary, a
+// layout repeated instead of marked shared, a trailing empty level), so a
+// decoded history encodes back to the very same message.
+type HeatmapHistory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1; anything else is refused.
+	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// Every band boundary some column uses, ascending and unique, each at
+	// most heatmap.MaxBoundaryLen bytes and never empty (the first band of a
+	// column always starts at the empty key, which is not listed).
+	Boundaries [][]byte `protobuf:"bytes,2,rep,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// levels[0] holds the newest columns at full resolution; a column of
+	// levels[i] sums 2^i committed columns. At most heatmap.Levels entries,
+	// the last one non-empty. Every column of levels[i+1] ends at or before
+	// the first column of levels[i] starts.
+	Levels []*HeatmapLevel `protobuf:"bytes,3,rep,name=levels,proto3" json:"levels,omitempty"`
+	// Split and merge marks, oldest first (non-decreasing at_hlc).
+	Marks         []*HeatmapMark `protobuf:"bytes,4,rep,name=marks,proto3" json:"marks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapHistory) Reset() {
+	*x = HeatmapHistory{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapHistory) ProtoMessage() {}
+
+func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapHistory.ProtoReflect.Descriptor instead.
+func (*HeatmapHistory) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HeatmapHistory) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *HeatmapHistory) GetBoundaries() [][]byte {
+	if x != nil {
+		return x.Boundaries
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetLevels() []*HeatmapLevel {
+	if x != nil {
+		return x.Levels
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetMarks() []*HeatmapMark {
+	if x != nil {
+		return x.Marks
+	}
+	return nil
+}
+
+// HeatmapLevel is one resolution level of the history, oldest column first.
+type HeatmapLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Columns       []*HeatmapColumn       `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapLevel) Reset() {
+	*x = HeatmapLevel{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapLevel) ProtoMessage() {}
+
+func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapLevel.ProtoReflect.Descriptor instead.
+func (*HeatmapLevel) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeatmapLevel) GetColumns() []*HeatmapColumn {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+// HeatmapColumn is the load of one time span per key band. Its bands are
+// [empty key, b_1), [b_1, b_2), ..., [b_n, +inf) for its interior
+// boundaries b_1 < ... < b_n; values are totals over the span, one entry
+// per band (n + 1 entries each).
+type HeatmapColumn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The span [start_ms, end_ms) and the milliseconds of it that committed
+	// columns covered (less than the span when columns were missing).
+	StartMs   uint64 `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	EndMs     uint64 `protobuf:"varint,2,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	CoveredMs uint64 `protobuf:"varint,3,opt,name=covered_ms,json=coveredMs,proto3" json:"covered_ms,omitempty"`
+	// The column has the same boundaries as the column before it in its
+	// level; boundary_deltas is then empty.
+	SameBoundaries bool `protobuf:"varint,4,opt,name=same_boundaries,json=sameBoundaries,proto3" json:"same_boundaries,omitempty"`
+	// The interior boundaries as indexes into HeatmapHistory.boundaries,
+	// delta-coded: the first is an index, every next one the (positive)
+	// difference to the one before.
+	BoundaryDeltas []uint32 `protobuf:"varint,5,rep,packed,name=boundary_deltas,json=boundaryDeltas,proto3" json:"boundary_deltas,omitempty"`
+	// Weighted operations (write_weight * writes + read_weight * reads with
+	// the weights of each committed column), reads, writes, and read plus
+	// write bytes.
+	Weighted      []uint64 `protobuf:"varint,6,rep,packed,name=weighted,proto3" json:"weighted,omitempty"`
+	Reads         []uint64 `protobuf:"varint,7,rep,packed,name=reads,proto3" json:"reads,omitempty"`
+	Writes        []uint64 `protobuf:"varint,8,rep,packed,name=writes,proto3" json:"writes,omitempty"`
+	Bytes         []uint64 `protobuf:"varint,9,rep,packed,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapColumn) Reset() {
+	*x = HeatmapColumn{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapColumn) ProtoMessage() {}
+
+func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapColumn.ProtoReflect.Descriptor instead.
+func (*HeatmapColumn) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HeatmapColumn) GetStartMs() uint64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetEndMs() uint64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetCoveredMs() uint64 {
+	if x != nil {
+		return x.CoveredMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetSameBoundaries() bool {
+	if x != nil {
+		return x.SameBoundaries
+	}
+	return false
+}
+
+func (x *HeatmapColumn) GetBoundaryDeltas() []uint32 {
+	if x != nil {
+		return x.BoundaryDeltas
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWeighted() []uint64 {
+	if x != nil {
+		return x.Weighted
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetReads() []uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWrites() []uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetBytes() []uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+// HeatmapMark is one split or merge on the picture. A two-step isolation
+// is one mark with both of its keys.
+type HeatmapMark struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AtHlc uint64                 `protobuf:"varint,1,opt,name=at_hlc,json=atHlc,proto3" json:"at_hlc,omitempty"`
+	Kind  HeatmapMarkKind        `protobuf:"varint,2,opt,name=kind,proto3,enum=hotsplit.v1.HeatmapMarkKind" json:"kind,omitempty"`
+	// Splits only: why the key was chosen (any SplitOrigin value).
+	SplitOrigin SplitOrigin `protobuf:"varint,3,opt,name=split_origin,json=splitOrigin,proto3,enum=hotsplit.v1.SplitOrigin" json:"split_origin,omitempty"`
+	// Merges only: manual or automatic.
+	MergeOrigin HeatmapMergeOrigin `protobuf:"varint,4,opt,name=merge_origin,json=mergeOrigin,proto3,enum=hotsplit.v1.HeatmapMergeOrigin" json:"merge_origin,omitempty"`
+	// One or two keys, ascending by (key, key length): a split's keys, or
+	// the boundary a merge removed. Each is cut to heatmap.MaxMarkKeyLen
+	// bytes; key_lengths holds the full lengths.
+	Keys       [][]byte `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	KeyLengths []uint32 `protobuf:"varint,6,rep,packed,name=key_lengths,json=keyLengths,proto3" json:"key_lengths,omitempty"`
+	// The route that was split, or the left route of a merge; the op of an
+	// automatic split (0: none).
+	RouteId       uint64 `protobuf:"varint,7,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	OpId          uint64 `protobuf:"varint,8,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapMark) Reset() {
+	*x = HeatmapMark{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapMark) ProtoMessage() {}
+
+func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapMark.ProtoReflect.Descriptor instead.
+func (*HeatmapMark) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HeatmapMark) GetAtHlc() uint64 {
+	if x != nil {
+		return x.AtHlc
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetKind() HeatmapMarkKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetSplitOrigin() SplitOrigin {
+	if x != nil {
+		return x.SplitOrigin
+	}
+	return SplitOrigin_SPLIT_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetMergeOrigin() HeatmapMergeOrigin {
+	if x != nil {
+		return x.MergeOrigin
+	}
+	return HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetKeyLengths() []uint32 {
+	if x != nil {
+		return x.KeyLengths
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
 var File_hotsplitv1_state_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_state_proto_rawDesc = "" +
@@ -2271,8 +2937,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x121\n" +
 	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\x12$\n" +
 	"\x0echanged_at_hlc\x18\x05 \x01(\x04R\fchangedAtHlc\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\x9e\n" +
-	"\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\xa8\f\n" +
 	"\vExplanation\x12+\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x13.hotsplit.v1.ReasonR\x06reason\x120\n" +
 	"\x06origin\x18\x02 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\x06origin\x12>\n" +
@@ -2312,7 +2977,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x0fmerge_threshold\x18? \x01(\x04R\x0emergeThreshold\x12!\n" +
 	"\fcold_columns\x18@ \x01(\rR\vcoldColumns\x12#\n" +
 	"\rmerge_windows\x18A \x01(\rR\fmergeWindows\x12-\n" +
-	"\x13merge_delay_left_ms\x18B \x01(\x04R\x10mergeDelayLeftMs\"\xc7\x02\n" +
+	"\x13merge_delay_left_ms\x18B \x01(\x04R\x10mergeDelayLeftMs\x12A\n" +
+	"\x0esplit_evidence\x18F \x01(\x0e2\x1a.hotsplit.v1.SplitEvidenceR\rsplitEvidence\x12'\n" +
+	"\x10left_share_lo_bp\x18G \x01(\rR\rleftShareLoBp\x12'\n" +
+	"\x10left_share_hi_bp\x18H \x01(\rR\rleftShareHiBp\x12)\n" +
+	"\x11right_share_lo_bp\x18I \x01(\rR\x0erightShareLoBp\x12)\n" +
+	"\x11right_share_hi_bp\x18J \x01(\rR\x0erightShareHiBp\x12\x1d\n" +
+	"\n" +
+	"known_keys\x18K \x01(\rR\tknownKeys\"\xc7\x02\n" +
 	"\fTrackedRoute\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12)\n" +
 	"\x10consecutive_over\x18\x02 \x01(\rR\x0fconsecutiveOver\x12\x1d\n" +
@@ -2399,7 +3071,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
 	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xdb\a\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xe4\b\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2427,7 +3099,9 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
 	"admissions\x120\n" +
-	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12*\n" +
+	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12>\n" +
+	"\fheat_history\x18< \x01(\v2\x1b.hotsplit.v1.HeatmapHistoryR\vheatHistory\x12G\n" +
+	"\x12heat_history_pages\x18= \x01(\v2\x19.hotsplit.v1.HeatmapPagesR\x10heatHistoryPages\x12*\n" +
 	"\x04cold\x18Z \x01(\v2\x16.hotsplit.v1.ColdStateR\x04cold\"\x9b\x02\n" +
 	"\tColdState\x12\x1f\n" +
 	"\vrun_columns\x18\x01 \x01(\x04R\n" +
@@ -2440,7 +3114,42 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x05peaks\x18\x06 \x03(\x04R\x05peaks\x12%\n" +
 	"\x0eprevious_peaks\x18\a \x03(\x04R\rpreviousPeaks\x12\x1f\n" +
 	"\vpeak_epochs\x18\b \x03(\x04R\n" +
-	"peakEpochs*k\n" +
+	"peakEpochs\"S\n" +
+	"\fHeatmapPages\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x01 \x01(\x04R\n" +
+	"boundaries\x12#\n" +
+	"\rlevel_columns\x18\x02 \x03(\rR\flevelColumns\"\xba\x01\n" +
+	"\x0eHeatmapHistory\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x02 \x03(\fR\n" +
+	"boundaries\x121\n" +
+	"\x06levels\x18\x03 \x03(\v2\x19.hotsplit.v1.HeatmapLevelR\x06levels\x12.\n" +
+	"\x05marks\x18\x04 \x03(\v2\x18.hotsplit.v1.HeatmapMarkR\x05marks\"D\n" +
+	"\fHeatmapLevel\x124\n" +
+	"\acolumns\x18\x01 \x03(\v2\x1a.hotsplit.v1.HeatmapColumnR\acolumns\"\x92\x02\n" +
+	"\rHeatmapColumn\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x04R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x02 \x01(\x04R\x05endMs\x12\x1d\n" +
+	"\n" +
+	"covered_ms\x18\x03 \x01(\x04R\tcoveredMs\x12'\n" +
+	"\x0fsame_boundaries\x18\x04 \x01(\bR\x0esameBoundaries\x12'\n" +
+	"\x0fboundary_deltas\x18\x05 \x03(\rR\x0eboundaryDeltas\x12\x1a\n" +
+	"\bweighted\x18\x06 \x03(\x04R\bweighted\x12\x14\n" +
+	"\x05reads\x18\a \x03(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\b \x03(\x04R\x06writes\x12\x14\n" +
+	"\x05bytes\x18\t \x03(\x04R\x05bytes\"\xbc\x02\n" +
+	"\vHeatmapMark\x12\x15\n" +
+	"\x06at_hlc\x18\x01 \x01(\x04R\x05atHlc\x120\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1c.hotsplit.v1.HeatmapMarkKindR\x04kind\x12;\n" +
+	"\fsplit_origin\x18\x03 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\vsplitOrigin\x12B\n" +
+	"\fmerge_origin\x18\x04 \x01(\x0e2\x1f.hotsplit.v1.HeatmapMergeOriginR\vmergeOrigin\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\x12\x1f\n" +
+	"\vkey_lengths\x18\x06 \x03(\rR\n" +
+	"keyLengths\x12\x19\n" +
+	"\broute_id\x18\a \x01(\x04R\arouteId\x12\x13\n" +
+	"\x05op_id\x18\b \x01(\x04R\x04opId*k\n" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +
@@ -2452,7 +3161,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE\x10\x03\x12,\n" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE\x10\x04\x12\"\n" +
 	"\x1eSPLIT_ORIGIN_SUB_BUCKET_MEDIAN\x10\x05\x12\x18\n" +
-	"\x14SPLIT_ORIGIN_BALANCE\x10(*\xde\x04\n" +
+	"\x14SPLIT_ORIGIN_BALANCE\x10(*\x90\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_PLANNED\x10\x01\x12\x13\n" +
@@ -2478,7 +3187,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x12REASON_MERGE_DELAY\x103\x12\x17\n" +
 	"\x13REASON_MERGE_MARGIN\x104\x12\x1b\n" +
 	"\x17REASON_MERGE_SUPPRESSED\x105\x12\x17\n" +
-	"\x13REASON_MERGE_BUDGET\x106*\x8d\x01\n" +
+	"\x13REASON_MERGE_BUDGET\x106\x12\x16\n" +
+	"\x12REASON_NO_EVIDENCE\x10<\x12\x18\n" +
+	"\x14REASON_CUT_UNCERTAIN\x10=*\xa1\x01\n" +
+	"\rSplitEvidence\x12\x1e\n" +
+	"\x1aSPLIT_EVIDENCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16SPLIT_EVIDENCE_BUCKETS\x10\x01\x12\x1b\n" +
+	"\x17SPLIT_EVIDENCE_TOP_KEYS\x10\x02\x12\x1a\n" +
+	"\x16SPLIT_EVIDENCE_SAMPLES\x10\x03\x12\x1b\n" +
+	"\x17SPLIT_EVIDENCE_KEY_LOAD\x10\x04*\x8d\x01\n" +
 	"\aOpState\x12\x18\n" +
 	"\x14OP_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OP_STATE_PENDING\x10\x01\x12\x14\n" +
@@ -2544,7 +3261,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
 	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
 	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14\x12!\n" +
-	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1eB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1e*n\n" +
+	"\x0fHeatmapMarkKind\x12!\n" +
+	"\x1dHEATMAP_MARK_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_SPLIT\x10\x01\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_MERGE\x10\x02*\x7f\n" +
+	"\x12HeatmapMergeOrigin\x12$\n" +
+	" HEATMAP_MERGE_ORIGIN_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bHEATMAP_MERGE_ORIGIN_MANUAL\x10\x01\x12\"\n" +
+	"\x1eHEATMAP_MERGE_ORIGIN_AUTOMATIC\x10\x02B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once
@@ -2558,72 +3283,89 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
 	(Reason)(0),             // 2: hotsplit.v1.Reason
-	(OpState)(0),            // 3: hotsplit.v1.OpState
-	(OpAbortReason)(0),      // 4: hotsplit.v1.OpAbortReason
-	(OpKind)(0),             // 5: hotsplit.v1.OpKind
-	(AutoSplitFlag)(0),      // 6: hotsplit.v1.AutoSplitFlag
-	(DecisionKind)(0),       // 7: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 8: hotsplit.v1.ResultCode
-	(*AutoSplitSwitch)(nil), // 9: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 10: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 11: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 12: hotsplit.v1.Op
-	(*Admission)(nil),       // 13: hotsplit.v1.Admission
-	(*Member)(nil),          // 14: hotsplit.v1.Member
-	(*Decision)(nil),        // 15: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 16: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 17: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 18: hotsplit.v1.StateSnapshot
-	(*ColdState)(nil),       // 19: hotsplit.v1.ColdState
-	(*RouteDescriptor)(nil), // 20: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 21: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 22: hotsplit.v1.CatalogSnapshot
+	(SplitEvidence)(0),      // 3: hotsplit.v1.SplitEvidence
+	(OpState)(0),            // 4: hotsplit.v1.OpState
+	(OpAbortReason)(0),      // 5: hotsplit.v1.OpAbortReason
+	(OpKind)(0),             // 6: hotsplit.v1.OpKind
+	(AutoSplitFlag)(0),      // 7: hotsplit.v1.AutoSplitFlag
+	(DecisionKind)(0),       // 8: hotsplit.v1.DecisionKind
+	(ResultCode)(0),         // 9: hotsplit.v1.ResultCode
+	(HeatmapMarkKind)(0),    // 10: hotsplit.v1.HeatmapMarkKind
+	(HeatmapMergeOrigin)(0), // 11: hotsplit.v1.HeatmapMergeOrigin
+	(*AutoSplitSwitch)(nil), // 12: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 13: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 14: hotsplit.v1.TrackedRoute
+	(*Op)(nil),              // 15: hotsplit.v1.Op
+	(*Admission)(nil),       // 16: hotsplit.v1.Admission
+	(*Member)(nil),          // 17: hotsplit.v1.Member
+	(*Decision)(nil),        // 18: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 19: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 20: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 21: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 22: hotsplit.v1.ColdState
+	(*HeatmapPages)(nil),    // 23: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),  // 24: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),    // 25: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),   // 26: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),     // 27: hotsplit.v1.HeatmapMark
+	(*RouteDescriptor)(nil), // 28: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 29: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 30: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
 	2,  // 1: hotsplit.v1.Explanation.reason:type_name -> hotsplit.v1.Reason
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
-	10, // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
-	10, // 5: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
-	1,  // 6: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
-	3,  // 7: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
-	4,  // 8: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	16, // 9: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
-	5,  // 10: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
-	6,  // 11: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	7,  // 12: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
-	1,  // 13: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
-	2,  // 14: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
-	4,  // 15: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	10, // 16: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
-	8,  // 17: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	20, // 18: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	21, // 19: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	9,  // 20: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	12, // 21: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	16, // 22: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	22, // 23: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	21, // 24: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	9,  // 25: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	14, // 26: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	11, // 27: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	12, // 28: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	15, // 29: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	17, // 30: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	13, // 31: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	19, // 32: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	3,  // 4: hotsplit.v1.Explanation.split_evidence:type_name -> hotsplit.v1.SplitEvidence
+	13, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	13, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
+	1,  // 7: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
+	4,  // 8: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
+	5,  // 9: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	19, // 10: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	6,  // 11: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
+	7,  // 12: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	8,  // 13: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	1,  // 14: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
+	2,  // 15: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
+	5,  // 16: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	13, // 17: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	9,  // 18: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	28, // 19: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	29, // 20: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	12, // 21: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	15, // 22: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	19, // 23: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	30, // 24: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	29, // 25: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	12, // 26: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	17, // 27: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	14, // 28: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	15, // 29: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	18, // 30: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	20, // 31: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	16, // 32: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	24, // 33: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	23, // 34: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	22, // 35: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	25, // 36: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	27, // 37: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	26, // 38: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	10, // 39: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	1,  // 40: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
+	11, // 41: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -2638,8 +3380,8 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   11,
+			NumEnums:      12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

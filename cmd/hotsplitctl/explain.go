@@ -27,7 +27,9 @@ evidence and why single-key isolation was or was not used, followed by the
 route's recent decisions and ops. From cluster version 3 a cold route's
 merge with a neighbour is explained too (merge_planned, merge_delay,
 merge_margin, merge_budget, merge_suppressed, with the merged estimate
-and the cold columns).
+and the cold columns), and a route whose start an operator placed (a
+bootstrap split key or a manual split) says so: automatic merges never
+remove that boundary.
 
 The thresholds shown beside the numbers come from the current config; with
 -o json only the ExplainResponse is printed.`,
@@ -86,6 +88,10 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 		t.row("route", formatRouteID(routeID)+" (no longer exists)")
 	}
 	t.row("verdict", verdict(r, cfg))
+	if rd := r.GetRoute(); rd.GetOperatorStart() {
+		t.row("start", fmt.Sprintf("pinned: an operator placed %s (a bootstrap split key or a manual split), so automatic merges never join %s "+
+			"to the route before it; `hotsplitctl merge LEFT %s` can", formatKey(rd.GetStart()), formatRouteID(rd.GetRouteId()), formatRouteID(rd.GetRouteId())))
+	}
 	tr := r.GetTracked()
 	e := tr.GetExplanation()
 	if tr == nil {
@@ -179,16 +185,12 @@ func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
 	if e.GetOrigin() == api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN {
 		t.row("median", "bucket "+strconv.FormatUint(uint64(e.GetMedianBucket()), 10))
 	}
+	if e.GetSplitEvidence() == api.SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD {
+		t.row("isolated by", fmt.Sprintf("the key's own load: its lower bound %d ops/min clears the threshold %d and the floor %d, whatever its share",
+			e.GetHotKeyLowerPerMin(), thresholdOf(e, cfg), floorOf(e, cfg)))
+	}
 	if l, r := e.GetLeftShareBp(), e.GetRightShareBp(); l != 0 || r != 0 {
-		s := fmt.Sprintf("%s | %s of the load on each side", formatBP(uint64(l)), formatBP(uint64(r)))
-		if e.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
-			s = "best cut: " + s + " (each side needs 20.00%)"
-		}
-		s += fmt.Sprintf("; bucket %d holds %s", e.GetMedianBucket(), formatBP(uint64(e.GetBucketShareBp())))
-		if n := e.GetSamplePoints(); n != 0 {
-			s += fmt.Sprintf(", placed among %d sampled keys", n)
-		}
-		t.row("balance", s)
+		t.row("balance", balanceLine(e))
 	}
 	if len(e.GetSplitKeys()) > 0 {
 		t.row("split keys", formatKeys(e.GetSplitKeys()))
@@ -203,6 +205,58 @@ func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
 	if e.GetAtMs() != 0 {
 		t.row("explained", "at "+formatWall(e.GetAtMs())+since)
 	}
+}
+
+// balanceLine words the cut of a balance split, or the best cut of a
+// decline: the shares on each side, their interval and the evidence that
+// placed it (cluster version 3), the bucket it lies in.
+func balanceLine(e *api.Explanation) string {
+	l, r := uint64(e.GetLeftShareBp()), uint64(e.GetRightShareBp())
+	s := fmt.Sprintf("%s | %s of the load on each side", formatBP(l), formatBP(r))
+	ev := e.GetSplitEvidence()
+	interval := ev != api.SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED && ev != api.SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD
+	if interval {
+		if e.GetLeftShareLoBp() == e.GetLeftShareHiBp() {
+			s += " (exact)"
+		} else {
+			s += fmt.Sprintf(", 98%% interval %s..%s | %s..%s", formatBP(uint64(e.GetLeftShareLoBp())), formatBP(uint64(e.GetLeftShareHiBp())),
+				formatBP(uint64(e.GetRightShareLoBp())), formatBP(uint64(e.GetRightShareHiBp())))
+		}
+	}
+	if e.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
+		need := " (each side needs 20.00%)"
+		if interval {
+			need = " (each side's lower bound needs 20.00%)"
+		}
+		s = "best cut: " + s + need
+	}
+	if interval {
+		s += ", placed by " + evidenceWords(ev)
+	}
+	s += fmt.Sprintf("; bucket %d holds %s", e.GetMedianBucket(), formatBP(uint64(e.GetBucketShareBp())))
+	if n := e.GetKnownKeys(); n != 0 {
+		s += fmt.Sprintf(", %d keys of known load", n)
+	}
+	switch n := e.GetSamplePoints(); {
+	case n != 0 && interval:
+		s += fmt.Sprintf(", %d sampled keys", n)
+	case n != 0:
+		s += fmt.Sprintf(", placed among %d sampled keys", n)
+	}
+	return s
+}
+
+// evidenceWords names what placed a cut.
+func evidenceWords(ev api.SplitEvidence) string {
+	switch ev {
+	case api.SplitEvidence_SPLIT_EVIDENCE_BUCKETS:
+		return "exact bucket loads"
+	case api.SplitEvidence_SPLIT_EVIDENCE_TOP_KEYS:
+		return "top-K counts of the keys around it"
+	case api.SplitEvidence_SPLIT_EVIDENCE_SAMPLES:
+		return "sampled keys inside a bucket"
+	}
+	return enumName(ev)
 }
 
 // lastExplained is the newest decision carrying an explanation.
@@ -344,6 +398,13 @@ func reasonVerdict(e *api.Explanation, tr *api.TrackedRoute, r *api.ExplainRespo
 				formatBP(uint64(l)), formatBP(uint64(rt)))
 		}
 		return "not split: no_split_key (no hot key to isolate and no usable sub-bucket median; hotsplit never splits at a blind midpoint)"
+	case api.Reason_REASON_CUT_UNCERTAIN:
+		return fmt.Sprintf("not split: cut_uncertain (the best cut leaves %s | %s by the estimate, but its interval admits a side below 20%%: %s..%s | %s..%s; a column with more evidence decides)",
+			formatBP(uint64(e.GetLeftShareBp())), formatBP(uint64(e.GetRightShareBp())),
+			formatBP(uint64(e.GetLeftShareLoBp())), formatBP(uint64(e.GetLeftShareHiBp())),
+			formatBP(uint64(e.GetRightShareLoBp())), formatBP(uint64(e.GetRightShareHiBp())))
+	case api.Reason_REASON_NO_EVIDENCE:
+		return "not split: no_evidence (the column carried no bucket counts, top keys or samples for this route, so nothing says where its load lies; the leader sends evidence only for the hottest rows; hotsplit never splits at a blind midpoint)"
 	case api.Reason_REASON_ALREADY_ISOLATED:
 		return "not split: already_isolated (the route holds one key; it cannot be split further)"
 	case api.Reason_REASON_ROUTE_CAP:

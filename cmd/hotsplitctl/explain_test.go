@@ -27,6 +27,27 @@ func explainCooldown() *api.ExplainResponse {
 	}
 }
 
+// A route whose start an operator placed says that automatic merges keep
+// it, and how to remove it.
+func TestAutosplitExplainPinnedStart(t *testing.T) {
+	f := startCluster(t)
+	x := explainCooldown()
+	x.Route.OperatorStart = true
+	f.set("Explain", x)
+	f.set("GetConfig", &api.GetConfigResponse{Config: configFixture()})
+	r := ctl(t, f, "autosplit", "explain", "r9")
+	line := "\nstart        pinned: an operator placed \"g\" (a bootstrap split key or a manual split), so automatic merges never join r9 " +
+		"to the route before it; `hotsplitctl merge LEFT r9` can\n"
+	if r.code != 0 || !strings.Contains(r.stdout, line) {
+		t.Fatalf("explain: exit %d stderr %q\n%s\nwant the line%s", r.code, r.stderr, r.stdout, line)
+	}
+	// Unpinned (the table test's route), no such line.
+	f.set("Explain", explainCooldown())
+	if r := ctl(t, f, "autosplit", "explain", "r9"); strings.Contains(r.stdout, "pinned") {
+		t.Fatalf("an unpinned route's explain mentions a pin:\n%s", r.stdout)
+	}
+}
+
 func TestAutosplitExplainTable(t *testing.T) {
 	f := startCluster(t)
 	f.set("Explain", explainCooldown())
@@ -145,6 +166,59 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 				`verdict      split planned: op13, origin balance, at "user:0050/"`,
 				"balance      49.00% | 51.00% of the load on each side; bucket 7 holds 100.00%, placed among 60 sampled keys",
 				`hot key      "user:0049": 840 (99% lower bound)..1400 weighted ops/min, share 1.20%..2.00% of the route (isolation needs 80.00% and 35000 ops/min), sampled 1 in 16`,
+			},
+		},
+		{
+			// Cluster version 3: the cut's interval and what placed it.
+			name: "planned cut between keys of known load, with its interval",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, OpId: 15, Score: 70000, ConsecutiveOver: 3,
+				SplitKeys: [][]byte{[]byte("user:0001\x00")}, LeftShareBp: 3400, RightShareBp: 6600, MedianBucket: 7, BucketShareBp: 10000,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_TOP_KEYS, LeftShareLoBp: 3046, LeftShareHiBp: 3754,
+				RightShareLoBp: 6246, RightShareHiBp: 6954, KnownKeys: 3})},
+			want: []string{
+				"balance      34.00% | 66.00% of the load on each side, 98% interval 30.46%..37.54% | 62.46%..69.54%, placed by top-K counts of the keys around it; bucket 7 holds 100.00%, 3 keys of known load",
+			},
+		},
+		{
+			name: "planned cut at a bucket boundary is exact",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, OpId: 16, SplitKeys: [][]byte{[]byte("j")},
+				LeftShareBp: 6666, RightShareBp: 3334, MedianBucket: 5, BucketShareBp: 3333, SamplePoints: 3,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_BUCKETS, LeftShareLoBp: 6666, LeftShareHiBp: 6666, RightShareLoBp: 3334, RightShareHiBp: 3334})},
+			want: []string{
+				"balance      66.66% | 33.34% of the load on each side (exact), placed by exact bucket loads; bucket 5 holds 33.33%, 3 sampled keys",
+			},
+		},
+		{
+			name: "cut uncertain",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_CUT_UNCERTAIN, IsolationReason: api.Reason_REASON_TOPK_SHARE, Score: 70000, ConsecutiveOver: 3,
+				LeftShareBp: 3800, RightShareBp: 6200, MedianBucket: 7, BucketShareBp: 10000, SamplePoints: 2, KnownKeys: 3,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_SAMPLES, LeftShareLoBp: 1700, LeftShareHiBp: 5900,
+				RightShareLoBp: 4100, RightShareHiBp: 8300})},
+			want: []string{
+				"verdict      not split: cut_uncertain (the best cut leaves 38.00% | 62.00% by the estimate, but its interval admits a side below 20%: 17.00%..59.00% | 41.00%..83.00%; a column with more evidence decides)",
+				"balance      best cut: 38.00% | 62.00% of the load on each side, 98% interval 17.00%..59.00% | 41.00%..83.00% (each side's lower bound needs 20.00%), placed by sampled keys inside a bucket; bucket 7 holds 100.00%, 3 keys of known load, 2 sampled keys",
+			},
+		},
+		{
+			name: "no evidence",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_NO_EVIDENCE, IsolationReason: api.Reason_REASON_NO_TOPK, Score: 70000})},
+			want: []string{
+				"verdict      not split: no_evidence (the column carried no bucket counts, top keys or samples for this route, so nothing says where its load lies; the leader sends evidence only for the hottest rows; hotsplit never splits at a blind midpoint)",
+			},
+		},
+		{
+			name: "a key isolated by its own load",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND, OpId: 17,
+				SplitKeys: [][]byte{[]byte("k"), []byte("k\x00")}, HotKey: []byte("k"), HotKeyLowerPerMin: 55665, HotKeyUpperPerMin: 60000,
+				HotKeyShareBp: 4500, HotKeyUpperShareBp: 5000, Threshold: 50000, Floor: 25000,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD})},
+			want: []string{
+				"isolated by  the key's own load: its lower bound 55665 ops/min clears the threshold 50000 and the floor 25000, whatever its share",
 			},
 		},
 		{

@@ -196,6 +196,10 @@ func (f *fakeCluster) CheckState(_ context.Context, req *api.CheckStateRequest) 
 	return answer[*api.CheckStateResponse](f, "CheckState", req)
 }
 
+func (f *fakeCluster) MintUILogin(_ context.Context, req *api.MintUILoginRequest) (*api.MintUILoginResponse, error) {
+	return answer[*api.MintUILoginResponse](f, "MintUILogin", req)
+}
+
 // result is one run of the CLI.
 type result struct {
 	code           int

@@ -28,8 +28,8 @@ func TestMerge(t *testing.T) {
 	r := ctl(t, f, "merge", "r7", "r8", "--expected-version", "10")
 	want := lines(
 		`merged r7 and r8 into r12 ["g", "user:42\x00"): catalog version 11, committed at 1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`ROUTE  START  END            GROUP  STATE   FROM  MADE AT`,
-		`12     "g"    "user:42\x00"  1      active  7+8   1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`ROUTE  START  END            GROUP  STATE   FROM  MADE AT                                     PINNED`,
+		`12     "g"    "user:42\x00"  1      active  7+8   1723456789012.3 (2024-08-12 09:59:49.012Z)  -`,
 	)
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("merge: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)

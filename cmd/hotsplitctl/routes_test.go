@@ -28,7 +28,8 @@ func fixtureRoutes() []*api.RouteDescriptor {
 	return []*api.RouteDescriptor{
 		{RouteId: 1, End: []byte("g"), GroupId: 1, State: active},
 		{RouteId: 5, Start: []byte("g"), End: []byte("user:42\x00"), GroupId: 1, State: active, ParentRouteId: 3, SplitAtHlc: splitHLC},
-		{RouteId: 6, Start: []byte("user:42\x00"), End: longKey, GroupId: 2, State: api.RouteState_ROUTE_STATE_WRITE_FENCED, ParentRouteId: 3, SplitAtHlc: splitHLC},
+		{RouteId: 6, Start: []byte("user:42\x00"), End: longKey, GroupId: 2, State: api.RouteState_ROUTE_STATE_WRITE_FENCED, ParentRouteId: 3, SplitAtHlc: splitHLC,
+			OperatorStart: true},
 		{RouteId: 4, Start: longKey, GroupId: 2, State: active},
 	}
 }
@@ -51,11 +52,12 @@ func TestRoutesListTable(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	want := lines(
-		`ROUTE  START                                                             END                                                               GROUP  STATE         FROM  MADE AT`,
-		`1      ""                                                                "g"                                                               1      active        -     -`,
-		`5      "g"                                                               "user:42\x00"                                                     1      active        3     1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`6      "user:42\x00"                                                     "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3     1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`4      "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  +inf                                                              2      active        -     -`,
+		`ROUTE  START                                                             END                                                               GROUP  STATE         FROM  MADE AT                                     PINNED`,
+		`1      ""                                                                "g"                                                               1      active        -     -                                           -`,
+		`5      "g"                                                               "user:42\x00"                                                     1      active        3     1723456789012.3 (2024-08-12 09:59:49.012Z)  -`,
+		`6      "user:42\x00"                                                     "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3     1723456789012.3 (2024-08-12 09:59:49.012Z)  yes`,
+		`4      "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  +inf                                                              2      active        -     -                                           -`,
+		"pinned: an operator placed the route's start (a bootstrap split key or a manual split); automatic merges keep it, `hotsplitctl merge` removes it",
 		`catalog version 9, 4 routes (linearizable read by n1, applied index 120)`,
 	)
 	if r.stdout != want {
@@ -126,8 +128,9 @@ func TestRoutesGet(t *testing.T) {
 	}
 	r := ctl(t, f, "routes", "get", "user:42")
 	want := lines(
-		`ROUTE  START          END                                                               GROUP  STATE         FROM  MADE AT`,
-		`6      "user:42\x00"  "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3     1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`ROUTE  START          END                                                               GROUP  STATE         FROM  MADE AT                                     PINNED`,
+		`6      "user:42\x00"  "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3     1723456789012.3 (2024-08-12 09:59:49.012Z)  yes`,
+		pinnedNote,
 		`catalog version 9 (stale read by n2, applied index 7)`,
 	)
 	if r.stdout != want {
