@@ -273,13 +273,15 @@ func stepCatalog(cats *catalogs, s catState, in catInput, out catOutput) (bool, 
 		if in.expected != nil && *in.expected != s.version {
 			return true, s
 		}
-		_, _, code := cats.get(s).Split(in.routeID, in.key, 0)
+		_, _, code := cats.get(s).Split(in.routeID, in.key, 0, true)
 		return code != model.OK, s
 	}
 	if in.expected != nil && *in.expected != s.version {
 		return false, s
 	}
-	next, children, code := cats.get(s).Split(in.routeID, in.key, in.hlc)
+	// A client's (or a logged manual) split places an operator's boundary;
+	// an op step's is the detector's.
+	next, children, code := cats.get(s).Split(in.routeID, in.key, in.hlc, in.kind == catSplit)
 	if code != model.OK || children[0].ID != out.leftID || children[1].ID != out.rightID || next.Version != out.version {
 		return false, s
 	}

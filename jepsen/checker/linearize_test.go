@@ -106,6 +106,7 @@ func TestCatalogHistoryWithMergesIsLinearizable(t *testing.T) {
 		f := &fixture{hlc: 5_000_000 * ms}
 		f.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, ClusterVersion: 3}}})
 		cat, _ := model.Initial(nil, 1)
+		cat, _ = cat.MarkInitialStarts() // version 3: manual splits pin their keys
 		type sent struct {
 			kind        history.Kind
 			rid         string
@@ -138,7 +139,7 @@ func TestCatalogHistoryWithMergesIsLinearizable(t *testing.T) {
 			key := fmt.Appendf(nil, "k%06d", rapid.IntRange(0, 999_999).Draw(t, "key"))
 			f.add(split(rid, routes[pos].ID, string(key), expected))
 			cmds = append(cmds, sent{history.Split, rid, routes[pos].ID, 0, key, expected})
-			if next, _, code := cat.Split(routes[pos].ID, key, f.hlc); code == model.OK && expected == cat.Version {
+			if next, _, code := cat.Split(routes[pos].ID, key, f.hlc, true); code == model.OK && expected == cat.Version {
 				cat = next
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -21,7 +22,9 @@ const InitialVersion = 1
 // Route is the checker's route descriptor. End nil means +inf. A route a
 // split made names its Parent and SplitAtHLC; one a merge made names both
 // parents (MergedLeft, MergedRight) and MergedAtHLC instead; an initial
-// route names neither.
+// route names neither. OperatorStart (cluster version 3): an operator
+// placed the route's start boundary (a bootstrap split key, a manual
+// split's key), so no automatic merge may remove it.
 type Route struct {
 	ID          uint64
 	Start, End  []byte
@@ -32,13 +35,16 @@ type Route struct {
 	MergedLeft  uint64
 	MergedRight uint64
 	MergedAtHLC uint64
+	// OperatorStart: the start boundary is an operator's (pinned).
+	OperatorStart bool
 }
 
 // FromAPI converts a route the cluster returned.
 func FromAPI(r *api.RouteDescriptor) Route {
 	return Route{ID: r.GetRouteId(), Start: r.GetStart(), End: r.GetEnd(), Group: r.GetGroupId(),
 		State: r.GetState(), Parent: r.GetParentRouteId(), SplitAtHLC: r.GetSplitAtHlc(),
-		MergedLeft: r.GetMergedFromLeft(), MergedRight: r.GetMergedFromRight(), MergedAtHLC: r.GetMergedAtHlc()}
+		MergedLeft: r.GetMergedFromLeft(), MergedRight: r.GetMergedFromRight(), MergedAtHLC: r.GetMergedAtHlc(),
+		OperatorStart: r.GetOperatorStart()}
 }
 
 // Merged reports whether a merge made the route.
@@ -60,7 +66,8 @@ func (r Route) Contains(key []byte) bool {
 func (r Route) Equal(o Route) bool {
 	return r.ID == o.ID && bytes.Equal(r.Start, o.Start) && bytes.Equal(r.End, o.End) && r.Group == o.Group &&
 		r.State == o.State && r.Parent == o.Parent && r.SplitAtHLC == o.SplitAtHLC &&
-		r.MergedLeft == o.MergedLeft && r.MergedRight == o.MergedRight && r.MergedAtHLC == o.MergedAtHLC
+		r.MergedLeft == o.MergedLeft && r.MergedRight == o.MergedRight && r.MergedAtHLC == o.MergedAtHLC &&
+		r.OperatorStart == o.OperatorStart
 }
 
 func (r Route) String() string {
@@ -98,6 +105,11 @@ func HashRoutes(routes []Route) Hash {
 		u64(r.MergedLeft)
 		u64(r.MergedRight)
 		u64(r.MergedAtHLC)
+		if r.OperatorStart {
+			u64(1)
+		} else {
+			u64(0)
+		}
 		u64(uint64(len(r.Start)))
 		h.Write(r.Start)
 		u64(uint64(len(r.End)))
@@ -123,6 +135,11 @@ type Catalog struct {
 	NextID  uint64
 	Routes  []Route // sorted by start
 	hash    Hash
+	// Pins: the cluster version records who placed a boundary (feature
+	// operator_boundaries_kept), so an operator's split marks its right
+	// child. Set by MarkInitialStarts; every catalog made from this one
+	// inherits it. It is no route field and not in the hash.
+	Pins bool
 }
 
 // Hash is the hash of the catalog's routes.
@@ -130,6 +147,31 @@ func (c *Catalog) Hash() Hash { return c.hash }
 
 func newCatalog(version, next uint64, routes []Route) *Catalog {
 	return &Catalog{Version: version, NextID: next, Routes: routes, hash: HashRoutes(routes)}
+}
+
+// derive is the next catalog made from c: c's Pins carried over.
+func (c *Catalog) derive(version, next uint64, routes []Route) *Catalog {
+	n := newCatalog(version, next, routes)
+	n.Pins = c.Pins
+	return n
+}
+
+// MarkInitialStarts is c with every route still as a bootstrap made it (no
+// split parent, no merge, a non-empty start) marked OperatorStart, and
+// Pins on: what a bootstrap at cluster version 3, and the raise of a
+// cluster to 3, do. The version and next id stay (the layout is the
+// same); marked is how many routes got the mark. c is unchanged.
+func (c *Catalog) MarkInitialStarts() (next *Catalog, marked int) {
+	routes := slices.Clone(c.Routes)
+	for i, r := range routes {
+		if r.Parent == 0 && !r.Merged() && len(r.Start) > 0 && !r.OperatorStart {
+			routes[i].OperatorStart = true
+			marked++
+		}
+	}
+	next = newCatalog(c.Version, c.NextID, routes)
+	next.Pins = true
+	return next, marked
 }
 
 // Initial is the catalog Bootstrap creates: one route per interval between
@@ -205,8 +247,10 @@ func (c Code) String() string {
 
 // Split applies the split transition: the route exists, is ACTIVE and the
 // key lies strictly inside it; the children take the next two ids, the
-// parent's group and state, and split_at_hlc = hlc.
-func (c *Catalog) Split(id uint64, key []byte, hlc uint64) (*Catalog, [2]Route, Code) {
+// parent's group and state, and split_at_hlc = hlc. The left child keeps
+// the parent's start and its mark; the right child's start is marked when
+// byOperator (a manual split) and the catalog records pins.
+func (c *Catalog) Split(id uint64, key []byte, hlc uint64, byOperator bool) (*Catalog, [2]Route, Code) {
 	if len(key) > MaxBoundaryLen {
 		return nil, [2]Route{}, KeyTooLarge
 	}
@@ -239,13 +283,15 @@ func (c *Catalog) Split(id uint64, key []byte, hlc uint64) (*Catalog, [2]Route, 
 		}
 	}
 	k := bytes.Clone(key)
-	left := Route{ID: c.NextID, Start: p.Start, End: k, Group: p.Group, State: p.State, Parent: p.ID, SplitAtHLC: hlc}
-	right := Route{ID: c.NextID + 1, Start: k, End: p.End, Group: p.Group, State: p.State, Parent: p.ID, SplitAtHLC: hlc}
+	left := Route{ID: c.NextID, Start: p.Start, End: k, Group: p.Group, State: p.State, Parent: p.ID, SplitAtHLC: hlc,
+		OperatorStart: p.OperatorStart}
+	right := Route{ID: c.NextID + 1, Start: k, End: p.End, Group: p.Group, State: p.State, Parent: p.ID, SplitAtHLC: hlc,
+		OperatorStart: byOperator && c.Pins}
 	routes := make([]Route, 0, len(c.Routes)+1)
 	routes = append(routes, c.Routes[:pos]...)
 	routes = append(routes, left, right)
 	routes = append(routes, c.Routes[pos+1:]...)
-	return newCatalog(c.Version+1, c.NextID+2, routes), [2]Route{left, right}, OK
+	return c.derive(c.Version+1, c.NextID+2, routes), [2]Route{left, right}, OK
 }
 
 // Merge applies the merge transition (SPEC §14), checking in the FSM's
@@ -253,7 +299,10 @@ func (c *Catalog) Split(id uint64, key []byte, hlc uint64) (*Catalog, [2]Route, 
 // left ending where the right starts, one group, both ACTIVE. The merged
 // route takes the next id, the left route's start and slot, the right
 // route's end, the parents' group and state, both parents' ids and
-// merged_at_hlc = hlc; it names no split parent.
+// merged_at_hlc = hlc; it names no split parent. Its start is the left
+// route's, and so is its mark: the right route's start, marked or not, is
+// gone (the rule that an automatic merge must not remove a marked start is
+// checked on the history, CheckChanges; a manual merge may).
 func (c *Catalog) Merge(leftID, rightID, hlc uint64) (*Catalog, Route, Code) {
 	if leftID == rightID {
 		return nil, Route{}, InvalidArgument
@@ -283,12 +332,12 @@ func (c *Catalog) Merge(leftID, rightID, hlc uint64) (*Catalog, Route, Code) {
 		return nil, Route{}, MergeRouteNotActive
 	}
 	merged := Route{ID: c.NextID, Start: l.Start, End: r.End, Group: l.Group, State: l.State,
-		MergedLeft: l.ID, MergedRight: r.ID, MergedAtHLC: hlc}
+		MergedLeft: l.ID, MergedRight: r.ID, MergedAtHLC: hlc, OperatorStart: l.OperatorStart}
 	routes := make([]Route, 0, len(c.Routes)-1)
 	routes = append(routes, c.Routes[:lpos]...)
 	routes = append(routes, merged)
 	routes = append(routes, c.Routes[rpos+1:]...)
-	return newCatalog(c.Version+1, c.NextID+1, routes), merged, OK
+	return c.derive(c.Version+1, c.NextID+1, routes), merged, OK
 }
 
 // ErrInvariant wraps every catalog invariant violation.
@@ -297,9 +346,10 @@ var ErrInvariant = errors.New("catalog invariant violated")
 // Check verifies SPEC §3 on one catalog: routes sorted by start, disjoint
 // and covering the key space from the empty key to +inf without gaps;
 // start < end unless end is +inf; ids non-zero, unique and below NextID;
-// states valid; boundaries within MaxBoundaryLen; version at least 1; and
-// the lineage of every route a merge made (two distinct, older parents,
-// neither live, a merge HLC, no split parent).
+// states valid; boundaries within MaxBoundaryLen; version at least 1; the
+// first route's start unmarked; and the lineage of every route a merge
+// made (two distinct, older parents, neither live, a merge HLC, no split
+// parent).
 func (c *Catalog) Check() error {
 	fail := func(format string, args ...any) error {
 		return fmt.Errorf("%w at version %d: %s", ErrInvariant, c.Version, fmt.Sprintf(format, args...))
@@ -312,6 +362,9 @@ func (c *Catalog) Check() error {
 	}
 	if len(c.Routes[0].Start) != 0 {
 		return fail("first route %s does not start at the empty key", c.Routes[0])
+	}
+	if c.Routes[0].OperatorStart {
+		return fail("first route %s marks its start as an operator's: the start of the key space is no boundary", c.Routes[0])
 	}
 	if !c.Routes[len(c.Routes)-1].Unbounded() {
 		return fail("last route %s does not reach +inf", c.Routes[len(c.Routes)-1])

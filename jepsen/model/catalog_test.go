@@ -63,7 +63,7 @@ func TestSplitRules(t *testing.T) {
 		{"not active", fenced, 2, "x", RouteNotActive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			next, ch, code := tc.cat.Split(tc.id, []byte(tc.key), 77)
+			next, ch, code := tc.cat.Split(tc.id, []byte(tc.key), 77, false)
 			if code != tc.want {
 				t.Fatalf("Split: %s, want %s", code, tc.want)
 			}
@@ -149,7 +149,7 @@ func TestMergeRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The merged route splits again (at the old boundary too).
-			if _, _, code := next.Split(4, l.End, 78); code != OK {
+			if _, _, code := next.Split(4, l.End, 78, false); code != OK {
 				t.Fatalf("split of the merged route at the old boundary: %s", code)
 			}
 		})
@@ -186,6 +186,7 @@ func TestCheckFindsEveryViolation(t *testing.T) {
 		{"merged from a younger route", []Route{{ID: 3, Group: 1, State: active, MergedLeft: 1, MergedRight: 4, MergedAtHLC: 9}}, 5},
 		{"merged and split", []Route{{ID: 4, Group: 1, State: active, MergedLeft: 1, MergedRight: 2, MergedAtHLC: 9, Parent: 3, SplitAtHLC: 9}}, 5},
 		{"merged from a live route", []Route{r(1, "", "c"), {ID: 4, Start: []byte("c"), Group: 1, State: active, MergedLeft: 1, MergedRight: 2, MergedAtHLC: 9}}, 5},
+		{"first route's start marked", []Route{{ID: 1, Group: 1, State: active, OperatorStart: true}}, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := newCatalog(3, tc.next, tc.routes).Check(); !errors.Is(err, ErrInvariant) {
@@ -206,7 +207,8 @@ func TestHashCoversEveryField(t *testing.T) {
 		"group": func(r *Route) { r.Group++ }, "state": func(r *Route) { r.State++ }, "parent": func(r *Route) { r.Parent++ },
 		"split_at_hlc":     func(r *Route) { r.SplitAtHLC++ },
 		"merged_from_left": func(r *Route) { r.MergedLeft++ }, "merged_from_right": func(r *Route) { r.MergedRight++ },
-		"merged_at_hlc": func(r *Route) { r.MergedAtHLC++ },
+		"merged_at_hlc":  func(r *Route) { r.MergedAtHLC++ },
+		"operator_start": func(r *Route) { r.OperatorStart = true },
 		// Moving a byte between start and end must not collide.
 		"boundary shift": func(r *Route) { r.Start, r.End = []byte("ab"), nil },
 	} {
@@ -226,10 +228,24 @@ func TestHashCoversEveryField(t *testing.T) {
 // refusal (a differential test: a disagreement is a bug in one of them).
 func TestChangesAgreeWithTheCatalogPackage(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		m, _ := Initial(nil, 1)
-		c, err := catalog.New(nil, 1)
+		var splits [][]byte
+		for _, k := range []string{"b", "d"} {
+			if rapid.Bool().Draw(t, "initial split "+k) {
+				splits = append(splits, []byte(k))
+			}
+		}
+		m, _ := Initial(splits, 1)
+		c, err := catalog.New(splits, 1)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// A catalog of cluster version 3 records who placed each boundary.
+		pins := rapid.Bool().Draw(t, "pins")
+		if pins {
+			m, _ = m.MarkInitialStarts()
+			if c, _, err = c.MarkInitialStarts(); err != nil {
+				t.Fatal(err)
+			}
 		}
 		n := rapid.IntRange(20, 60).Draw(t, "steps")
 		for i := range n {
@@ -262,8 +278,14 @@ func TestChangesAgreeWithTheCatalogPackage(t *testing.T) {
 				id := pick("route")
 				k := rapid.SliceOfN(rapid.ByteRange('a', 'e'), 0, 4).Draw(t, "key")
 				what = fmt.Sprintf("split r%d at %q", id, k)
-				next, _, code = m.Split(id, k, hlc)
-				cnext, _, cerr = c.Split(id, k, hlc)
+				by := rapid.Bool().Draw(t, "by operator")
+				placed := catalog.PlacedByRule
+				if by && pins {
+					placed = catalog.PlacedByOperator
+				}
+				what += fmt.Sprintf(" (by operator %v)", by)
+				next, _, code = m.Split(id, k, hlc, by)
+				cnext, _, cerr = c.SplitPlaced(placed, id, k, hlc)
 			}
 			if (code == OK) != (cerr == nil) {
 				t.Fatalf("%s: model %s, catalog %v", what, code, cerr)

@@ -33,10 +33,13 @@ func (r *Replay) CheckCatalogs() []error {
 // CheckTransition verifies that next follows prev by exactly one split or
 // one merge, as the routes themselves record it:
 //   - a split: one route gone, two new ones covering exactly its range,
-//     each naming it as parent, with one split_at_hlc;
+//     each naming it as parent, with one split_at_hlc; the left child
+//     keeps the parent's start and its operator mark (the right child's
+//     mark depends on who split: the hash against the log's catalog
+//     checks it);
 //   - a merge: two adjacent routes gone (the left one first in key order),
 //     one new route covering both, naming them as merged_from_left and
-//     merged_from_right, with a merge HLC;
+//     merged_from_right, with a merge HLC, and the left route's mark;
 //   - every new route's id at least prev's next id: ids are never reused.
 func CheckTransition(prev, next *Catalog) error {
 	fail := func(format string, args ...any) error {
@@ -77,6 +80,8 @@ func CheckTransition(prev, next *Catalog) error {
 			return fail("split of %s: children split at %d and %d", p, l.SplitAtHLC, r.SplitAtHLC)
 		case !bytes.Equal(l.Start, p.Start) || !bytes.Equal(l.End, r.Start) || !bytes.Equal(r.End, p.End):
 			return fail("split of %s made %s and %s, which do not cover it exactly", p, l, r)
+		case l.OperatorStart != p.OperatorStart:
+			return fail("split of %s (operator start %v) made %s with operator start %v: the left child keeps its parent's start", p, p.OperatorStart, l, l.OperatorStart)
 		}
 	case len(removed) == 2 && len(added) == 1:
 		l, r, m := removed[0], removed[1], added[0]
@@ -93,6 +98,8 @@ func CheckTransition(prev, next *Catalog) error {
 			return fail("merge of %s (group %d) and %s (group %d) made %s in group %d", l, l.Group, r, r.Group, m, m.Group)
 		case l.State != api.RouteState_ROUTE_STATE_ACTIVE || r.State != api.RouteState_ROUTE_STATE_ACTIVE:
 			return fail("merge of %s (%v) and %s (%v): not both ACTIVE", l, l.State, r, r.State)
+		case m.OperatorStart != l.OperatorStart:
+			return fail("merge of %s (operator start %v) and %s made %s with operator start %v: the merged route keeps the left route's start", l, l.OperatorStart, r, m, m.OperatorStart)
 		}
 	default:
 		return fail("%d routes gone and %d new: neither one split nor one merge", len(removed), len(added))
@@ -122,6 +129,9 @@ type change struct {
 //     split or merge that made either of its routes. (The detector plans
 //     it in a column before its step, so this is weaker than the rule it
 //     follows, never stronger.)
+//   - an automatic merge never removes a boundary an operator placed: its
+//     right route's start is not marked (operator_boundaries_kept; marks
+//     exist only from cluster version 3). A manual merge may remove one.
 func CheckChanges(splits []SplitEvent, merges []MergeEvent, enabledBefore func(index uint64) bool) []error {
 	var errs []error
 	all := make([]change, 0, len(splits)+len(merges))
@@ -187,6 +197,10 @@ func CheckChanges(splits []SplitEvent, merges []MergeEvent, enabledBefore func(i
 					m.OpID, m.Left, m.Right, physical(m.HLC), due-physical(m.HLC), r, physical(created), m.DelayMs))
 			}
 		}
+		if m.Right.OperatorStart {
+			errs = append(errs, fmt.Errorf("op %d merged %s and %s at version %d (index %d): an automatic merge removed the boundary %q, which an operator placed (operator_boundaries_kept)",
+				m.OpID, m.Left, m.Right, m.Version, m.Index, m.Right.Start))
+		}
 	}
 	return errs
 }
@@ -214,5 +228,5 @@ func ApplyDelta(c *Catalog, d *api.CatalogDelta) (*Catalog, error) {
 		next = max(next, a.GetRouteId()+1)
 	}
 	slices.SortStableFunc(routes, func(a, b Route) int { return bytes.Compare(a.Start, b.Start) })
-	return newCatalog(d.GetVersion(), next, routes), nil
+	return c.derive(d.GetVersion(), next, routes), nil
 }

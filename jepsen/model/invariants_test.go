@@ -47,6 +47,9 @@ func TestCheckChanges(t *testing.T) {
 		{"cooldown", []SplitEvent{{Version: 2, HLC: at(5999), Parent: parent, OpID: 1, Step: 1, CooldownMs: cool}}, nil, on, "before its cooldown ended"},
 		{"cooldown of a merged route", []SplitEvent{{Version: 2, HLC: at(5999), Parent: merged, OpID: 1, Step: 1, CooldownMs: cool}}, nil, on, "before its cooldown ended"},
 		{"manual splits have no cooldown rule", []SplitEvent{{Version: 2, HLC: at(5001), Parent: parent, RequestID: "m"}}, nil, on, ""},
+		{"merge op across an operator's boundary", nil, []MergeEvent{{Version: 2, HLC: 1, OpID: 4, Left: initial, Right: Route{ID: 6, Start: []byte("k"), OperatorStart: true}}}, on, `removed the boundary "k"`},
+		{"merge op keeping an operator's boundary on its left", nil, []MergeEvent{{Version: 2, HLC: 1, OpID: 4, Left: Route{ID: 6, Start: []byte("k"), OperatorStart: true}, Right: Route{ID: 7, Start: []byte("n")}}}, on, ""},
+		{"manual merge across an operator's boundary", nil, []MergeEvent{{Version: 2, HLC: 1, RequestID: "m", Left: initial, Right: Route{ID: 6, Start: []byte("k"), OperatorStart: true}}}, on, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			errs := CheckChanges(tc.splits, tc.merges, tc.enabled)
@@ -90,7 +93,8 @@ func TestCheckCatalogsFindsAReusedID(t *testing.T) {
 // about what made its routes.
 func TestCheckTransitionFindsBadLineage(t *testing.T) {
 	base, _ := Initial([][]byte{[]byte("f"), []byte("m")}, 1) // r1 ["", f), r2 [f, m), r3 [m, +inf)
-	split, _, _ := base.Split(2, []byte("h"), 7*ms)
+	base, _ = base.MarkInitialStarts()                        // r2 and r3 start at an operator's keys
+	split, _, _ := base.Split(2, []byte("h"), 7*ms, true)
 	merge, _, _ := base.Merge(1, 2, 7*ms)
 	if err := CheckTransition(base, split); err != nil {
 		t.Fatal(err)
@@ -114,6 +118,8 @@ func TestCheckTransitionFindsBadLineage(t *testing.T) {
 		{"split child names another parent", edit(split, func(rs []Route) []Route { rs[2].Parent = 1; return rs }), "parent"},
 		{"split children at two HLCs", edit(split, func(rs []Route) []Route { rs[2].SplitAtHLC++; return rs }), "split at"},
 		{"two routes changed at once", edit(split, func(rs []Route) []Route { rs[0].ID = 9; return rs }), "neither"},
+		{"split's left child loses its parent's mark", edit(split, func(rs []Route) []Route { rs[1].OperatorStart = false; return rs }), "keeps its parent's start"},
+		{"merged route takes the right route's mark", edit(merge, func(rs []Route) []Route { rs[0].OperatorStart = true; return rs }), "keeps the left route's start"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckTransition(base, tc.next)
@@ -152,7 +158,7 @@ func TestApplyDelta(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _, _ := c.Split(2, []byte("t"), 9)
+	want, _, _ := c.Split(2, []byte("t"), 9, false)
 	if next.Hash() != want.Hash() || next.Version != 2 || next.NextID != 5 {
 		t.Fatalf("ApplyDelta gave v%d %v, want %v", next.Version, next.Routes, want.Routes)
 	}

@@ -351,6 +351,10 @@ func (p *replayer) bootstrap(e raftlog.Entry, cmd *api.Command, b *api.Bootstrap
 	}
 	p.bootstrapped = true
 	p.clusterVer = max(1, b.GetClusterVersion())
+	if p.has(operatorBoundaries) {
+		// The initial split keys are the operator's.
+		cat, _ = cat.MarkInitialStarts()
+	}
 	p.cat = cat
 	p.r.BootstrapIndex = e.Index
 	p.r.Catalogs = append(p.r.Catalogs, cat)
@@ -393,13 +397,14 @@ func (p *replayer) manualSplit(e raftlog.Entry, cmd *api.Command, s *api.SplitRa
 	if s.ExpectedVersion != nil && s.GetExpectedVersion() != p.cat.Version {
 		return Outcome{Code: VersionMismatch}
 	}
-	return p.split(e, cmd, s.GetRouteId(), s.GetSplitKey(), func(ev *SplitEvent) { ev.RequestID = cmd.GetRequestId() })
+	return p.split(e, cmd, s.GetRouteId(), s.GetSplitKey(), true, func(ev *SplitEvent) { ev.RequestID = cmd.GetRequestId() })
 }
 
-// split applies a split to the current catalog and records it.
-func (p *replayer) split(e raftlog.Entry, cmd *api.Command, routeID uint64, key []byte, fill func(*SplitEvent)) Outcome {
+// split applies a split to the current catalog and records it; byOperator:
+// a manual split, whose key an operator placed.
+func (p *replayer) split(e raftlog.Entry, cmd *api.Command, routeID uint64, key []byte, byOperator bool, fill func(*SplitEvent)) Outcome {
 	parent, _ := p.cat.Route(routeID)
-	next, children, code := p.cat.Split(routeID, key, cmd.GetHlc())
+	next, children, code := p.cat.Split(routeID, key, cmd.GetHlc(), byOperator)
 	if code != OK {
 		return Outcome{Code: code}
 	}
@@ -479,7 +484,7 @@ func (p *replayer) opStep(e raftlog.Entry, cmd *api.Command, s *api.SplitRange, 
 		op.state = opAborted
 		return Outcome{Code: OpAborted}, nil
 	}
-	out := p.split(e, cmd, route.ID, op.planKey, func(ev *SplitEvent) {
+	out := p.split(e, cmd, route.ID, op.planKey, false, func(ev *SplitEvent) {
 		ev.OpID, ev.Step, ev.Middle = op.id, step, step > 1
 	})
 	if out.Code != OK {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -160,7 +161,8 @@ func TestReplayManualMerges(t *testing.T) {
 		}
 	}
 	a := r.Requests["a"]
-	if a.Version != 3 || !a.Merged.Equal(Route{ID: 7, Start: []byte("f"), End: []byte("m"), Group: 1, State: active, MergedLeft: 5, MergedRight: 6, MergedAtHLC: a.HLC}) {
+	if a.Version != 3 || !a.Merged.Equal(Route{ID: 7, Start: []byte("f"), End: []byte("m"), Group: 1, State: active, MergedLeft: 5, MergedRight: 6, MergedAtHLC: a.HLC,
+		OperatorStart: true /* f, the bootstrap's, kept from r5 */}) {
 		t.Errorf("merge a: v%d %+v", a.Version, a.Merged)
 	}
 	if got := r.Final(); got.Version != 6 || got.NextID != 12 || len(got.Routes) != 3 {
@@ -284,8 +286,11 @@ func TestReplayMergeOps(t *testing.T) {
 	if len(r.Merges) != 1 || !r.Merges[0].Auto() || r.Merges[0].OpID != 1 || r.Merges[0].Merged.ID != 5 {
 		t.Fatalf("merges %+v", r.Merges)
 	}
-	if errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore); len(errs) > 0 {
-		t.Fatal(errs)
+	// Op 1 merged across the bootstrap key f, which the detector never
+	// plans (operator_boundaries_kept): that, and nothing else, is against
+	// the rules.
+	if errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore); len(errs) != 1 || !strings.Contains(errs[0].Error(), `removed the boundary "f"`) {
+		t.Fatalf("errors %v, want the operator's boundary f", errs)
 	}
 }
 
@@ -295,8 +300,8 @@ func TestReplayMergeOps(t *testing.T) {
 func TestReplayMergeDelay(t *testing.T) {
 	b := newLog("f", "m")
 	b.version(3)
-	b.manual("s", 1, "c") // v2: r4 ["", c), r5 [c, f), made now
-	b.mergeStep(1, 4, 5)  // at once: within 30 min
+	b.step(9, 1, 1, "c") // v2: r4 ["", c), r5 [c, f), made now by the detector
+	b.mergeStep(1, 4, 5) // at once: within 30 min
 	r := b.run(t)
 	if r.MergeDelayMs != 30*60*1000 || r.Merges[0].DelayMs != 30*60*1000 {
 		t.Fatalf("merge delay %d, event's %d", r.MergeDelayMs, r.Merges[0].DelayMs)
@@ -306,14 +311,16 @@ func TestReplayMergeDelay(t *testing.T) {
 		t.Fatalf("errors %v", errs)
 	}
 
-	b = newLog("f", "m")
+	b = newLog()
 	b.version(3)
 	delay := uint64(2000)
 	b.add(&api.Command{Body: &api.Command_SetConfig{SetConfig: &api.SetConfig{Patch: &api.ConfigPatch{MergeDelayMs: &delay}}}})
-	b.manual("s", 1, "c")
+	b.step(9, 1, 1, "f")  // v2: r2 ["", f), r3 [f, +inf)
+	b.wait(1000)          // r2's cooldown
+	b.step(10, 1, 2, "c") // v3: r4 ["", c), r5 [c, f)
 	b.wait(2000)
-	b.mergeStep(1, 4, 5) // 2 s later: allowed
-	b.mergeStep(2, 6, 2) // r6 ["", f) was just made: too early
+	b.mergeStep(1, 4, 5) // 2 s later: allowed; v4: r6 ["", f)
+	b.mergeStep(2, 6, 3) // r6 was just made: too early
 	r = b.run(t)
 	errs = CheckChanges(r.Splits, r.Merges, r.EnabledBefore)
 	if len(r.Merges) != 2 || len(errs) != 1 || !strings.Contains(errs[0].Error(), "op 2 merged") {
@@ -479,5 +486,93 @@ func TestRunRefusesAGappedLog(t *testing.T) {
 	}
 	if _, err := Run(b.entries, 9); err == nil {
 		t.Fatal("Run accepted a commit index beyond the log")
+	}
+}
+
+// From cluster version 3 a bootstrap split key and a manual split's key
+// mark the route they start (operator_start); a split's left child and a
+// merged route keep the start, and the mark, of the route on their left;
+// a manual merge may remove a marked start, an automatic merge may not.
+func TestReplayOperatorBoundaries(t *testing.T) {
+	b := newLog("f", "m") // r1 ["", f), r2 [f, m), r3 [m, +inf)
+	b.version(3)
+	b.manual("s", 2, "h")              // v2: r4 [f, h), r5 [h, m)
+	b.step(1, 1, 3, "p")               // v3: r6 [m, p), r7 [p, +inf)
+	b.merge("mm", 4, 5)                // v4: r8 [f, m), across the operator's h
+	b.wait(defaultMergeDelayMs + 1000) // past every merge delay
+	b.mergeStep(2, 6, 7)               // v5: r9 [m, +inf), across the detector's p
+	b.wait(defaultMergeDelayMs + 1000)
+	bad := b.mergeStep(3, 8, 9) // v6: across the bootstrap's m
+	r := b.run(t)
+	marks := func(v uint64) map[uint64]bool {
+		c, _ := r.CatalogAt(v)
+		m := map[uint64]bool{}
+		for _, x := range c.Routes {
+			m[x.ID] = x.OperatorStart
+		}
+		return m
+	}
+	for v, want := range map[uint64]map[uint64]bool{
+		1: {1: false, 2: true, 3: true},
+		2: {1: false, 4: true, 5: true, 3: true},
+		3: {1: false, 4: true, 5: true, 6: true, 7: false},
+		4: {1: false, 8: true, 6: true, 7: false},
+		5: {1: false, 8: true, 9: true},
+		6: {1: false, 10: true},
+	} {
+		if got := marks(v); !maps.Equal(got, want) {
+			t.Errorf("version %d: marks %v, want %v", v, got, want)
+		}
+	}
+	if errs := r.CheckCatalogs(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	errs := CheckChanges(r.Splits, r.Merges, r.EnabledBefore)
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), fmt.Sprintf(`op 3 merged r8["f", "m") and r9["m", +inf) at version 6 (index %d): an automatic merge removed the boundary "m"`, bad)) {
+		t.Fatalf("errors %v, want op 3's merge across m", errs)
+	}
+
+	// Version 2 records no placement: nothing is marked, and an automatic
+	// merge across any boundary keeps the rules.
+	b = newLog("f", "m")
+	b.version(2)
+	b.manual("s", 2, "h")
+	b.mergeStep(1, 4, 5) // refused below 3: no merge
+	r = b.run(t)
+	for _, x := range r.Final().Routes {
+		if x.OperatorStart {
+			t.Fatalf("version 2 marked %s", x)
+		}
+	}
+}
+
+// The raise to version 3 marks the routes still as the bootstrap made them
+// — not the children of a version 2 split, whatever placed their keys — at
+// the same catalog version; from then on a manual split marks its key.
+func TestReplayRaiseMarksTheBootstrapsRoutes(t *testing.T) {
+	b := newLog("f", "m") // r1 ["", f), r2 [f, m), r3 [m, +inf)
+	b.version(2)
+	b.manual("s", 2, "h") // v2: r4 [f, h), r5 [h, m), unmarked
+	b.add(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: 3}}}})
+	b.manual("t", 3, "p") // v3: r6 [m, p) keeps r3's mark, r7 [p, +inf) marked
+	r := b.run(t)
+	v2, _ := r.CatalogAt(2)
+	got := map[uint64]bool{}
+	for _, x := range v2.Routes {
+		got[x.ID] = x.OperatorStart
+	}
+	if want := map[uint64]bool{1: false, 4: false, 5: false, 3: true}; !maps.Equal(got, want) || !v2.Pins {
+		t.Fatalf("version 2 after the raise: marks %v, want %v (pins %v)", got, want, v2.Pins)
+	}
+	for _, x := range r.Final().Routes {
+		if x.ID >= 6 && !x.OperatorStart {
+			t.Fatalf("%s: a manual split's children at version 3 not marked", x)
+		}
+	}
+	if len(r.Notes) == 0 || !strings.Contains(r.Notes[len(r.Notes)-1], "1 routes' starts marked") {
+		t.Fatalf("notes %q", r.Notes)
+	}
+	if errs := r.CheckCatalogs(); len(errs) > 0 {
+		t.Fatal(errs)
 	}
 }

@@ -1,6 +1,10 @@
 package model
 
-import api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+import (
+	"fmt"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+)
 
 // The model's own restatement of the rows of fsm/versions.go it needs
 // (SPEC §5): the cluster version that turns each replicated rule on. The
@@ -22,6 +26,11 @@ var (
 	// requestBinding: a request id is bound to its request; a reuse with
 	// another request is refused (feature request_fingerprints).
 	requestBinding = feature{name: "request_fingerprints", from: 3}
+	// operatorBoundaries: a bootstrap split key or a manual split's key
+	// marks the route it starts; an automatic merge never removes a marked
+	// start; the raise marks the routes still as the bootstrap made them
+	// (feature operator_boundaries_kept).
+	operatorBoundaries = feature{name: "operator_boundaries_kept", from: 3}
 )
 
 // reaches reports whether cluster version v is at least need (a command's
@@ -67,5 +76,24 @@ func (p *replayer) raiseVersion() {
 			lowest = v
 		}
 	}
+	from := p.clusterVer
 	p.clusterVer = max(p.clusterVer, lowest)
+	if !reaches(from, operatorBoundaries.from) && p.has(operatorBoundaries) && p.bootstrapped {
+		p.markInitialStarts()
+	}
+}
+
+// markInitialStarts is the raise hook of operatorBoundaries: the routes
+// still as the bootstrap made them get the operator mark, at the same
+// catalog version (the FSM does not move it: the layout is the same). The
+// model replaces its catalog of that version, so a read of that version
+// served before the raise would not match it; jepsen clusters bootstrap
+// at the version they run, so no run crosses this, and the note says so
+// if one ever does.
+func (p *replayer) markInitialStarts() {
+	next, n := p.cat.MarkInitialStarts()
+	p.cat = next
+	p.r.Catalogs[len(p.r.Catalogs)-1] = next
+	p.r.Notes = append(p.r.Notes, fmt.Sprintf("cluster version raised to %d at catalog version %d: %d routes' starts marked as an operator's (same catalog version)",
+		p.clusterVer, next.Version, n))
 }
