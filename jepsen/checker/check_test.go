@@ -203,7 +203,7 @@ func merge(rid string, left, right uint64, expected uint64) *api.Command {
 func deltasOf(replay *model.Replay) []*api.CatalogDelta {
 	toAPI := func(r model.Route) *api.RouteDescriptor {
 		return &api.RouteDescriptor{RouteId: r.ID, Start: r.Start, End: r.End, GroupId: r.Group, State: r.State, ParentRouteId: r.Parent,
-			SplitAtHlc: r.SplitAtHLC, MergedFromLeft: r.MergedLeft, MergedFromRight: r.MergedRight, MergedAtHlc: r.MergedAtHLC}
+			SplitAtHlc: r.SplitAtHLC, MergedFromLeft: r.MergedLeft, MergedFromRight: r.MergedRight, MergedAtHlc: r.MergedAtHLC, OperatorStart: r.OperatorStart}
 	}
 	byVersion := map[uint64]*api.CatalogDelta{}
 	for _, s := range replay.Splits {
@@ -393,15 +393,21 @@ func mergeStep(op, left, right uint64) *api.Command {
 	return &api.Command{MinVersion: 3, Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{OpId: op, Step: 1, LeftRouteId: left, RightRouteId: right}}}
 }
 
-// newAutoMergeFixture: a split by a client, then, past the 1 s merge delay,
-// an automatic merge of its children from the log, read back by a client.
-func newAutoMergeFixture(t *testing.T, gapMs uint64, switchOff bool) (*fixture, *model.Replay) {
+// newAutoMergeFixture: an automatic split (or, manual, a split by a
+// client), then, past the 1 s merge delay, an automatic merge of its
+// children from the log, read back by a client. The merge of a manual
+// split's children removes an operator's boundary.
+func newAutoMergeFixture(t *testing.T, gapMs uint64, switchOff, manual bool) (*fixture, *model.Replay) {
 	t.Helper()
 	f := &fixture{hlc: 5_000_000 * ms}
 	delay := uint64(1000)
 	f.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, InitialSplits: [][]byte{[]byte("user:")},
 		AutoSplit: true, Config: &api.Config{CooldownMs: 1000, MergeDelayMs: &delay}, ClusterVersion: 3}}})
-	f.add(split("s1", 1, "k5", 1)) // v2: r3, r4
+	if manual {
+		f.add(split("s1", 1, "k5", 1)) // v2: r3, r4 [k5, user:), k5 the operator's
+	} else {
+		f.add(&api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{OpId: 9, Step: 1, RouteId: 1, SplitKey: []byte("k5")}}}) // v2: r3, r4, k5 the detector's
+	}
 	if switchOff {
 		f.add(&api.Command{RequestId: "off", Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{Enabled: false, Reason: "x", Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR}}})
 	}
@@ -411,10 +417,12 @@ func newAutoMergeFixture(t *testing.T, gapMs uint64, switchOff bool) (*fixture, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s1 := replay.Requests["s1"]
-	ev := uint64(1)
-	f.op(history.Op{Client: 1, Kind: history.Split, Status: history.OK, Call: 10, Return: 20, RequestID: "s1", RouteID: 1, SplitKey: []byte("k5"),
-		ExpectedVersion: &ev, Version: 2, LeftID: 3, RightID: 4, CommitHLC: s1.HLC})
+	if manual {
+		s1 := replay.Requests["s1"]
+		ev := uint64(1)
+		f.op(history.Op{Client: 1, Kind: history.Split, Status: history.OK, Call: 10, Return: 20, RequestID: "s1", RouteID: 1, SplitKey: []byte("k5"),
+			ExpectedVersion: &ev, Version: 2, LeftID: 3, RightID: 4, CommitHLC: s1.HLC})
+	}
 	final := replay.Final()
 	f.op(history.Op{Client: 0, Kind: history.ListRoutes, Status: history.OK, Call: 30, Return: 40, Version: final.Version,
 		RoutesHash: final.Hash().Hex(), RouteCount: len(final.Routes)})
@@ -425,22 +433,30 @@ func newAutoMergeFixture(t *testing.T, gapMs uint64, switchOff bool) (*fixture, 
 }
 
 func TestCheckAutomaticMerges(t *testing.T) {
-	f, _ := newAutoMergeFixture(t, 1500, false)
+	f, _ := newAutoMergeFixture(t, 1500, false, false)
 	r := f.check(t)
-	if !r.OK() || r.Stats.AutoMerges != 1 || r.Stats.ManualSplits != 1 {
+	if !r.OK() || r.Stats.AutoMerges != 1 || r.Stats.AutoSplits != 1 {
 		t.Fatalf("a correct run with an automatic merge was judged (stats %+v):\n%s", r.Stats, r.Summary())
 	}
 
 	// Merged 500 ms after the split that made both routes: within the delay.
-	f, _ = newAutoMergeFixture(t, 500, false)
+	f, _ = newAutoMergeFixture(t, 500, false, false)
 	r = f.check(t)
 	if !r.HasAbout(CheckInvariant, "before the merge delay") || !r.HasAbout(CheckNodeHistory, "before the merge delay") {
 		t.Fatalf("a merge within the merge delay passed:\n%s", r.Summary())
 	}
 
+	// The merged routes were a client's split: the merge op removed an
+	// operator's boundary, on the log and on every node's own history.
+	f, _ = newAutoMergeFixture(t, 1500, false, true)
+	r = f.check(t)
+	if !r.HasAbout(CheckInvariant, `removed the boundary "k5"`) || !r.HasAbout(CheckNodeHistory, `removed the boundary "k5"`) {
+		t.Fatalf("an automatic merge across an operator's boundary passed:\n%s", r.Summary())
+	}
+
 	// The switch went off before the merge step: the op pauses. Nodes that
 	// merged anyway are caught on their own histories.
-	f, replay := newAutoMergeFixture(t, 1500, true)
+	f, replay := newAutoMergeFixture(t, 1500, true, false)
 	if len(replay.Merges) != 0 {
 		t.Fatalf("the model merged while the switch was off: %+v", replay.Merges)
 	}
