@@ -400,9 +400,11 @@ func autoSplitBootstrap() []string {
 // flags for the merge settings): cold for 3 complete columns (one more
 // than the split's candidate windows), 3 s after the split or merge that
 // made either route, up to 2 merges per column; a route is cold below a
-// quarter of the split threshold (the default). The manual workload's
-// routes carry no load at all, so they merge as soon as the delay allows,
-// while the simulator keeps its own routes hot and splitting.
+// quarter of the split threshold (the default). Columns come only while
+// the simulator reports, and automatic merges keep an operator's
+// boundaries (the bootstrap's keys, the manual workload's splits), so what
+// merges is the simulator's own splits once their load moves away: the
+// hot range's pieces when the hot key comes back.
 func autoMergeConfig() *api.ConfigPatch {
 	return &api.ConfigPatch{MergeWindows: proto.Uint32(3), MergeDelayMs: proto.Uint64(3000), MaxMergesPerCycle: proto.Uint32(2)}
 }
