@@ -114,6 +114,10 @@ type Stats struct {
 	AutoSplits     int
 	ManualMerges   int
 	AutoMerges     int
+	// PinnedStarts: routes of the final catalog whose start an operator
+	// placed; PinsReleased: manual merges that removed such a start (an
+	// automatic merge never may).
+	PinnedStarts, PinsReleased int
 	// MergeRefusals counts clients' merges the FSM refused, by the log's
 	// reason.
 	MergeRefusals map[string]int
@@ -135,6 +139,9 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "by kind: %s\n", formatCounts(s.ByKindStatus))
 	if len(s.MergeRefusals) > 0 {
 		fmt.Fprintf(&b, "merges refused by the FSM: %s\n", formatCounts(s.MergeRefusals))
+	}
+	if s.PinnedStarts > 0 || s.PinsReleased > 0 {
+		fmt.Fprintf(&b, "operator boundaries: %d in the final catalog, %d removed by manual merges\n", s.PinnedStarts, s.PinsReleased)
 	}
 	fmt.Fprintf(&b, "porcupine: catalog %s, switch %s (%d ops, %v)\n", r.Catalog, r.Switch, s.PorcupineOps, s.PorcupineTime.Round(time.Millisecond))
 	if r.OK() {
@@ -226,6 +233,14 @@ func Check(in Input) (*Report, error) {
 			r.Stats.AutoMerges++
 		} else {
 			r.Stats.ManualMerges++
+			if m.Right.OperatorStart {
+				r.Stats.PinsReleased++
+			}
+		}
+	}
+	for _, rt := range replay.Final().Routes {
+		if rt.OperatorStart {
+			r.Stats.PinnedStarts++
 		}
 	}
 	for _, s := range replay.Switches[1:] {

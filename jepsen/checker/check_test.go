@@ -298,6 +298,11 @@ func TestCheckPassesARunWithMerges(t *testing.T) {
 	if !r.OK() {
 		t.Fatalf("a correct run was judged:\n%s", r.Summary())
 	}
+	// The manual merges removed k7, k5 and the bootstrap's user:; k2, a
+	// manual split's key, is left.
+	if r.Stats.PinsReleased != 3 || r.Stats.PinnedStarts != 1 {
+		t.Fatalf("operator boundaries: %d released, %d left; want 3 and 1", r.Stats.PinsReleased, r.Stats.PinnedStarts)
+	}
 	if r.Stats.ManualMerges != 3 || r.Stats.ManualSplits != 3 || r.Stats.Versions != 7 || r.Stats.Unknown != 2 || r.Stats.UnknownApplied != 1 {
 		t.Fatalf("stats %+v", r.Stats)
 	}
