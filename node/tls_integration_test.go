@@ -165,16 +165,31 @@ func TestIntegrationTLSRotationUnderLoad(t *testing.T) {
 
 // TestIntegrationRaftFloodKeepsCommitLatency: half-open connections (twice
 // the handshake cap per node) and bad-certificate handshakes against every
-// node's raft port do not slow split commits by more than half. Quiet and
-// flooded phases alternate, so load from outside the test (a shared
-// machine) falls on both sides of the comparison alike; the attacker runs
-// in this process, so its CPU is counted against the flooded phases.
+// node's raft port do not slow split commits by more than half.
+//
+// What is judged is the nodes' cost of refusing the flood, not the
+// machine: the attacker is a process of its own at low CPU priority
+// (raftflood_attacker_test.go), so its own TLS work is not taken out of
+// the nodes' share. Short quiet and flooded phases alternate, Q F Q F ...
+// Q; each flooded phase is compared with the quiet phases just before and
+// after it (which also cancels the drift of a catalog that grows with
+// every split), and the verdict is the median of these ratios, so a burst
+// of load from outside (a shared machine) spoils one ratio, not the
+// verdict.
 func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 	skipShort(t)
+	const (
+		floodedPhases = 8
+		phaseMin      = 200 * time.Millisecond
+		minSplits     = 20
+		// Per node and measured flooded phase, at least this many
+		// bad-certificate handshakes refused (the attacker tries 50 a
+		// second).
+		minBadRefused = 5
+	)
 	// raft's default timing (1 s), not the tests' 150 ms: on two shared
-	// cores the attacker's own CPU, in this process, could otherwise delay
-	// a heartbeat past the election timeout, which says nothing about the
-	// stream layer.
+	// cores a burst of outside load could otherwise delay a heartbeat past
+	// the election timeout, which says nothing about the stream layer.
 	c := newTestCluster(t, 3, func(cfg *Config) {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 0, 0, 0
 		cfg.CeilingWindow = 5 * time.Second
@@ -184,22 +199,35 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 	ctx := context.Background()
 	route := uint64(1)
 	i := 0
-	// splits commits splits one after another for d (at most 5000).
-	splits := func(d time.Duration) []time.Duration {
-		var out []time.Duration
-		for end := time.Now().Add(d); time.Now().Before(end) && len(out) < 5000; {
+	// splits commits splits one after another for at least d and
+	// minSplits splits (so that a stall of the machine is one sample of
+	// many) and until done (checked every 50 ms) holds, for at most 5 s and
+	// 5000 splits; ok says whether done held.
+	splits := func(d time.Duration, done func() bool) (lat []time.Duration, ok bool) {
+		start, checked := time.Now(), time.Time{}
+		for len(lat) < 5000 {
+			if since := time.Since(start); since >= d && len(lat) >= minSplits && time.Since(checked) >= 50*time.Millisecond {
+				if done() {
+					return lat, true
+				}
+				if since > 5*time.Second {
+					return lat, false
+				}
+				checked = time.Now()
+			}
 			t0 := time.Now()
 			resp, err := cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: route, SplitKey: fmt.Appendf(nil, "k%08d", i), RequestId: requestID()})
 			if err != nil {
 				t.Fatalf("split %d: %v", i, err)
 			}
-			out = append(out, time.Since(t0))
+			lat = append(lat, time.Since(t0))
 			route = resp.Right.RouteId
 			i++
 		}
-		return out
+		return lat, done()
 	}
-	splits(200 * time.Millisecond) // warm up
+	always := func() bool { return true }
+	splits(200*time.Millisecond, always) // warm up
 
 	other, err := pki.NewCA("attacker", 0)
 	if err != nil {
@@ -209,102 +237,106 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	badTLS := pairTLS(t, bad)
-	badTLS.ServerName = "127.0.0.1"
-	var halfOpen, badHandshakes atomic.Int64
-	flood := func() (stop func()) {
-		fctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		pause := func(d time.Duration) {
-			select {
-			case <-fctx.Done():
-			case <-time.After(d):
-			}
-		}
+	spec := raftFloodSpec{HalfOpen: 2 * raftnet.MaxHandshakes, CertPEM: bad.CertPEM, KeyPEM: bad.KeyPEM}
+	for _, n := range c.running() {
+		spec.Addrs = append(spec.Addrs, n.RaftAddr())
+	}
+	attacker := startRaftFlood(t, spec)
+
+	// refusedNow is, per node, how many raft connections it has evicted
+	// at the handshake cap and refused in the handshake.
+	type refused struct{ capped, handshake float64 }
+	refusedNow := func() map[string]refused {
+		m := map[string]refused{}
 		for _, n := range c.running() {
-			addr := n.RaftAddr()
-			// Half-open: twice the handshake cap of idle connections, each
-			// reopened 1 s after the node closes it (eviction, deadline), so
-			// the cap stays full and evicting.
-			for range 2 * raftnet.MaxHandshakes {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var mu sync.Mutex // guards cur
-					var cur net.Conn
-					go func() { // one closer per worker, not per connection
-						<-fctx.Done()
-						mu.Lock()
-						if cur != nil {
-							cur.Close()
-						}
-						mu.Unlock()
-					}()
-					for k := 0; k < 100 && fctx.Err() == nil; k++ {
-						if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-							halfOpen.Add(1)
-							mu.Lock()
-							cur = conn
-							mu.Unlock()
-							if fctx.Err() == nil {
-								io.Copy(io.Discard, conn) // until the node closes it
-							}
-							conn.Close()
-						}
-						pause(time.Second)
-					}
-				}()
-			}
-			// Bad certificates: a handshake every 20 ms per node.
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for k := 0; k < 10000 && fctx.Err() == nil; k++ {
-					if conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", addr, badTLS); err == nil {
-						conn.SetDeadline(time.Now().Add(time.Second))
-						conn.Read(make([]byte, 1))
-						conn.Close()
-					}
-					badHandshakes.Add(1)
-					pause(20 * time.Millisecond)
-				}
-			}()
+			m[n.ID()] = refused{refusals(t, n, "handshake_cap"), refusals(t, n, "handshake")}
 		}
-		return func() { cancel(); wg.Wait() }
+		return m
 	}
-	// Quiet and flooded phases in the order Q F F Q Q F F Q: a split costs
-	// a little more as the catalog grows, and this order gives both kinds
-	// the same mean position.
-	var quiet, flooded []time.Duration
-	var cpuQuiet, cpuFlood time.Duration
-	for phase, floodOn := range []bool{false, true, true, false, false, true, true, false} {
-		var stop func()
-		if floodOn {
-			stop = flood()
-			if phase == 1 {
-				testutil.WaitFor(t, 10*time.Second, "the flood under way", func() bool {
-					return refusals(t, c.node(leader), "handshake_cap") > 0 && refusals(t, c.node(leader), "handshake") > 20
-				})
+	// rise is the smallest rise of each counter over the nodes, and the
+	// sum of both over the nodes.
+	rise := func(before, after map[string]refused) (least refused, total float64) {
+		first := true
+		for id, a := range after {
+			d := refused{a.capped - before[id].capped, a.handshake - before[id].handshake}
+			if first {
+				least, first = d, false
 			}
+			least = refused{min(least.capped, d.capped), min(least.handshake, d.handshake)}
+			total += d.capped + d.handshake
 		}
+		return least, total
+	}
+	type phase struct {
+		lat []time.Duration
+		cpu time.Duration
+	}
+	quiet := func() phase {
 		c0 := cpuTime()
-		lat := splits(600 * time.Millisecond)
-		if floodOn {
-			flooded, cpuFlood = append(flooded, lat...), cpuFlood+cpuTime()-c0
-			stop()
-		} else {
-			quiet, cpuQuiet = append(quiet, lat...), cpuQuiet+cpuTime()-c0
+		lat, _ := splits(phaseMin, always)
+		return phase{lat, cpuTime() - c0}
+	}
+	// A flooded phase is measured in the flood's steady state: it starts
+	// once every node has taken the attacker's half-open connections and
+	// evicted those beyond its cap (the opening burst is not measured),
+	// and lasts until every node has refused minBadRefused bad-certificate
+	// handshakes during it. The next phase starts once the nodes have
+	// refused every connection the attacker made (nor is its closing
+	// measured).
+	var halfOpen, badHandshakes int64
+	flooded := func() (phase, refused) {
+		before := refusedNow()
+		attacker.on()
+		testutil.WaitFor(t, 10*time.Second, "every node evicting the half-open connections beyond its cap", func() bool {
+			least, _ := rise(before, refusedNow())
+			return least.capped >= float64(spec.HalfOpen-raftnet.MaxHandshakes)
+		})
+		start := refusedNow()
+		var seen refused
+		c0 := cpuTime()
+		lat, ok := splits(phaseMin, func() bool {
+			seen, _ = rise(start, refusedNow())
+			return seen.handshake >= minBadRefused
+		})
+		cpu := cpuTime() - c0
+		h, b := attacker.off()
+		halfOpen, badHandshakes = halfOpen+h, badHandshakes+b
+		if !ok {
+			t.Fatalf("the flood was not under way within 5 s: a node refused only %v handshakes (the attacker made %d half-open connections, %d bad-certificate handshakes)", seen.handshake, h, b)
 		}
+		testutil.WaitFor(t, 10*time.Second, "the nodes refusing every connection of the flood", func() bool {
+			_, total := rise(before, refusedNow())
+			return total >= float64(h+b)
+		})
+		return phase{lat, cpu}, seen
 	}
-	t.Logf("CPU of this process: %v quiet, %v flooded", cpuQuiet, cpuFlood)
-	p50q, p50f := percentile(quiet, 0.5), percentile(flooded, 0.5)
-	t.Logf("split commit p50 %v quiet, %v flooded (%d half-open connections, %d bad-certificate handshakes; p99 %v / %v)",
-		p50q, p50f, halfOpen.Load(), badHandshakes.Load(), percentile(quiet, 0.99), percentile(flooded, 0.99))
-	if p50f > p50q*3/2 {
-		t.Fatalf("split commit p50 rose from %v to %v under the raft-port flood (limit 1.5x)", p50q, p50f)
+
+	var ratios []float64
+	var cpuQuiet, cpuFlood time.Duration
+	prev := quiet()
+	for k := range floodedPhases {
+		f, seen := flooded()
+		next := quiet()
+		p50f, p50q := percentile(f.lat, 0.5), (percentile(prev.lat, 0.5)+percentile(next.lat, 0.5))/2
+		ratios = append(ratios, float64(p50f)/float64(p50q))
+		t.Logf("flooded phase %d: split commit p50 %v (%d splits, CPU %v), quiet before and after %v (%d splits, CPU %v) and %v (%d, %v): %.2fx; each node refused at least %v bad-certificate handshakes while measured",
+			k, p50f, len(f.lat), f.cpu, percentile(prev.lat, 0.5), len(prev.lat), prev.cpu, percentile(next.lat, 0.5), len(next.lat), next.cpu, ratios[k], seen.handshake)
+		cpuQuiet, cpuFlood = cpuQuiet+prev.cpu, cpuFlood+f.cpu
+		prev = next
 	}
-	if refusals(t, c.node(leader), "not_member") != 0 {
-		t.Error("a member's connection was refused as a non-member")
+	cpuQuiet += prev.cpu
+	t.Logf("CPU of this process: %v in %d quiet phases, %v in %d flooded; the attacker made %d half-open connections, %d bad-certificate handshakes",
+		cpuQuiet, floodedPhases+1, cpuFlood, floodedPhases, halfOpen, badHandshakes)
+	slices.Sort(ratios)
+	median := (ratios[floodedPhases/2-1] + ratios[floodedPhases/2]) / 2
+	t.Logf("ratios sorted %.2f; median %.2fx", ratios, median)
+	if median > 1.5 {
+		t.Fatalf("split commit p50 rose %.2fx (median over %d flooded phases) under the raft-port flood (limit 1.5x)", median, floodedPhases)
+	}
+	for _, n := range c.running() {
+		if refusals(t, n, "not_member") != 0 {
+			t.Errorf("%s refused a member's connection as a non-member", n.ID())
+		}
 	}
 }
 
