@@ -246,12 +246,11 @@ func startRaftFlood(t *testing.T, spec raftFloodSpec) *raftFloodProcess {
 }
 
 // attackerNice is the attacker's CPU priority: low, not the lowest. On
-// this 2-core machine at load 20-25 (two CPU hogs beside other work), an
-// attacker at nice 19 could not open its 384 connections in 10 s. At nice
-// 0, with two Ps and verifying the nodes, its wakeups delayed the nodes
-// enough to fail the test in 5 of 10 runs; on one P and not verifying,
-// none of 5 failed at nice 0 and none of 13 at nice 5, which keeps a
-// margin at about 2 s more per run under that load.
+// this 2-core machine at load 20-25, an attacker at nice 19 could not open
+// its 384 connections within 10 s, so no flood could be proven; at nice 0
+// (before it ran on one P and stopped verifying the nodes) its wakeups
+// delayed the nodes enough to fail 5 runs in 10. At nice 5 it gets enough
+// CPU and yields to the machine's other work.
 const attackerNice = 5
 
 // lowerPriority gives process pid, which leads a session of its own, the
