@@ -66,8 +66,12 @@ func TestHelperRaftFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The attacker does not verify the nodes: that would only spend its
-	// CPU, and the nodes' work is the same.
-	bad := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}
+	// CPU, and the nodes' work is the same. It presents its certificate
+	// whatever the node asks for: from Certificates, crypto/tls sends only
+	// a certificate of a CA the server names, so a node would see no
+	// certificate at all and never verify the bad one.
+	bad := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }}
 
 	var stop func() (halfOpen, badHandshakes int64)
 	defer func() {
