@@ -98,9 +98,10 @@ func TestHelperRaftFlood(t *testing.T) {
 
 // floodRaftPorts starts, against every address, spec.HalfOpen idle
 // connections (each reopened 1 s after the node closes it) and a
-// bad-certificate handshake every 20 ms. stop ends the flood, closes its
-// connections, and returns how many of each reached the node (were
-// connected): each is refused by the node exactly once.
+// bad-certificate handshake every 20 ms (at most badInFlight at once).
+// stop ends the flood, closes its connections, and returns how many of
+// each reached the node (were connected): each is refused by the node
+// exactly once.
 func floodRaftPorts(spec raftFloodSpec, bad *tls.Config) (stop func() (halfOpen, badHandshakes int64)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -141,22 +142,43 @@ func floodRaftPorts(spec raftFloodSpec, bad *tls.Config) (stop func() (halfOpen,
 				}
 			}()
 		}
+		// Bad certificates: a handshake every 20 ms, a few at once, so
+		// that the rate does not fall with the time a loaded node takes to
+		// answer; a tick with every slot busy is skipped.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := 0; k < 10000 && ctx.Err() == nil; k++ {
-				// Not cancelled by stop: a connection the kernel completed
-				// is counted, so the count matches the node's refusals.
-				if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-					badHandshakes.Add(1)
-					tc := tls.Client(conn, bad)
-					tc.SetDeadline(time.Now().Add(time.Second))
-					if tc.HandshakeContext(ctx) == nil {
-						tc.Read(make([]byte, 1)) // the node's alert
-					}
-					tc.Close()
+			tick := time.NewTicker(20 * time.Millisecond)
+			defer tick.Stop()
+			slots := make(chan struct{}, badInFlight)
+			for k := 0; k < 10000; k++ {
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
 				}
-				pause(20 * time.Millisecond)
+				select {
+				case slots <- struct{}{}:
+				default:
+					continue
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-slots }()
+					// Not cancelled by stop: a connection the kernel
+					// completed is counted, so the count matches the
+					// node's refusals.
+					if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+						badHandshakes.Add(1)
+						tc := tls.Client(conn, bad)
+						tc.SetDeadline(time.Now().Add(time.Second))
+						if tc.HandshakeContext(ctx) == nil {
+							tc.Read(make([]byte, 1)) // the node's alert
+						}
+						tc.Close()
+					}
+				}()
 			}
 		}()
 	}
@@ -166,6 +188,11 @@ func floodRaftPorts(spec raftFloodSpec, bad *tls.Config) (stop func() (halfOpen,
 		return halfOpen.Load(), badHandshakes.Load()
 	}
 }
+
+// badInFlight bounds the attacker's bad-certificate handshakes in flight
+// per node: enough to keep 50 a second while a loaded node takes tens of
+// milliseconds to answer each.
+const badInFlight = 4
 
 // raftFloodProcess drives an attacker process.
 //
@@ -181,15 +208,16 @@ type raftFloodProcess struct {
 
 // startRaftFlood starts the attacker process for spec, at low CPU priority
 // (lowerPriority). It is stopped at the end of the test, and in any case
-// exits within a minute.
+// exits within two minutes (longer than the test runs, even when leader
+// changes make it measure longer).
 func startRaftFlood(t *testing.T, spec raftFloodSpec) *raftFloodProcess {
 	t.Helper()
 	js, err := json.Marshal(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, kill := context.WithTimeout(context.Background(), time.Minute)
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperRaftFlood$", "-test.count=1", "-test.timeout=1m")
+	ctx, kill := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperRaftFlood$", "-test.count=1", "-test.timeout=2m")
 	// One P: the attacker never runs on both cores at once.
 	cmd.Env = append(os.Environ(), raftFloodEnv+"="+string(js), "GOMAXPROCS=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // see lowerPriority
