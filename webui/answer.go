@@ -3,6 +3,7 @@ package webui
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,9 +42,16 @@ type HeatmapAnswer struct {
 	// History is what this node keeps, whatever was asked.
 	History HistorySpan `json:"history"`
 	// Keys[i] is where row i starts; rows are equally tall on the page.
-	Keys  []string `json:"keys"`
-	Cells []Cell   `json:"cells"`
-	Marks []Mark   `json:"marks"`
+	Keys []string `json:"keys"`
+	// Layouts are the distinct ways the cells divide the rows into bands,
+	// each sent once: Layouts[l][j] is the row band j starts at (band 0
+	// at row 0, the last band up to the last row). Consecutive cells
+	// mostly share one (bands follow route boundaries), so an hour at a
+	// 1 s step sends its million band values and a few layouts, not a
+	// million row numbers.
+	Layouts [][]uint32 `json:"layouts"`
+	Cells   []Cell     `json:"cells"`
+	Marks   []Mark     `json:"marks"`
 	// Routes are the live routes overlapping the key range, at most
 	// MaxRoutes; RoutesOmitted counts them when there are more (the page
 	// asks to zoom in).
@@ -74,8 +82,9 @@ type HistorySpan struct {
 	Marks   int    `json:"marks"`
 }
 
-// Cell is one time cell: band j covers rows [Rows[j], Rows[j+1]) (the last
-// to the last row) and Values[j] is its total over CoveredMs; a rate per
+// Cell is one time cell divided into bands by Layouts[Layout]: with rows
+// := Layouts[Layout], band j covers rows [rows[j], rows[j+1]) (the last to
+// the last row) and Values[j] is its total over CoveredMs; a rate per
 // minute is Values[j]·60000/CoveredMs. Columns counts the committed
 // columns summed in it.
 type Cell struct {
@@ -83,8 +92,17 @@ type Cell struct {
 	EndMs     uint64   `json:"end_ms"`
 	CoveredMs uint64   `json:"covered_ms"`
 	Columns   uint64   `json:"columns"`
-	Rows      []uint32 `json:"rows"`
+	Layout    int      `json:"layout"`
 	Values    []uint64 `json:"values"`
+}
+
+// Rows returns where the bands of cell i start (its layout), nil when
+// the answer has no such cell or layout.
+func (a *HeatmapAnswer) Rows(i int) []uint32 {
+	if i < 0 || i >= len(a.Cells) || a.Cells[i].Layout < 0 || a.Cells[i].Layout >= len(a.Layouts) {
+		return nil
+	}
+	return a.Layouts[a.Cells[i].Layout]
 }
 
 // Mark is a split or merge. Kind is "split" or "merge"; Origin a
@@ -182,9 +200,17 @@ func buildHeatmap(s *Snapshot, p HeatmapParams) (*HeatmapAnswer, error) {
 	for i, k := range m.Keys {
 		a.Keys[i] = escape(k)
 	}
+	a.Layouts = [][]uint32{}
 	a.Cells = make([]Cell, len(m.Cells))
 	for i, c := range m.Cells {
-		a.Cells[i] = Cell{StartMs: c.StartMs, EndMs: c.EndMs, CoveredMs: c.CoveredMs, Columns: c.Columns, Rows: c.Rows, Values: c.Values}
+		// Only the previous layout is compared: cells share layouts in
+		// runs (a layout changes when routes split or merge, or when the
+		// cheapest bands to merge change), so this finds nearly every
+		// repeat in one comparison per cell.
+		if n := len(a.Layouts); n == 0 || !slices.Equal(a.Layouts[n-1], c.Rows) {
+			a.Layouts = append(a.Layouts, c.Rows)
+		}
+		a.Cells[i] = Cell{StartMs: c.StartMs, EndMs: c.EndMs, CoveredMs: c.CoveredMs, Columns: c.Columns, Layout: len(a.Layouts) - 1, Values: c.Values}
 	}
 	a.Marks = []Mark{}
 	for _, mk := range h.Marks(a.FromMs, a.ToMs, p.Start, p.End) {
