@@ -1,0 +1,45 @@
+package webui
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// The hand-written encoder makes exactly json.Marshal's bytes for any
+// answer: rapid fills every field (a field added to the types and not to
+// the encoder fails here), nil and empty slices included.
+func TestHeatmapAnswerEncodesAsJSONMarshal(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		a := rapid.Make[HeatmapAnswer]().Draw(t, "answer")
+		want, err := json.Marshal(&a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendHeatmapAnswer(nil, &a); !bytes.Equal(got, want) {
+			t.Fatalf("hand-encoded\n%s\njson.Marshal\n%s", got, want)
+		}
+	})
+}
+
+// FuzzAppendString: strings in an answer (switch reasons, actors, route
+// states) can hold any bytes; they are escaped exactly as json.Marshal
+// escapes them (invalid UTF-8 as U+FFFD, <, >, &, U+2028 and U+2029 as
+// \u escapes).
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "<script>\"x\"</script>&", "\x00\x01\x1f\x7f\b\f\n\r\t\\", "é\u2028\u2029\xff\xc3", string(hostile)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := appendString([]byte("x"), s)
+		if !bytes.Equal(got[1:], want) || got[0] != 'x' {
+			t.Fatalf("%q: appendString %s, json.Marshal %s", s, got, want)
+		}
+	})
+}
