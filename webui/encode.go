@@ -11,7 +11,12 @@ import (
 // makes of a HeatmapAnswer (a property test holds the two equal, so a
 // field added to the types without a line here fails it).
 
-func appendHeatmapAnswer(b []byte, a *HeatmapAnswer) []byte {
+// appendHeatmapAnswer appends a's JSON to b. With flush, it hands the
+// bytes appended so far to flush between cells (and routes) once they reach flushAt
+// and goes on appending to what flush returns: the answer is written as
+// it is made, so a client reads the first cells while the last are
+// encoded and the node never holds the whole answer's bytes.
+func appendHeatmapAnswer(b []byte, a *HeatmapAnswer, flush func([]byte) []byte) []byte {
 	b = append(b, `{"read":`...)
 	b = appendReadInfo(b, &a.Read)
 	b = appendUintField(b, `,"now_ms":`, a.NowMs)
@@ -61,6 +66,9 @@ func appendHeatmapAnswer(b []byte, a *HeatmapAnswer) []byte {
 				b = append(b, ',')
 			}
 			b = appendCell(b, &a.Cells[i])
+			if flush != nil && len(b) >= flushAt {
+				b = flush(b)
+			}
 		}
 		b = append(b, ']')
 	}
@@ -87,6 +95,9 @@ func appendHeatmapAnswer(b []byte, a *HeatmapAnswer) []byte {
 				b = append(b, ',')
 			}
 			b = appendRoute(b, &a.Routes[i])
+			if flush != nil && len(b) >= flushAt {
+				b = flush(b)
+			}
 		}
 		b = append(b, ']')
 	}
@@ -95,6 +106,11 @@ func appendHeatmapAnswer(b []byte, a *HeatmapAnswer) []byte {
 	b = appendSwitch(b, &a.Switch)
 	return append(b, '}')
 }
+
+// flushAt is how many bytes appendHeatmapAnswer gathers before flushing:
+// a cell of 1024 bands is at most ~21 KB, so a buffer of flushAt plus one
+// cell rarely grows.
+const flushAt = 64 << 10
 
 func appendReadInfo(b []byte, r *ReadInfo) []byte {
 	b = appendUintField(b, `{"applied_index":`, r.AppliedIndex)

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"pgregory.net/rapid"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
 // The hand-written encoder makes exactly json.Marshal's bytes for any
@@ -18,8 +20,17 @@ func TestHeatmapAnswerEncodesAsJSONMarshal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendHeatmapAnswer(nil, &a); !bytes.Equal(got, want) {
+		if got := appendHeatmapAnswer(nil, &a, nil); !bytes.Equal(got, want) {
 			t.Fatalf("hand-encoded\n%s\njson.Marshal\n%s", got, want)
+		}
+		// Flushed in pieces, the same bytes.
+		var chunks []byte
+		rest := appendHeatmapAnswer(nil, &a, func(b []byte) []byte {
+			chunks = append(chunks, b...)
+			return b[:0]
+		})
+		if got := append(chunks, rest...); !bytes.Equal(got, want) {
+			t.Fatalf("flushed\n%s\njson.Marshal\n%s", got, want)
 		}
 	})
 }
@@ -42,4 +53,30 @@ func FuzzAppendString(f *testing.F) {
 			t.Fatalf("%q: appendString %s, json.Marshal %s", s, got, want)
 		}
 	})
+}
+
+// An answer larger than flushAt leaves in several pieces that together
+// are json.Marshal's bytes: an hour of 1000 routes at the 60 s step.
+func TestLargeHeatmapAnswerFlushesInPieces(t *testing.T) {
+	const now = 1_700_000_000_000
+	h, cat := history1h1000Routes(t, 60_000, now)
+	a, err := buildHeatmap(&Snapshot{Read: &api.ReadInfo{ServedBy: "n1"}, NowMs: now, History: h, Catalog: cat,
+		Config: &api.Config{StepMs: 60_000}, Switch: &api.AutoSplitSwitch{Enabled: true}}, HeatmapParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chunks []byte
+	flushes := 0
+	rest := appendHeatmapAnswer(nil, a, func(b []byte) []byte {
+		flushes++
+		chunks = append(chunks, b...)
+		return b[:0]
+	})
+	if got := append(chunks, rest...); !bytes.Equal(got, want) || flushes < len(want)/(2*flushAt) {
+		t.Fatalf("%d bytes in %d flushes of at least %d, json.Marshal %d bytes; equal: %v", len(got), flushes, flushAt, len(want), bytes.Equal(got, want))
+	}
 }

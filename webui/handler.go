@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/hotsplit/hotsplit/heatmap"
@@ -85,13 +84,20 @@ func (h *Handler) heatmap(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	// Sized for the values (up to ~7 bytes each) so the buffer grows
-	// rarely: an hour at a 1 s step is about 5 MB.
-	n := 4096
-	for _, c := range a.Cells {
-		n += 96 + 7*len(c.Values)
+	secureHeaders(w)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	// Written in chunks as it is encoded (an hour at a 1 s step is ~5 MB).
+	// A write error is the client gone: nothing to answer it.
+	var werr error
+	flush := func(b []byte) []byte {
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
+		return b[:0]
 	}
-	writeJSONBytes(w, append(appendHeatmapAnswer(make([]byte, 0, n), a), '\n'))
+	b := appendHeatmapAnswer(make([]byte, 0, flushAt+32<<10), a, flush)
+	flush(append(b, '\n'))
 }
 
 func (h *Handler) decisions(w http.ResponseWriter, r *http.Request) {
@@ -132,16 +138,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 		fail(w, err)
 		return
 	}
-	writeJSONBytes(w, append(b, '\n'))
-}
-
-// writeJSONBytes answers b, a JSON document.
-func writeJSONBytes(w http.ResponseWriter, b []byte) {
 	secureHeaders(w)
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(b)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // fail answers an error as text: 400 for a refused parameter, 404 for an
