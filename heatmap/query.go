@@ -100,7 +100,7 @@ func (h *History) Query(q Query) (Matrix, error) {
 	var sh cellShape
 	for i, s := range sel {
 		if sh.lay != s.c.lay {
-			sh = shapeOf(s.c.lay, axis, start, end)
+			sh = shapeOf(s.c.lay, axis, start, end, sh.into)
 		}
 		m.Cells[i] = queryCell(s, &sh, q.Metric)
 	}
@@ -216,9 +216,11 @@ type cellShape struct {
 	into []uint32
 }
 
-func shapeOf(lay *layout, axis []string, start, end string) cellShape {
+// shapeOf works out lay's shape; into is reused for the shape's into (a
+// shape is used until the next one is worked out, the rows stay).
+func shapeOf(lay *layout, axis []string, start, end string, into []uint32) cellShape {
 	in, first := interior(lay, start, end)
-	sh := cellShape{lay: lay, first: first, rows: make([]uint32, 1, len(in)+1), into: make([]uint32, len(in))}
+	sh := cellShape{lay: lay, first: first, rows: make([]uint32, 1, len(in)+1), into: slices.Grow(into[:0], len(in))[:len(in)]}
 	k := 1
 	for j, b := range in {
 		for k < len(axis) && axis[k] < b {
