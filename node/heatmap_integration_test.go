@@ -190,8 +190,8 @@ func TestIntegrationHeatmapSameOnEveryNode(t *testing.T) {
 			v, err = page.view(n, toMs, hotRoute)
 			return err
 		})
-		if !reflect.DeepEqual(v.Heatmap.Keys, before.Heatmap.Keys) || !reflect.DeepEqual(v.Heatmap.Cells, before.Heatmap.Cells) ||
-			!reflect.DeepEqual(v.Heatmap.Marks, before.Heatmap.Marks) || v.Heatmap.History.FromMs != before.Heatmap.History.FromMs {
+		if !reflect.DeepEqual(v.Heatmap.Keys, before.Heatmap.Keys) || !reflect.DeepEqual(v.Heatmap.Layouts, before.Heatmap.Layouts) ||
+			!reflect.DeepEqual(v.Heatmap.Cells, before.Heatmap.Cells) || !reflect.DeepEqual(v.Heatmap.Marks, before.Heatmap.Marks) || v.Heatmap.History.FromMs != before.Heatmap.History.FromMs {
 			t.Fatalf("%s after the leader's death shows another past:\n%s\nvs\n%s", n.ID(), jsonOf(v.Heatmap), jsonOf(before.Heatmap))
 		}
 	}
