@@ -44,14 +44,13 @@ type HeatmapAnswer struct {
 	// Keys[i] is where row i starts; rows are equally tall on the page.
 	Keys []string `json:"keys"`
 	// Layouts are the distinct ways the cells divide the rows into bands,
-	// each sent once: Layouts[l][j] is the row band j starts at (band 0
-	// at row 0, the last band up to the last row). Consecutive cells
-	// mostly share one (bands follow route boundaries), so an hour at a
-	// 1 s step sends its million band values and a few layouts, not a
-	// million row numbers.
-	Layouts [][]uint32 `json:"layouts"`
-	Cells   []Cell     `json:"cells"`
-	Marks   []Mark     `json:"marks"`
+	// each a bitmap of the rows that start a band (layout.go: hexadecimal,
+	// four rows a digit, row 0 first). Runs of cells share one (bands
+	// follow route boundaries), and a layout is at most 256 digits, so the
+	// band values are nearly all of a large answer.
+	Layouts []string `json:"layouts"`
+	Cells   []Cell   `json:"cells"`
+	Marks   []Mark   `json:"marks"`
 	// Routes are the live routes overlapping the key range, at most
 	// MaxRoutes; RoutesOmitted counts them when there are more (the page
 	// asks to zoom in).
@@ -83,10 +82,10 @@ type HistorySpan struct {
 }
 
 // Cell is one time cell divided into bands by Layouts[Layout]: with rows
-// := Layouts[Layout], band j covers rows [rows[j], rows[j+1]) (the last to
-// the last row) and Values[j] is its total over CoveredMs; a rate per
-// minute is Values[j]·60000/CoveredMs. Columns counts the committed
-// columns summed in it.
+// the rows that start a band there (HeatmapAnswer.Rows), band j covers
+// rows [rows[j], rows[j+1]) (the last to the last row) and Values[j] is
+// its total over CoveredMs; a rate per minute is Values[j]·60000/CoveredMs.
+// Columns counts the committed columns summed in it.
 type Cell struct {
 	StartMs   uint64   `json:"start_ms"`
 	EndMs     uint64   `json:"end_ms"`
@@ -96,13 +95,17 @@ type Cell struct {
 	Values    []uint64 `json:"values"`
 }
 
-// Rows returns where the bands of cell i start (its layout), nil when
-// the answer has no such cell or layout.
+// Rows returns the rows that start a band in cell i (its layout read
+// back), nil when the answer has no such cell or layout.
 func (a *HeatmapAnswer) Rows(i int) []uint32 {
 	if i < 0 || i >= len(a.Cells) || a.Cells[i].Layout < 0 || a.Cells[i].Layout >= len(a.Layouts) {
 		return nil
 	}
-	return a.Layouts[a.Cells[i].Layout]
+	rows, err := layoutRows(a.Layouts[a.Cells[i].Layout])
+	if err != nil {
+		return nil
+	}
+	return rows
 }
 
 // Mark is a split or merge. Kind is "split" or "merge"; Origin a
@@ -200,15 +203,17 @@ func buildHeatmap(s *Snapshot, p HeatmapParams) (*HeatmapAnswer, error) {
 	for i, k := range m.Keys {
 		a.Keys[i] = escape(k)
 	}
-	a.Layouts = [][]uint32{}
+	a.Layouts = []string{}
 	a.Cells = make([]Cell, len(m.Cells))
+	var last []uint32
 	for i, c := range m.Cells {
 		// Only the previous layout is compared: cells share layouts in
 		// runs (a layout changes when routes split or merge, or when the
 		// cheapest bands to merge change), so this finds nearly every
 		// repeat in one comparison per cell.
-		if n := len(a.Layouts); n == 0 || !slices.Equal(a.Layouts[n-1], c.Rows) {
-			a.Layouts = append(a.Layouts, c.Rows)
+		if i == 0 || !slices.Equal(last, c.Rows) {
+			a.Layouts = append(a.Layouts, layoutOf(c.Rows, len(m.Keys)))
+			last = c.Rows
 		}
 		a.Cells[i] = Cell{StartMs: c.StartMs, EndMs: c.EndMs, CoveredMs: c.CoveredMs, Columns: c.Columns, Layout: len(a.Layouts) - 1, Values: c.Values}
 	}

@@ -44,18 +44,7 @@ func appendHeatmapAnswer(b []byte, a *HeatmapAnswer, flush func([]byte) []byte) 
 	b = append(b, `},"keys":`...)
 	b = appendStrings(b, a.Keys)
 	b = append(b, `,"layouts":`...)
-	if a.Layouts == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, l := range a.Layouts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendUints(b, l)
-		}
-		b = append(b, ']')
-	}
+	b = appendStrings(b, a.Layouts)
 	b = append(b, `,"cells":`...)
 	if a.Cells == nil {
 		b = append(b, "null"...)

@@ -105,6 +105,7 @@
     try {
       const d = await getJSON(heatmapURL());
       if (seq !== state.seq) return; // a newer request took over
+      d.layoutRows = d.layouts.map(layoutRows);
       state.data = d;
       render();
       // Every step, unless fetching and painting take more than a quarter
@@ -115,6 +116,19 @@
       setStatus('cannot read the heat map: ' + err.message, true);
     }
     state.timer = setTimeout(refresh, delay);
+  }
+
+  // layoutRows reads a layout: a bitmap of the rows that start a band, in
+  // hexadecimal, four rows a digit, the highest bit first.
+  function layoutRows(hex) {
+    const rows = [];
+    for (let i = 0; i < hex.length; i++) {
+      const v = parseInt(hex[i], 16);
+      for (let b = 0; b < 4; b++) {
+        if (v & (8 >> b)) rows.push(4 * i + b);
+      }
+    }
+    return rows;
   }
 
   // pollDelay is one step (the pending step when it is shorter), bounded.
@@ -202,7 +216,7 @@
       px[i + 2] = bg[2];
       px[i + 3] = 255;
     }
-    const pixels = d.layouts.map((l) => {
+    const pixels = d.layoutRows.map((l) => {
       const py0 = new Int32Array(l.length);
       const py1 = new Int32Array(l.length);
       for (let j = 0; j < l.length; j++) {
@@ -299,7 +313,7 @@
     for (const c of d.cells) {
       const x0 = x(c.start_ms);
       const x1 = Math.max(x0 + 1, x(c.end_ms));
-      const layout = d.layouts[c.layout];
+      const layout = d.layoutRows[c.layout];
       const cell = { startMs: c.start_ms, endMs: c.end_ms, coveredMs: c.covered_ms, columns: c.columns, x0: x0, x1: x1 };
       Object.defineProperty(cell, 'bands', { get: () => bandsOf(c, layout, rows, y), enumerable: true });
       if (x1 - x0 >= 4) {
