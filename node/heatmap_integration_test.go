@@ -146,8 +146,16 @@ func TestIntegrationHeatmapSameOnEveryNode(t *testing.T) {
 	}
 	hotRoute := c.leaderRouteOf(hot).ID
 
-	// A follower restarts from its snapshot; a new node joins by one.
-	restarted := c.followers()[0]
+	// A follower restarts from its snapshot; a new node joins by one. Not
+	// the node read as the leader above, even if leadership moved since:
+	// its page is the reference, read at its address.
+	var restarted string
+	for _, id := range c.followers() {
+		if id != leader.ID() {
+			restarted = id
+			break
+		}
+	}
 	c.stop(restarted)
 	c.restart(restarted)
 	joinCfg := Config{ID: "n4", DataDir: c.dir + "/n4", Logger: quietLogger(), Join: []string{leader.GRPCAddr()}}
