@@ -105,8 +105,15 @@ func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	r.log.LogAttrs(ctx, sl, r.name+": "+msg, attrs...)
 }
 
-// raftKey makes raft's keys ("last-index", "backoff time") snake_case.
+// raftKey makes raft's keys ("last-index", "backoff time") snake_case, and
+// renames the ones slog's handlers write themselves (raft's "failed to
+// contact" line carries a "time" that is a duration): a line never names a
+// key twice.
 func raftKey(k string) string {
+	switch k {
+	case slog.TimeKey, slog.LevelKey, slog.MessageKey, slog.SourceKey:
+		return "raft_" + k
+	}
 	return strings.Map(func(r rune) rune {
 		if r == '-' || r == ' ' {
 			return '_'

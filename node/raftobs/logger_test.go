@@ -21,6 +21,7 @@ func TestRaftLoggerLevels(t *testing.T) {
 	l.Warn("heartbeat timeout reached")
 	l.Error("failed to appendEntries to", "peer", raft.Server{ID: "n2", Address: "127.0.0.1:1"}, "error", errors.New("connection refused"), "backoff time", 10*time.Millisecond)
 	l.Error("peer has newer term, stopping replication", "peer", raft.Server{ID: "n3", Address: "127.0.0.1:2"})
+	l.Warn("failed to contact", "server-id", raft.ServerID("n4"), "time", 103*time.Millisecond)
 	out := buf.String()
 	if strings.Contains(out, "entering follower state") {
 		t.Errorf("an info line passed a warn logger:\n%s", out)
@@ -29,6 +30,7 @@ func TestRaftLoggerLevels(t *testing.T) {
 		`level=WARN msg="raft: heartbeat timeout reached"`,
 		`level=ERROR msg="raft: failed to appendEntries to" peer=n2 error="connection refused" backoff_time=10ms`,
 		`level=WARN msg="raft: peer has newer term, stopping replication" peer=n3`, // a deposed leader: routine
+		`level=WARN msg="raft: failed to contact" server_id=n4 raft_time=103ms`,    // not a second time=
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %s:\n%s", want, out)
