@@ -106,7 +106,7 @@ func TestCatalogHistoryWithMergesIsLinearizable(t *testing.T) {
 		f := &fixture{hlc: 5_000_000 * ms}
 		f.add(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, ClusterVersion: 3}}})
 		cat, _ := model.Initial(nil, 1)
-		cat, _ = cat.MarkInitialStarts() // version 3: manual splits pin their keys
+		cat, _ = cat.MarkAllStarts() // version 3: manual splits pin their keys
 		type sent struct {
 			kind        history.Kind
 			rid         string

@@ -137,7 +137,7 @@ type Catalog struct {
 	hash    Hash
 	// Pins: the cluster version records who placed a boundary (feature
 	// operator_boundaries_kept), so an operator's split marks its right
-	// child. Set by MarkInitialStarts; every catalog made from this one
+	// child. Set by MarkAllStarts; every catalog made from this one
 	// inherits it. It is no route field and not in the hash.
 	Pins bool
 }
@@ -156,15 +156,16 @@ func (c *Catalog) derive(version, next uint64, routes []Route) *Catalog {
 	return n
 }
 
-// MarkInitialStarts is c with every route still as a bootstrap made it (no
-// split parent, no merge, a non-empty start) marked OperatorStart, and
-// Pins on: what a bootstrap at cluster version 3, and the raise of a
-// cluster to 3, do. The version and next id stay (the layout is the
-// same); marked is how many routes got the mark. c is unchanged.
-func (c *Catalog) MarkInitialStarts() (next *Catalog, marked int) {
+// MarkAllStarts is c with every boundary — the start of every route but
+// the first — marked OperatorStart, and Pins on: what a bootstrap at
+// cluster version 3 (its split keys are the operator's), and the raise of
+// a cluster to 3 (an older catalog records no placement; the operator's
+// reading is the safe one), do. The version and next id stay (the layout
+// is the same); marked is how many routes got the mark. c is unchanged.
+func (c *Catalog) MarkAllStarts() (next *Catalog, marked int) {
 	routes := slices.Clone(c.Routes)
 	for i, r := range routes {
-		if r.Parent == 0 && !r.Merged() && len(r.Start) > 0 && !r.OperatorStart {
+		if len(r.Start) > 0 && !r.OperatorStart {
 			routes[i].OperatorStart = true
 			marked++
 		}

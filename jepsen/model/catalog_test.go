@@ -239,16 +239,19 @@ func TestChangesAgreeWithTheCatalogPackage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A catalog of cluster version 3 records who placed each boundary.
-		pins := rapid.Bool().Draw(t, "pins")
-		if pins {
-			m, _ = m.MarkInitialStarts()
-			if c, _, err = c.MarkInitialStarts(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		// A catalog of cluster version 3 records who placed each boundary:
+		// from its bootstrap (step 0) or from a raise after some changes.
 		n := rapid.IntRange(20, 60).Draw(t, "steps")
+		pinAt := rapid.IntRange(-1, n-1).Draw(t, "pin at step") // -1: never
+		pins := false
 		for i := range n {
+			if i == pinAt {
+				pins = true
+				m, _ = m.MarkAllStarts()
+				if c, _, err = c.MarkAllStarts(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			routes := m.Routes
 			pick := func(label string) uint64 {
 				id := routes[rapid.IntRange(0, len(routes)-1).Draw(t, label)].ID

@@ -93,7 +93,7 @@ func TestCheckCatalogsFindsAReusedID(t *testing.T) {
 // about what made its routes.
 func TestCheckTransitionFindsBadLineage(t *testing.T) {
 	base, _ := Initial([][]byte{[]byte("f"), []byte("m")}, 1) // r1 ["", f), r2 [f, m), r3 [m, +inf)
-	base, _ = base.MarkInitialStarts()                        // r2 and r3 start at an operator's keys
+	base, _ = base.MarkAllStarts()                            // r2 and r3 start at an operator's keys
 	split, _, _ := base.Split(2, []byte("h"), 7*ms, true)
 	merge, _, _ := base.Merge(1, 2, 7*ms)
 	if err := CheckTransition(base, split); err != nil {
@@ -104,7 +104,7 @@ func TestCheckTransitionFindsBadLineage(t *testing.T) {
 	}
 	edit := func(c *Catalog, f func([]Route) []Route) *Catalog {
 		routes := f(append([]Route(nil), c.Routes...))
-		return newCatalog(c.Version, c.NextID, routes)
+		return c.derive(c.Version, c.NextID, routes)
 	}
 	for _, tc := range []struct {
 		name string

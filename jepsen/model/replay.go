@@ -353,7 +353,7 @@ func (p *replayer) bootstrap(e raftlog.Entry, cmd *api.Command, b *api.Bootstrap
 	p.clusterVer = max(1, b.GetClusterVersion())
 	if p.has(operatorBoundaries) {
 		// The initial split keys are the operator's.
-		cat, _ = cat.MarkInitialStarts()
+		cat, _ = cat.MarkAllStarts()
 	}
 	p.cat = cat
 	p.r.BootstrapIndex = e.Index

@@ -546,30 +546,33 @@ func TestReplayOperatorBoundaries(t *testing.T) {
 	}
 }
 
-// The raise to version 3 marks the routes still as the bootstrap made them
-// — not the children of a version 2 split, whatever placed their keys — at
-// the same catalog version; from then on a manual split marks its key.
-func TestReplayRaiseMarksTheBootstrapsRoutes(t *testing.T) {
+// The raise to version 3 marks every boundary the catalog has — version 2
+// kept no record of who placed one — at the same catalog version; from
+// then on a manual split marks its key and an op step's split does not.
+func TestReplayRaiseMarksEveryBoundary(t *testing.T) {
 	b := newLog("f", "m") // r1 ["", f), r2 [f, m), r3 [m, +inf)
 	b.version(2)
 	b.manual("s", 2, "h") // v2: r4 [f, h), r5 [h, m), unmarked
 	b.add(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: 3}}}})
 	b.manual("t", 3, "p") // v3: r6 [m, p) keeps r3's mark, r7 [p, +inf) marked
+	b.step(1, 1, 1, "c")  // v4: r8 ["", c), r9 [c, f) unmarked: the detector's key
 	r := b.run(t)
 	v2, _ := r.CatalogAt(2)
 	got := map[uint64]bool{}
 	for _, x := range v2.Routes {
 		got[x.ID] = x.OperatorStart
 	}
-	if want := map[uint64]bool{1: false, 4: false, 5: false, 3: true}; !maps.Equal(got, want) || !v2.Pins {
+	if want := map[uint64]bool{1: false, 4: true, 5: true, 3: true}; !maps.Equal(got, want) || !v2.Pins {
 		t.Fatalf("version 2 after the raise: marks %v, want %v (pins %v)", got, want, v2.Pins)
 	}
+	got = map[uint64]bool{}
 	for _, x := range r.Final().Routes {
-		if x.ID >= 6 && !x.OperatorStart {
-			t.Fatalf("%s: a manual split's children at version 3 not marked", x)
-		}
+		got[x.ID] = x.OperatorStart
 	}
-	if len(r.Notes) == 0 || !strings.Contains(r.Notes[len(r.Notes)-1], "1 routes' starts marked") {
+	if want := map[uint64]bool{8: false, 9: false, 4: true, 5: true, 6: true, 7: true}; !maps.Equal(got, want) {
+		t.Fatalf("after the raise: marks %v, want %v", got, want)
+	}
+	if len(r.Notes) == 0 || !strings.Contains(r.Notes[len(r.Notes)-1], "3 routes' starts marked") {
 		t.Fatalf("notes %q", r.Notes)
 	}
 	if errs := r.CheckCatalogs(); len(errs) > 0 {

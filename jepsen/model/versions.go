@@ -28,8 +28,8 @@ var (
 	requestBinding = feature{name: "request_fingerprints", from: 3}
 	// operatorBoundaries: a bootstrap split key or a manual split's key
 	// marks the route it starts; an automatic merge never removes a marked
-	// start; the raise marks the routes still as the bootstrap made them
-	// (feature operator_boundaries_kept).
+	// start; the raise marks every boundary the catalog has (feature
+	// operator_boundaries_kept).
 	operatorBoundaries = feature{name: "operator_boundaries_kept", from: 3}
 )
 
@@ -79,19 +79,19 @@ func (p *replayer) raiseVersion() {
 	from := p.clusterVer
 	p.clusterVer = max(p.clusterVer, lowest)
 	if !reaches(from, operatorBoundaries.from) && p.has(operatorBoundaries) && p.bootstrapped {
-		p.markInitialStarts()
+		p.markAllStarts()
 	}
 }
 
-// markInitialStarts is the raise hook of operatorBoundaries: the routes
-// still as the bootstrap made them get the operator mark, at the same
-// catalog version (the FSM does not move it: the layout is the same). The
+// markAllStarts is the raise hook of operatorBoundaries: every boundary
+// gets the operator mark, at the same catalog version (the FSM does not
+// move it: the layout is the same). The
 // model replaces its catalog of that version, so a read of that version
 // served before the raise would not match it; jepsen clusters bootstrap
 // at the version they run, so no run crosses this, and the note says so
 // if one ever does.
-func (p *replayer) markInitialStarts() {
-	next, n := p.cat.MarkInitialStarts()
+func (p *replayer) markAllStarts() {
+	next, n := p.cat.MarkAllStarts()
 	p.cat = next
 	p.r.Catalogs[len(p.r.Catalogs)-1] = next
 	p.r.Notes = append(p.r.Notes, fmt.Sprintf("cluster version raised to %d at catalog version %d: %d routes' starts marked as an operator's (same catalog version)",
