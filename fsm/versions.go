@@ -56,6 +56,7 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	BoundedEvidence
 	numFeatures
 )
 
@@ -131,6 +132,9 @@ var features = [numFeatures]featureRow{
 		0, nil},
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
+		0, nil},
+	BoundedEvidence: {"bounded_evidence", Version3,
+		"a column's rows (its evidence) total at most MaxColumnEvidenceBytes encoded; hot routes beyond it count through route_loads alone",
 		0, nil},
 }
 
