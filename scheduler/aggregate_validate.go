@@ -7,8 +7,6 @@ import (
 	"math/bits"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -63,35 +61,41 @@ func reject(reason, format string, args ...any) *rejection {
 
 // validateReport checks a whole report before anything of it is applied
 // (SPEC §8, §12) against the replicated catalog and config and the leader's
-// wall clock, and returns the first problem, or nil. cfg must be a valid
-// replicated config (step_ms > 0). It is pure and linear in the report's
-// size.
+// wall clock, and returns the first problem, or nil. size is the report's
+// encoded size as it arrived (the codec's byte count; no second walk of the
+// message). cfg must be a valid replicated config (step_ms > 0). It is pure
+// and linear in the report's size, and walks the report once: on the way it
+// computes each column's content digest (digests[i] for columns[i], see
+// digester).
 //
 // Rows of routes that are not live are checked for everything that does not
 // need the route (they are dropped later, not rejected); rows of live routes
 // must also carry exactly the route's bucket count under the replicated
 // config.
-func validateReport(req *api.ReportRequest, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
-	if n := proto.Size(req); n > api.MaxReportBytes {
-		return reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", n, api.MaxReportBytes)
+func validateReport(req *api.ReportRequest, size int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) (digests []uint64, rej *rejection) {
+	if size > api.MaxReportBytes {
+		return nil, reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", size, api.MaxReportBytes)
 	}
 	if req.GetReporterId() == "" {
-		return reject(rejectReporterID, "reporter_id: must be set")
+		return nil, reject(rejectReporterID, "reporter_id: must be set")
 	}
 	cols := req.GetColumns()
+	digests = make([]uint64, len(cols))
 	for i, c := range cols {
-		if r := validateColumn(c, i, cat, cfg, nowMs); r != nil {
-			return r
+		d := newDigester()
+		if r := validateColumn(c, i, cat, cfg, nowMs, &d); r != nil {
+			return nil, r
 		}
+		digests[i] = d.sum()
 	}
 	if i, j, dup := duplicateWindow(cols); dup {
-		return reject(rejectDuplicateColumn, "columns[%d].window_start_ms: %d repeats columns[%d]", j, cols[j].GetWindowStartMs(), i)
+		return nil, reject(rejectDuplicateColumn, "columns[%d].window_start_ms: %d repeats columns[%d]", j, cols[j].GetWindowStartMs(), i)
 	}
-	return nil
+	return digests, nil
 }
 
-// validateColumn checks columns[i].
-func validateColumn(c *api.ReportColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
+// validateColumn checks columns[i] and feeds its content to d.
+func validateColumn(c *api.ReportColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, d *digester) *rejection {
 	path := fieldPath{col: i, row: -1}
 	w := c.GetWindowStartMs()
 	// A scheduled step change applies from its boundary on (fsm.StepAt).
@@ -108,11 +112,13 @@ func validateColumn(c *api.ReportColumn, i int, cat *catalog.Catalog, cfg *api.C
 		return reject(rejectFuture, "%s.window_start_ms: window [%d, %d) ends more than %d steps after the leader's clock (%d)",
 			path, w, w+step, maxFutureSteps, nowMs)
 	}
+	d.header(c)
 	rows := c.GetRows()
 	for j, row := range rows {
 		if r := validateRow(row, fieldPath{col: i, row: j}, cat, cfg, c); r != nil {
 			return r
 		}
+		d.row(row)
 	}
 	if a, b, dup := duplicateRoute(rows); dup {
 		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, rows[b].GetRouteId(), a)

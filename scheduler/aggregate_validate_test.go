@@ -134,7 +134,7 @@ func TestValidateReportAcceptsValid(t *testing.T) {
 	r.Columns[1].Rows = append(r.Columns[1].Rows, &api.ReportRow{RouteId: 4, Reads: 1, SampleRate: 1, Buckets: make([]uint64, 3)})
 	// The last window not too far ahead: [12000, 13000) ends two steps after now.
 	r.Columns = append(r.Columns, reportCol(12000))
-	if rej := validateReport(r, cat, validateConfig(), validNowMs); rej != nil {
+	if _, rej := validateReport(r, proto.Size(r), cat, validateConfig(), validNowMs); rej != nil {
 		t.Fatalf("valid report rejected: %s", rej.msg)
 	}
 }
@@ -145,7 +145,7 @@ func TestValidateReportRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := validReport()
 			tc.mutate(r)
-			rej := validateReport(r, cat, validateConfig(), validNowMs)
+			_, rej := validateReport(r, proto.Size(r), cat, validateConfig(), validNowMs)
 			if rej == nil {
 				t.Fatalf("accepted")
 			}
@@ -185,7 +185,7 @@ func FuzzReportValidation(f *testing.F) {
 		if proto.Unmarshal(b, req) != nil {
 			return
 		}
-		rej := validateReport(req, cat, cfg, validNowMs)
+		digests, rej := validateReport(req, len(b), cat, cfg, validNowMs)
 		if rej != nil {
 			if !strings.Contains(rej.msg, ": ") || rej.reason == "" {
 				t.Fatalf("rejection without field or reason: %q (%q)", rej.msg, rej.reason)
@@ -196,7 +196,10 @@ func FuzzReportValidation(f *testing.F) {
 			t.Fatalf("accepted a report that breaks a limit: %v", err)
 		}
 		sums := map[uint64]*columnSum{}
-		for _, c := range req.GetColumns() {
+		for i, c := range req.GetColumns() {
+			if digests[i] != columnDigest(c) {
+				t.Fatalf("columns[%d]: validation digested %x, the column is %x", i, digests[i], columnDigest(c))
+			}
 			s := newColumnSum(c.GetWindowStartMs(), c.GetStepMs())
 			s.add(req.GetReporterId(), 0, c, cat)
 			sums[c.GetWindowStartMs()] = s
@@ -204,7 +207,7 @@ func FuzzReportValidation(f *testing.F) {
 		dc := detector.DefaultConfig()
 		dc.Threshold = 1 // every row keeps its evidence
 		for _, s := range sums {
-			e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, 1)
+			e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, 1, nil)
 			if err := checkEntry(e); err != nil {
 				t.Fatalf("entry from an accepted report: %v", err)
 			}

@@ -54,10 +54,11 @@ func BenchmarkValidateReport(b *testing.B) {
 	}
 	req := &api.ReportRequest{ReporterId: "r0", Columns: []*api.ReportColumn{benchColumn(100_000, 0)}}
 	cfg := testConfig()
-	b.SetBytes(int64(proto.Size(req)))
+	size := proto.Size(req)
+	b.SetBytes(int64(size))
 	b.ReportAllocs()
 	for b.Loop() {
-		if rej := validateReport(req, c, cfg, 101_000); rej != nil {
+		if _, rej := validateReport(req, size, c, cfg, 101_000); rej != nil {
 			b.Fatal(rej.msg)
 		}
 	}
@@ -95,7 +96,7 @@ func BenchmarkAssembleEntry(b *testing.B) {
 	b.ReportAllocs()
 	var e *api.ObserveColumn
 	for b.Loop() {
-		e, _ = s.entry(c, detector.DefaultConfig(), DefaultBelowThresholdRows, 1)
+		e, _ = s.entry(c, detector.DefaultConfig(), DefaultBelowThresholdRows, 1, nil)
 	}
 	b.ReportMetric(float64(proto.Size(e)), "entry-bytes")
 	b.ReportMetric(float64(len(e.GetRows())), "entry-rows")
