@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
 // requestCodec is the servers' "proto" codec. gRPC turns any decode error
@@ -20,13 +22,18 @@ import (
 // wrong and reports success; the interceptors (decodeFailure) then answer
 // InvalidArgument naming the field before any handler runs.
 //
-// Concurrency: safe for concurrent use. A failure is recorded under the
-// message pointer and taken out by the interceptor of the same call, so the
-// table holds at most one entry per call in flight.
+// It also records the encoded size of every load report it decodes, so
+// that the report's size limit is checked against the bytes that arrived
+// rather than by walking the decoded message again (reportSize).
+//
+// Concurrency: safe for concurrent use. A failure or a report's size is
+// recorded under the message pointer and taken out by the interceptor of
+// the same call, so the tables hold at most one entry per call in flight.
 type requestCodec struct {
 	inner encoding.CodecV2
 
 	failures sync.Map // message pointer (any) -> string
+	sizes    sync.Map // *api.ReportRequest -> int
 }
 
 func newRequestCodec() *requestCodec {
@@ -40,6 +47,9 @@ func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := c.inner.Unmarshal(data, v)
 	if err == nil {
+		if r, ok := v.(*api.ReportRequest); ok {
+			c.sizes.Store(r, data.Len())
+		}
 		return nil
 	}
 	m, ok := v.(proto.Message)
@@ -59,6 +69,15 @@ func (c *requestCodec) decodeFailure(req any) string {
 		return why.(string)
 	}
 	return ""
+}
+
+// reportSize returns the encoded size req arrived with, or -1 if it did not
+// come through the codec; it forgets it.
+func (c *requestCodec) reportSize(req *api.ReportRequest) int {
+	if n, ok := c.sizes.LoadAndDelete(req); ok {
+		return n.(int)
+	}
+	return -1
 }
 
 // describeDecodeError names the first field of b that a strict protobuf

@@ -70,9 +70,12 @@ type Config struct {
 	CommittedConfiguration func() (uint64, []string)
 }
 
-// LoadSink takes load reports on the leader (the column aggregator).
+// LoadSink takes load reports on the leader (the column aggregator,
+// scheduler.Aggregator.Take): Take validates and merges a report — wireBytes
+// is the size it arrived with, -1 if unknown — and returns the wait for its
+// answer; once Take has returned the request is no longer needed.
 type LoadSink interface {
-	Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error)
+	Take(ctx context.Context, req *api.ReportRequest, wireBytes int) (func(context.Context) (*api.ReportResponse, error), error)
 }
 
 // Server implements the four hotsplit.v1 services for one node.
