@@ -200,31 +200,35 @@ func (a *Aggregator) nowMs() uint64 {
 }
 
 // Report is the Load.Report handler on the leader for an in-process
-// caller: Take, then wait for the answer.
+// caller: Take of the encoded request, then wait for the answer.
 func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error) {
-	wait, err := a.Take(ctx, req, -1)
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, invalidReport(reject(rejectMalformed, "report: %v", err))
+	}
+	wait, err := a.Take(ctx, b)
 	if err != nil {
 		return nil, err
 	}
 	return wait(ctx)
 }
 
-// Take validates the whole report first (a rejected report changes nothing
-// and fails with ErrInvalidReport, status InvalidArgument, naming the
-// field) and merges each column not yet counted. It returns a function
-// that waits until every column of the report is committed or found late,
-// at most until its ctx ends or step + grace + 1 s have passed since Take,
-// and then answers with the columns acknowledged so far; a report that was
-// waiting when the term ended, with nothing acknowledged, fails with
-// ErrNotLeader (status Unavailable): the reporter resends.
+// Take takes an encoded ReportRequest as it arrived. It validates the whole
+// report first (a rejected report changes nothing and fails with
+// ErrInvalidReport, status InvalidArgument, naming the field; bytes that do
+// not decode are refused as malformed) and merges each column not yet
+// counted, straight from the encoding. It returns a function that waits
+// until every column of the report is committed or found late, at most
+// until its ctx ends or step + grace + 1 s have passed since Take, and then
+// answers with the columns acknowledged so far; a report that was waiting
+// when the term ended, with nothing acknowledged, fails with ErrNotLeader
+// (status Unavailable): the reporter resends.
 //
-// Neither Take, once it has returned, nor the wait function refers to req:
-// the caller may drop the request, and release what its admission charged
-// for it, as soon as Take returns — acknowledgement needs only the
-// windows. wireBytes is req's encoded size as it arrived (what the size
-// limit is checked against); an in-process caller that has no wire form
-// passes a negative value and the request is measured.
-func (a *Aggregator) Take(ctx context.Context, req *api.ReportRequest, wireBytes int) (func(context.Context) (*api.ReportResponse, error), error) {
+// Neither Take, once it has returned, nor the wait function refers to
+// report: the caller may reuse or free its buffer, and release what its
+// admission charged for it, as soon as Take returns — acknowledgement
+// needs only the windows. The size limit is checked against len(report).
+func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Context) (*api.ReportResponse, error), error) {
 	a.mu.Lock()
 	t := a.term
 	a.mu.Unlock()
@@ -238,25 +242,29 @@ func (a *Aggregator) Take(ctx context.Context, req *api.ReportRequest, wireBytes
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
-	if wireBytes < 0 {
-		wireBytes = proto.Size(req)
+	r, err := readReport(report)
+	var cols []columnInfo
+	var rej *rejection
+	if err != nil {
+		rej = reject(rejectMalformed, "report: %v", err)
+	} else {
+		cols, rej = validateReport(r, st.Catalog(), cfg, a.nowMs())
 	}
-	digests, r := validateReport(req, wireBytes, st.Catalog(), cfg, a.nowMs())
-	if r != nil {
-		a.m.rejectedReport(r.reason)
-		a.m.dropped(dropInvalid, reportRows(req))
-		a.refused.record(a.log, a.nowMs(), r.reason, req.GetReporterId(), r.msg)
-		return nil, invalidReport(r)
+	if rej != nil {
+		a.m.rejectedReport(rej.reason)
+		a.m.dropped(dropInvalid, reportRows(r))
+		a.refused.record(a.log, a.nowMs(), rej.reason, r.reporter, rej.msg)
+		return nil, invalidReport(rej)
 	}
 	resp := &api.ReportResponse{Config: cfg}
-	if len(req.GetColumns()) == 0 {
+	if len(cols) == 0 {
 		return func(context.Context) (*api.ReportResponse, error) { return resp, nil }, nil
 	}
-	tickets, err := a.admit(t, req, digests, st)
+	tickets, err := a.admit(t, r.reporter, cols, st)
 	if err != nil {
 		return nil, err
 	}
-	reporter := req.GetReporterId()
+	reporter := r.reporter
 	deadline := time.Now().Add(time.Duration(cfg.GetStepMs()+graceMs(cfg, cfg.GetStepMs()))*time.Millisecond + reportMargin)
 	return func(ctx context.Context) (*api.ReportResponse, error) {
 		awaitTickets(ctx, tickets, time.Until(deadline))
@@ -264,16 +272,15 @@ func (a *Aggregator) Take(ctx context.Context, req *api.ReportRequest, wireBytes
 	}, nil
 }
 
-// admit merges the columns of a validated report (digests[i] the content
-// digest of columns[i]) into term t, oldest window first. A window not yet
-// open needs one of maxOpenColumns slots;
-// when none is left, that window and every later one of the report are
-// left out — not merged, not acknowledged, and not counted as seen (the
-// reporter resends them) — so a long backlog drains oldest first instead
-// of being refused as a whole forever. A report of which nothing could be
-// taken fails with ErrReportBacklog, having changed nothing. st is the state
-// the report was validated against: its catalog decides which rows are
-// dead.
+// admit merges the validated columns of reporter's report into term t,
+// oldest window first. A window not yet open needs one of maxOpenColumns
+// slots; when none is left, that window and every later one of the report
+// are left out — not merged, not acknowledged, and not counted as seen
+// (the reporter resends them) — so a long backlog drains oldest first
+// instead of being refused as a whole forever. A report of which nothing
+// could be taken fails with ErrReportBacklog, having changed nothing. st is
+// the state the report was validated against: its catalog decides which
+// rows are dead.
 //
 // A report that contradicts one already taken — the same (reporter, window)
 // with other content — is refused as a whole with ErrConflictingReport
@@ -282,20 +289,13 @@ func (a *Aggregator) Take(ctx context.Context, req *api.ReportRequest, wireBytes
 //
 // The bookkeeping — conflicts, claims, the reporters seen — happens under
 // a.mu; the merges of the claimed columns after it is released.
-func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, digests []uint64, st *fsm.State) ([]ticket, error) {
-	cols := req.GetColumns()
-	order := make([]int, len(cols))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(x, y int) int {
-		return cmp.Compare(cols[x].GetWindowStartMs(), cols[y].GetWindowStartMs())
-	})
-	reporter := req.GetReporterId()
+func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *fsm.State) ([]ticket, error) {
+	cols = slices.Clone(cols)
+	slices.SortFunc(cols, func(x, y columnInfo) int { return cmp.Compare(x.window, y.window) })
 	type claimed struct {
 		oc  *openColumn
 		sum *columnSum // read under mu: settling drops oc.sum
-		col *api.ReportColumn
+		col []byte
 	}
 	var claims []claimed
 	a.mu.Lock()
@@ -307,8 +307,8 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, digests []uint64,
 	// its window late.
 	fresh := a.fsm.State()
 	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
-	for _, i := range order {
-		if err := t.conflict(reporter, cols[i].GetWindowStartMs(), digests[i]); err != nil {
+	for _, c := range cols {
+		if err := t.conflict(reporter, c.window, c.digest); err != nil {
 			a.mu.Unlock()
 			a.m.rejectedReport(rejectConflict)
 			a.refused.record(a.log, a.nowMs(), rejectConflict, reporter, err.Error())
@@ -316,9 +316,8 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, digests []uint64,
 		}
 	}
 	tickets := make([]ticket, 0, len(cols))
-	for _, i := range order {
-		c := cols[i]
-		w, step := c.GetWindowStartMs(), c.GetStepMs()
+	for _, c := range cols {
+		w, step := c.window, c.step
 		if w < mark {
 			t.saw(reporter, w)
 			tickets = append(tickets, ticket{window: w, late: !t.counted(fresh, reporter, w, step)})
@@ -338,9 +337,9 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, digests []uint64,
 		// step that changed since the column opened, is not merged: it is
 		// acknowledged as late when the column settles.
 		if _, merged := oc.sum.digestOf(reporter); !merged && !oc.sealed && oc.sum.stepMs == step {
-			oc.sum.claim(reporter, digests[i])
+			oc.sum.claim(reporter, c.digest)
 			oc.merging.Add(1)
-			claims = append(claims, claimed{oc, oc.sum, c})
+			claims = append(claims, claimed{oc, oc.sum, c.wire})
 		}
 		tickets = append(tickets, ticket{window: w, col: oc})
 	}
@@ -741,10 +740,13 @@ func proposalFailure(err error) string {
 	return "proposer returned no result"
 }
 
-func reportRows(req *api.ReportRequest) uint64 {
+// reportRows counts the rows of a report's columns that decode.
+func reportRows(r wireReport) uint64 {
 	var n uint64
-	for _, c := range req.GetColumns() {
-		n += uint64(len(c.GetRows()))
+	for _, b := range r.columns {
+		if c, err := api.ReadColumn(b); err == nil {
+			n += uint64(c.NumRows)
+		}
 	}
 	return n
 }

@@ -54,11 +54,11 @@ func BenchmarkValidateReport(b *testing.B) {
 	}
 	req := &api.ReportRequest{ReporterId: "r0", Columns: []*api.ReportColumn{benchColumn(100_000, 0)}}
 	cfg := testConfig()
-	size := proto.Size(req)
-	b.SetBytes(int64(size))
+	w := wireOf(b, req)
+	b.SetBytes(int64(w.size))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, rej := validateReport(req, size, c, cfg, 101_000); rej != nil {
+		if _, rej := validateReport(w, c, cfg, 101_000); rej != nil {
 			b.Fatal(rej.msg)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -87,11 +86,11 @@ func TestAggregatorExactlyOnceProperty(t *testing.T) {
 				req.Columns = append(req.Columns, reportCol(w, row(2, propReads(r.id, w), 0)))
 			}
 			st := h.f.State()
-			digests, rej := validateReport(req, proto.Size(req), st.Catalog(), st.Config(), now)
+			cols, rej := validateReport(wireOf(t, req), st.Catalog(), st.Config(), now)
 			if rej != nil {
 				rt.Fatalf("valid report rejected: %s", rej.msg)
 			}
-			tickets, err := h.a.admit(h.term, req, digests, st)
+			tickets, err := h.a.admit(h.term, req.GetReporterId(), cols, st)
 			if err != nil {
 				if status.Code(err) != codes.Unavailable || !errors.Is(err, ErrReportBacklog) {
 					rt.Fatalf("report %v: %v", ws, err)

@@ -180,40 +180,52 @@ func (c *columnSum) digestOf(reporter string) (uint64, bool) {
 // merge itself follows outside it.
 func (c *columnSum) claim(reporter string, d uint64) { c.reporters[reporter] = d }
 
-// add claims and merges one contribution: for a sum with a single owner
-// (MergeColumn, tests).
+// add claims and merges one contribution given as a message: for a sum
+// with a single owner (MergeColumn, tests).
 func (c *columnSum) add(reporter string, d uint64, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
+	b, err := proto.Marshal(col)
+	if err != nil {
+		return 0 // a message built in this process always marshals
+	}
 	c.claim(reporter, d)
-	return c.merge(reporter, col, cat)
+	return c.merge(reporter, b, cat)
 }
 
-// merge merges one reporter's validated column, claimed before. Rows of
-// routes that are not live in cat are dropped; merge returns how many. It
-// may run concurrently with other merges into c: it takes each shard's
-// lock once, for the report's rows in that shard, starting at a shard that
-// depends on the reporter so that concurrent merges start apart.
-func (c *columnSum) merge(reporter string, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
-	rows := col.GetRows()
-	// Group the rows by shard (a counting sort of their indexes).
-	var starts [sumShards + 1]int
-	shard := make([]uint8, len(rows))
-	for i, row := range rows {
-		s := shardOf(row.GetRouteId())
-		shard[i] = uint8(s)
-		starts[s+1]++
+// merge merges one reporter's validated column, in wire form, claimed
+// before. Rows of routes that are not live in cat are dropped; merge
+// returns how many. It keeps no reference to col. It may run concurrently
+// with other merges into c: it takes each shard's lock once, for the
+// report's rows in that shard, starting at a shard that depends on the
+// reporter so that concurrent merges start apart.
+func (c *columnSum) merge(reporter string, col []byte, cat *catalog.Catalog) (dead uint64) {
+	wc, err := api.ReadColumn(col)
+	if err != nil {
+		return 0 // validated: cannot happen
 	}
+	// Group the rows by shard (a counting sort of their places).
+	type place struct{ off, end int32 }
+	var starts [sumShards + 1]int
+	shard := make([]uint8, 0, wc.NumRows)
+	places := make([]place, 0, wc.NumRows)
+	wc.RowSpans(func(off, end int) bool {
+		s := shardOf(api.ReadRouteID(col[off:end]))
+		shard = append(shard, uint8(s))
+		places = append(places, place{int32(off), int32(end)})
+		starts[s+1]++
+		return true
+	})
 	for s := range sumShards {
 		starts[s+1] += starts[s]
 	}
-	order := make([]int32, len(rows))
+	order := make([]place, len(places))
 	next := starts
-	for i := range rows {
-		order[next[shard[i]]] = int32(i)
+	for i, p := range places {
+		order[next[shard[i]]] = p
 		next[shard[i]]++
 	}
 	rh := sampleHash(0, []byte(reporter))
-	ww, wr := col.GetWriteWeight(), col.GetReadWeight()
 	first := int(rh % sumShards)
+	var row api.WireRow
 	for k := range sumShards {
 		s := (first + k) % sumShards
 		if starts[s] == starts[s+1] {
@@ -222,15 +234,18 @@ func (c *columnSum) merge(reporter string, col *api.ReportColumn, cat *catalog.C
 		sh := &c.shards[s]
 		sh.mu.Lock()
 		if sh.rows == nil {
-			sh.reserve(col, starts[s+1]-starts[s])
+			sh.rowIndex = make(map[uint64]int32, starts[s+1]-starts[s])
+			sh.rows = make([]rowSum, 0, starts[s+1]-starts[s])
 		}
-		for _, i := range order[starts[s]:starts[s+1]] {
-			row := rows[i]
-			if _, live := cat.Route(row.GetRouteId()); !live {
+		for _, p := range order[starts[s]:starts[s+1]] {
+			if row.Read(col[p.off:p.end]) != nil {
+				continue // validated: cannot happen
+			}
+			if _, live := cat.Route(row.RouteID); !live {
 				dead++
 				continue
 			}
-			sh.addRow(row, ww, wr, rh)
+			sh.addRow(&row, wc.WriteWeight, wc.ReadWeight, rh)
 		}
 		sh.mu.Unlock()
 	}
@@ -250,49 +265,49 @@ func (c *columnSum) merge(reporter string, col *api.ReportColumn, cat *catalog.C
 // holds an entry with error > 0 (each replacement inserts one), and one
 // that never replaced an entry holds every key it was fed, so a key absent
 // from it had a sampled count of zero.
-func (c *sumShard) addRow(row *api.ReportRow, ww, wr uint32, rh uint64) {
-	i, ok := c.rowIndex[row.GetRouteId()]
+func (c *sumShard) addRow(row *api.WireRow, ww, wr uint32, rh uint64) {
+	i, ok := c.rowIndex[row.RouteID]
 	if !ok {
 		i = int32(len(c.rows))
-		c.rowIndex[row.GetRouteId()] = i
-		c.rows = append(c.rows, rowSum{id: row.GetRouteId()})
+		c.rowIndex[row.RouteID] = i
+		c.rows = append(c.rows, rowSum{id: row.RouteID})
 	}
 	r := &c.rows[i]
 	r.inputs++
-	r.reads = saturate.Add(r.reads, row.GetReads())
-	r.writes = saturate.Add(r.writes, row.GetWrites())
-	r.readBytes = saturate.Add(r.readBytes, row.GetReadBytes())
-	r.writeBytes = saturate.Add(r.writeBytes, row.GetWriteBytes())
-	r.degraded = r.degraded || row.GetTopKDegraded()
-	r.sampleRate = max(r.sampleRate, row.GetSampleRate())
-	c.addBuckets(r, row.GetBuckets())
+	r.reads = saturate.Add(r.reads, row.Reads)
+	r.writes = saturate.Add(r.writes, row.Writes)
+	r.readBytes = saturate.Add(r.readBytes, row.ReadBytes)
+	r.writeBytes = saturate.Add(r.writeBytes, row.WriteBytes)
+	r.degraded = r.degraded || row.TopKDegraded
+	r.sampleRate = max(r.sampleRate, row.SampleRate)
+	c.addBuckets(r, row.Buckets)
 	addSamples(r, row, ww, wr, rh)
 	addSampled(r, row, ww, wr)
 
-	top := row.GetTopKeys()
+	top := row.TopKeys
 	if len(top) == 0 {
 		return
 	}
-	rate := uint64(row.GetSampleRate())
-	full := row.GetTopKDegraded()
+	rate := uint64(row.SampleRate)
+	full := row.TopKDegraded
 	minScaled := uint64(math.MaxUint64)
 	for _, k := range top {
-		full = full || k.GetError() > 0
-		minScaled = min(minScaled, k.GetCount()*rate) // validated: no overflow
+		full = full || k.Error > 0
+		minScaled = min(minScaled, k.Count*rate) // validated: no overflow
 	}
 	if full {
 		r.absentUpper = saturate.Add(r.absentUpper, minScaled)
 	}
 	for _, k := range top {
-		e := c.key(r, k.GetKey())
+		e := c.key(r, k.Key)
 		if e == nil {
 			r.degraded = true // past maxMergeKeys
 			continue
 		}
-		e.lower = saturate.Add(e.lower, (k.GetCount()-k.GetError())*rate)
-		e.upper = saturate.Add(e.upper, k.GetCount()*rate)
-		e.sampledReads = saturate.Add(e.sampledReads, k.GetSampledReads())
-		e.sampledWrites = saturate.Add(e.sampledWrites, k.GetSampledWrites())
+		e.lower = saturate.Add(e.lower, (k.Count-k.Error)*rate)
+		e.upper = saturate.Add(e.upper, k.Count*rate)
+		e.sampledReads = saturate.Add(e.sampledReads, k.SampledReads)
+		e.sampledWrites = saturate.Add(e.sampledWrites, k.SampledWrites)
 		e.variance = saturate.Add(e.variance, keyVariance(k, rate, ww, wr))
 		if full {
 			e.ownAbsent = saturate.Add(e.ownAbsent, minScaled)
@@ -305,24 +320,24 @@ func (c *sumShard) addRow(row *api.ReportRow, ww, wr uint32, rh uint64) {
 // wr²·reads) from the raw sampled events. A reporter that sends no raw
 // counts (a version 1 build) is taken to have sampled events of the larger
 // weight: rate²·max(ww, wr)·(count − error), which errs high.
-func keyVariance(k *api.TopKeyCount, rate uint64, ww, wr uint32) uint64 {
+func keyVariance(k api.WireTopKey, rate uint64, ww, wr uint32) uint64 {
 	r2 := u128mul(rate, rate)
-	if k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 {
-		w := u128add(u128mul(uint64(ww)*uint64(ww), k.GetSampledWrites()), u128mul(uint64(wr)*uint64(wr), k.GetSampledReads()))
+	if k.SampledReads != 0 || k.SampledWrites != 0 {
+		w := u128add(u128mul(uint64(ww)*uint64(ww), k.SampledWrites), u128mul(uint64(wr)*uint64(wr), k.SampledReads))
 		return u128mulSat(r2, w)
 	}
-	return u128mulSat(r2, u128mul(uint64(max(ww, wr)), k.GetCount()-k.GetError()))
+	return u128mulSat(r2, u128mul(uint64(max(ww, wr)), k.Count-k.Error))
 }
 
 // addSampled adds one reporter's sampled operations to r's sampled total
 // and its variance.
-func addSampled(r *rowSum, row *api.ReportRow, ww, wr uint32) {
-	sr, sw := row.GetSampledReads(), row.GetSampledWrites()
+func addSampled(r *rowSum, row *api.WireRow, ww, wr uint32) {
+	sr, sw := row.SampledReads, row.SampledWrites
 	if sr == 0 && sw == 0 {
-		r.sampledUnknown = r.sampledUnknown || len(row.GetTopKeys()) > 0
+		r.sampledUnknown = r.sampledUnknown || len(row.TopKeys) > 0
 		return
 	}
-	rate := uint64(row.GetSampleRate())
+	rate := uint64(row.SampleRate)
 	w := u128add(u128mul(uint64(ww), sw), u128mul(uint64(wr), sr))
 	r.sampledTotal = saturate.Add(r.sampledTotal, u128mulSat(u128{0, rate}, w))
 	v := u128add(u128mul(uint64(ww)*uint64(ww), sw), u128mul(uint64(wr)*uint64(wr), sr))
@@ -334,29 +349,29 @@ func addSampled(r *rowSum, row *api.ReportRow, ww, wr uint32) {
 // times the reporter's weighted load (its bucket sum), so samples of
 // reporters with more load count for more. rh is the reporter's hash; a
 // key's priority also depends on its position in the reporter's sample.
-func addSamples(r *rowSum, row *api.ReportRow, ww, wr uint32, rh uint64) {
-	ss := row.GetSamples()
+func addSamples(r *rowSum, row *api.WireRow, ww, wr uint32, rh uint64) {
+	ss := row.Samples
 	if len(ss) == 0 {
 		return
 	}
 	var load, sampled uint64
-	for _, b := range row.GetBuckets() {
+	for _, b := range row.Buckets {
 		load = saturate.Add(load, b) // validated: no overflow
 	}
 	for _, s := range ss {
-		sampled = saturate.Add(sampled, saturate.Add(saturate.Mul(uint64(ww), uint64(s.GetWrites())), saturate.Mul(uint64(wr), uint64(s.GetReads()))))
+		sampled = saturate.Add(sampled, saturate.Add(saturate.Mul(uint64(ww), uint64(s.Writes)), saturate.Mul(uint64(wr), uint64(s.Reads))))
 	}
 	if load == 0 || sampled == 0 {
 		return
 	}
 	for pos, s := range ss {
-		w := saturate.Add(saturate.Mul(uint64(ww), uint64(s.GetWrites())), saturate.Mul(uint64(wr), uint64(s.GetReads())))
+		w := saturate.Add(saturate.Mul(uint64(ww), uint64(s.Writes)), saturate.Mul(uint64(wr), uint64(s.Reads)))
 		hi, lo := bits.Mul64(load, w)
 		q, _ := bits.Div64(hi, lo, sampled) // w <= sampled: q <= load
 		if q == 0 {
 			continue
 		}
-		r.sample.offer(q, sampleU(sampleHash(sampleSeed(rh, pos), s.GetKey())), s.GetKey())
+		r.sample.offer(q, sampleU(sampleHash(sampleSeed(rh, pos), s.Key)), s.Key)
 	}
 }
 
@@ -374,31 +389,6 @@ func (c *sumShard) addBuckets(r *rowSum, b []uint64) {
 			sums[i] = saturate.Add(sums[i], v)
 		}
 	}
-}
-
-// reserve sizes a shard's tables for a window whose reports look like the
-// first one (n of whose rows fall in the shard), so that later reports
-// rarely grow them.
-func (c *sumShard) reserve(col *api.ReportColumn, n int) {
-	var nb, nk, kb, ns int
-	for _, r := range col.GetRows() {
-		nb += len(r.GetBuckets())
-		nk += len(r.GetTopKeys())
-		for _, k := range r.GetTopKeys() {
-			kb += len(k.GetKey())
-		}
-		if n := len(r.GetTopKeys()); n > 0 {
-			ns += tableFor(2 * n) // room for other reporters' keys
-		}
-	}
-	// The shard's share of the column's rows.
-	share := func(x int) int { return x/max(len(col.GetRows()), 1)*n + n }
-	c.rowIndex = make(map[uint64]int32, n)
-	c.rows = make([]rowSum, 0, n)
-	c.buckets = make([]uint64, 0, share(nb))
-	c.keys = make([]keySum, 0, 2*share(nk))
-	c.keyBytes = make([]byte, 0, 2*share(kb))
-	c.slots = make([]keySlot, 0, 2*share(ns)) // growth leaves old tables behind
 }
 
 // tableFor is the table size that holds n keys at most three quarters
@@ -808,7 +798,12 @@ func MergeColumn(contribs []Contribution, cat *catalog.Catalog, dc detector.Conf
 	first := contribs[0].Column
 	sum := newColumnSum(first.GetWindowStartMs(), first.GetStepMs())
 	for _, c := range contribs {
-		sum.add(c.Reporter, columnDigest(c.Column), c.Column, cat)
+		b, err := proto.Marshal(c.Column)
+		if err != nil {
+			continue // a message built in this process always marshals
+		}
+		sum.claim(c.Reporter, columnDigest(b))
+		sum.merge(c.Reporter, b, cat)
 	}
 	entry, _ := sum.entry(cat, dc, DefaultBelowThresholdRows, clusterVersion, nil)
 	return entry

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -128,6 +130,10 @@ func BenchmarkMergeSamples(b *testing.B) {
 		writes[i] = uint32(1 + i%3)
 	}
 	col := reportCol(0, sampledRow(keys, writes))
+	wire, err := proto.Marshal(col)
+	if err != nil {
+		b.Fatal(err)
+	}
 	s := newColumnSum(0, testStep)
 	for r := range 8 {
 		s.add(fmt.Sprint("warm", r), 0, col, cat)
@@ -135,7 +141,7 @@ func BenchmarkMergeSamples(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		s.merge(fmt.Sprint("r", i), col, cat)
+		s.merge(fmt.Sprint("r", i), wire, cat)
 		i++
 	}
 }

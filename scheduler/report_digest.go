@@ -43,58 +43,70 @@ func (d *digester) bytes(b []byte) {
 func (d *digester) sum() uint64 { return mix(d.h, 0xe7037ed1a0b428db) }
 
 // header digests a column's own fields and its row count.
-func (d *digester) header(c *api.ReportColumn) {
-	d.u64(c.GetWindowStartMs())
-	d.u64(c.GetStepMs())
-	d.u64(uint64(c.GetBuckets()))
-	d.u64(uint64(c.GetWriteWeight()))
-	d.u64(uint64(c.GetReadWeight()))
-	d.u64(uint64(len(c.GetRows())))
+func (d *digester) header(c api.WireColumn) {
+	d.u64(c.WindowStartMs)
+	d.u64(c.StepMs)
+	d.u64(uint64(c.Buckets))
+	d.u64(uint64(c.WriteWeight))
+	d.u64(uint64(c.ReadWeight))
+	d.u64(uint64(c.NumRows))
 }
 
 // row digests one row, every field.
-func (d *digester) row(r *api.ReportRow) {
-	d.u64(r.GetRouteId())
-	d.u64(r.GetReads())
-	d.u64(r.GetWrites())
-	d.u64(r.GetReadBytes())
-	d.u64(r.GetWriteBytes())
-	d.u64(uint64(len(r.GetBuckets())))
-	for _, b := range r.GetBuckets() {
+func (d *digester) row(r *api.WireRow) {
+	d.u64(r.RouteID)
+	d.u64(r.Reads)
+	d.u64(r.Writes)
+	d.u64(r.ReadBytes)
+	d.u64(r.WriteBytes)
+	d.u64(uint64(len(r.Buckets)))
+	for _, b := range r.Buckets {
 		d.u64(b)
 	}
-	d.u64(uint64(len(r.GetTopKeys())))
-	for _, k := range r.GetTopKeys() {
-		d.bytes(k.GetKey())
-		d.u64(k.GetCount())
-		d.u64(k.GetError())
-		d.u64(k.GetSampledReads())
-		d.u64(k.GetSampledWrites())
+	d.u64(uint64(len(r.TopKeys)))
+	for _, k := range r.TopKeys {
+		d.bytes(k.Key)
+		d.u64(k.Count)
+		d.u64(k.Error)
+		d.u64(k.SampledReads)
+		d.u64(k.SampledWrites)
 	}
-	d.u64(uint64(r.GetSampleRate()))
-	if r.GetTopKDegraded() {
+	d.u64(uint64(r.SampleRate))
+	if r.TopKDegraded {
 		d.u64(1)
 	} else {
 		d.u64(0)
 	}
-	d.u64(uint64(len(r.GetSamples())))
-	for _, s := range r.GetSamples() {
-		d.bytes(s.GetKey())
-		d.u64(uint64(s.GetReads()))
-		d.u64(uint64(s.GetWrites()))
+	d.u64(uint64(len(r.Samples)))
+	for _, s := range r.Samples {
+		d.bytes(s.Key)
+		d.u64(uint64(s.Reads))
+		d.u64(uint64(s.Writes))
 	}
-	d.u64(r.GetSampledReads())
-	d.u64(r.GetSampledWrites())
+	d.u64(r.SampledReads)
+	d.u64(r.SampledWrites)
 }
 
-// columnDigest is the content digest of a column on its own (validation
-// computes the same as it goes): a resend of the same column has the same
-// digest, however it was encoded.
-func columnDigest(c *api.ReportColumn) uint64 {
+// columnDigest is the content digest of an encoded column on its own
+// (validation computes the same as it goes), 0 if it does not decode: a
+// resend of the same column has the same digest, however it was encoded.
+func columnDigest(b []byte) uint64 {
+	c, err := api.ReadColumn(b)
+	if err != nil {
+		return 0
+	}
 	d := newDigester()
 	d.header(c)
-	for _, r := range c.GetRows() {
-		d.row(r)
+	var row api.WireRow
+	c.Rows(func(_ int, rb []byte) bool {
+		if err = row.Read(rb); err != nil {
+			return false
+		}
+		d.row(&row)
+		return true
+	})
+	if err != nil {
+		return 0
 	}
 	return d.sum()
 }

@@ -122,7 +122,14 @@ func FuzzColumnDigestCanonical(f *testing.F) {
 			return
 		}
 		dropUnknown(c.ProtoReflect()) // unknown fields are not content
-		want := columnDigest(&c)
+		digest := func(c *api.ReportColumn) uint64 {
+			b, err := proto.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return columnDigest(b)
+		}
+		want := digest(&c)
 		det, err := proto.MarshalOptions{Deterministic: true}.Marshal(&c)
 		if err != nil {
 			t.Fatal(err)
@@ -136,7 +143,7 @@ func FuzzColumnDigestCanonical(f *testing.F) {
 			if !proto.Equal(&c, &c2) {
 				t.Fatalf("%s encoding decodes to other content", name)
 			}
-			if got := columnDigest(&c2); got != want {
+			if got := columnDigest(enc); got != want {
 				t.Fatalf("%s encoding digests %x, the content %x", name, got, want)
 			}
 		}
@@ -146,7 +153,7 @@ func FuzzColumnDigestCanonical(f *testing.F) {
 		} else {
 			other.WindowStartMs++
 		}
-		if columnDigest(other) == want {
+		if digest(other) == want {
 			t.Fatalf("a column with other content digests the same")
 		}
 	})
@@ -157,11 +164,12 @@ func FuzzColumnDigestCanonical(f *testing.F) {
 func TestValidationDigests(t *testing.T) {
 	cat := narrowCatalog(t)
 	r := validReport() // two columns
-	digests, rej := validateReport(r, proto.Size(r), cat, validateConfig(), validNowMs)
+	w := wireOf(t, r)
+	cols, rej := validateReport(w, cat, validateConfig(), validNowMs)
 	if rej != nil {
 		t.Fatal(rej.msg)
 	}
-	if len(digests) != 2 || digests[0] != columnDigest(r.Columns[0]) || digests[1] != columnDigest(r.Columns[1]) || digests[0] == digests[1] {
-		t.Fatalf("digests %x, want %x and %x", digests, columnDigest(r.Columns[0]), columnDigest(r.Columns[1]))
+	if len(cols) != 2 || cols[0].digest != columnDigest(w.columns[0]) || cols[1].digest != columnDigest(w.columns[1]) || cols[0].digest == cols[1].digest {
+		t.Fatalf("digests %x %x, want %x and %x", cols[0].digest, cols[1].digest, columnDigest(w.columns[0]), columnDigest(w.columns[1]))
 	}
 }

@@ -22,18 +22,44 @@ import (
 // wrong and reports success; the interceptors (decodeFailure) then answer
 // InvalidArgument naming the field before any handler runs.
 //
-// It also records the encoded size of every load report it decodes, so
-// that the report's size limit is checked against the bytes that arrived
-// rather than by walking the decoded message again (reportSize).
+// A load report is not decoded into messages at all: the codec keeps the
+// bytes that arrived (a buffer from gRPC's pool), checks that protobuf would
+// decode them (api.CheckReportRequest reads exactly what proto.Unmarshal
+// reads), sets only the request's reporter_id — what authorization and the
+// handler's checks need — and leaves the bytes for the leader's aggregator,
+// which validates and merges them in place (reportWire). Bytes that would
+// not decode take the standard path, and so the same refusal.
 //
-// Concurrency: safe for concurrent use. A failure or a report's size is
+// Concurrency: safe for concurrent use. A failure or a report's bytes are
 // recorded under the message pointer and taken out by the interceptor of
 // the same call, so the tables hold at most one entry per call in flight.
 type requestCodec struct {
 	inner encoding.CodecV2
 
 	failures sync.Map // message pointer (any) -> string
-	sizes    sync.Map // *api.ReportRequest -> int
+	reports  sync.Map // *api.ReportRequest -> *reportWire
+}
+
+// reportWire is a load report's bytes as they arrived, in a pooled buffer:
+// given back (free) once the report is merged or forwarded, exactly once.
+//
+// Concurrency: free and bytes are called by the one goroutine handling the
+// call.
+type reportWire struct {
+	buf mem.Buffer // nil once freed
+}
+
+// bytes is the report's encoding, valid until free.
+func (w *reportWire) bytes() []byte { return w.buf.ReadOnlyData() }
+
+func (w *reportWire) len() int { return w.buf.Len() }
+
+// free gives the buffer back; later calls do nothing.
+func (w *reportWire) free() {
+	if w != nil && w.buf != nil {
+		w.buf.Free()
+		w.buf = nil
+	}
 }
 
 func newRequestCodec() *requestCodec {
@@ -45,11 +71,18 @@ func (c *requestCodec) Name() string { return c.inner.Name() }
 func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
 
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*api.ReportRequest); ok {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		if id, err := api.CheckReportRequest(buf.ReadOnlyData()); err == nil {
+			proto.Reset(r)
+			r.ReporterId = id
+			c.reports.Store(r, &reportWire{buf: buf})
+			return nil
+		}
+		buf.Free() // the standard path names what is wrong
+	}
 	err := c.inner.Unmarshal(data, v)
 	if err == nil {
-		if r, ok := v.(*api.ReportRequest); ok {
-			c.sizes.Store(r, data.Len())
-		}
 		return nil
 	}
 	m, ok := v.(proto.Message)
@@ -71,13 +104,13 @@ func (c *requestCodec) decodeFailure(req any) string {
 	return ""
 }
 
-// reportSize returns the encoded size req arrived with, or -1 if it did not
-// come through the codec; it forgets it.
-func (c *requestCodec) reportSize(req *api.ReportRequest) int {
-	if n, ok := c.sizes.LoadAndDelete(req); ok {
-		return n.(int)
+// reportWire returns the bytes req arrived as, or nil if it did not come
+// through the codec's report path; it forgets them.
+func (c *requestCodec) reportWire(req *api.ReportRequest) *reportWire {
+	if w, ok := c.reports.LoadAndDelete(req); ok {
+		return w.(*reportWire)
 	}
-	return -1
+	return nil
 }
 
 // describeDecodeError names the first field of b that a strict protobuf

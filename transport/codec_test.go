@@ -80,6 +80,21 @@ func FuzzRequestCodec(f *testing.F) {
 		want := typ.ProtoReflect().New().Interface()
 		werr := proto.Unmarshal(b, want)
 		why := c.decodeFailure(m)
+		if r, ok := m.(*api.ReportRequest); ok {
+			// A report keeps its bytes, and only its reporter id is set:
+			// the bytes must be what protobuf decodes, to the same content.
+			if w := c.reportWire(r); w != nil {
+				if werr != nil {
+					t.Fatalf("protobuf refuses it (%v), the codec kept it as a report", werr)
+				}
+				var got api.ReportRequest
+				if err := proto.Unmarshal(w.bytes(), &got); err != nil || !proto.Equal(&got, want) || r.GetReporterId() != got.GetReporterId() {
+					t.Fatalf("the kept bytes decode to other content (%v), or reporter id %q", err, r.GetReporterId())
+				}
+				w.free()
+				return
+			}
+		}
 		switch {
 		case werr == nil && why != "":
 			t.Fatalf("protobuf decodes it, codec says %q", why)

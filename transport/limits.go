@@ -155,17 +155,15 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 
 type reportChargeKey struct{}
 
-// reportBytesKey carries the encoded size a report arrived with from the
-// interceptor to the handler.
-type reportBytesKey struct{}
+// reportWireKey carries a report's bytes from the interceptor to the
+// handler.
+type reportWireKey struct{}
 
-// reportBytes is the encoded size of the report of the call ctx belongs
-// to, or -1 if unknown.
-func reportBytes(ctx context.Context) int {
-	if n, ok := ctx.Value(reportBytesKey{}).(int); ok {
-		return n
-	}
-	return -1
+// reportWireOf is the bytes the report of the call ctx belongs to arrived
+// as, or nil.
+func reportWireOf(ctx context.Context) *reportWire {
+	w, _ := ctx.Value(reportWireKey{}).(*reportWire)
+	return w
 }
 
 // chargeOf is what a report is charged: its declared size, within

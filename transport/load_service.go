@@ -2,12 +2,16 @@ package transport
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -18,11 +22,14 @@ type loadServer struct {
 }
 
 // Report hands load reports to the leader's column aggregator; followers
-// forward them (SPEC §8), declaring the size they arrived with so the
-// leader charges its budget for what the report is. On the leader the
-// report is merged first; then the request and what admission charged for
-// it are let go while the report waits for its columns to commit.
+// forward them (SPEC §8) as the bytes they arrived as, declaring their size
+// so the leader charges its budget for what the report is. On the leader
+// the report is merged straight from those bytes; then the bytes and what
+// admission charged for them are let go while the report waits for its
+// columns to commit.
 func (l *loadServer) Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error) {
+	wire := reportWireOf(ctx)
+	defer wire.free() // on every path; after a merge it has been freed already
 	if l.s.cfg.Loads == nil {
 		return nil, status.Error(codes.Unimplemented, "load reports are not accepted by this build")
 	}
@@ -32,26 +39,63 @@ func (l *loadServer) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	if req.GetReporterId() == "" {
 		return nil, invalid("reporter_id: must be set")
 	}
-	size := reportBytes(ctx)
-	if resp, handled, err := forwardRead(ctx, l.s, api.Consistency_CONSISTENCY_LINEARIZABLE, func(ctx context.Context, cc *grpc.ClientConn) (*api.ReportResponse, error) {
-		if size >= 0 {
-			ctx = metadata.AppendToOutgoingContext(ctx, api.ReportBytesHeader, strconv.Itoa(size))
+	b := []byte(nil)
+	if wire != nil {
+		b = wire.bytes()
+	} else {
+		var err error
+		if b, err = proto.Marshal(req); err != nil {
+			return nil, status.Errorf(codes.Internal, "load report: %v", err)
 		}
-		return api.NewLoadClient(cc).Report(ctx, req)
+	}
+	if resp, handled, err := forwardRead(ctx, l.s, api.Consistency_CONSISTENCY_LINEARIZABLE, func(ctx context.Context, cc *grpc.ClientConn) (*api.ReportResponse, error) {
+		ctx = metadata.AppendToOutgoingContext(ctx, api.ReportBytesHeader, strconv.Itoa(len(b)))
+		var resp api.ReportResponse
+		if err := cc.Invoke(ctx, api.Load_Report_FullMethodName, rawRequest(b), &resp, grpc.ForceCodecV2(rawRequestCodec{})); err != nil {
+			return nil, err
+		}
+		return &resp, nil
 	}); handled {
 		return resp, err
 	}
-	return takeReport(ctx, l.s.cfg.Loads, req, size)
+	return takeReport(ctx, l.s.cfg.Loads, b, wire)
 }
 
-// takeReport has sink merge req, gives back what admission charged for it,
-// and only then waits for the answer: a report waiting for its columns
-// holds neither its request nor budget.
-func takeReport(ctx context.Context, sink LoadSink, req *api.ReportRequest, size int) (*api.ReportResponse, error) {
-	wait, err := sink.Take(ctx, req, size)
+// takeReport has sink merge the encoded report b, gives back its buffer
+// (wire, if it came in one) and what admission charged for it, and only
+// then waits for the answer: a report waiting for its columns holds
+// neither its bytes nor budget.
+func takeReport(ctx context.Context, sink LoadSink, b []byte, wire *reportWire) (*api.ReportResponse, error) {
+	wait, err := sink.Take(ctx, b)
+	wire.free()
 	releaseReportCharge(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return wait(ctx)
 }
+
+// rawRequest is a request already in wire form.
+type rawRequest []byte
+
+// rawRequestCodec sends a rawRequest as it is and decodes responses with
+// protobuf: a follower forwards a report without decoding or encoding it.
+type rawRequestCodec struct{}
+
+func (rawRequestCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, ok := v.(rawRequest)
+	if !ok {
+		return nil, fmt.Errorf("raw request codec: cannot send %T", v)
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (rawRequestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, ok := v.(proto.Message)
+	if !ok {
+		return fmt.Errorf("raw request codec: cannot decode into %T", v)
+	}
+	return proto.Unmarshal(data.Materialize(), m)
+}
+
+func (rawRequestCodec) Name() string { return encoding.GetCodecV2("proto").Name() }

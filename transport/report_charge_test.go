@@ -11,9 +11,10 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// The codec records the size a report arrived with, once; other requests
-// and reports that did not decode leave nothing behind.
-func TestCodecRecordsReportSize(t *testing.T) {
+// A report is kept as the bytes that arrived, with only its reporter id
+// decoded, once; reports that do not decode and other requests take the
+// standard path and leave nothing behind.
+func TestCodecKeepsReportBytes(t *testing.T) {
 	c := newRequestCodec()
 	req := &api.ReportRequest{ReporterId: "n1", Columns: []*api.ReportColumn{{WindowStartMs: 1000, StepMs: 1000}}}
 	b, err := proto.Marshal(req)
@@ -26,28 +27,30 @@ func TestCodecRecordsReportSize(t *testing.T) {
 	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &got); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.reportSize(&got); n != len(b) || n == proto.Size(&got) {
-		t.Fatalf("recorded %d, want the %d bytes that arrived (proto.Size %d)", n, len(b), proto.Size(&got))
+	w := c.reportWire(&got)
+	if w == nil || w.len() != len(b) || string(w.bytes()) != string(b) || got.GetReporterId() != "n1" || len(got.GetColumns()) != 0 {
+		t.Fatalf("kept %v for %q with %d columns; want the %d bytes that arrived and the reporter id only", w, got.GetReporterId(), len(got.GetColumns()), len(b))
 	}
-	if n := c.reportSize(&got); n != -1 {
-		t.Fatalf("recorded twice: %d", n)
+	w.free()
+	w.free() // a second free does nothing
+	if c.reportWire(&got) != nil {
+		t.Fatal("kept twice")
 	}
 	var bad api.ReportRequest
 	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer([]byte{0x0a, 0x01, 0xff})}, &bad); err != nil {
 		t.Fatal(err)
 	}
-	if n := c.reportSize(&bad); n != -1 {
-		t.Fatalf("a report that did not decode recorded %d", n)
+	if c.reportWire(&bad) != nil || c.decodeFailure(&bad) == "" {
+		t.Fatal("a report that did not decode was kept, or not refused")
 	}
-	c.decodeFailure(&bad)
 	var other api.LeaderRequest
 	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(nil)}, &other); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
-	c.sizes.Range(func(any, any) bool { n++; return true })
+	c.reports.Range(func(any, any) bool { n++; return true })
 	if n != 0 {
-		t.Fatalf("%d sizes left in the table", n)
+		t.Fatalf("%d reports left in the table", n)
 	}
 }
 
@@ -58,7 +61,7 @@ type budgetSink struct {
 	inWait int64
 }
 
-func (s *budgetSink) Take(context.Context, *api.ReportRequest, int) (func(context.Context) (*api.ReportResponse, error), error) {
+func (s *budgetSink) Take(context.Context, []byte) (func(context.Context) (*api.ReportResponse, error), error) {
 	return func(context.Context) (*api.ReportResponse, error) {
 		s.inWait = s.b.used.Load()
 		return &api.ReportResponse{}, nil
@@ -81,7 +84,7 @@ func TestReportChargeReleasedOnceMerged(t *testing.T) {
 		t.Fatal("a report larger than it declared was admitted")
 	}
 	sink := &budgetSink{b: s.budget}
-	if _, err := takeReport(ctx, sink, &api.ReportRequest{ReporterId: "n1"}, 300_000); err != nil {
+	if _, err := takeReport(ctx, sink, []byte{0x0a, 0x02, 'n', '1'}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if sink.inWait != 0 {

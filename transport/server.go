@@ -71,11 +71,11 @@ type Config struct {
 }
 
 // LoadSink takes load reports on the leader (the column aggregator,
-// scheduler.Aggregator.Take): Take validates and merges a report — wireBytes
-// is the size it arrived with, -1 if unknown — and returns the wait for its
-// answer; once Take has returned the request is no longer needed.
+// scheduler.Aggregator.Take): Take validates and merges an encoded
+// ReportRequest and returns the wait for its answer; once Take has
+// returned the bytes are no longer needed.
 type LoadSink interface {
-	Take(ctx context.Context, req *api.ReportRequest, wireBytes int) (func(context.Context) (*api.ReportResponse, error), error)
+	Take(ctx context.Context, report []byte) (func(context.Context) (*api.ReportResponse, error), error)
 }
 
 // Server implements the four hotsplit.v1 services for one node.
