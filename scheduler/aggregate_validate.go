@@ -98,17 +98,17 @@ func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs u
 	}
 	cols = make([]columnInfo, len(r.columns))
 	var row api.WireRow
-	var routes []uint64
 	for i, b := range r.columns {
 		c, err := api.ReadColumn(b)
 		if err != nil {
 			return nil, reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: -1}, err)
 		}
 		d := newDigester()
-		if rej := validateColumn(c, i, cat, cfg, nowMs, &d, &row, &routes); rej != nil {
+		rows := make([]rowRef, 0, c.NumRows)
+		if rej := validateColumn(c, i, cat, cfg, nowMs, &d, &row, &rows); rej != nil {
 			return nil, rej
 		}
-		cols[i] = columnInfo{window: c.WindowStartMs, step: c.StepMs, digest: d.sum(), wire: b}
+		cols[i] = columnInfo{window: c.WindowStartMs, step: c.StepMs, digest: d.sum(), wire: b, ww: c.WriteWeight, wr: c.ReadWeight, rows: rows}
 	}
 	if i, j, dup := firstDuplicate(len(cols), func(i int) uint64 { return cols[i].window }); dup {
 		return nil, reject(rejectDuplicateColumn, "columns[%d].window_start_ms: %d repeats columns[%d]", j, cols[j].window, i)
@@ -117,15 +117,25 @@ func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs u
 }
 
 // columnInfo is a validated column: its window and step, its content
-// digest and its encoding.
+// digest, its encoding, its weights and where each row lies in it.
 type columnInfo struct {
 	window, step, digest uint64
 	wire                 []byte
+	ww, wr               uint32
+	rows                 []rowRef
 }
 
-// validateColumn checks columns[i] and feeds its content to d; row and
-// routes are scratch space reused from column to column.
-func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, d *digester, row *api.WireRow, routes *[]uint64) *rejection {
+// rowRef is a validated row: its route and where it lies in its column's
+// encoding (wire[off:end]).
+type rowRef struct {
+	route    uint64
+	off, end int32
+}
+
+// validateColumn checks columns[i], feeds its content to d and appends
+// each row's reference to rows; row is scratch space reused from column to
+// column.
+func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, d *digester, row *api.WireRow, rows *[]rowRef) *rejection {
 	path := fieldPath{col: i, row: -1}
 	w := c.WindowStartMs
 	// A scheduled step change applies from its boundary on (fsm.StepAt).
@@ -143,9 +153,8 @@ func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Conf
 			path, w, w+step, maxFutureSteps, nowMs)
 	}
 	d.header(c)
-	*routes = (*routes)[:0]
 	var rej *rejection
-	c.Rows(func(j int, b []byte) bool {
+	c.Rows(func(j int, b []byte, off, end int) bool {
 		if err := row.Read(b); err != nil {
 			rej = reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: j}, err)
 			return false
@@ -154,15 +163,15 @@ func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Conf
 			return false
 		}
 		d.row(row)
-		*routes = append(*routes, row.RouteID)
+		*rows = append(*rows, rowRef{route: row.RouteID, off: int32(off), end: int32(end)})
 		return true
 	})
 	if rej != nil {
 		return rej
 	}
-	ids := *routes
-	if a, b, dup := firstDuplicate(len(ids), func(i int) uint64 { return ids[i] }); dup {
-		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, ids[b], a)
+	refs := *rows
+	if a, b, dup := firstDuplicate(len(refs), func(i int) uint64 { return refs[i].route }); dup {
+		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, refs[b].route, a)
 	}
 	return nil
 }

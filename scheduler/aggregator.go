@@ -295,7 +295,7 @@ func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *f
 	type claimed struct {
 		oc  *openColumn
 		sum *columnSum // read under mu: settling drops oc.sum
-		col []byte
+		col columnInfo
 	}
 	var claims []claimed
 	a.mu.Lock()
@@ -339,7 +339,7 @@ func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *f
 		if _, merged := oc.sum.digestOf(reporter); !merged && !oc.sealed && oc.sum.stepMs == step {
 			oc.sum.claim(reporter, c.digest)
 			oc.merging.Add(1)
-			claims = append(claims, claimed{oc, oc.sum, c.wire})
+			claims = append(claims, claimed{oc, oc.sum, c})
 		}
 		tickets = append(tickets, ticket{window: w, col: oc})
 	}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -9,6 +10,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/internal/loadgen"
 )
 
 const (
@@ -144,4 +146,71 @@ func BenchmarkAggregatorColumn50x10k(b *testing.B) {
 		w += testStep
 	}
 	b.ReportMetric(float64(entryBytes), "entry-bytes")
+}
+
+// BenchmarkIngestReport is the leader's work on one reporter's report of
+// 10k rows, from the bytes that arrived: validation (limits, digest) and
+// the merge into a window that already holds 8 other reporters' reports,
+// in the version 1 and version 2 row shapes of the load benchmarks
+// (internal/loadgen). ns/row is per reporter row.
+func BenchmarkIngestReport(b *testing.B) {
+	var splits [][]byte
+	for i := 1; i < benchRoutes; i++ {
+		splits = append(splits, fmt.Appendf(nil, "r%05d", i))
+	}
+	cat, err := catalog.New(splits, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Buckets = loadgen.Buckets
+	for _, shape := range []loadgen.Shape{loadgen.V1, loadgen.V2} {
+		b.Run(shape.String(), func(b *testing.B) {
+			rows, err := loadgen.Build(shape, cat)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const w = 100_000
+			reports := make([][]byte, loadgen.Variants)
+			for v := range reports {
+				head, err := loadgen.Head(fmt.Sprint("r", v), w, testStep, rows.Encoded[v])
+				if err != nil {
+					b.Fatal(err)
+				}
+				reports[v] = append(head, rows.Encoded[v]...)
+			}
+			s := newColumnSum(w, testStep)
+			ingest := func(reporter string, report []byte) {
+				rep, err := readReport(report)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cols, rej := validateReport(rep, cat, cfg, w+testStep)
+				if rej != nil {
+					b.Fatal(rej.msg)
+				}
+				s.merge(reporter, cols[0], cat)
+			}
+			for r := range 8 {
+				ingest(fmt.Sprint("warm", r), reports[r%loadgen.Variants])
+			}
+			b.SetBytes(int64(len(reports[0])))
+			b.ReportAllocs()
+			i := 0
+			cpu0 := processCPU()
+			for b.Loop() {
+				ingest(fmt.Sprint("r", i), reports[i%loadgen.Variants])
+				i++
+			}
+			// CPU time, not wall time: the machine these run on is shared.
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*rows.Count), "cpu-ns/row")
+		})
+	}
+}
+
+// processCPU is the process's user + system CPU time so far, in ns.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)
 }

@@ -181,47 +181,57 @@ func (c *columnSum) digestOf(reporter string) (uint64, bool) {
 func (c *columnSum) claim(reporter string, d uint64) { c.reporters[reporter] = d }
 
 // add claims and merges one contribution given as a message: for a sum
-// with a single owner (MergeColumn, tests).
+// with a single owner (MergeColumn, tests). The column is taken as
+// validated; a column that does not encode or decode merges nothing.
 func (c *columnSum) add(reporter string, d uint64, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
-	b, err := proto.Marshal(col)
+	info, err := columnOf(col)
 	if err != nil {
-		return 0 // a message built in this process always marshals
+		return 0
 	}
 	c.claim(reporter, d)
-	return c.merge(reporter, b, cat)
+	return c.merge(reporter, info, cat)
 }
 
-// merge merges one reporter's validated column, in wire form, claimed
-// before. Rows of routes that are not live in cat are dropped; merge
-// returns how many. It keeps no reference to col. It may run concurrently
-// with other merges into c: it takes each shard's lock once, for the
-// report's rows in that shard, starting at a shard that depends on the
-// reporter so that concurrent merges start apart.
-func (c *columnSum) merge(reporter string, col []byte, cat *catalog.Catalog) (dead uint64) {
-	wc, err := api.ReadColumn(col)
+// columnOf encodes col and reads where its rows lie, as validation does.
+func columnOf(col *api.ReportColumn) (columnInfo, error) {
+	b, err := proto.Marshal(col)
 	if err != nil {
-		return 0 // validated: cannot happen
+		return columnInfo{}, err
 	}
-	// Group the rows by shard (a counting sort of their places).
-	type place struct{ off, end int32 }
-	var starts [sumShards + 1]int
-	shard := make([]uint8, 0, wc.NumRows)
-	places := make([]place, 0, wc.NumRows)
-	wc.RowSpans(func(off, end int) bool {
-		s := shardOf(api.ReadRouteID(col[off:end]))
-		shard = append(shard, uint8(s))
-		places = append(places, place{int32(off), int32(end)})
-		starts[s+1]++
+	wc, err := api.ReadColumn(b)
+	if err != nil {
+		return columnInfo{}, err
+	}
+	info := columnInfo{window: wc.WindowStartMs, step: wc.StepMs, wire: b, ww: wc.WriteWeight, wr: wc.ReadWeight, rows: make([]rowRef, 0, wc.NumRows)}
+	info.digest = columnDigest(b)
+	wc.Rows(func(_ int, row []byte, off, end int) bool {
+		info.rows = append(info.rows, rowRef{route: api.ReadRouteID(row), off: int32(off), end: int32(end)})
 		return true
 	})
+	return info, nil
+}
+
+// merge merges one reporter's validated column, claimed before. Rows of
+// routes that are not live in cat are dropped; merge returns how many. It
+// keeps no reference to col's encoding. It may run concurrently with other
+// merges into c: it takes each shard's lock once, for the report's rows in
+// that shard, starting at a shard that depends on the reporter so that
+// concurrent merges start apart.
+func (c *columnSum) merge(reporter string, col columnInfo, cat *catalog.Catalog) (dead uint64) {
+	// Group the rows by shard (a counting sort of their references).
+	var starts [sumShards + 1]int
+	for _, r := range col.rows {
+		starts[shardOf(r.route)+1]++
+	}
 	for s := range sumShards {
 		starts[s+1] += starts[s]
 	}
-	order := make([]place, len(places))
+	order := make([]rowRef, len(col.rows))
 	next := starts
-	for i, p := range places {
-		order[next[shard[i]]] = p
-		next[shard[i]]++
+	for _, r := range col.rows {
+		s := shardOf(r.route)
+		order[next[s]] = r
+		next[s]++
 	}
 	rh := sampleHash(0, []byte(reporter))
 	first := int(rh % sumShards)
@@ -237,15 +247,15 @@ func (c *columnSum) merge(reporter string, col []byte, cat *catalog.Catalog) (de
 			sh.rowIndex = make(map[uint64]int32, starts[s+1]-starts[s])
 			sh.rows = make([]rowSum, 0, starts[s+1]-starts[s])
 		}
-		for _, p := range order[starts[s]:starts[s+1]] {
-			if row.Read(col[p.off:p.end]) != nil {
-				continue // validated: cannot happen
-			}
-			if _, live := cat.Route(row.RouteID); !live {
+		for _, r := range order[starts[s]:starts[s+1]] {
+			if _, live := cat.Route(r.route); !live {
 				dead++
 				continue
 			}
-			sh.addRow(&row, wc.WriteWeight, wc.ReadWeight, rh)
+			if row.Read(col.wire[r.off:r.end]) != nil {
+				continue // validated: cannot happen
+			}
+			sh.addRow(&row, col.ww, col.wr, rh)
 		}
 		sh.mu.Unlock()
 	}
@@ -798,12 +808,12 @@ func MergeColumn(contribs []Contribution, cat *catalog.Catalog, dc detector.Conf
 	first := contribs[0].Column
 	sum := newColumnSum(first.GetWindowStartMs(), first.GetStepMs())
 	for _, c := range contribs {
-		b, err := proto.Marshal(c.Column)
+		info, err := columnOf(c.Column)
 		if err != nil {
-			continue // a message built in this process always marshals
+			continue // a message built in this process always encodes
 		}
-		sum.claim(c.Reporter, columnDigest(b))
-		sum.merge(c.Reporter, b, cat)
+		sum.claim(c.Reporter, info.digest)
+		sum.merge(c.Reporter, info, cat)
 	}
 	entry, _ := sum.entry(cat, dc, DefaultBelowThresholdRows, clusterVersion, nil)
 	return entry

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"google.golang.org/protobuf/proto"
-
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -130,7 +128,7 @@ func BenchmarkMergeSamples(b *testing.B) {
 		writes[i] = uint32(1 + i%3)
 	}
 	col := reportCol(0, sampledRow(keys, writes))
-	wire, err := proto.Marshal(col)
+	wire, err := columnOf(col)
 	if err != nil {
 		b.Fatal(err)
 	}

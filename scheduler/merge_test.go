@@ -388,7 +388,7 @@ func TestMergeOrderIndependentProperty(t *testing.T) {
 		for i := range n {
 			a.add(fmt.Sprint("r", i), 0, cols[i], cat)
 			b.claim(fmt.Sprint("r", perm[i]), 0)
-			wire, err := proto.Marshal(cols[perm[i]])
+			wire, err := columnOf(cols[perm[i]])
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -98,7 +98,7 @@ func columnDigest(b []byte) uint64 {
 	d := newDigester()
 	d.header(c)
 	var row api.WireRow
-	c.Rows(func(_ int, rb []byte) bool {
+	c.Rows(func(_ int, rb []byte, _, _ int) bool {
 		if err = row.Read(rb); err != nil {
 			return false
 		}

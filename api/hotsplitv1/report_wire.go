@@ -34,19 +34,36 @@ type wireField struct {
 	b   []byte
 }
 
-// nextField consumes one field of b; n is its length.
+// nextField consumes one field of b; n is its length. One-byte tags and
+// varints, nearly all of a report's, take a short path.
 func nextField(b []byte) (f wireField, n int, err error) {
-	num, typ, tn := protowire.ConsumeTag(b)
-	if tn < 0 || num > protowire.MaxValidNumber {
-		return f, 0, malformed("field tag")
+	var num protowire.Number
+	var typ protowire.Type
+	tn := 1
+	if t := b[0]; t < 0x80 && t >= 8 {
+		num, typ = protowire.Number(t>>3), protowire.Type(t&7)
+	} else {
+		num, typ, tn = protowire.ConsumeTag(b)
+		if tn < 0 || num > protowire.MaxValidNumber {
+			return f, 0, malformed("field tag")
+		}
 	}
 	f.num, f.typ = num, typ
 	var vn int
 	switch typ {
 	case protowire.VarintType:
-		f.v, vn = protowire.ConsumeVarint(b[tn:])
+		if len(b) > tn && b[tn] < 0x80 {
+			f.v, vn = uint64(b[tn]), 1
+		} else {
+			f.v, vn = protowire.ConsumeVarint(b[tn:])
+		}
 	case protowire.BytesType:
-		f.b, vn = protowire.ConsumeBytes(b[tn:])
+		if len(b) > tn && b[tn] < 0x80 && int(b[tn]) <= len(b)-tn-1 {
+			m := int(b[tn])
+			f.b, vn = b[tn+1:tn+1+m], 1+m
+		} else {
+			f.b, vn = protowire.ConsumeBytes(b[tn:])
+		}
 	default:
 		vn = protowire.ConsumeFieldValue(num, typ, b[tn:])
 	}
@@ -128,26 +145,12 @@ func ReadColumn(b []byte) (WireColumn, error) {
 	return c, err
 }
 
-// Rows calls fn with the wire form of each row, in order, until fn returns
-// false. The column was read by ReadColumn, so its fields are well formed.
-func (c WireColumn) Rows(fn func(i int, row []byte) bool) {
+// Rows calls fn with each row's encoding and where it lies in the column's
+// (row == col[off:end] for the bytes ReadColumn was given), in order, until
+// fn returns false. The column was read by ReadColumn, so its fields are
+// well formed.
+func (c WireColumn) Rows(fn func(i int, row []byte, off, end int) bool) {
 	i := 0
-	eachField(c.rows, func(f wireField) error {
-		if f.num == 6 && f.typ == protowire.BytesType {
-			if !fn(i, f.b) {
-				return errStop
-			}
-			i++
-		}
-		return nil
-	})
-}
-
-var errStop = errors.New("stop")
-
-// RowSpans calls fn with where each row's encoding lies in the column's
-// (col[off:end] is the row), in order, until fn returns false.
-func (c WireColumn) RowSpans(fn func(off, end int) bool) {
 	for pos := 0; pos < len(c.rows); {
 		f, n, err := nextField(c.rows[pos:])
 		if err != nil {
@@ -155,9 +158,10 @@ func (c WireColumn) RowSpans(fn func(off, end int) bool) {
 		}
 		if f.num == 6 && f.typ == protowire.BytesType {
 			end := pos + n
-			if !fn(end-len(f.b), end) {
+			if !fn(i, f.b, end-len(f.b), end) {
 				return
 			}
+			i++
 		}
 		pos += n
 	}
@@ -203,7 +207,12 @@ type WireSample struct {
 // Read reads a row into r, reusing r's slices.
 func (r *WireRow) Read(b []byte) error {
 	*r = WireRow{Buckets: r.Buckets[:0], TopKeys: r.TopKeys[:0], Samples: r.Samples[:0]}
-	return eachField(b, func(f wireField) error {
+	for len(b) > 0 {
+		f, n, err := nextField(b)
+		if err != nil {
+			return err
+		}
+		b = b[n:]
 		switch f.typ {
 		case protowire.VarintType:
 			switch f.num {
@@ -232,6 +241,11 @@ func (r *WireRow) Read(b []byte) error {
 			switch f.num {
 			case 6: // packed
 				for p := f.b; len(p) > 0; {
+					if p[0] < 0x80 {
+						r.Buckets = append(r.Buckets, uint64(p[0]))
+						p = p[1:]
+						continue
+					}
 					v, n := protowire.ConsumeVarint(p)
 					if n < 0 {
 						return malformed("buckets")
@@ -253,12 +267,17 @@ func (r *WireRow) Read(b []byte) error {
 				r.Samples = append(r.Samples, s)
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
 func readTopKey(b []byte) (k WireTopKey, err error) {
-	err = eachField(b, func(f wireField) error {
+	for len(b) > 0 {
+		f, n, err := nextField(b)
+		if err != nil {
+			return k, err
+		}
+		b = b[n:]
 		switch {
 		case f.num == 1 && f.typ == protowire.BytesType:
 			k.Key = f.b
@@ -272,13 +291,17 @@ func readTopKey(b []byte) (k WireTopKey, err error) {
 		case f.num == 41:
 			k.SampledWrites = f.v
 		}
-		return nil
-	})
-	return k, err
+	}
+	return k, nil
 }
 
 func readSample(b []byte) (s WireSample, err error) {
-	err = eachField(b, func(f wireField) error {
+	for len(b) > 0 {
+		f, n, err := nextField(b)
+		if err != nil {
+			return s, err
+		}
+		b = b[n:]
 		switch {
 		case f.num == 1 && f.typ == protowire.BytesType:
 			s.Key = f.b
@@ -288,9 +311,8 @@ func readSample(b []byte) (s WireSample, err error) {
 		case f.num == 3:
 			s.Writes = uint32(f.v)
 		}
-		return nil
-	})
-	return s, err
+	}
+	return s, nil
 }
 
 // CheckReportRequest reports whether b is a ReportRequest protobuf would
@@ -308,7 +330,7 @@ func CheckReportRequest(b []byte) (reporterID string, err error) {
 			return "", err
 		}
 		var rowErr error
-		c.Rows(func(_ int, row []byte) bool {
+		c.Rows(func(_ int, row []byte, _, _ int) bool {
 			rowErr = r.Read(row)
 			return rowErr == nil
 		})

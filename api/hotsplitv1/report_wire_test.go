@@ -24,7 +24,10 @@ func messageOf(t *testing.T, b []byte) *ReportRequest {
 		col := &ReportColumn{WindowStartMs: c.WindowStartMs, StepMs: c.StepMs, Buckets: c.Buckets, WriteWeight: c.WriteWeight, ReadWeight: c.ReadWeight}
 		var r WireRow
 		n := 0
-		c.Rows(func(_ int, rb []byte) bool {
+		c.Rows(func(_ int, rb []byte, off, end int) bool {
+			if string(cb[off:end]) != string(rb) {
+				t.Fatalf("row at [%d, %d) is not the row given", off, end)
+			}
 			if err = r.Read(rb); err != nil {
 				return false
 			}
@@ -47,16 +50,8 @@ func messageOf(t *testing.T, b []byte) *ReportRequest {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spans := 0
-		c.RowSpans(func(off, end int) bool {
-			if ReadRouteID(cb[off:end]) != col.Rows[spans].RouteId {
-				t.Fatalf("row span %d is not row %d", spans, spans)
-			}
-			spans++
-			return true
-		})
-		if n != c.NumRows || spans != n {
-			t.Fatalf("%d rows read, %d spans, NumRows %d", n, spans, c.NumRows)
+		if n != c.NumRows {
+			t.Fatalf("%d rows read, NumRows %d", n, c.NumRows)
 		}
 		out.Columns = append(out.Columns, col)
 	}
