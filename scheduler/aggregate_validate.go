@@ -125,11 +125,13 @@ type columnInfo struct {
 	rows                 []rowRef
 }
 
-// rowRef is a validated row: its route and where it lies in its column's
+// rowRef is a validated row: its route, whether that route was live in
+// the catalog validated against, and where the row lies in its column's
 // encoding (wire[off:end]).
 type rowRef struct {
 	route    uint64
 	off, end int32
+	live     bool
 }
 
 // validateColumn checks columns[i], feeds its content to d and appends
@@ -159,11 +161,12 @@ func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Conf
 			rej = reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: j}, err)
 			return false
 		}
-		if rej = validateRow(row, fieldPath{col: i, row: j}, cat, cfg, c); rej != nil {
+		var live bool
+		if live, rej = validateRow(row, fieldPath{col: i, row: j}, cat, cfg, c); rej != nil {
 			return false
 		}
 		d.row(row)
-		*rows = append(*rows, rowRef{route: row.RouteID, off: int32(off), end: int32(end)})
+		*rows = append(*rows, rowRef{route: row.RouteID, off: int32(off), end: int32(end), live: live})
 		return true
 	})
 	if rej != nil {
@@ -187,8 +190,14 @@ func (p fieldPath) String() string {
 	return fmt.Sprintf("columns[%d].rows[%d]", p.col, p.row)
 }
 
-// validateRow checks one row; path names it.
-func validateRow(row *api.WireRow, path fieldPath, cat *catalog.Catalog, cfg *api.Config, c api.WireColumn) *rejection {
+// validateRow checks one row; path names it. live says whether its route
+// is live in cat.
+func validateRow(row *api.WireRow, path fieldPath, cat *catalog.Catalog, cfg *api.Config, c api.WireColumn) (live bool, rej *rejection) {
+	rej = checkRow(row, path, cat, cfg, c, &live)
+	return live, rej
+}
+
+func checkRow(row *api.WireRow, path fieldPath, cat *catalog.Catalog, cfg *api.Config, c api.WireColumn, live *bool) *rejection {
 	if row.SampleRate == 0 {
 		return reject(rejectSampleRate, "%s.sample_rate: must be at least 1", path)
 	}
@@ -196,7 +205,8 @@ func validateRow(row *api.WireRow, path fieldPath, cat *catalog.Catalog, cfg *ap
 	if len(b) > catalog.MaxBuckets {
 		return reject(rejectBuckets, "%s.buckets: %d buckets exceeds the limit of %d", path, len(b), catalog.MaxBuckets)
 	}
-	if route, live := cat.Route(row.RouteID); live {
+	var route *catalog.RouteDescriptor
+	if route, *live = cat.Route(row.RouteID); *live {
 		if k := catalog.NewLayout(route.Start, route.End, int(cfg.GetBuckets())).K(); len(b) != k {
 			return reject(rejectBuckets, "%s.buckets: %d buckets, but route %d has %d under the replicated config",
 				path, len(b), row.RouteID, k)

@@ -230,7 +230,7 @@ func FuzzReportValidation(f *testing.F) {
 			}
 			s, m := newColumnSum(c.window, c.step), newColumnSum(c.window, c.step)
 			s.claim(asSent.reporter, c.digest)
-			s.merge(asSent.reporter, c, cat)
+			s.merge(asSent.reporter, c)
 			m.add(req.GetReporterId(), c.digest, req.GetColumns()[i], cat)
 			for _, v := range fsm.Versions() {
 				e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, v, nil)

@@ -354,7 +354,7 @@ func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *f
 	a.m.openColumns(len(t.open))
 	a.mu.Unlock()
 	for _, c := range claims {
-		a.m.dropped(dropDeadRoute, c.sum.merge(reporter, c.col, st.Catalog()))
+		a.m.dropped(dropDeadRoute, c.sum.merge(reporter, c.col))
 		c.oc.merging.Done()
 	}
 	t.poke()

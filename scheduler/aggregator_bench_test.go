@@ -189,7 +189,7 @@ func BenchmarkIngestReport(b *testing.B) {
 				if rej != nil {
 					b.Fatal(rej.msg)
 				}
-				s.merge(reporter, cols[0], cat)
+				s.merge(reporter, cols[0])
 			}
 			for r := range 8 {
 				ingest(fmt.Sprint("warm", r), reports[r%loadgen.Variants])

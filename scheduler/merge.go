@@ -184,16 +184,17 @@ func (c *columnSum) claim(reporter string, d uint64) { c.reporters[reporter] = d
 // with a single owner (MergeColumn, tests). The column is taken as
 // validated; a column that does not encode or decode merges nothing.
 func (c *columnSum) add(reporter string, d uint64, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
-	info, err := columnOf(col)
+	info, err := columnOf(col, cat)
 	if err != nil {
 		return 0
 	}
 	c.claim(reporter, d)
-	return c.merge(reporter, info, cat)
+	return c.merge(reporter, info)
 }
 
-// columnOf encodes col and reads where its rows lie, as validation does.
-func columnOf(col *api.ReportColumn) (columnInfo, error) {
+// columnOf encodes col and reads where its rows lie and which are live in
+// cat, as validation does.
+func columnOf(col *api.ReportColumn, cat *catalog.Catalog) (columnInfo, error) {
 	b, err := proto.Marshal(col)
 	if err != nil {
 		return columnInfo{}, err
@@ -205,19 +206,22 @@ func columnOf(col *api.ReportColumn) (columnInfo, error) {
 	info := columnInfo{window: wc.WindowStartMs, step: wc.StepMs, wire: b, ww: wc.WriteWeight, wr: wc.ReadWeight, rows: make([]rowRef, 0, wc.NumRows)}
 	info.digest = columnDigest(b)
 	wc.Rows(func(_ int, row []byte, off, end int) bool {
-		info.rows = append(info.rows, rowRef{route: api.ReadRouteID(row), off: int32(off), end: int32(end)})
+		id := api.ReadRouteID(row)
+		_, live := cat.Route(id)
+		info.rows = append(info.rows, rowRef{route: id, off: int32(off), end: int32(end), live: live})
 		return true
 	})
 	return info, nil
 }
 
 // merge merges one reporter's validated column, claimed before. Rows of
-// routes that are not live in cat are dropped; merge returns how many. It
+// routes that were not live in the catalog it was validated against are
+// dropped; merge returns how many. It
 // keeps no reference to col's encoding. It may run concurrently with other
 // merges into c: it takes each shard's lock once, for the report's rows in
 // that shard, starting at a shard that depends on the reporter so that
 // concurrent merges start apart.
-func (c *columnSum) merge(reporter string, col columnInfo, cat *catalog.Catalog) (dead uint64) {
+func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
 	// Group the rows by shard (a counting sort of their references).
 	var starts [sumShards + 1]int
 	for _, r := range col.rows {
@@ -248,7 +252,7 @@ func (c *columnSum) merge(reporter string, col columnInfo, cat *catalog.Catalog)
 			sh.rows = make([]rowSum, 0, starts[s+1]-starts[s])
 		}
 		for _, r := range order[starts[s]:starts[s+1]] {
-			if _, live := cat.Route(r.route); !live {
+			if !r.live {
 				dead++
 				continue
 			}
@@ -396,7 +400,9 @@ func (c *sumShard) addBuckets(r *rowSum, b []uint64) {
 	default:
 		sums := c.buckets[r.bucketOff : r.bucketOff+r.bucketLen]
 		for i, v := range b {
-			sums[i] = saturate.Add(sums[i], v)
+			if v != 0 { // most of a route's buckets are empty
+				sums[i] = saturate.Add(sums[i], v)
+			}
 		}
 	}
 }
@@ -808,12 +814,12 @@ func MergeColumn(contribs []Contribution, cat *catalog.Catalog, dc detector.Conf
 	first := contribs[0].Column
 	sum := newColumnSum(first.GetWindowStartMs(), first.GetStepMs())
 	for _, c := range contribs {
-		info, err := columnOf(c.Column)
+		info, err := columnOf(c.Column, cat)
 		if err != nil {
 			continue // a message built in this process always encodes
 		}
 		sum.claim(c.Reporter, info.digest)
-		sum.merge(c.Reporter, info, cat)
+		sum.merge(c.Reporter, info)
 	}
 	entry, _ := sum.entry(cat, dc, DefaultBelowThresholdRows, clusterVersion, nil)
 	return entry

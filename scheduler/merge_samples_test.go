@@ -128,7 +128,7 @@ func BenchmarkMergeSamples(b *testing.B) {
 		writes[i] = uint32(1 + i%3)
 	}
 	col := reportCol(0, sampledRow(keys, writes))
-	wire, err := columnOf(col)
+	wire, err := columnOf(col, cat)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func BenchmarkMergeSamples(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		s.merge(fmt.Sprint("r", i), wire, cat)
+		s.merge(fmt.Sprint("r", i), wire)
 		i++
 	}
 }

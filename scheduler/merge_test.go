@@ -388,11 +388,11 @@ func TestMergeOrderIndependentProperty(t *testing.T) {
 		for i := range n {
 			a.add(fmt.Sprint("r", i), 0, cols[i], cat)
 			b.claim(fmt.Sprint("r", perm[i]), 0)
-			wire, err := columnOf(cols[perm[i]])
+			wire, err := columnOf(cols[perm[i]], cat)
 			if err != nil {
 				t.Fatal(err)
 			}
-			wg.Go(func() { b.merge(fmt.Sprint("r", perm[i]), wire, cat) })
+			wg.Go(func() { b.merge(fmt.Sprint("r", perm[i]), wire) })
 		}
 		wg.Wait()
 		for id := uint64(1); id <= 3; id++ {

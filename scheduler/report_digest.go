@@ -23,8 +23,11 @@ type digester struct{ h uint64 }
 
 func newDigester() digester { return digester{h: digestKey} }
 
+// u64 feeds one word: a multiply per word, the full mix at the end
+// (sum); the keyed start keeps digests unpredictable across processes.
 func (d *digester) u64(v uint64) {
-	d.h = mix(d.h^v, 0x9e3779b97f4a7c15^digestKey)
+	d.h = (d.h ^ v) * 0x9e3779b97f4a7c15
+	d.h ^= d.h >> 29
 }
 
 func (d *digester) bytes(b []byte) {
@@ -40,7 +43,7 @@ func (d *digester) bytes(b []byte) {
 	}
 }
 
-func (d *digester) sum() uint64 { return mix(d.h, 0xe7037ed1a0b428db) }
+func (d *digester) sum() uint64 { return mix(d.h^digestKey, 0xe7037ed1a0b428db) }
 
 // header digests a column's own fields and its row count.
 func (d *digester) header(c api.WireColumn) {

@@ -1,8 +1,10 @@
 package hotsplitv1
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -76,7 +78,7 @@ func nextField(b []byte) (f wireField, n int, err error) {
 // eachField calls fn for every field of the message b, in order.
 func eachField(b []byte, fn func(f wireField) error) error {
 	for len(b) > 0 {
-		f, n, err := nextField(b)
+		f, n, err := quickField(b)
 		if err != nil {
 			return err
 		}
@@ -152,7 +154,7 @@ func ReadColumn(b []byte) (WireColumn, error) {
 func (c WireColumn) Rows(fn func(i int, row []byte, off, end int) bool) {
 	i := 0
 	for pos := 0; pos < len(c.rows); {
-		f, n, err := nextField(c.rows[pos:])
+		f, n, err := quickField(c.rows[pos:])
 		if err != nil {
 			return // ReadColumn checked the fields
 		}
@@ -204,10 +206,34 @@ type WireSample struct {
 	Reads, Writes uint32
 }
 
-// Read reads a row into r, reusing r's slices.
+// Read reads a row into r, reusing r's slices. Nearly every field of a row
+// is a one-byte tag with a varint of one or two bytes or a value of under
+// 128 bytes: those are read inline, the rest through nextField.
 func (r *WireRow) Read(b []byte) error {
 	*r = WireRow{Buckets: r.Buckets[:0], TopKeys: r.TopKeys[:0], Samples: r.Samples[:0]}
 	for len(b) > 0 {
+		if t := b[0]; t >= 8 && t < 0x80 && len(b) >= 2 {
+			switch t & 7 {
+			case 0:
+				if c := b[1]; c < 0x80 {
+					r.varint(protowire.Number(t>>3), uint64(c))
+					b = b[2:]
+					continue
+				} else if len(b) >= 3 && b[2] < 0x80 {
+					r.varint(protowire.Number(t>>3), uint64(c&0x7f)|uint64(b[2])<<7)
+					b = b[3:]
+					continue
+				}
+			case 2:
+				if m := int(b[1]); m < 0x80 && m <= len(b)-2 {
+					if err := r.bytes(protowire.Number(t>>3), b[2:2+m]); err != nil {
+						return err
+					}
+					b = b[2+m:]
+					continue
+				}
+			}
+		}
 		f, n, err := nextField(b)
 		if err != nil {
 			return err
@@ -215,65 +241,91 @@ func (r *WireRow) Read(b []byte) error {
 		b = b[n:]
 		switch f.typ {
 		case protowire.VarintType:
-			switch f.num {
-			case 1:
-				r.RouteID = f.v
-			case 2:
-				r.Reads = f.v
-			case 3:
-				r.Writes = f.v
-			case 4:
-				r.ReadBytes = f.v
-			case 5:
-				r.WriteBytes = f.v
-			case 6:
-				r.Buckets = append(r.Buckets, f.v)
-			case 8:
-				r.SampleRate = uint32(f.v)
-			case 9:
-				r.TopKDegraded = protowire.DecodeBool(f.v)
-			case 41:
-				r.SampledReads = f.v
-			case 42:
-				r.SampledWrites = f.v
-			}
+			r.varint(f.num, f.v)
 		case protowire.BytesType:
-			switch f.num {
-			case 6: // packed
-				for p := f.b; len(p) > 0; {
-					if p[0] < 0x80 {
-						r.Buckets = append(r.Buckets, uint64(p[0]))
-						p = p[1:]
-						continue
-					}
-					v, n := protowire.ConsumeVarint(p)
-					if n < 0 {
-						return malformed("buckets")
-					}
-					r.Buckets = append(r.Buckets, v)
-					p = p[n:]
-				}
-			case 7:
-				k, err := readTopKey(f.b)
-				if err != nil {
-					return err
-				}
-				r.TopKeys = append(r.TopKeys, k)
-			case 40:
-				s, err := readSample(f.b)
-				if err != nil {
-					return err
-				}
-				r.Samples = append(r.Samples, s)
+			if err := r.bytes(f.num, f.b); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
+// varint sets the varint field num of a row.
+func (r *WireRow) varint(num protowire.Number, v uint64) {
+	switch num {
+	case 1:
+		r.RouteID = v
+	case 2:
+		r.Reads = v
+	case 3:
+		r.Writes = v
+	case 4:
+		r.ReadBytes = v
+	case 5:
+		r.WriteBytes = v
+	case 6:
+		r.Buckets = append(r.Buckets, v)
+	case 8:
+		r.SampleRate = uint32(v)
+	case 9:
+		r.TopKDegraded = protowire.DecodeBool(v)
+	case 41:
+		r.SampledReads = v
+	case 42:
+		r.SampledWrites = v
+	}
+}
+
+// bytes reads the length-delimited field num of a row.
+func (r *WireRow) bytes(num protowire.Number, p []byte) error {
+	switch num {
+	case 6: // packed: at most one value a byte
+		i := len(r.Buckets)
+		out := slices.Grow(r.Buckets, len(p))[:i+len(p)]
+		for j := 0; j < len(p); {
+			// Eight one-byte values at once (most buckets are small).
+			if j+8 <= len(p) {
+				if w := binary.LittleEndian.Uint64(p[j:]); w&0x8080808080808080 == 0 {
+					o := out[i : i+8 : i+8]
+					o[0], o[1], o[2], o[3] = w&0xff, w>>8&0xff, w>>16&0xff, w>>24&0xff
+					o[4], o[5], o[6], o[7] = w>>32&0xff, w>>40&0xff, w>>48&0xff, w>>56
+					i, j = i+8, j+8
+					continue
+				}
+			}
+			if c := p[j]; c < 0x80 {
+				out[i] = uint64(c)
+				i, j = i+1, j+1
+				continue
+			}
+			v, n := protowire.ConsumeVarint(p[j:])
+			if n < 0 {
+				return malformed("buckets")
+			}
+			out[i] = v
+			i, j = i+1, j+n
+		}
+		r.Buckets = out[:i]
+	case 7:
+		k, err := readTopKey(p)
+		if err != nil {
+			return err
+		}
+		r.TopKeys = append(r.TopKeys, k)
+	case 40:
+		s, err := readSample(p)
+		if err != nil {
+			return err
+		}
+		r.Samples = append(r.Samples, s)
+	}
+	return nil
+}
+
 func readTopKey(b []byte) (k WireTopKey, err error) {
 	for len(b) > 0 {
-		f, n, err := nextField(b)
+		f, n, err := quickField(b)
 		if err != nil {
 			return k, err
 		}
@@ -297,7 +349,7 @@ func readTopKey(b []byte) (k WireTopKey, err error) {
 
 func readSample(b []byte) (s WireSample, err error) {
 	for len(b) > 0 {
-		f, n, err := nextField(b)
+		f, n, err := quickField(b)
 		if err != nil {
 			return s, err
 		}
@@ -313,6 +365,29 @@ func readSample(b []byte) (s WireSample, err error) {
 		}
 	}
 	return s, nil
+}
+
+// quickField is nextField for the fields that make up nearly all of a
+// report: a one-byte tag with a varint of one or two bytes, or a
+// length-delimited value of under 128 bytes. Anything else takes
+// nextField.
+func quickField(b []byte) (f wireField, n int, err error) {
+	if t := b[0]; t < 0x80 && t >= 8 && len(b) >= 2 {
+		switch t & 7 {
+		case 0:
+			if b[1] < 0x80 {
+				return wireField{num: protowire.Number(t >> 3), v: uint64(b[1])}, 2, nil
+			}
+			if len(b) >= 3 && b[2] < 0x80 {
+				return wireField{num: protowire.Number(t >> 3), v: uint64(b[1]&0x7f) | uint64(b[2])<<7}, 3, nil
+			}
+		case 2:
+			if m := int(b[1]); m < 0x80 && m <= len(b)-2 {
+				return wireField{num: protowire.Number(t >> 3), typ: protowire.BytesType, b: b[2 : 2+m]}, 2 + m, nil
+			}
+		}
+	}
+	return nextField(b)
 }
 
 // CheckReportRequest reports whether b is a ReportRequest protobuf would

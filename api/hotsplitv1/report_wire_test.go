@@ -87,6 +87,13 @@ func FuzzReportWire(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
+	// Packed buckets read eight one-byte values at a time, and one by one
+	// around a longer varint.
+	full.Columns[0].Rows[0].Buckets = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 300, 1, 2, 3, 4, 5, 6, 7, 8, 1 << 40, 0}
+	if b, err = proto.Marshal(full); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
 	// Unpacked buckets, a scalar twice, a known field with another wire
 	// type, an unknown group.
 	odd := protowire.AppendTag(nil, 1, protowire.VarintType)
