@@ -206,30 +206,24 @@ type WireSample struct {
 	Reads, Writes uint32
 }
 
-// Read reads a row into r, reusing r's slices. Nearly every field of a row
-// is a one-byte tag with a varint of one or two bytes or a value of under
-// 128 bytes: those are read inline, the rest through nextField.
+// Read reads a row into r, reusing r's slices.
 func (r *WireRow) Read(b []byte) error {
 	*r = WireRow{Buckets: r.Buckets[:0], TopKeys: r.TopKeys[:0], Samples: r.Samples[:0]}
 	for len(b) > 0 {
-		if t := b[0]; t >= 8 && t < 0x80 && len(b) >= 2 {
-			switch t & 7 {
-			case 0:
-				if c := b[1]; c < 0x80 {
-					r.varint(protowire.Number(t>>3), uint64(c))
-					b = b[2:]
-					continue
-				} else if len(b) >= 3 && b[2] < 0x80 {
-					r.varint(protowire.Number(t>>3), uint64(c&0x7f)|uint64(b[2])<<7)
-					b = b[3:]
+		if num, typ, tn := quickTag(b); tn > 0 {
+			switch typ {
+			case protowire.VarintType:
+				if v, n := quickVarint(b[tn:]); n > 0 {
+					r.varint(num, v)
+					b = b[tn+n:]
 					continue
 				}
-			case 2:
-				if m := int(b[1]); m < 0x80 && m <= len(b)-2 {
-					if err := r.bytes(protowire.Number(t>>3), b[2:2+m]); err != nil {
+			case protowire.BytesType:
+				if val, n := quickBytes(b[tn:]); n > 0 {
+					if err := r.bytes(num, val); err != nil {
 						return err
 					}
-					b = b[2+m:]
+					b = b[tn+n:]
 					continue
 				}
 			}
@@ -308,86 +302,122 @@ func (r *WireRow) bytes(num protowire.Number, p []byte) error {
 		}
 		r.Buckets = out[:i]
 	case 7:
-		k, err := readTopKey(p)
-		if err != nil {
-			return err
-		}
-		r.TopKeys = append(r.TopKeys, k)
+		r.TopKeys = append(r.TopKeys, WireTopKey{})
+		return readTopKey(p, &r.TopKeys[len(r.TopKeys)-1])
 	case 40:
-		s, err := readSample(p)
-		if err != nil {
-			return err
-		}
-		r.Samples = append(r.Samples, s)
+		r.Samples = append(r.Samples, WireSample{})
+		return readSample(p, &r.Samples[len(r.Samples)-1])
 	}
 	return nil
 }
 
-func readTopKey(b []byte) (k WireTopKey, err error) {
+func readTopKey(b []byte, k *WireTopKey) error {
 	for len(b) > 0 {
-		f, n, err := quickField(b)
+		num, typ, v, val, n, err := quickOrNext(b)
 		if err != nil {
-			return k, err
+			return err
 		}
 		b = b[n:]
 		switch {
-		case f.num == 1 && f.typ == protowire.BytesType:
-			k.Key = f.b
-		case f.typ != protowire.VarintType:
-		case f.num == 2:
-			k.Count = f.v
-		case f.num == 3:
-			k.Error = f.v
-		case f.num == 40:
-			k.SampledReads = f.v
-		case f.num == 41:
-			k.SampledWrites = f.v
+		case num == 1 && typ == protowire.BytesType:
+			k.Key = val
+		case typ != protowire.VarintType:
+		case num == 2:
+			k.Count = v
+		case num == 3:
+			k.Error = v
+		case num == 40:
+			k.SampledReads = v
+		case num == 41:
+			k.SampledWrites = v
 		}
 	}
-	return k, nil
+	return nil
 }
 
-func readSample(b []byte) (s WireSample, err error) {
+func readSample(b []byte, s *WireSample) error {
 	for len(b) > 0 {
-		f, n, err := quickField(b)
+		num, typ, v, val, n, err := quickOrNext(b)
 		if err != nil {
-			return s, err
+			return err
 		}
 		b = b[n:]
 		switch {
-		case f.num == 1 && f.typ == protowire.BytesType:
-			s.Key = f.b
-		case f.typ != protowire.VarintType:
-		case f.num == 2:
-			s.Reads = uint32(f.v)
-		case f.num == 3:
-			s.Writes = uint32(f.v)
+		case num == 1 && typ == protowire.BytesType:
+			s.Key = val
+		case typ != protowire.VarintType:
+		case num == 2:
+			s.Reads = uint32(v)
+		case num == 3:
+			s.Writes = uint32(v)
 		}
 	}
-	return s, nil
+	return nil
 }
 
-// quickField is nextField for the fields that make up nearly all of a
-// report: a one-byte tag with a varint of one or two bytes, or a
-// length-delimited value of under 128 bytes. Anything else takes
-// nextField.
+// quickOrNext reads one field of b, the common shapes inline (quickTag,
+// quickVarint, quickBytes), the rest through nextField.
+func quickOrNext(b []byte) (num protowire.Number, typ protowire.Type, v uint64, val []byte, n int, err error) {
+	if num, typ, tn := quickTag(b); tn > 0 {
+		switch typ {
+		case protowire.VarintType:
+			if v, n := quickVarint(b[tn:]); n > 0 {
+				return num, typ, v, nil, tn + n, nil
+			}
+		case protowire.BytesType:
+			if val, n := quickBytes(b[tn:]); n > 0 {
+				return num, typ, 0, val, tn + n, nil
+			}
+		}
+	}
+	f, n, err := nextField(b)
+	return f.num, f.typ, f.v, f.b, n, err
+}
+
+// quickVarint reads a varint of one or two bytes; n is 0 for anything else.
+func quickVarint(b []byte) (v uint64, n int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	if len(b) > 1 && b[1] < 0x80 {
+		return uint64(b[0]&0x7f) | uint64(b[1])<<7, 2
+	}
+	return 0, 0
+}
+
+// quickBytes reads a length-delimited value of under 128 bytes; n is 0 for
+// anything else.
+func quickBytes(b []byte) (val []byte, n int) {
+	if len(b) > 0 && b[0] < 0x80 && int(b[0]) < len(b) {
+		m := int(b[0])
+		return b[1 : 1+m], 1 + m
+	}
+	return nil, 0
+}
+
+// quickField is nextField with the common shapes read inline.
 func quickField(b []byte) (f wireField, n int, err error) {
-	if t := b[0]; t < 0x80 && t >= 8 && len(b) >= 2 {
-		switch t & 7 {
-		case 0:
-			if b[1] < 0x80 {
-				return wireField{num: protowire.Number(t >> 3), v: uint64(b[1])}, 2, nil
-			}
-			if len(b) >= 3 && b[2] < 0x80 {
-				return wireField{num: protowire.Number(t >> 3), v: uint64(b[1]&0x7f) | uint64(b[2])<<7}, 3, nil
-			}
-		case 2:
-			if m := int(b[1]); m < 0x80 && m <= len(b)-2 {
-				return wireField{num: protowire.Number(t >> 3), typ: protowire.BytesType, b: b[2 : 2+m]}, 2 + m, nil
-			}
+	f.num, f.typ, f.v, f.b, n, err = quickOrNext(b)
+	return f, n, err
+}
+
+// quickTag reads a tag of one or two bytes with a valid field number; tn
+// is 0 for anything else (nextField decides).
+func quickTag(b []byte) (num protowire.Number, typ protowire.Type, tn int) {
+	if t := b[0]; t < 0x80 {
+		if t < 8 {
+			return 0, 0, 0
 		}
+		return protowire.Number(t >> 3), protowire.Type(t & 7), 1
 	}
-	return nextField(b)
+	if len(b) < 2 || b[1] >= 0x80 {
+		return 0, 0, 0
+	}
+	v := uint64(b[0]&0x7f) | uint64(b[1])<<7
+	if v < 8 {
+		return 0, 0, 0
+	}
+	return protowire.Number(v >> 3), protowire.Type(v & 7), 2
 }
 
 // CheckReportRequest reports whether b is a ReportRequest protobuf would
