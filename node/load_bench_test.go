@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/internal/loadgen"
 	"github.com/hotsplit/hotsplit/transport"
 )
@@ -47,24 +48,25 @@ func loadScale(b *testing.B, shape loadgen.Shape, reporters int) {
 	for i := 1; i < routes; i++ {
 		splits = append(splits, fmt.Appendf(nil, "r%05d", i))
 	}
+	cat, err := catalog.New(splits, 1) // what the bootstrap builds
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows, err := loadgen.Build(shape, cat)
+	if err != nil {
+		b.Fatal(err)
+	}
 	// The budget an operator sizes for this fleet: every reporter's report
-	// in flight at once (the default, 64 MiB, when that is less).
-	budget := int64(transport.DefaultReportBudgetBytes)
+	// in flight at once, and at least the default.
+	budget := max(transport.DefaultReportBudgetBytes, int64(reporters)*int64(loadgen.Parts{rows.Encoded[0]}.Len()+64<<10))
 	c := newTestCluster(b, 3, func(n *Config) {
 		n.InitialSplits = splits
 		n.BootstrapConfig = &api.Config{StepMs: stepMs, GraceMs: graceMs, Threshold: 60_000}
 		n.CeilingWindow = 2 * time.Second
 		n.HeartbeatTimeout, n.ElectionTimeout, n.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
-		n.Limits.ReportBudgetBytes = max(budget, int64(reporters)*(api.MaxReportBytes+64<<10))
-		if shape == loadgen.V1 {
-			n.Limits.ReportBudgetBytes = budget
-		}
+		n.Limits.ReportBudgetBytes = budget
 	})
 	leader := c.leaderNode()
-	rows, err := loadgen.Build(shape, leader.FSM().State().Catalog())
-	if err != nil {
-		b.Fatal(err)
-	}
 	cc, err := grpc.NewClient(leader.GRPCAddr(), adminCreds(b))
 	if err != nil {
 		b.Fatal(err)

@@ -659,11 +659,13 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 	}, stats
 }
 
-// scoredRow is a merged row with its score, while an entry is assembled.
+// scoredRow is a merged row with its score, while an entry is assembled;
+// tier orders evidence (evidenceOrder).
 type scoredRow struct {
 	row   *rowSum
 	shard *sumShard
 	score uint64
+	tier  int
 }
 
 // evidence is the row's counts with its evidence.
@@ -691,14 +693,13 @@ func (s scoredRow) evidence(sampled bool) *api.ColumnRow {
 // (only a candidate's evidence is read by the detector), each group by
 // score, highest first — the detector's own order — then by route id.
 func evidenceOrder(hot []scoredRow, plan mayPlan) {
-	tier := func(s scoredRow) int {
-		if plan == nil || plan(s.row.id) {
-			return 0
+	for i := range hot {
+		if plan != nil && !plan(hot[i].row.id) {
+			hot[i].tier = 1
 		}
-		return 1
 	}
 	slices.SortFunc(hot, func(a, b scoredRow) int {
-		if c := cmp.Compare(tier(a), tier(b)); c != 0 {
+		if c := cmp.Compare(a.tier, b.tier); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(b.score, a.score); c != 0 {

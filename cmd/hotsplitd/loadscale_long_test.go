@@ -5,6 +5,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,6 +82,9 @@ func loadScaleCases(t *testing.T) []loadScaleCase {
 // once. Not a CI gate: the figures go to docs/benchmarks.md. Run:
 //
 //	HOTSPLIT_LONG=1 go test -run TestLongLoadScaleProcesses -v -timeout 60m ./cmd/hotsplitd/
+//
+// HOTSPLIT_LOADSCALE picks cases ("v1/reporters=100/tls,…");
+// HOTSPLIT_LOADSCALE_PROFILE=dir saves a CPU profile of the leader there.
 func TestLongLoadScaleProcesses(t *testing.T) {
 	skipUnlessLong(t)
 	for _, c := range loadScaleCases(t) {
@@ -105,8 +110,9 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reportBytes := api.MaxReportBytes + 64<<10
-	budget := max(64<<20, c.reporters*reportBytes)
+	// The budget an operator sizes for this fleet: every reporter's report
+	// in flight at once, and at least the default.
+	budget := max(64<<20, c.reporters*(loadgen.Parts{rows.Encoded[0]}.Len()+64<<10))
 	ids := []string{"n1", "n2", "n3"}
 	var certs certDir
 	if c.tls {
@@ -121,7 +127,7 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 			p.args = []string{"--insecure"}
 		}
 		p.args = append(p.args, "--raftHeartbeatTimeout", "1s", "--raftElectionTimeout", "1s", "--raftLeaderLeaseTimeout", "500ms",
-			"--reportBudget", strconv.Itoa(budget))
+			"--reportBudget", strconv.Itoa(budget), "--enablePprof")
 		procs[id] = p
 	}
 	procs["n1"].args = append(procs["n1"].args, "--bootstrap", "--initialSplits", strings.Join(splits, ","),
@@ -235,6 +241,10 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 	cpuAt := make([]float64, rounds+1)
 	cpuAt[0] = procCPUSeconds(t, pid)
 	for round := 1; round <= rounds; round++ {
+		if dir := os.Getenv("HOTSPLIT_LOADSCALE_PROFILE"); round == 2 && dir != "" {
+			// A 5 s CPU profile of the leader during the second round.
+			go leaderProfile(t, c, certs, lp.http, filepath.Join(dir, strings.ReplaceAll(c.String(), "/", "_")+".pprof"))
+		}
 		end := time.UnixMilli(int64(first + uint64(round*columns)*stepMs)).Add(1200 * time.Millisecond)
 		time.Sleep(time.Until(end))
 		cpuAt[round] = procCPUSeconds(t, pid)
@@ -266,6 +276,26 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 	if refused.Load() > 0 || late.Load() > 0 || short > 0 {
 		t.Errorf("%d reports refused, %d late, %d windows short of reporters", refused.Load(), late.Load(), short)
 	}
+}
+
+// leaderProfile saves a 5 s CPU profile of the node serving HTTP on addr.
+func leaderProfile(t *testing.T, c loadScaleCase, certs certDir, addr, path string) {
+	hc, scheme := &http.Client{Timeout: 30 * time.Second}, "http"
+	if c.tls {
+		hc, scheme = certs.adminHTTP(t), "https"
+		hc.Timeout = 30 * time.Second
+	}
+	resp, err := hc.Get(scheme + "://" + addr + "/debug/pprof/profile?seconds=5")
+	if err != nil {
+		t.Logf("profile: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	t.Logf("leader CPU profile %s (%d bytes): %v", path, len(b), err)
 }
 
 // procCPUSeconds is a process's user + system CPU time so far
