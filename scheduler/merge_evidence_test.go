@@ -103,7 +103,7 @@ func TestEntryBoundsEvidence(t *testing.T) {
 // candidates) get the evidence budget first, and the bounded entry
 // applies.
 func TestAggregatorGivesCandidatesEvidence(t *testing.T) {
-	const n = 1500
+	const n = 900 // about 570 rows' evidence fits the budget
 	h := newAggHarnessSplits(t, 0, benchSplits(n))
 	h.begin()
 	defer h.end()

@@ -141,7 +141,14 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 		if t.Failed() {
 			for _, id := range ids {
 				b, _ := os.ReadFile(procs[id].logPath)
-				t.Logf("--- %s log (tail) ---\n%s", id, tail(b, 4000))
+				// The leadership and raft lines: a lost leader is the usual cause.
+				var keep []string
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.Contains(l, "raft") || strings.Contains(l, "leader") || strings.Contains(l, "WARN") || strings.Contains(l, "ERROR") {
+						keep = append(keep, l)
+					}
+				}
+				t.Logf("--- %s log (raft, leadership, warnings; last 40) ---\n%s", id, strings.Join(keep[max(0, len(keep)-40):], "\n"))
 			}
 		}
 	})
@@ -335,11 +342,4 @@ func (d certDir) reporterCreds(t *testing.T) grpc.DialOption {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(ca)
 	return grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS13}))
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }

@@ -75,8 +75,14 @@ type Rows struct {
 	Count, WithEvidence int
 }
 
-// Build encodes the rows of every variant of shape over the routes of cat.
+// Build encodes the rows of every variant of shape over the routes of cat,
+// each report within api.MaxReportBytes.
 func Build(shape Shape, cat *catalog.Catalog) (*Rows, error) {
+	return BuildWithin(shape, cat, api.MaxReportBytes)
+}
+
+// BuildWithin is Build with reports trimmed to maxBytes.
+func BuildWithin(shape Shape, cat *catalog.Catalog, maxBytes int) (*Rows, error) {
 	var routes []*catalog.RouteDescriptor
 	cat.Ascend(func(r *catalog.RouteDescriptor) bool { routes = append(routes, r); return true })
 	out := &Rows{Shape: shape, Count: len(routes)}
@@ -91,7 +97,7 @@ func Build(shape Shape, cat *catalog.Catalog) (*Rows, error) {
 		// request's reporter id and the column's own tag and length.
 		head := proto.Size(&api.ReportRequest{ReporterId: string(make([]byte, MaxReporterID)), Columns: []*api.ReportColumn{{
 			WindowStartMs: 1 << 62, StepMs: 1 << 40, Buckets: Buckets, WriteWeight: WriteWeight, ReadWeight: ReadWeight}}})
-		budget := api.MaxReportBytes - head - protowire.SizeTag(2) - protowire.SizeVarint(api.MaxReportBytes)
+		budget := maxBytes - head - protowire.SizeTag(2) - protowire.SizeVarint(uint64(maxBytes))
 		kept := trim(col, budget)
 		if v == 0 {
 			out.WithEvidence = kept
