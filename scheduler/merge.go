@@ -216,55 +216,69 @@ func columnOf(col *api.ReportColumn, cat *catalog.Catalog) (columnInfo, error) {
 
 // merge merges one reporter's validated column, claimed before. Rows of
 // routes that were not live in the catalog it was validated against are
-// dropped; merge returns how many. It
-// keeps no reference to col's encoding. It may run concurrently with other
-// merges into c: it takes each shard's lock once, for the report's rows in
-// that shard, starting at a shard that depends on the reporter so that
-// concurrent merges start apart.
+// dropped; merge returns how many. It keeps no reference to col's
+// encoding. It may run concurrently with other merges into c: it reads the
+// rows in report order (the encoding stays in cache) into small batches,
+// one per shard, and applies a batch under its shard's lock when it fills,
+// so concurrent merges contend only when they flush into the same shard at
+// the same moment.
 func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
-	// Group the rows by shard (a counting sort of their references).
-	var starts [sumShards + 1]int
-	for _, r := range col.rows {
-		starts[shardOf(r.route)+1]++
-	}
-	for s := range sumShards {
-		starts[s+1] += starts[s]
-	}
-	order := make([]rowRef, len(col.rows))
-	next := starts
-	for _, r := range col.rows {
-		s := shardOf(r.route)
-		order[next[s]] = r
-		next[s]++
-	}
 	rh := sampleHash(0, []byte(reporter))
-	first := int(rh % sumShards)
-	var row api.WireRow
-	for k := range sumShards {
-		s := (first + k) % sumShards
-		if starts[s] == starts[s+1] {
+	bs := batchPool.Get().(*shardBatches)
+	defer batchPool.Put(bs)
+	for _, r := range col.rows {
+		if !r.live {
+			dead++
 			continue
 		}
-		sh := &c.shards[s]
-		sh.mu.Lock()
-		if sh.rows == nil {
-			sh.rowIndex = make(map[uint64]int32, starts[s+1]-starts[s])
-			sh.rows = make([]rowSum, 0, starts[s+1]-starts[s])
+		s := shardOf(r.route)
+		b := &bs[s]
+		if b.rows[b.n].Read(col.wire[r.off:r.end]) != nil {
+			continue // validated: cannot happen
 		}
-		for _, r := range order[starts[s]:starts[s+1]] {
-			if !r.live {
-				dead++
-				continue
-			}
-			if row.Read(col.wire[r.off:r.end]) != nil {
-				continue // validated: cannot happen
-			}
-			sh.addRow(&row, col.ww, col.wr, rh)
+		if b.n++; b.n == mergeBatch {
+			c.shards[s].apply(b, col.ww, col.wr, rh)
 		}
-		sh.mu.Unlock()
+	}
+	for s := range bs {
+		if bs[s].n > 0 {
+			c.shards[s].apply(&bs[s], col.ww, col.wr, rh)
+		}
 	}
 	c.deadRows.Add(dead)
 	return dead
+}
+
+// mergeBatch is how many rows of one shard a merge reads before it takes
+// the shard's lock to apply them.
+const mergeBatch = 32
+
+// shardBatch is a merge's rows read for one shard and not yet applied.
+type shardBatch struct {
+	rows [mergeBatch]api.WireRow
+	n    int
+}
+
+type shardBatches [sumShards]shardBatch
+
+// batchPool keeps the merges' batches, whose rows' slices are reused.
+var batchPool = sync.Pool{New: func() any { return new(shardBatches) }}
+
+// apply merges a batch into the shard under its lock and empties it.
+func (c *sumShard) apply(b *shardBatch, ww, wr uint32, rh uint64) {
+	c.mu.Lock()
+	for i := range b.n {
+		c.addRow(&b.rows[i], ww, wr, rh)
+	}
+	c.mu.Unlock()
+	for i := range b.n {
+		// Drop the keys' references into the report (the batch is
+		// pooled, the report's buffer is not ours to keep).
+		r := &b.rows[i]
+		clear(r.TopKeys[:cap(r.TopKeys)])
+		clear(r.Samples[:cap(r.Samples)])
+	}
+	b.n = 0
 }
 
 // addRow merges one reporter's row (SPEC §8): plain sums of counts, bytes
