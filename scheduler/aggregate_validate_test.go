@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -192,6 +193,12 @@ func FuzzReportValidation(f *testing.F) {
 		if _, cerr := api.CheckReportRequest(b); (perr == nil) != (cerr == nil) {
 			t.Fatalf("protobuf says %v, the wire reader %v", perr, cerr)
 		}
+		// What the leader does with the bytes: bytes protobuf refuses are
+		// refused as malformed, whatever else is wrong with them.
+		_, _, crej, cerr := checkReport(b, cat, cfg, validNowMs)
+		if (perr != nil) != (cerr != nil) || (cerr != nil && (!errors.Is(cerr, api.ErrMalformedReport) || crej.reason != rejectMalformed)) {
+			t.Fatalf("protobuf says %v; the leader rejects with %+v, %v", perr, crej, cerr)
+		}
 		if perr != nil {
 			return
 		}
@@ -210,6 +217,9 @@ func FuzzReportValidation(f *testing.F) {
 		asMsg.size = asSent.size // the limit is on what arrived
 		cols, rej := validateReport(asSent, cat, cfg, validNowMs)
 		mcols, mrej := validateReport(asMsg, cat, cfg, validNowMs)
+		if (rej == nil) != (crej == nil) || (rej != nil && *rej != *crej) {
+			t.Fatalf("validation gives %+v, the leader %+v", rej, crej)
+		}
 		if (rej == nil) != (mrej == nil) || (rej != nil && *rej != *mrej) {
 			t.Fatalf("the bytes give %+v, the message's encoding %+v", rej, mrej)
 		}

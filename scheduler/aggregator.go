@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -215,8 +217,11 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 
 // Take takes an encoded ReportRequest as it arrived. It validates the whole
 // report first (a rejected report changes nothing and fails with
-// ErrInvalidReport, status InvalidArgument, naming the field; bytes that do
-// not decode are refused as malformed) and merges each column not yet
+// ErrInvalidReport, status InvalidArgument, naming the field; bytes that
+// protobuf would not decode fail with an error wrapping
+// api.ErrMalformedReport, whatever else is wrong with them, so the caller
+// can refuse them as it refuses any request that does not decode) and
+// merges each column not yet
 // counted, straight from the encoding. It returns a function that waits
 // until every column of the report is committed or found late, at most
 // until its ctx ends or step + grace + 1 s have passed since Take, and then
@@ -242,18 +247,14 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
-	r, err := readReport(report)
-	var cols []columnInfo
-	var rej *rejection
-	if err != nil {
-		rej = reject(rejectMalformed, "report: %v", err)
-	} else {
-		cols, rej = validateReport(r, st.Catalog(), cfg, a.nowMs())
-	}
+	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs())
 	if rej != nil {
 		a.m.rejectedReport(rej.reason)
 		a.m.dropped(dropInvalid, reportRows(r))
 		a.refused.record(a.log, a.nowMs(), rej.reason, r.reporter, rej.msg)
+		if err != nil {
+			return nil, malformedReport(err)
+		}
 		return nil, invalidReport(rej)
 	}
 	resp := &api.ReportResponse{Config: cfg}
@@ -270,6 +271,31 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		awaitTickets(ctx, tickets, time.Until(deadline))
 		return a.answer(resp, reporter, tickets)
 	}, nil
+}
+
+// checkReport reads and validates an encoded report (validateReport). A
+// report that protobuf would not decode is rejected as malformed, with err
+// wrapping api.ErrMalformedReport, whatever else is wrong with it — as if
+// decoding came first; validation reads every row, so it finds out.
+func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) (r wireReport, cols []columnInfo, rej *rejection, err error) {
+	r, err = readReport(report)
+	if err == nil {
+		cols, rej = validateReport(r, cat, cfg, nowMs)
+		switch {
+		case rej == nil:
+			return r, cols, nil, nil
+		case rej.reason == rejectMalformed:
+			err = fmt.Errorf("%w: %s", api.ErrMalformedReport, rej.msg)
+		default:
+			// Validation stopped at its first problem; the bytes may not
+			// decode further on.
+			_, err = api.CheckReportRequest(report)
+		}
+	}
+	if err != nil {
+		return r, nil, reject(rejectMalformed, "report: %v", err), err
+	}
+	return r, nil, rej, nil
 }
 
 // admit merges the validated columns of reporter's report into term t,

@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"syscall"
 	"testing"
 
@@ -10,6 +12,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/internal/loadgen"
 )
 
@@ -213,4 +216,67 @@ func processCPU() int64 {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)
+}
+
+// BenchmarkColumnSumMemory is the live heap one open column holds after
+// N reporters' 10k-row reports of each shape are merged into it, and what
+// its entry is: the memory bound of docs/design.md. sum-MiB must not grow
+// with reporters once each row's sample is full.
+func BenchmarkColumnSumMemory(b *testing.B) {
+	var splits [][]byte
+	for i := 1; i < benchRoutes; i++ {
+		splits = append(splits, fmt.Appendf(nil, "r%05d", i))
+	}
+	cat, err := catalog.New(splits, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Buckets = loadgen.Buckets
+	for _, shape := range []loadgen.Shape{loadgen.V1, loadgen.V2} {
+		rows, err := loadgen.Build(shape, cat)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{10, 50, 100} {
+			b.Run(fmt.Sprintf("%v/reporters=%d", shape, n), func(b *testing.B) {
+				const w = 100_000
+				var sum *columnSum
+				for b.Loop() {
+					runtime.GC()
+					before := liveHeap()
+					sum = newColumnSum(w, testStep)
+					for r := range n {
+						v := r % loadgen.Variants
+						head, err := loadgen.Head(fmt.Sprint("r", r), w, testStep, rows.Encoded[v])
+						if err != nil {
+							b.Fatal(err)
+						}
+						rep, err := readReport(append(head, rows.Encoded[v]...))
+						if err != nil {
+							b.Fatal(err)
+						}
+						cols, rej := validateReport(rep, cat, cfg, w+testStep)
+						if rej != nil {
+							b.Fatal(rej.msg)
+						}
+						sum.claim(rep.reporter, cols[0].digest)
+						sum.merge(rep.reporter, cols[0])
+					}
+					runtime.GC()
+					b.ReportMetric(float64(liveHeap()-before)/(1<<20), "sum-MiB")
+				}
+				e, _ := sum.entry(cat, detector.DefaultConfig(), DefaultBelowThresholdRows, fsm.SupportedVersion, nil)
+				b.ReportMetric(float64(proto.Size(e)), "entry-bytes")
+				b.ReportMetric(float64(len(e.GetRows())), "evidence-rows")
+				runtime.KeepAlive(sum)
+			})
+		}
+	}
+}
+
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

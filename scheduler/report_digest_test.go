@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -171,5 +172,29 @@ func TestValidationDigests(t *testing.T) {
 	}
 	if len(cols) != 2 || cols[0].digest != columnDigest(w.columns[0]) || cols[1].digest != columnDigest(w.columns[1]) || cols[0].digest == cols[1].digest {
 		t.Fatalf("digests %x %x, want %x and %x", cols[0].digest, cols[1].digest, columnDigest(w.columns[0]), columnDigest(w.columns[1]))
+	}
+}
+
+// Bytes protobuf would not decode are refused as malformed even when
+// validation finds another problem first: decoding comes first.
+func TestUndecodableBeatsOtherRejections(t *testing.T) {
+	cat := narrowCatalog(t)
+	r := validReport()
+	r.Columns[0].StepMs = 7 // a wrong step: validation stops here
+	b, err := proto.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A last column whose row is a truncated field.
+	bad := protowire.AppendBytes(protowire.AppendTag(nil, 6, protowire.BytesType), []byte{0x08})
+	b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), bad)
+	_, _, rej, err := checkReport(b, cat, validateConfig(), validNowMs)
+	if !errors.Is(err, api.ErrMalformedReport) || rej == nil || rej.reason != rejectMalformed {
+		t.Fatalf("rejection %+v, err %v: want malformed", rej, err)
+	}
+	// The same report that decodes: the step.
+	good, _ := proto.Marshal(r)
+	if _, _, rej, err := checkReport(good, cat, validateConfig(), validNowMs); err != nil || rej == nil || rej.reason != rejectStep {
+		t.Fatalf("rejection %+v, err %v: want the step", rej, err)
 	}
 }

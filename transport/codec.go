@@ -1,12 +1,15 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -23,12 +26,14 @@ import (
 // InvalidArgument naming the field before any handler runs.
 //
 // A load report is not decoded into messages at all: the codec keeps the
-// bytes that arrived (a buffer from gRPC's pool), checks that protobuf would
-// decode them (api.CheckReportRequest reads exactly what proto.Unmarshal
-// reads), sets only the request's reporter_id — what authorization and the
-// handler's checks need — and leaves the bytes for the leader's aggregator,
-// which validates and merges them in place (reportWire). Bytes that would
-// not decode take the standard path, and so the same refusal.
+// bytes that arrived (a buffer from gRPC's pool), reads only the request's
+// top level — reporter_id, what authorization and the handler's checks
+// need, and where each column lies — and leaves the bytes for the leader's
+// aggregator, which validates and merges them in place (reportWire). The
+// aggregator reads every row anyway: bytes protobuf would not decode
+// further down are refused there, with the refusal this codec would have
+// given (takeReport), so a report is parsed twice on the leader, not three
+// times. Bytes whose top level does not decode take the standard path.
 //
 // Concurrency: safe for concurrent use. A failure or a report's bytes are
 // recorded under the message pointer and taken out by the interceptor of
@@ -73,7 +78,7 @@ func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*api.ReportRequest); ok {
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
-		if id, err := api.CheckReportRequest(buf.ReadOnlyData()); err == nil {
+		if id, _, err := api.ReadReportRequest(buf.ReadOnlyData()); err == nil {
 			proto.Reset(r)
 			r.ReporterId = id
 			c.reports.Store(r, &reportWire{buf: buf})
@@ -111,6 +116,17 @@ func (c *requestCodec) reportWire(req *api.ReportRequest) *reportWire {
 		return w.(*reportWire)
 	}
 	return nil
+}
+
+// decodeRefusal is the refusal of report bytes protobuf does not decode,
+// as the codec words it for any request.
+func decodeRefusal(b []byte) error {
+	var m api.ReportRequest
+	err := proto.Unmarshal(b, &m)
+	if err == nil {
+		err = errors.New("the report does not decode") // the wire reader's word against protobuf's
+	}
+	return status.Error(codes.InvalidArgument, describeDecodeError(b, m.ProtoReflect().Descriptor(), err))
 }
 
 // describeDecodeError names the first field of b that a strict protobuf

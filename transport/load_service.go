@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -58,15 +59,24 @@ func (l *loadServer) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	}); handled {
 		return resp, err
 	}
-	return takeReport(ctx, l.s.cfg.Loads, b, wire)
+	resp, err := takeReport(ctx, l.s.cfg.Loads, b, wire)
+	if errors.Is(err, api.ErrMalformedReport) {
+		l.s.cfg.Metrics.refuse(refusedBadRequest)
+	}
+	return resp, err
 }
 
 // takeReport has sink merge the encoded report b, gives back its buffer
 // (wire, if it came in one) and what admission charged for it, and only
 // then waits for the answer: a report waiting for its columns holds
-// neither its bytes nor budget.
+// neither its bytes nor budget. Bytes that do not decode are refused as the
+// codec refuses any request that does not decode (decodeRefusal); the
+// error still wraps api.ErrMalformedReport.
 func takeReport(ctx context.Context, sink LoadSink, b []byte, wire *reportWire) (*api.ReportResponse, error) {
 	wait, err := sink.Take(ctx, b)
+	if errors.Is(err, api.ErrMalformedReport) {
+		err = &malformedReport{refusal: decodeRefusal(b), cause: err}
+	}
 	wire.free()
 	releaseReportCharge(ctx)
 	if err != nil {
@@ -74,6 +84,18 @@ func takeReport(ctx context.Context, sink LoadSink, b []byte, wire *reportWire) 
 	}
 	return wait(ctx)
 }
+
+// malformedReport is a report refused because it does not decode: its
+// status and message are the codec's refusal; it unwraps to the
+// aggregator's error too (api.ErrMalformedReport).
+type malformedReport struct {
+	refusal error // a status error
+	cause   error
+}
+
+func (e *malformedReport) Error() string              { return e.refusal.Error() }
+func (e *malformedReport) GRPCStatus() *status.Status { return status.Convert(e.refusal) }
+func (e *malformedReport) Unwrap() []error            { return []error{e.refusal, e.cause} }
 
 // rawRequest is a request already in wire form.
 type rawRequest []byte

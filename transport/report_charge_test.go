@@ -2,10 +2,14 @@ package transport
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -94,5 +98,43 @@ func TestReportChargeReleasedOnceMerged(t *testing.T) {
 	charge.release() // as the end of the call does: nothing more to give back
 	if used := s.budget.used.Load(); used != 0 {
 		t.Fatalf("budget at %d after the call ended", used)
+	}
+}
+
+// malformedSink refuses every report as a leader does bytes that do not
+// decode.
+type malformedSink struct{}
+
+func (malformedSink) Take(context.Context, []byte) (func(context.Context) (*api.ReportResponse, error), error) {
+	return nil, fmt.Errorf("load report does not decode: %w", api.ErrMalformedReport)
+}
+
+// Rows that do not decode are found by the leader, not the codec (which
+// reads only the top level); the caller gets the refusal the codec gives
+// any request that does not decode, and the charge is given back.
+func TestMalformedReportRefusedAsUndecodable(t *testing.T) {
+	// A column whose only row is a truncated field.
+	b := []byte{0x0a, 0x02, 'n', '1', 0x12, 0x03, 0x32, 0x01, 0x08}
+	c := newRequestCodec()
+	var req api.ReportRequest
+	if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &req); err != nil {
+		t.Fatal(err)
+	}
+	w := c.reportWire(&req)
+	if w == nil {
+		t.Fatal("the top level decodes: the codec must keep the report")
+	}
+	budget := &reportBudget{limit: 1 << 20}
+	charge := &reportCharge{b: budget, n: minReportCharge}
+	budget.acquire(charge.n)
+	ctx := context.WithValue(context.Background(), reportChargeKey{}, charge)
+	_, err := takeReport(ctx, malformedSink{}, w.bytes(), w)
+	var probe api.ReportRequest
+	want := describeDecodeError(b, probe.ProtoReflect().Descriptor(), proto.Unmarshal(b, &probe))
+	if st := status.Convert(err); st.Code() != codes.InvalidArgument || st.Message() != want || !errors.Is(err, api.ErrMalformedReport) {
+		t.Fatalf("refusal %v %q (wraps the cause: %v), want InvalidArgument %q", st.Code(), st.Message(), errors.Is(err, api.ErrMalformedReport), want)
+	}
+	if budget.used.Load() != 0 {
+		t.Fatal("the charge of a refused report was kept")
 	}
 }
