@@ -19,15 +19,31 @@ var digestKey = maphash.String(maphash.MakeSeed(), "hotsplit column digest") | 1
 // — decode to the same values and so digest equal; unknown fields are not
 // content (nothing merges them) and are left out. It is fed while the
 // column is validated, so a report is walked once.
-type digester struct{ h uint64 }
+type digester struct {
+	lanes [digestLanes]uint64
+	n     uint64 // words fed
+}
 
-func newDigester() digester { return digester{h: digestKey} }
+// digestLanes independent chains take the words in turn, so a row's words
+// are mixed in parallel rather than each waiting for the previous
+// multiply.
+const digestLanes = 4
 
-// u64 feeds one word: a multiply per word, the full mix at the end
+func newDigester() digester {
+	var d digester
+	for i := range d.lanes {
+		d.lanes[i] = digestKey + uint64(i)*0x9e3779b97f4a7c15
+	}
+	return d
+}
+
+// u64 feeds one word: a multiply in its lane, the full mix at the end
 // (sum); the keyed start keeps digests unpredictable across processes.
 func (d *digester) u64(v uint64) {
-	d.h = (d.h ^ v) * 0x9e3779b97f4a7c15
-	d.h ^= d.h >> 29
+	h := &d.lanes[d.n%digestLanes]
+	*h = (*h ^ v) * 0x9e3779b97f4a7c15
+	*h ^= *h >> 29
+	d.n++
 }
 
 func (d *digester) bytes(b []byte) {
@@ -43,7 +59,13 @@ func (d *digester) bytes(b []byte) {
 	}
 }
 
-func (d *digester) sum() uint64 { return mix(d.h^digestKey, 0xe7037ed1a0b428db) }
+func (d *digester) sum() uint64 {
+	h := d.n ^ digestKey
+	for _, l := range d.lanes {
+		h = mix(h^l, 0xe7037ed1a0b428db)
+	}
+	return h
+}
 
 // header digests a column's own fields and its row count.
 func (d *digester) header(c api.WireColumn) {
