@@ -247,6 +247,13 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 	// window are answered about step + grace after it ends.
 	cpuAt := make([]float64, rounds+1)
 	cpuAt[0] = procCPUSeconds(t, pid)
+	others := map[string]float64{} // the followers', for context
+	for _, id := range ids {
+		if id != leader {
+			others[id] = procCPUSeconds(t, procs[id].cmd.Process.Pid)
+		}
+	}
+	t0 := time.Now()
 	for round := 1; round <= rounds; round++ {
 		if dir := os.Getenv("HOTSPLIT_LOADSCALE_PROFILE"); round == 2 && dir != "" {
 			// A 5 s CPU profile of the leader during the second round.
@@ -255,6 +262,9 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 		end := time.UnixMilli(int64(first + uint64(round*columns)*stepMs)).Add(1200 * time.Millisecond)
 		time.Sleep(time.Until(end))
 		cpuAt[round] = procCPUSeconds(t, pid)
+	}
+	for id, c0 := range others {
+		others[id] = (procCPUSeconds(t, procs[id].cmd.Process.Pid) - c0) / time.Since(t0).Seconds()
 	}
 	wg.Wait()
 	hwm := procStatus(t, pid, "VmHWM")
@@ -277,9 +287,9 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 	}
 	slices.Sort(perRow)
 	slices.Sort(cores)
-	t.Logf("%v: %d reporters × %d rows (%d with evidence, %d bytes a report), budget %d MiB; leader %s: CPU per round of %d columns %.2f cores (median of %d; all %v), per row %.3f µs (median; all %v), peak RSS %d MiB; %d refusals, %d late, %d of %d measured windows not counting every reporter",
+	t.Logf("%v: %d reporters × %d rows (%d with evidence, %d bytes a report), budget %d MiB; leader %s: CPU per round of %d columns %.2f cores (median of %d; all %v), per row %.3f µs (median; all %v), peak RSS %d MiB; %d refusals, %d late, %d of %d measured windows not counting every reporter; followers' CPU (cores) %.2v",
 		c, c.reporters, rows.Count, rows.WithEvidence, loadgen.Parts{nil, rows.Encoded[0]}.Len(), budget>>20, leader, columns,
-		cores[len(cores)/2], len(cores), cores, perRow[len(perRow)/2], perRow, hwm>>20, refused.Load(), late.Load(), short, windows-columns)
+		cores[len(cores)/2], len(cores), cores, perRow[len(perRow)/2], perRow, hwm>>20, refused.Load(), late.Load(), short, windows-columns, others)
 	if refused.Load() > 0 || late.Load() > 0 || short > 0 {
 		t.Errorf("%d reports refused, %d late, %d windows short of reporters", refused.Load(), late.Load(), short)
 	}
