@@ -109,6 +109,49 @@ func BenchmarkSplitChain1M(b *testing.B) {
 	}
 }
 
+// BenchmarkMerge1M merges a random route with its right neighbour, each
+// merge from the same 1M-route version (the start index's delete, its
+// rebalancing and the id index's two clears included).
+func BenchmarkMerge1M(b *testing.B) {
+	c := millionRoutes(b)
+	probes := randomKeys(rand.New(rand.NewPCG(11, 12)), 1<<16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		l := c.Lookup(probes[i&(len(probes)-1)])
+		if l.Unbounded() {
+			l = c.Lookup(nil)
+		}
+		if _, _, err := c.Merge(l.ID, c.Lookup(l.End).ID, 1); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkMergeChain1M applies merges one after another, each on the
+// previous result: the tree shrinks as it goes.
+func BenchmarkMergeChain1M(b *testing.B) {
+	c := millionRoutes(b)
+	probes := randomKeys(rand.New(rand.NewPCG(13, 14)), 1<<16)
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		l := c.Lookup(probes[i&(len(probes)-1)])
+		if l.Unbounded() {
+			l = c.Lookup(nil)
+		}
+		next, _, err := c.Merge(l.ID, c.Lookup(l.End).ID, 1)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c = next
+		i++
+	}
+}
+
 // TestMemoryPerRoute reports heap bytes per route of a 1M-route catalog (run
 // with -run MemoryPerRoute -v; skipped with -short).
 func TestMemoryPerRoute(t *testing.T) {

@@ -65,7 +65,8 @@ func build(version, nextID uint64, routes []*RouteDescriptor) (*Catalog, error) 
 // Version grows by exactly one per change.
 func (c *Catalog) Version() uint64 { return c.version }
 
-// NextRouteID is the id the next split's left child will get.
+// NextRouteID is the id the next new route gets: a split's left child
+// (the right one gets the id after it), a merge's route.
 func (c *Catalog) NextRouteID() uint64 { return c.nextID }
 
 // Len is the number of live routes.
@@ -90,19 +91,29 @@ func (c *Catalog) AscendFrom(start []byte, fn func(*RouteDescriptor) bool) {
 	c.starts.ascendFrom(start, false, fn)
 }
 
-// Split splits route routeID at key (SPEC §3). The route must be ACTIVE and
-// key must lie strictly inside it. The left child [start, key) gets id
-// NextRouteID(), the right child [key, end) the next one; both inherit the
-// group and state and record the parent and commitHLC. On error c is
-// unchanged (it always is: a Catalog is immutable).
+// Split splits route routeID at key (SPEC §3) as an automatic split: the
+// new boundary is PlacedByRule. See SplitPlaced.
 func (c *Catalog) Split(routeID uint64, key []byte, commitHLC uint64) (*Catalog, [2]*RouteDescriptor, error) {
+	return c.SplitPlaced(PlacedByRule, routeID, key, commitHLC)
+}
+
+// SplitPlaced splits route routeID at key, a boundary placed by `by`. The
+// route must be ACTIVE and key must lie strictly inside it. The left child
+// [start, key) gets id NextRouteID(), the right child [key, end) the next
+// one; both inherit the group and state and record the parent and
+// commitHLC. The left child keeps the parent's OperatorStart (same start);
+// the right child's is set when by is PlacedByOperator. On error c is
+// unchanged (it always is: a Catalog is immutable).
+func (c *Catalog) SplitPlaced(by Placement, routeID uint64, key []byte, commitHLC uint64) (*Catalog, [2]*RouteDescriptor, error) {
 	parent, err := c.CheckSplit(routeID, key)
 	if err != nil {
 		return nil, [2]*RouteDescriptor{}, err
 	}
 	k := bytes.Clone(key) // owned, shared by both children
-	left := &RouteDescriptor{ID: c.nextID, Start: parent.Start, End: k, GroupID: parent.GroupID, State: parent.State, ParentID: parent.ID, SplitAtHLC: commitHLC}
-	right := &RouteDescriptor{ID: c.nextID + 1, Start: k, End: parent.End, GroupID: parent.GroupID, State: parent.State, ParentID: parent.ID, SplitAtHLC: commitHLC}
+	left := &RouteDescriptor{ID: c.nextID, Start: parent.Start, End: k, GroupID: parent.GroupID, State: parent.State,
+		OperatorStart: parent.OperatorStart, ParentID: parent.ID, SplitAtHLC: commitHLC}
+	right := &RouteDescriptor{ID: c.nextID + 1, Start: k, End: parent.End, GroupID: parent.GroupID, State: parent.State,
+		OperatorStart: by == PlacedByOperator, ParentID: parent.ID, SplitAtHLC: commitHLC}
 
 	// The left child starts where the parent did and takes its slot; only
 	// the right child is a new entry.
@@ -112,13 +123,13 @@ func (c *Catalog) Split(routeID uint64, key []byte, commitHLC uint64) (*Catalog,
 	return next, [2]*RouteDescriptor{left, right}, nil
 }
 
-// SplitCAS is Split guarded by compare-and-set on the catalog version, for
-// manual splits from clients.
-func (c *Catalog) SplitCAS(expectedVersion, routeID uint64, key []byte, commitHLC uint64) (*Catalog, [2]*RouteDescriptor, error) {
+// SplitCAS is SplitPlaced guarded by compare-and-set on the catalog
+// version, for manual splits from clients.
+func (c *Catalog) SplitCAS(expectedVersion uint64, by Placement, routeID uint64, key []byte, commitHLC uint64) (*Catalog, [2]*RouteDescriptor, error) {
 	if expectedVersion != c.version {
 		return nil, [2]*RouteDescriptor{}, fmt.Errorf("%w: expected version %d, catalog is at %d", ErrVersionMismatch, expectedVersion, c.version)
 	}
-	return c.Split(routeID, key, commitHLC)
+	return c.SplitPlaced(by, routeID, key, commitHLC)
 }
 
 // CheckSplit validates a split without performing it and returns the route
@@ -155,8 +166,10 @@ func (c *Catalog) CheckSplit(routeID uint64, key []byte) (*RouteDescriptor, erro
 // CheckInvariants verifies SPEC §3: routes sorted by start, disjoint and
 // covering the key space from the empty key to +inf without gaps; start <
 // end unless end is +inf; ids unique, non-zero and below NextRouteID; valid
-// states; boundaries within MaxBoundaryLen; version at least 1. It is used
-// by tests, by snapshot restore and by the jepsen checker.
+// states; boundaries within MaxBoundaryLen; a merged route's lineage (two
+// distinct, older, dead parents and no split parent); no operator mark on
+// the first route (its start is no boundary); version at least 1.
+// It is used by tests, by snapshot restore and by the jepsen checker.
 func (c *Catalog) CheckInvariants() error {
 	if c.version < InitialVersion {
 		return fmt.Errorf("%w: version %d", ErrInvariant, c.version)
@@ -190,6 +203,8 @@ func (c *Catalog) checkRoute(prev, r *RouteDescriptor) error {
 	switch {
 	case prev == nil && len(r.Start) != 0:
 		return fmt.Errorf("%w: first route %s does not start at the empty key", ErrInvariant, r)
+	case prev == nil && r.OperatorStart:
+		return fmt.Errorf("%w: first route %d marks its start, the start of the key space, as an operator's boundary", ErrInvariant, r.ID)
 	case prev != nil && prev.Unbounded():
 		return fmt.Errorf("%w: route %s follows +inf", ErrInvariant, r)
 	case prev != nil && !bytes.Equal(prev.End, r.Start):
@@ -206,7 +221,7 @@ func (c *Catalog) checkRoute(prev, r *RouteDescriptor) error {
 	if byID, ok := c.Route(r.ID); !ok || byID != r {
 		return fmt.Errorf("%w: route %d missing from the id index", ErrInvariant, r.ID)
 	}
-	return nil
+	return c.checkLineage(r)
 }
 
 // Equal reports whether a and b hold the same version, next id and routes.
@@ -227,5 +242,7 @@ func Equal(a, b *Catalog) bool {
 
 func routeEqual(a, b *RouteDescriptor) bool {
 	return a.ID == b.ID && bytes.Equal(a.Start, b.Start) && bytes.Equal(a.End, b.End) &&
-		a.GroupID == b.GroupID && a.State == b.State && a.ParentID == b.ParentID && a.SplitAtHLC == b.SplitAtHLC
+		a.GroupID == b.GroupID && a.State == b.State && a.OperatorStart == b.OperatorStart &&
+		a.ParentID == b.ParentID && a.SplitAtHLC == b.SplitAtHLC &&
+		(a.Merge == nil) == (b.Merge == nil) && (a.Merge == nil || *a.Merge == *b.Merge)
 }

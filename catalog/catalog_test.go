@@ -298,12 +298,15 @@ func TestNonActiveRejected(t *testing.T) {
 
 func TestSplitCAS(t *testing.T) {
 	c, _ := New(nil, 1)
-	if _, _, err := c.SplitCAS(2, 1, []byte("a"), 1); !errors.Is(err, ErrVersionMismatch) {
+	if _, _, err := c.SplitCAS(2, PlacedByOperator, 1, []byte("a"), 1); !errors.Is(err, ErrVersionMismatch) {
 		t.Fatalf("stale version: err = %v", err)
 	}
-	next, _, err := c.SplitCAS(1, 1, []byte("a"), 1)
+	next, ch, err := c.SplitCAS(1, PlacedByOperator, 1, []byte("a"), 1)
 	if err != nil || next.Version() != 2 {
 		t.Fatalf("CAS at current version: %v", err)
+	}
+	if ch[0].OperatorStart || !ch[1].OperatorStart {
+		t.Fatalf("an operator's CAS split marks %v, %v; want only the right child", ch[0].OperatorStart, ch[1].OperatorStart)
 	}
 }
 
@@ -342,6 +345,7 @@ func TestInvariantViolationsDetected(t *testing.T) {
 		"invalid state":  {9, []*RouteDescriptor{{ID: 1, State: 9}}},
 		"no routes":      {9, nil},
 		"zero id":        {9, []*RouteDescriptor{mk(0, "", "")}},
+		"first marked":   {9, []*RouteDescriptor{{ID: 1, State: StateActive, OperatorStart: true}}},
 	}
 	for name, tc := range cases {
 		if _, err := build(1, tc.next, tc.routes); !errors.Is(err, ErrInvariant) {

@@ -10,7 +10,8 @@ import (
 // default (SPEC §3 asks for at least 1024).
 const DefaultHistory = 1024
 
-// Delta is the change that produced Version from Version-1.
+// Delta is the change that produced Version from Version-1: a split
+// (SplitDelta) or a merge (MergeDelta).
 type Delta struct {
 	Version   uint64
 	Removed   []uint64
@@ -21,6 +22,12 @@ type Delta struct {
 // SplitDelta describes a split of parent into children at version.
 func SplitDelta(version, parentID uint64, children [2]*RouteDescriptor, commitHLC uint64) Delta {
 	return Delta{Version: version, Removed: []uint64{parentID}, Added: children[:], CommitHLC: commitHLC}
+}
+
+// MergeDelta describes a merge of left and right (left first) into merged
+// at version.
+func MergeDelta(version, leftID, rightID uint64, merged *RouteDescriptor, commitHLC uint64) Delta {
+	return Delta{Version: version, Removed: []uint64{leftID, rightID}, Added: []*RouteDescriptor{merged}, CommitHLC: commitHLC}
 }
 
 // ToProto converts d to its API form.

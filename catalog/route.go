@@ -40,14 +40,38 @@ func (s RouteState) String() string {
 // shard group. An empty End means +inf. Values reachable from a Catalog are
 // shared between catalog versions and must not be modified.
 type RouteDescriptor struct {
-	ID         uint64
-	Start      []byte
-	End        []byte
-	GroupID    uint64
-	State      RouteState
-	ParentID   uint64
-	SplitAtHLC uint64
+	ID      uint64
+	Start   []byte
+	End     []byte
+	GroupID uint64
+	State   RouteState
+	// OperatorStart (cluster version 3): an operator placed the route's
+	// start boundary — a bootstrap split key or a manual split's key — so
+	// automatic merges never remove it. A left child keeps its parent's
+	// mark (same start), a merged route its left parent's, an automatic
+	// split's right child has none; the first route never has it. Beside
+	// State it fits State's padding: the descriptor stays 96 bytes.
+	OperatorStart bool
+	ParentID      uint64
+	SplitAtHLC    uint64
+	// Merge is set on a route made by a merge, nil on every other route.
+	// A merged route's ParentID and SplitAtHLC are 0: no split made it.
+	// A pointer, so that the descriptor of a route no merge made stays in
+	// its 96-byte size class (a million routes, 16 MB less).
+	Merge *MergeInfo
 }
+
+// MergeInfo is what a merge records on the route it made.
+type MergeInfo struct {
+	// Left and Right are the routes it replaced (Left ended where Right
+	// started).
+	Left, Right uint64
+	// AtHLC is the commit HLC of the merge.
+	AtHLC uint64
+}
+
+// Merged reports whether the route was made by a merge.
+func (r *RouteDescriptor) Merged() bool { return r.Merge != nil }
 
 // Unbounded reports whether the route extends to +inf.
 func (r *RouteDescriptor) Unbounded() bool { return len(r.End) == 0 }
@@ -67,7 +91,7 @@ func (r *RouteDescriptor) String() string {
 
 // ToProto converts r to its API form.
 func (r *RouteDescriptor) ToProto() *api.RouteDescriptor {
-	return &api.RouteDescriptor{
+	p := &api.RouteDescriptor{
 		RouteId:       r.ID,
 		Start:         r.Start,
 		End:           r.End,
@@ -75,20 +99,32 @@ func (r *RouteDescriptor) ToProto() *api.RouteDescriptor {
 		State:         api.RouteState(r.State),
 		ParentRouteId: r.ParentID,
 		SplitAtHlc:    r.SplitAtHLC,
+		OperatorStart: r.OperatorStart,
 	}
+	if m := r.Merge; m != nil {
+		p.MergedFromLeft, p.MergedFromRight, p.MergedAtHlc = m.Left, m.Right, m.AtHLC
+	}
+	return p
 }
 
 // RouteFromProto converts p, copying its keys so the descriptor owns them.
+// Any merge field set makes a MergeInfo (CheckInvariants refuses a partial
+// one).
 func RouteFromProto(p *api.RouteDescriptor) *RouteDescriptor {
-	return &RouteDescriptor{
-		ID:         p.GetRouteId(),
-		Start:      bytes.Clone(p.GetStart()),
-		End:        cloneNonEmpty(p.GetEnd()),
-		GroupID:    p.GetGroupId(),
-		State:      RouteState(p.GetState()),
-		ParentID:   p.GetParentRouteId(),
-		SplitAtHLC: p.GetSplitAtHlc(),
+	r := &RouteDescriptor{
+		ID:            p.GetRouteId(),
+		Start:         bytes.Clone(p.GetStart()),
+		End:           cloneNonEmpty(p.GetEnd()),
+		GroupID:       p.GetGroupId(),
+		State:         RouteState(p.GetState()),
+		ParentID:      p.GetParentRouteId(),
+		SplitAtHLC:    p.GetSplitAtHlc(),
+		OperatorStart: p.GetOperatorStart(),
 	}
+	if p.GetMergedFromLeft() != 0 || p.GetMergedFromRight() != 0 || p.GetMergedAtHlc() != 0 {
+		r.Merge = &MergeInfo{Left: p.GetMergedFromLeft(), Right: p.GetMergedFromRight(), AtHLC: p.GetMergedAtHlc()}
+	}
+	return r
 }
 
 func cloneNonEmpty(b []byte) []byte {

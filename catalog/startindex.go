@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"unsafe"
 )
 
@@ -22,6 +23,13 @@ const (
 	// Bulk-built nodes are 7/8 full, leaving room for splits.
 	leafBulk  = leafFanout * 7 / 8
 	innerBulk = innerFanout * 7 / 8
+	// Every node but the root holds at least half its fanout: a full node
+	// splits into two halves, a bulk load evens out its last two nodes, and
+	// a delete that leaves a node below this borrows from or joins a
+	// neighbour. So a catalog that shrinks by merges keeps dense nodes and
+	// the lookup cost of its size.
+	leafMin  = leafFanout / 2
+	innerMin = innerFanout / 2
 )
 
 // keyPrefix is the first 8 bytes of k, zero-padded, as an integer: it orders
@@ -135,7 +143,8 @@ func (in *innerNode) floor(kp uint64, key []byte) int {
 }
 
 // startIndex is a persistent B+tree of routes keyed by start. Nodes are
-// never modified once published: set copies the path it changes.
+// never modified once published: set and delete copy the path they change
+// (and, for delete, the neighbour a node borrows from or joins).
 type startIndex struct {
 	height   int // 0: the root is rootLeaf
 	rootLeaf *leafNode
@@ -287,14 +296,134 @@ func insertAt[E any](es []E, pos int, x E, capacity int) (left, right []E) {
 	return all[:half], all[half:]
 }
 
+// delete returns a new index without the route that starts at key, and
+// false (with t itself) when no route starts there. A node left below half
+// full borrows from or joins a neighbour (see rebalance); a root inner node
+// left with one child hands its place to that child, so the height shrinks
+// as the catalog does.
+func (t *startIndex) delete(key []byte) (*startIndex, bool) {
+	kp := keyPrefix(key)
+	if t.height == 0 {
+		lf, ok := t.rootLeaf.delete(kp, key)
+		if !ok {
+			return t, false
+		}
+		return &startIndex{rootLeaf: lf, n: t.n - 1}, true
+	}
+	root, ok := t.root.delete(t.height, kp, key)
+	if !ok {
+		return t, false
+	}
+	out := &startIndex{height: t.height, root: root, n: t.n - 1}
+	for out.height > 0 && out.root.n <= 1 {
+		if out.root.n == 0 { // the last route went
+			return &startIndex{rootLeaf: newLeaf(nil)}, true
+		}
+		if out.height == 1 {
+			out.rootLeaf, out.root = out.root.e[0].leaf(), nil
+		} else {
+			out.root = out.root.e[0].inner()
+		}
+		out.height--
+	}
+	return out, true
+}
+
+func (lf *leafNode) delete(kp uint64, key []byte) (*leafNode, bool) {
+	i := lf.floor(kp, key)
+	if i < 0 || !bytes.Equal(lf.e[i].r.Start, key) {
+		return lf, false
+	}
+	es := make([]leafEntry, 0, lf.n-1)
+	es = append(append(es, lf.e[:i]...), lf.e[i+1:lf.n]...)
+	return newLeaf(es), true
+}
+
+// delete removes key from the subtree of in (height h) and rebalances the
+// child it went through when that child fell below half full. The result
+// may itself be below half full, or empty: its parent rebalances it.
+func (in *innerNode) delete(h int, kp uint64, key []byte) (*innerNode, bool) {
+	i := max(in.floor(kp, key), 0)
+	var kid subtree
+	var n int
+	if h == 1 {
+		lf, ok := in.e[i].leaf().delete(kp, key)
+		if !ok {
+			return in, false
+		}
+		kid, n = leafEntryOf(lf), lf.n
+	} else {
+		k, ok := in.e[i].inner().delete(h-1, kp, key)
+		if !ok {
+			return in, false
+		}
+		kid, n = innerEntryOf(k), k.n
+	}
+	subs := in.subtrees()
+	subs[i] = kid
+	least := innerMin
+	if h == 1 {
+		least = leafMin
+	}
+	switch {
+	case n >= least:
+	case len(subs) > 1:
+		// Join the right neighbour, or the left one for the last child.
+		lo := min(i, len(subs)-2)
+		subs = slices.Replace(subs, lo, lo+2, rebalance(h, subs[lo], subs[lo+1])...)
+	case n == 0:
+		// An only child that emptied: this node empties too.
+		subs = subs[:0]
+	}
+	out := &innerNode{}
+	out.fill(subs)
+	return out, true
+}
+
+// rebalance joins two neighbouring children of a node at height h (leaves
+// when h is 1) into one when their entries fit, else shares the entries out
+// evenly between two new nodes, each then at least half full. Either may be
+// empty or below half full.
+func rebalance(h int, a, b subtree) []subtree {
+	if h == 1 {
+		la, lb := a.e.leaf(), b.e.leaf()
+		left, right := joinOrHalve(la.e[:la.n], lb.e[:lb.n], leafFanout)
+		if right == nil {
+			return []subtree{leafEntryOf(newLeaf(left))}
+		}
+		return []subtree{leafEntryOf(newLeaf(left)), leafEntryOf(newLeaf(right))}
+	}
+	left, right := joinOrHalve(a.e.inner().subtrees(), b.e.inner().subtrees(), innerFanout)
+	l := &innerNode{}
+	l.fill(left)
+	if right == nil {
+		return []subtree{innerEntryOf(l)}
+	}
+	r := &innerNode{}
+	r.fill(right)
+	return []subtree{innerEntryOf(l), innerEntryOf(r)}
+}
+
+// joinOrHalve returns a and b as one run when it fits capacity, else as two
+// halves.
+func joinOrHalve[E any](a, b []E, capacity int) (left, right []E) {
+	all := make([]E, 0, len(a)+len(b))
+	all = append(append(all, a...), b...)
+	if len(all) <= capacity {
+		return all, nil
+	}
+	half := len(all) / 2
+	return all[:half], all[half:]
+}
+
 // buildStartIndex bulk-loads routes sorted by start.
 func buildStartIndex(routes []*RouteDescriptor) *startIndex {
 	t := &startIndex{n: len(routes)}
 	var level []subtree
 	es := make([]leafEntry, 0, leafBulk)
-	for i := 0; i < len(routes); i += leafBulk {
+	for _, c := range bulkChunks(len(routes), leafBulk, leafMin, leafFanout) {
 		es = es[:0]
-		for _, r := range routes[i:min(i+leafBulk, len(routes))] {
+		for _, r := range routes[c[0]:c[1]] {
 			es = append(es, leafEntry{keyPrefix(r.Start), r})
 		}
 		level = append(level, leafEntryOf(newLeaf(es)))
@@ -309,9 +438,9 @@ func buildStartIndex(routes []*RouteDescriptor) *startIndex {
 	}
 	for len(level) > 1 {
 		var up []subtree
-		for i := 0; i < len(level); i += innerBulk {
+		for _, c := range bulkChunks(len(level), innerBulk, innerMin, innerFanout) {
 			in := &innerNode{}
-			in.fill(level[i:min(i+innerBulk, len(level))])
+			in.fill(level[c[0]:c[1]])
 			up = append(up, innerEntryOf(in))
 		}
 		level = up
@@ -319,6 +448,27 @@ func buildStartIndex(routes []*RouteDescriptor) *startIndex {
 	}
 	t.root = level[0].e.inner()
 	return t
+}
+
+// bulkChunks cuts [0, n) into runs of bulk entries, the last one evened
+// out with the one before it when it would hold fewer than least: joined
+// when both fit in capacity, else halved. A single run may be short (it is
+// the root).
+func bulkChunks(n, bulk, least, capacity int) [][2]int {
+	var out [][2]int
+	for i := 0; i < n; i += bulk {
+		out = append(out, [2]int{i, min(i+bulk, n)})
+	}
+	k := len(out)
+	if k < 2 || out[k-1][1]-out[k-1][0] >= least {
+		return out
+	}
+	from := out[k-2][0]
+	if n-from <= capacity {
+		return append(out[:k-2], [2]int{from, n})
+	}
+	mid := from + (n-from)/2
+	return append(out[:k-2], [2]int{from, mid}, [2]int{mid, n})
 }
 
 // ascendFrom calls fn on routes with start >= key (every route when all is
@@ -369,8 +519,10 @@ func (in *innerNode) ascend(h int, kp uint64, key []byte, all bool, fn func(*Rou
 	return true
 }
 
-// check verifies the index structure: node sizes, order, cached prefixes,
-// first-route pointers, uniform leaf depth and the route count.
+// check verifies the index structure: node sizes (every node but the root
+// at least half full, an inner root with at least two children), order,
+// cached prefixes, first-route pointers, uniform leaf depth and the route
+// count.
 func (t *startIndex) check() error {
 	if t.height == 0 {
 		if t.rootLeaf == nil {
@@ -379,17 +531,25 @@ func (t *startIndex) check() error {
 		if t.rootLeaf.n != t.n {
 			return fmt.Errorf("start index counts %d routes, holds %d", t.n, t.rootLeaf.n)
 		}
-		return t.rootLeaf.check()
+		return t.rootLeaf.check(true)
 	}
-	count, err := t.root.check(t.height)
+	if t.rootLeaf != nil {
+		return errors.New("start index has a root leaf above height 0")
+	}
+	if t.root == nil || t.root.n < 2 {
+		// delete hands a one-child root's place to its child.
+		return errors.New("start index root inner node has fewer than 2 children")
+	}
+	count, err := t.root.check(t.height, true)
 	if err == nil && count != t.n {
 		err = fmt.Errorf("start index counts %d routes, holds %d", t.n, count)
 	}
 	return err
 }
 
-func (lf *leafNode) check() error {
-	if lf.n < 1 || lf.n > leafFanout {
+// check verifies one leaf; below the root it must be at least half full.
+func (lf *leafNode) check(root bool) error {
+	if lf.n < 1 || lf.n > leafFanout || (!root && lf.n < leafMin) {
 		return fmt.Errorf("start index leaf has %d entries", lf.n)
 	}
 	for i := lf.n; i < leafFanout; i++ {
@@ -409,9 +569,9 @@ func (lf *leafNode) check() error {
 	return nil
 }
 
-func (in *innerNode) check(h int) (int, error) {
-	if in.n < 1 || in.n > innerFanout {
-		return 0, fmt.Errorf("start index inner node has %d entries", in.n)
+func (in *innerNode) check(h int, root bool) (int, error) {
+	if in.n < 1 || in.n > innerFanout || (!root && in.n < innerMin) {
+		return 0, fmt.Errorf("start index inner node at height %d has %d entries", h, in.n)
 	}
 	for i := in.n; i < innerFanout; i++ {
 		if in.e[i] != (innerEntry{prefix: noPrefix}) || in.first[i] != nil {
@@ -426,12 +586,12 @@ func (in *innerNode) check(h int) (int, error) {
 		}
 		var want subtree
 		if h == 1 {
-			if err := e.leaf().check(); err != nil {
+			if err := e.leaf().check(false); err != nil {
 				return 0, err
 			}
 			want, total = leafEntryOf(e.leaf()), total+e.leaf().n
 		} else {
-			n, err := e.inner().check(h - 1)
+			n, err := e.inner().check(h-1, false)
 			if err != nil {
 				return 0, err
 			}

@@ -42,6 +42,21 @@ func (c *Client) SplitRange(ctx context.Context, req *api.SplitRangeRequest) (*a
 		})
 }
 
+// MergeRange joins two adjacent routes by hand (cluster version 3): the
+// left route (the one that ends where the other starts), then the right.
+// A request id is generated when req.RequestId is empty and kept across
+// retries, so a retry after an unknown outcome returns the first answer;
+// Config.Actor fills an empty actor. req itself is not modified.
+func (c *Client) MergeRange(ctx context.Context, req *api.MergeRangeRequest) (*api.MergeRangeResponse, error) {
+	req = proto.CloneOf(req)
+	req.RequestId = orNewRequestID(req.RequestId)
+	req.Actor = c.orActor(req.Actor)
+	return invoke(ctx, c, call{name: "MergeRange", mutation: true, requestID: req.RequestId},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.MergeRangeResponse, error) {
+			return api.NewCatalogClient(cc).MergeRange(ctx, req)
+		})
+}
+
 // GetTimestamp returns a batch of fenced HLC timestamps. Issuing changes no
 // replicated state, so it is retried like a read.
 func (c *Client) GetTimestamp(ctx context.Context, req *api.GetTimestampRequest) (*api.GetTimestampResponse, error) {

@@ -82,3 +82,12 @@ func (c *Client) Version(ctx context.Context, req *api.VersionRequest) (*api.Ver
 		return api.NewClusterClient(cc).Version(ctx, req)
 	})
 }
+
+// MintUILogin asks the answering node for a one-time login URL to its key
+// visualizer page (a read: nothing is replicated; the code lives in that
+// node's memory and opens a reader session there only).
+func (c *Client) MintUILogin(ctx context.Context, req *api.MintUILoginRequest) (*api.MintUILoginResponse, error) {
+	return invoke(ctx, c, call{name: "MintUILogin"}, func(ctx context.Context, cc grpc.ClientConnInterface) (*api.MintUILoginResponse, error) {
+		return api.NewClusterClient(cc).MintUILogin(ctx, req)
+	})
+}

@@ -30,6 +30,7 @@ type fakeNode struct {
 	addr string
 
 	split  func(n int, req *api.SplitRangeRequest) (*api.SplitRangeResponse, error)
+	merge  func(n int, req *api.MergeRangeRequest) (*api.MergeRangeResponse, error)
 	list   func(n int, req *api.ListRoutesRequest) (*api.ListRoutesResponse, error)
 	get    func(n int, req *api.GetRouteRequest) (*api.GetRouteResponse, error)
 	watch  func(n int, req *api.WatchRoutesRequest, s grpc.ServerStreamingServer[api.WatchRoutesResponse]) error
@@ -45,6 +46,7 @@ type fakeNode struct {
 	calls    map[string]int
 	headerID []string // RequestIDHeader metadata seen, in order
 	splits   []*api.SplitRangeRequest
+	merges   []*api.MergeRangeRequest
 }
 
 func startFake(t *testing.T, f *fakeNode) *fakeNode { return startFakeB(t, f) }
@@ -132,6 +134,17 @@ func (f *fakeNode) SplitRange(ctx context.Context, req *api.SplitRangeRequest) (
 		return nil, status.Error(codes.Unimplemented, "no split hook")
 	}
 	return f.split(n, req)
+}
+
+func (f *fakeNode) MergeRange(ctx context.Context, req *api.MergeRangeRequest) (*api.MergeRangeResponse, error) {
+	n := f.count(ctx, "MergeRange")
+	f.mu.Lock()
+	f.merges = append(f.merges, req)
+	f.mu.Unlock()
+	if f.merge == nil {
+		return nil, status.Error(codes.Unimplemented, "no merge hook")
+	}
+	return f.merge(n, req)
 }
 
 func (f *fakeNode) ListRoutes(ctx context.Context, req *api.ListRoutesRequest) (*api.ListRoutesResponse, error) {

@@ -15,9 +15,12 @@ import (
 //  2. Single-key isolation as in version 1 (with RuleLowerBoundIsolation
 //     the share and floor tests use the lower confidence bound of the hot
 //     key's load, bound.go, the share measured within the sample).
-//  3. Otherwise the best-balanced cut of the evidence (below). Never a
-//     blind midpoint: without evidence on both sides, no_split_key.
-//  4. If no cut is balanced enough because one key dominates — it clears
+//  3. With RuleHeavyKeyIsolation, the heaviest key when its own load
+//     clears the threshold at confidence (heavykey.go).
+//  4. Otherwise the best-balanced cut of the evidence (below; with
+//     RuleEvidenceCuts, evidence.go's). Never a blind midpoint: without
+//     evidence on both sides, no_split_key.
+//  5. If no cut is balanced enough because one key dominates — it clears
 //     the floor at confidence and its upper estimate clears the share —
 //     that key is isolated after all.
 //
@@ -64,14 +67,23 @@ func chooseBalancedSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs
 	if c.isolationDecision {
 		return c
 	}
-	balance(r, row, cfg, &c)
-	if c.decline == ReasonNoSplitKey && c.hotKey != nil && c.hotFloorOK && c.hotUpperShareBP >= cfg.TopKeyShareBP {
+	if rules.Has(RuleHeavyKeyIsolation) && heavyKey(cfg, r, row, durMs, &c) {
+		return c
+	}
+	if rules.Has(RuleEvidenceCuts) {
+		evidenceCut(cfg, r, row, &c)
+	} else {
+		balance(r, row, cfg, &c)
+	}
+	if (c.decline == ReasonNoSplitKey || c.decline == ReasonCutUncertain) &&
+		c.hotKey != nil && c.hotFloorOK && c.hotUpperShareBP >= cfg.TopKeyShareBP {
 		// One key dominates: no cut leaves MinSideShareBP of the load on
 		// each side, the key clears the floor at confidence and its upper
 		// estimate clears the share. Its lower bound missed the share only
 		// through sampling noise on a share that leaves the rest too thin
 		// to balance: isolate it rather than wait for a lucky column.
 		c.decline, c.isolationDecision = ReasonUnspecified, true
+		c.evidence = EvidenceUnspecified // the shares stay: the best cut there was
 		c.isolation = isolationKeys(r, c.hotKey, &c)
 	}
 	return c

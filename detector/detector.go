@@ -1,5 +1,6 @@
 // Package detector decides when a route is hot and where to split it
-// (SPEC §6). It runs inside the FSM's Apply of ObserveColumn on every
+// (SPEC §6), and which cold neighbours to merge (SPEC §14, merge.go). It
+// runs inside the FSM's Apply of ObserveColumn on every
 // replica, so it is pure: no I/O, no goroutines, no clock, no randomness, no
 // map iteration order in outputs, integer arithmetic only. "Now" and every
 // other input are passed in explicitly.
@@ -42,6 +43,15 @@ const (
 	// RuleHoldBand and RuleColumnExplanations only.
 	ReasonHoldBand       Reason = 40
 	ReasonBelowThreshold Reason = 41
+	// RuleMerge only: merge explanations (Tracked.Merge).
+	ReasonMergePlanned    Reason = 50
+	ReasonMergeDelay      Reason = 51
+	ReasonMergeMargin     Reason = 52
+	ReasonMergeSuppressed Reason = 53
+	ReasonMergeBudget     Reason = 54
+	// RuleEvidenceCuts only.
+	ReasonNoEvidence   Reason = 60
+	ReasonCutUncertain Reason = 61
 )
 
 // Origins (see api.SplitOrigin).
@@ -54,6 +64,28 @@ const (
 	OriginSubBucketMedian          Origin = 5
 	// RuleBalanceSplit: the best-balanced point of the evidence (see balance).
 	OriginBalance Origin = 40
+)
+
+// Evidence mirrors api.SplitEvidence: what placed a split (RuleEvidenceCuts
+// and RuleHeavyKeyIsolation); the numeric values are equal.
+type Evidence int32
+
+// Evidence kinds (see api.SplitEvidence).
+const (
+	EvidenceUnspecified Evidence = 0
+	// EvidenceBuckets: a cut at a bucket boundary; its side shares are
+	// exact bucket loads.
+	EvidenceBuckets Evidence = 1
+	// EvidenceTopKeys: a cut between two keys whose loads the top-K counts
+	// give, inside one bucket; the interval comes from their sampling
+	// variance.
+	EvidenceTopKeys Evidence = 2
+	// EvidenceSamples: a cut placed among sampled keys inside one bucket;
+	// the interval comes from the sample.
+	EvidenceSamples Evidence = 3
+	// EvidenceKeyLoad: the heavy key isolated by its own load, whatever its
+	// share (RuleHeavyKeyIsolation).
+	EvidenceKeyLoad Evidence = 4
 )
 
 // Rules is the set of rules Observe applies on top of the first release's:
@@ -86,10 +118,27 @@ const (
 	// tracked route that is not hot is explained too (hold_band, or
 	// below_threshold once when it cools).
 	RuleColumnExplanations
+	// RuleMerge: adjacent routes of one group that have been cold for
+	// MergeWindows complete columns are merged (merge.go); the state keeps
+	// how long routes have been cold (cold.go).
+	RuleMerge
+	// RuleEvidenceCuts: with RuleBalanceSplit, the cut is chosen on exact
+	// bucket loads and top-K counts first, samples only placing it inside
+	// a bucket; each side's share carries a confidence interval and a cut
+	// is refused (cut_uncertain) unless both lower bounds clear
+	// MinSideShareBP; a cut between keys of known load may rest on fewer
+	// than four sampled keys; a row without any evidence is declined
+	// no_evidence (evidence.go).
+	RuleEvidenceCuts
+	// RuleHeavyKeyIsolation: the heaviest key is isolated when the lower
+	// confidence bound of its own load clears the threshold (and the
+	// floor), whatever its share of the route.
+	RuleHeavyKeyIsolation
 )
 
 // AllRules is every rule this build's detector knows.
-const AllRules = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations
+const AllRules = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations |
+	RuleMerge | RuleEvidenceCuts | RuleHeavyKeyIsolation
 
 // Has reports whether every rule of x is in r.
 func (r Rules) Has(x Rules) bool { return r&x == x }
@@ -117,6 +166,17 @@ type Config struct {
 	// HoldBandBP (RuleHoldBand): a column scoring in [HoldBandBP·Threshold/10000,
 	// Threshold) holds the counter instead of resetting it; 0 = strict.
 	HoldBandBP uint32
+	// The merge settings (RuleMerge, merge.go); all zero below version 3.
+	// A route scoring below MergeThresholdBP of the threshold is cold; a
+	// pair of adjacent routes cold for MergeWindows consecutive complete
+	// columns, each created at least MergeDelayMs ago, whose merged
+	// estimate lies MergeMarginBP of the threshold below it, is merged; at
+	// most MaxMergesPerCycle per column (0: no automatic merges).
+	MergeThresholdBP  uint32
+	MergeWindows      uint32
+	MergeDelayMs      uint64
+	MaxMergesPerCycle uint32
+	MergeMarginBP     uint32
 }
 
 // Explanation is the detector's last word on one route, with the numbers
@@ -154,6 +214,24 @@ type Explanation struct {
 	CandidateWindows   uint32
 	HoldBandBP         uint32
 	SamplePoints       uint32
+	// RuleMerge only (see api.Explanation fields 60-69): a merge
+	// explanation's pair and the numbers it was judged by. Score is the
+	// route's own score in the column.
+	MergePartner     uint64
+	MergedEstimate   uint64
+	MergeLimit       uint64
+	MergeThreshold   uint64
+	ColdColumns      uint32
+	MergeWindows     uint32
+	MergeDelayLeftMs uint64
+	// RuleEvidenceCuts and RuleHeavyKeyIsolation only (see api.Explanation
+	// fields 70-79): what placed the split (or the best refused cut), the
+	// confidence interval of each side's share, and how many keys of the
+	// route had loads known from the top-K counts.
+	Evidence                       Evidence
+	LeftShareLoBP, LeftShareHiBP   uint32
+	RightShareLoBP, RightShareHiBP uint32
+	KnownKeys                      uint32
 }
 
 // Tracked is the sparse per-route state (SPEC §5): kept only while the route
@@ -166,6 +244,9 @@ type Tracked struct {
 	// Most recent last; at most Config.SmoothingWindows. Display only.
 	RecentScores []uint64
 	Explanation  Explanation
+	// Merge is the last merge explanation (RuleMerge): why the route was or
+	// was not merged with a neighbour; zero when there is none.
+	Merge Explanation
 }
 
 // KeyEstimate bounds one key's weighted operations in a column, already
@@ -216,6 +297,10 @@ type Column struct {
 	WindowStartMs uint64
 	AtMs          uint64
 	Rows          []Row
+	// Complete: the rows list the load of every live route that had any
+	// (a version 3 column with route_loads), so a live route without a row
+	// was cold. Only complete columns count towards a merge (RuleMerge).
+	Complete bool
 }
 
 // LiveOp is the footprint of an op that is not yet DONE or ABORTED: the
@@ -242,19 +327,39 @@ type Input struct {
 	NextOpID uint64
 	// Rules are the rules on at the replicated cluster version.
 	Rules Rules
+	// CreatedAtMs is when a route was created: the physical time of its
+	// split_at_hlc or merged_at_hlc (RuleMerge: no merge within
+	// MergeDelayMs of it, and only columns that started after it count as
+	// its cold columns). nil: every route is taken as created at 0.
+	CreatedAtMs func(*catalog.RouteDescriptor) uint64
 }
 
 // Plan is an op the detector decided on: one split key (one step) or two
 // (a compound isolation [H, H·0x00): two steps). Keys are in step order:
 // step 1 splits RouteID at Keys[0]; step 2 of a compound splits step 1's
 // right child [H, end) at Keys[1], so that child is the one OnSplit must
-// treat as consumed. RouteDelta is the routes the op adds (1 or 2).
+// treat as consumed. RouteDelta is the routes the op adds (1 or 2; -1 for
+// a merge).
 type Plan struct {
-	OpID        uint64
-	RouteID     uint64
-	Origin      Origin
-	Keys        [][]byte
-	RouteDelta  int
-	Score       uint64
-	Explanation Explanation
+	// Kind is PlanSplit or, under RuleMerge, PlanMerge: one MergeRange of
+	// RouteID (the left route) and RightRouteID, RouteDelta -1, Score the
+	// merged estimate, no keys.
+	Kind         PlanKind
+	RightRouteID uint64
+	OpID         uint64
+	RouteID      uint64
+	Origin       Origin
+	Keys         [][]byte
+	RouteDelta   int
+	Score        uint64
+	Explanation  Explanation
 }
+
+// PlanKind says what a Plan does.
+type PlanKind uint8
+
+// Plan kinds.
+const (
+	PlanSplit PlanKind = iota
+	PlanMerge
+)

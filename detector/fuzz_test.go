@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -121,12 +122,20 @@ func (f *fuzzBytes) config() Config {
 		c.TopKeyAbsoluteFloor = uint64(f.byte())
 		c.CooldownMs = uint64(f.intn(4)) * minute
 		c.HoldBandBP = []uint32{0, 8000, 9999, 10_000}[f.intn(4)]
+		if f.bool() {
+			c.MergeThresholdBP = uint32(f.intn(5000)) + 1
+			c.MergeWindows = c.CandidateWindows + uint32(f.intn(3)) + 1
+			c.MergeDelayMs = uint64(f.intn(3)) * minute
+			c.MaxMergesPerCycle = uint32(f.intn(3))
+			c.MergeMarginBP = uint32(f.fixed(2)%9001) + 1000
+		}
 		return c
 	}
 	return Config{
 		Threshold: f.u64(), WriteWeight: f.u32(), ReadWeight: f.u32(), CandidateWindows: f.u32(),
 		CooldownMs: f.u64(), MaxSplitsPerCycle: f.u32(), MaxAutoRoutes: f.u32(), TopKeyShareBP: f.u32(),
 		TopKeyAbsoluteFloor: f.u64(), Buckets: f.u32(), SmoothingWindows: f.u32(), HoldBandBP: f.u32(),
+		MergeThresholdBP: f.u32(), MergeWindows: f.u32(), MergeDelayMs: f.u64(), MaxMergesPerCycle: f.u32(), MergeMarginBP: f.u32(),
 	}
 }
 
@@ -224,7 +233,7 @@ func observeArbitrary(t *testing.T, b []byte) {
 		if f.intn(4) == 0 {
 			start = f.u64()
 		}
-		col := Column{WindowStartMs: start, AtMs: start + min(uint64(f.fixed(3)), ^uint64(0)-start)}
+		col := Column{WindowStartMs: start, AtMs: start + min(uint64(f.fixed(3)), ^uint64(0)-start), Complete: f.intn(4) != 0}
 		if f.intn(8) == 0 {
 			col.AtMs = f.u64()
 		}
@@ -251,11 +260,21 @@ func observeArbitrary(t *testing.T, b []byte) {
 		rev := col
 		rev.Rows = slices.Clone(col.Rows)
 		slices.Reverse(rev.Rows)
-		if pnext, pplans := Observe(in, s, rev); dump(pnext, pplans) != dump(next, plans) {
+		if pnext, pplans := Observe(in, s, rev); dump(pnext, pplans)+fmt.Sprint(pnext.Cold()) != dump(next, plans)+fmt.Sprint(next.Cold()) {
 			t.Fatalf("row order changed the outcome")
 		}
 		s = next
-		if len(plans) > 0 && f.bool() {
+		if len(plans) > 0 && plans[len(plans)-1].Kind == PlanMerge && f.bool() {
+			// The FSM commits the last plan, a merge.
+			p := plans[len(plans)-1]
+			nc, merged, err := c.Merge(p.RouteID, p.RightRouteID, 1)
+			if err != nil {
+				t.Fatalf("planned merge refused: %v", err)
+			}
+			c, s = nc, s.OnMerge(cfg, p.RouteID, p.RightRouteID, merged.ID, in.NowMs)
+			continue
+		}
+		if len(plans) > 0 && plans[0].Kind == PlanSplit && f.bool() {
 			// The FSM commits the first step of the first plan.
 			p := plans[0]
 			nc, kids, err := c.Split(p.RouteID, p.Keys[0], 1)

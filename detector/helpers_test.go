@@ -17,12 +17,13 @@ const (
 	minute = uint64(60_000)
 )
 
-// The rule sets of cluster versions 1 and 2: fsm's feature table maps
-// version 1 to no rules and version 2 to every rule of this build (the fsm
-// tests that mapping).
+// The rule sets of cluster versions 1, 2 and 3: fsm's feature table maps
+// version 1 to no rules, version 2 to the version 2 release's four and
+// version 3 to every rule of this build (the fsm tests that mapping).
 const (
 	rulesV1 Rules = 0
-	rulesV2       = AllRules
+	rulesV2       = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations
+	rulesV3       = AllRules
 )
 
 // Loads against the default threshold of 50000 weighted ops/min.

@@ -22,6 +22,13 @@ var reasonNames = [...]string{
 	ReasonNoTopK:            "no_topk",
 	ReasonHoldBand:          "hold_band",
 	ReasonBelowThreshold:    "below_threshold",
+	ReasonMergePlanned:      "merge_planned",
+	ReasonMergeDelay:        "merge_delay",
+	ReasonMergeMargin:       "merge_margin",
+	ReasonMergeSuppressed:   "merge_suppressed",
+	ReasonMergeBudget:       "merge_budget",
+	ReasonNoEvidence:        "no_evidence",
+	ReasonCutUncertain:      "cut_uncertain",
 }
 
 // String is the reason's fixed metric label and log value, e.g.
@@ -50,4 +57,20 @@ func (o Origin) String() string {
 		return originNames[o]
 	}
 	return "origin(" + strconv.Itoa(int(o)) + ")"
+}
+
+var evidenceNames = [...]string{
+	EvidenceUnspecified: "unspecified",
+	EvidenceBuckets:     "buckets",
+	EvidenceTopKeys:     "top_keys",
+	EvidenceSamples:     "samples",
+	EvidenceKeyLoad:     "key_load",
+}
+
+// String is the evidence kind's fixed name, e.g. "top_keys".
+func (e Evidence) String() string {
+	if e >= 0 && int(e) < len(evidenceNames) && evidenceNames[e] != "" {
+		return evidenceNames[e]
+	}
+	return "evidence(" + strconv.Itoa(int(e)) + ")"
 }

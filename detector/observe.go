@@ -21,7 +21,9 @@ import (
 // observed one, changes nothing: Observe returns s and no plans.
 //
 // Plans come in plan order (highest score first, ties by route id), with
-// ids in.NextOpID, in.NextOpID+1, …. Plan.Keys are in step order; for a
+// ids in.NextOpID, in.NextOpID+1, …; under RuleMerge the column's merge
+// plans follow its split plans (coldest pair first, merge.go), with the
+// next ids. Plan.Keys are in step order; for a
 // compound isolation, step 1 splits at H and step 2 splits its right child
 // [H, end) at H·0x00. Plan keys and explanations share their byte slices
 // with the returned State: neither may be modified.
@@ -36,7 +38,11 @@ func Observe(in Input, s *State, col Column) (*State, []Plan) {
 	o := newObservation(in, s, col, order)
 	o.walk(order)
 	plans := o.decide()
-	return fromBase(o.prune(), col.AtMs), plans
+	if mergesOn(in) {
+		o.coldOut = o.observeCold(order)
+		plans = append(plans, o.decideMerges(plans)...)
+	}
+	return fromBase(o.prune(), col.AtMs, o.coldOut), plans
 }
 
 // observation is the working set of one Observe call.
@@ -57,6 +63,10 @@ type observation struct {
 	out   []Tracked // new entries, route-id order, before pruning
 	pool  []uint64  // backing store of every new RecentScores
 	cands []candidate
+	order []int // the column's rows in route-id order
+
+	// RuleMerge: the cold state before and after this column (cold.go).
+	prevCold, coldOut *coldState
 }
 
 // candidate is an eligible route waiting for its split key and guardrails.
@@ -78,8 +88,10 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 		// Clamped so that an unvalidated config cannot blow up the state.
 		smoothing: int(min(in.Config.SmoothingWindows, maxSmoothingWindows)),
 		old:       s.entries(),
+		order:     order,
+		prevCold:  s.cold,
 	}
-	n := unionSize(o.old, col.Rows, order)
+	n := entriesBound(o.old, col.Rows, order, func(r *Row) bool { return Score(r.Reads, r.Writes, o.cfg, o.durMs) >= o.cfg.Threshold })
 	o.out = make([]Tracked, 0, n)
 	o.pool = make([]uint64, 0, n*o.smoothing)
 	for _, op := range in.LiveOps {
@@ -92,21 +104,27 @@ func newObservation(in Input, s *State, col Column, order []int) *observation {
 	return o
 }
 
-// unionSize counts the route ids in tracked or rows: the new entries' upper
-// bound, so that the entry slice (large structs) is allocated once, tight.
-func unionSize(tracked []Tracked, rows []Row, order []int) int {
-	n, i, j := 0, 0, 0
-	for i < len(tracked) && j < len(order) {
-		a, b := tracked[i].RouteID, rows[order[j]].RouteID
-		if a <= b {
-			i++
+// entriesBound counts the route ids that may have an entry after this
+// column: tracked ones, and rows hot enough to start one (visit adds no
+// entry for a cold untracked route). It bounds the new entries, so that the
+// entry slice (large structs) is allocated once and tight even when a
+// column lists thousands of cold routes (cluster version 3's route loads).
+func entriesBound(tracked []Tracked, rows []Row, order []int, hot func(*Row) bool) int {
+	n, i := 0, 0
+	for _, k := range order {
+		id := rows[k].RouteID
+		for i < len(tracked) && tracked[i].RouteID < id {
+			i, n = i+1, n+1
 		}
-		if b <= a {
-			j++
+		if i < len(tracked) && tracked[i].RouteID == id {
+			i, n = i+1, n+1
+			continue
 		}
-		n++
+		if hot(&rows[k]) {
+			n++
+		}
 	}
-	return n + len(tracked) - i + len(order) - j
+	return n + len(tracked) - i
 }
 
 // walk merges the tracked entries with the column's rows (both in route-id
@@ -302,9 +320,7 @@ func (o *observation) decide() []Plan {
 		var ch splitChoice
 		if o.in.Rules.Has(RuleBalanceSplit) {
 			ch = chooseBalancedSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
-			x.LeftShareBP, x.RightShareBP = ch.leftShareBP, ch.rightShareBP
-			x.BucketShareBP, x.HotKeyUpperShareBP = ch.bucketShareBP, ch.hotUpperShareBP
-			x.SampleRate, x.SamplePoints = ch.sampleRate, ch.samplePoints
+			ch.explainBalance(&x, o.in.Rules)
 		} else {
 			ch = chooseSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
 		}
@@ -352,14 +368,16 @@ func (o *observation) decide() []Plan {
 }
 
 // prune drops the entries that no longer carry anything: no counter, no
-// cooldown still running, no recent explanation (see State).
+// cooldown still running, no recent explanation, split or merge (see
+// State).
 func (o *observation) prune() []Tracked {
 	retention := max(o.cfg.CooldownMs, saturate.Mul(recentColumns, o.durMs))
+	recent := func(x *Explanation) bool {
+		return x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs
+	}
 	kept := o.out[:0]
 	for _, e := range o.out {
-		x := &e.Explanation
-		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs ||
-			(x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs) {
+		if e.ConsecutiveOver > 0 || e.CooldownUntilMs > o.in.NowMs || recent(&e.Explanation) || recent(&e.Merge) {
 			kept = append(kept, e)
 		}
 	}

@@ -115,8 +115,20 @@ func bigScore(cfg Config, r Row, durMs uint64) *big.Int {
 // for live, ACTIVE routes outside cooldown and live ops, within the budget
 // and the route cap, with keys strictly inside the route that the catalog
 // accepts step by step; a sorted, sparse state.
-func checkOutcome(t fataler, in Input, prev *State, col Column, next *State, plans []Plan) {
+func checkOutcome(t fataler, in Input, prev *State, col Column, next *State, all []Plan) {
 	t.Helper()
+	var plans, merges []Plan
+	for i, p := range all {
+		switch {
+		case p.Kind == PlanMerge:
+			merges = append(merges, p)
+		case len(merges) > 0:
+			t.Fatalf("split plan %d after a merge plan: %+v", i, all)
+		default:
+			plans = append(plans, p)
+		}
+	}
+	checkMergePlans(t, in, col, plans, merges, next)
 	if len(plans) > int(in.Config.MaxSplitsPerCycle) {
 		t.Fatalf("%d plans, budget %d", len(plans), in.Config.MaxSplitsPerCycle)
 	}

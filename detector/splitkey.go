@@ -33,6 +33,27 @@ type splitChoice struct {
 	bucketShareBP             uint32
 	sampleRate                uint32
 	samplePoints              uint32
+
+	// RuleEvidenceCuts and RuleHeavyKeyIsolation numbers (evidence.go,
+	// heavykey.go).
+	evidence             Evidence
+	leftLoBP, leftHiBP   uint32
+	rightLoBP, rightHiBP uint32
+	knownKeys            uint32
+}
+
+// explainBalance copies the RuleBalanceSplit numbers into x, and under
+// RuleEvidenceCuts or RuleHeavyKeyIsolation theirs.
+func (c *splitChoice) explainBalance(x *Explanation, rules Rules) {
+	x.LeftShareBP, x.RightShareBP = c.leftShareBP, c.rightShareBP
+	x.BucketShareBP, x.HotKeyUpperShareBP = c.bucketShareBP, c.hotUpperShareBP
+	x.SampleRate, x.SamplePoints = c.sampleRate, c.samplePoints
+	if rules.Has(RuleEvidenceCuts) || rules.Has(RuleHeavyKeyIsolation) {
+		x.Evidence = c.evidence
+		x.LeftShareLoBP, x.LeftShareHiBP = c.leftLoBP, c.leftHiBP
+		x.RightShareLoBP, x.RightShareHiBP = c.rightLoBP, c.rightHiBP
+		x.KnownKeys = c.knownKeys
+	}
 }
 
 // chooseSplit picks the split key of an eligible route from its row of

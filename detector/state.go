@@ -26,7 +26,8 @@ var ErrInvalidState = errors.New("invalid detector state")
 // hot a few minutes ago, and the state shrinks back once the cluster calms.
 //
 // Representation: base is the sorted entry slice Observe produces; splits
-// committed between two columns (OnSplit, StartCooldown) go into patch, a
+// and merges committed between two columns (OnSplit, OnMerge,
+// StartCooldown) go into patch, a
 // small persistent tree of per-route replacements, so each costs O(log p)
 // instead of a copy of every entry. The next Observe folds patch into a new
 // base.
@@ -34,6 +35,9 @@ type State struct {
 	base           []Tracked // sorted by RouteID, unique; never modified
 	patch          *btree.BTreeG[patchEntry]
 	lastColumnAtMs uint64
+	// cold is how long routes have been cold (RuleMerge, cold.go); nil
+	// without that rule or before its first complete column.
+	cold *coldState
 	// cloneMu serialises btree.Clone of patch, which writes the source
 	// tree's copy-on-write bookkeeping.
 	cloneMu *sync.Mutex
@@ -69,21 +73,22 @@ func NewState(tracked []Tracked, lastColumnAtMs uint64) (*State, error) {
 }
 
 // fromBase wraps a freshly built sorted entry slice (Observe's output).
-func fromBase(base []Tracked, lastColumnAtMs uint64) *State {
-	return &State{base: base, lastColumnAtMs: lastColumnAtMs}
+func fromBase(base []Tracked, lastColumnAtMs uint64, cold *coldState) *State {
+	return &State{base: base, lastColumnAtMs: lastColumnAtMs, cold: cold}
 }
 
 // cloneTracked deep-copies t so that a restored State owns its slices.
 func cloneTracked(t Tracked) Tracked {
 	t.RecentScores = slices.Clone(t.RecentScores)
-	e := &t.Explanation
-	e.HotKey = slices.Clone(e.HotKey)
-	if e.SplitKeys != nil {
-		keys := make([][]byte, len(e.SplitKeys))
-		for i, k := range e.SplitKeys {
-			keys[i] = slices.Clone(k)
+	for _, e := range []*Explanation{&t.Explanation, &t.Merge} {
+		e.HotKey = slices.Clone(e.HotKey)
+		if e.SplitKeys != nil {
+			keys := make([][]byte, len(e.SplitKeys))
+			for i, k := range e.SplitKeys {
+				keys[i] = slices.Clone(k)
+			}
+			e.SplitKeys = keys
 		}
-		e.SplitKeys = keys
 	}
 	return t
 }
@@ -197,7 +202,7 @@ func (s *State) withPatch() *State {
 	if s == nil {
 		return &State{patch: btree.NewG(16, lessPatch), cloneMu: new(sync.Mutex)}
 	}
-	out := &State{base: s.base, lastColumnAtMs: s.lastColumnAtMs, cloneMu: new(sync.Mutex)}
+	out := &State{base: s.base, lastColumnAtMs: s.lastColumnAtMs, cold: s.cold, cloneMu: new(sync.Mutex)}
 	if s.patch == nil {
 		out.patch = btree.NewG(16, lessPatch)
 	} else {
@@ -242,6 +247,26 @@ func (s *State) OnSplit(cfg Config, parentID uint64, children []uint64, consumed
 	return out
 }
 
+// OnMerge records a committed merge (manual or automatic) of leftID and
+// rightID into mergedID at mergeMs: both parents' entries go, since their
+// counters, cooldowns and explanations describe ranges that no longer
+// exist, and the merged route gets cooldown_until = mergeMs +
+// cfg.CooldownMs, the split cooldown, so a merge is not split again at once
+// (a cooldown is never shortened). A zero cooldown adds no entry. s is not
+// modified; the cost is O(log p), as for OnSplit.
+func (s *State) OnMerge(cfg Config, leftID, rightID, mergedID uint64, mergeMs uint64) *State {
+	out := s.withPatch()
+	for _, id := range []uint64{leftID, rightID} {
+		if _, ok := out.Get(id); ok && id != mergedID {
+			out.patch.ReplaceOrInsert(patchEntry{routeID: id, deleted: true})
+		}
+	}
+	if cfg.CooldownMs != 0 && mergedID != 0 {
+		out.startCooldown(mergedID, saturate.Add(mergeMs, cfg.CooldownMs))
+	}
+	return out
+}
+
 // StartCooldown puts routeID in cooldown until atMs + cfg.CooldownMs (an op
 // aborted after its first step: its middle child, exempt until then, must
 // not be re-split at once). s is not modified.
@@ -255,15 +280,17 @@ func (s *State) StartCooldown(cfg Config, routeID uint64, atMs uint64) *State {
 
 // ResetHysteresis returns s with every consecutive_over at 0 (a SetConfig
 // committed: evidence earned under the old settings proves nothing under the
-// new ones). Cooldowns, scores and explanations are kept. s is not modified.
-// SetConfig is rare, so this folds the patch into a new base.
+// new ones). Cooldowns, scores and explanations are kept. The cold state
+// (RuleMerge) restarts too: no route has been cold under the new settings
+// yet. s is not modified. SetConfig is rare, so this folds the patch into a
+// new base.
 func (s *State) ResetHysteresis() *State {
 	if s == nil {
-		return fromBase(nil, 0)
+		return fromBase(nil, 0, nil)
 	}
 	base := slices.Clone(s.entries())
 	for i := range base {
 		base[i].ConsecutiveOver = 0
 	}
-	return fromBase(base, s.lastColumnAtMs)
+	return fromBase(base, s.lastColumnAtMs, s.cold.restart())
 }

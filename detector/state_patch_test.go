@@ -8,10 +8,10 @@ import (
 	"pgregory.net/rapid"
 )
 
-// TestPatchMatchesModel drives OnSplit, StartCooldown and ResetHysteresis
-// on a State built by Observe-like bases, and compares every view (Get,
-// Len, Tracked) with a plain map model after each step; older States must
-// not change when newer ones are derived from them.
+// TestPatchMatchesModel drives OnSplit, OnMerge, StartCooldown and
+// ResetHysteresis on a State built by Observe-like bases, and compares
+// every view (Get, Len, Tracked) with a plain map model after each step;
+// older States must not change when newer ones are derived from them.
 func TestPatchMatchesModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := Config{CooldownMs: rapid.Uint64Range(0, 1000).Draw(t, "cooldown")}
@@ -34,7 +34,7 @@ func TestPatchMatchesModel(t *testing.T) {
 		var history []snap
 		for range rapid.IntRange(0, 40).Draw(t, "steps") {
 			history = append(history, snap{s, maps.Clone(model)})
-			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
 			case 0, 1, 2:
 				parent := rapid.Uint64Range(1, 60).Draw(t, "parent")
 				kids := []uint64{rapid.Uint64Range(1, 60).Draw(t, "a"), rapid.Uint64Range(1, 60).Draw(t, "b")}
@@ -61,6 +61,23 @@ func TestPatchMatchesModel(t *testing.T) {
 					tr.RouteID = id
 					tr.CooldownUntilMs = max(tr.CooldownUntilMs, at+cfg.CooldownMs)
 					model[id] = tr
+				}
+			case 5:
+				left := rapid.Uint64Range(1, 60).Draw(t, "left")
+				right := rapid.Uint64Range(1, 60).Draw(t, "right")
+				merged := rapid.Uint64Range(1, 60).Draw(t, "merged")
+				at := rapid.Uint64Range(0, 5000).Draw(t, "mergeAt")
+				s = s.OnMerge(cfg, left, right, merged, at)
+				for _, id := range []uint64{left, right} {
+					if id != merged {
+						delete(model, id)
+					}
+				}
+				if cfg.CooldownMs != 0 {
+					tr := model[merged]
+					tr.RouteID = merged
+					tr.CooldownUntilMs = max(tr.CooldownUntilMs, at+cfg.CooldownMs)
+					model[merged] = tr
 				}
 			case 4:
 				s = s.ResetHysteresis()

@@ -14,6 +14,8 @@ func TestDefaultConfigIsTheSpec(t *testing.T) {
 		Threshold: 50_000, WriteWeight: 4, ReadWeight: 1, CandidateWindows: 3,
 		CooldownMs: 600_000, MaxSplitsPerCycle: 1, MaxAutoRoutes: 1024,
 		TopKeyShareBP: 8000, TopKeyAbsoluteFloor: 25_000, Buckets: 16, SmoothingWindows: 5, HoldBandBP: 8000,
+		// docs/design.md "Merges" (SPEC §14 leaves them to the simlab comparison).
+		MergeThresholdBP: 2500, MergeWindows: 10, MergeDelayMs: 1_800_000, MaxMergesPerCycle: 1, MergeMarginBP: 5000,
 	}
 	if got != want {
 		t.Fatalf("DefaultConfig() = %+v\nwant %+v", got, want)
@@ -186,6 +188,61 @@ func TestOnSplit(t *testing.T) {
 	})
 	if after := dump(old, nil); after != before {
 		t.Fatalf("OnSplit modified its receiver:\n%s\n%s", before, after)
+	}
+}
+
+func TestOnMerge(t *testing.T) {
+	cfg := DefaultConfig()
+	old := mustState(t,
+		Tracked{RouteID: 3, ConsecutiveOver: 4, CooldownUntilMs: t0 + 100*minute, Explanation: Explanation{Reason: ReasonCooldown}},
+		Tracked{RouteID: 4, ConsecutiveOver: 1},
+		Tracked{RouteID: 9, ConsecutiveOver: 2},
+	)
+	before := dump(old, nil)
+
+	t.Run("parents dropped, the merged route cools down", func(t *testing.T) {
+		s := old.OnMerge(cfg, 3, 4, 10, t0)
+		for _, id := range []uint64{3, 4} {
+			if _, ok := s.Get(id); ok {
+				t.Errorf("parent %d still tracked", id)
+			}
+		}
+		tr, ok := s.Get(10)
+		if !ok || tr.CooldownUntilMs != t0+cfg.CooldownMs || tr.ConsecutiveOver != 0 || tr.Explanation.Reason != ReasonUnspecified {
+			t.Errorf("merged route: %+v, %v", tr, ok)
+		}
+		if tr, ok := s.Get(9); !ok || tr.ConsecutiveOver != 2 {
+			t.Errorf("unrelated route 9: %+v, %v", tr, ok)
+		}
+		if s.Len() != 2 {
+			t.Errorf("%d entries, want 2", s.Len())
+		}
+		assertSorted(t, s)
+	})
+	t.Run("untracked parents", func(t *testing.T) {
+		s := old.OnMerge(cfg, 20, 21, 22, t0)
+		if s.Len() != 4 {
+			t.Errorf("%d entries, want 4", s.Len())
+		}
+	})
+	t.Run("zero cooldown adds no entry", func(t *testing.T) {
+		s := old.OnMerge(Config{}, 3, 4, 10, t0)
+		if _, ok := s.Get(10); ok || s.Len() != 1 {
+			t.Errorf("merged route tracked with no cooldown; %d entries", s.Len())
+		}
+	})
+	t.Run("the cooldown saturates", func(t *testing.T) {
+		s := old.OnMerge(Config{CooldownMs: ^uint64(0)}, 3, 4, 10, 5)
+		if tr, _ := s.Get(10); tr.CooldownUntilMs != ^uint64(0) {
+			t.Errorf("cooldown %d", tr.CooldownUntilMs)
+		}
+	})
+	if after := dump(old, nil); after != before {
+		t.Fatalf("OnMerge modified its receiver:\n%s\n%s", before, after)
+	}
+	var nilState *State
+	if got := nilState.OnMerge(cfg, 1, 2, 3, t0); got.Len() != 1 {
+		t.Fatalf("OnMerge on nil state: %d entries", got.Len())
 	}
 }
 

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -12,10 +13,13 @@ import (
 // Apply applies one command entry and returns a *Result (never nil).
 //
 // Order: decode strictly (halt on anything unknown) -> last_hlc advances ->
-// a known request id returns its first answer -> min_version against the
-// replicated cluster version -> bootstrapped -> the command's applyXxx. The
-// result of every non-duplicate entry carrying a request id, failures
-// included, is stored in the request table.
+// a known request id returns its first answer (from cluster version 3 only
+// if the request is the same one; another request is refused and applies
+// nothing) -> min_version against the replicated cluster version ->
+// bootstrapped -> the command's applyXxx. The result of every
+// non-duplicate entry carrying a request id, failures included, is stored
+// in the request table (from version 3 with the request's fingerprint and
+// description).
 func (f *FSM) Apply(l *raft.Log) interface{} {
 	t0 := f.m.start()
 	cmd, err := DecodeCommand(l.Data)
@@ -36,14 +40,22 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	res := &Result{Index: l.Index}
 	rid := cmd.GetRequestId()
 	if prev, ok := lookupRequest(cur, rid); ok {
-		res.CommandResult, res.Duplicate = prev.GetResult(), true
+		if cur.Has(RequestFingerprints) && len(prev.GetFingerprint()) > 0 && !bytes.Equal(prev.GetFingerprint(), requestFingerprint(cmd)) {
+			res.CommandResult = reusedRequest(rid, prev, cmd)
+		} else {
+			res.CommandResult, res.Duplicate = prev.GetResult(), true
+		}
 	} else {
 		res.CommandResult = a.dispatch()
 		if a.haltErr != nil {
 			return f.halted(l.Index, fmt.Errorf("raft index %d: %w", l.Index, a.haltErr))
 		}
 		if rid != "" {
-			ns.requests = ns.requests.with(&api.RequestRecord{RequestId: rid, Seq: ns.nextRequestSeq, Result: res.CommandResult}, f.requestTableSize)
+			rec := &api.RequestRecord{RequestId: rid, Seq: ns.nextRequestSeq, Result: res.CommandResult}
+			if ns.Has(RequestFingerprints) {
+				rec.Fingerprint, rec.Description = requestFingerprint(cmd), describeRequest(cmd)
+			}
+			ns.requests = ns.requests.with(rec, f.requestTableSize)
 			ns.nextRequestSeq++
 		}
 	}
@@ -123,6 +135,8 @@ func (a *applier) dispatch() *api.CommandResult {
 		return a.applyAdmitMember(b.AdmitMember)
 	case *api.Command_CheckState:
 		return a.applyCheckState(b.CheckState)
+	case *api.Command_MergeRange:
+		return a.applyMergeRange(b.MergeRange)
 	}
 	// DecodeCommand refused every other body already.
 	a.haltErr = fmt.Errorf("%w: %T", ErrUnknownCommand, a.cmd.GetBody())

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/hlc"
 )
@@ -81,6 +83,12 @@ func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
 	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
 	}
+	if a.s.Has(UnchangedPatchNoop) && proto.Equal(cfg, a.s.cfg) {
+		// Re-sending the settings in force (a script's idempotent config
+		// step) must not reset every route's hysteresis.
+		a.f.log.Info("fsm: config set changed nothing", "actor", c.GetActor(), "patch", patchSummary(p), "commit_hlc", a.nowHLC)
+		return &api.CommandResult{Config: a.s.cfg, Message: ConfigUnchanged}
+	}
 	a.s.cfg = cfg
 	a.s.detCfg = detectorConfig(cfg)
 	a.s.det = a.s.det.ResetHysteresis()
@@ -92,6 +100,10 @@ func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
 	a.f.log.Info("fsm: config set", "actor", c.GetActor(), "changed", changed, "commit_hlc", a.nowHLC)
 	return &api.CommandResult{Config: cfg}
 }
+
+// ConfigUnchanged is the message of a SetConfig result that changed
+// nothing (UnchangedPatchNoop).
+const ConfigUnchanged = "unchanged: the patch leaves the config as it is"
 
 // KeptNote is the note a mutation's self-declared actor text becomes in a
 // cluster at this state's version: the text itself with ActorNotes on

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
 )
@@ -200,6 +202,77 @@ func TestActorNote(t *testing.T) {
 		d = h.state().Decisions()
 		if last := d[len(d)-1]; last.GetActor() != "alice" || last.GetNote() != want {
 			t.Fatalf("version %d: config decision %v", v, last)
+		}
+	}
+}
+
+// From cluster version 3 a patch that leaves the config as it is changes
+// nothing: the hysteresis counters stand, no decision is recorded, and the
+// answer says "unchanged"; a patch that changes one value still resets
+// them. Below version 3 every accepted patch resets them (the old rule).
+func TestSetConfigUnchangedIsANoop(t *testing.T) {
+	tracked := func(h *harness) {
+		h.editState(func(p *api.StateSnapshot) {
+			p.Tracked = []*api.TrackedRoute{{RouteId: 1, ConsecutiveOver: 2, LastScore: 9, Explanation: &api.Explanation{}}}
+		})
+	}
+	counter := func(h *harness) uint32 { tr, _ := h.state().Detector().Get(1); return tr.ConsecutiveOver }
+
+	h := bootstrappedAt(t, Version3, nil, nil)
+	tracked(h)
+	cur := h.state().Config()
+	before := h.state()
+	r := h.run(setConfig(&api.ConfigPatch{Threshold: proto.Uint64(cur.GetThreshold()), StepMs: proto.Uint64(cur.GetStepMs())}))
+	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
+	if r.Message != ConfigUnchanged || !proto.Equal(r.Config, cur) {
+		t.Fatalf("answered %q %v", r.Message, r.Config)
+	}
+	assertUnchanged(t, before, h.state())
+	if counter(h) != 2 {
+		t.Fatal("an unchanged patch reset the hysteresis")
+	}
+	r = h.run(setConfig(&api.ConfigPatch{Threshold: proto.Uint64(cur.GetThreshold() + 1)}))
+	if r.Message != "" || counter(h) != 0 {
+		t.Fatalf("a change answered %q with the counter at %d", r.Message, counter(h))
+	}
+
+	old := bootstrappedAt(t, Version2, nil, nil)
+	tracked(old)
+	r = old.run(setConfig(&api.ConfigPatch{Threshold: proto.Uint64(old.state().Config().GetThreshold())}))
+	if r.Message != "" || counter(old) != 0 {
+		t.Fatalf("at version 2 an unchanged patch answered %q with the counter at %d, want the reset", r.Message, counter(old))
+	}
+}
+
+// A step change scheduled on a cluster that reports nothing takes effect
+// from version 3 once the fence renewals' time is two of the longer step
+// plus the grace past its boundary; until then it is pending (and columns
+// would take it at the boundary). Below version 3 it stays pending until a
+// column comes.
+func TestStepChangeWithoutColumns(t *testing.T) {
+	renew := func(h *harness, atMs uint64) *Result {
+		h.ms = atMs
+		return h.run(&api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{CeilingMs: atMs + 1000}}})
+	}
+	for _, version := range []uint32{Version2, Version3} {
+		h := bootstrappedAt(t, version, nil, nil)
+		old := h.state().Config().GetStepMs()
+		wantCode(t, h.run(setConfig(&api.ConfigPatch{StepMs: proto.Uint64(10_000), GraceMs: proto.Uint64(5_000)})), api.ResultCode_RESULT_CODE_OK)
+		cfg := h.state().Config()
+		at := cfg.GetNextStepAtMs()
+		if at == 0 || cfg.GetStepMs() != old {
+			t.Fatalf("v%d: the change was not scheduled: %v", version, cfg)
+		}
+		due := at + 2*max(old, 10_000) + 5_000
+		renew(h, at)
+		renew(h, due-1)
+		if c := h.state().Config(); c.GetStepMs() != old || c.GetNextStepAtMs() != at {
+			t.Fatalf("v%d: took effect before it was due: %v", version, c)
+		}
+		renew(h, due)
+		c := h.state().Config()
+		if promoted := c.GetStepMs() == 10_000 && c.GetNextStepAtMs() == 0 && c.GetNextStepMs() == 0; promoted != (version == Version3) {
+			t.Fatalf("v%d: config after the renewal at the due time: %v", version, c)
 		}
 	}
 }

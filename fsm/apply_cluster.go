@@ -27,6 +27,14 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "initial_splits: %v", err)
 	}
+	if OperatorBoundariesKept.EnabledAt(max(1, b.GetClusterVersion())) {
+		// The initial split keys are the operator's: automatic merges keep
+		// them.
+		if cat, _, err = cat.MarkInitialStarts(); err != nil {
+			a.haltErr = fmt.Errorf("mark the initial split keys: %w", err)
+			return nil
+		}
+	}
 	cfg := withDefaults(b.GetConfig(), max(1, b.GetClusterVersion()))
 	if err := ValidateConfig(cfg); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "config: %v", err)
@@ -60,6 +68,14 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 // nothing (renewals may arrive late).
 func (a *applier) applyAdvanceCeiling(c *api.AdvanceCeiling) *api.CommandResult {
 	a.s.ceilingMs = max(a.s.ceilingMs, c.GetCeilingMs())
+	if a.s.Has(StepChangeWithoutColumns) {
+		// The leader renews the fence on an idle cluster too: time passes
+		// here even when no column comes to promote a step change.
+		if next := promoteStepByTime(a.s.cfg, a.now); next != a.s.cfg {
+			a.f.log.Info("fsm: step change took effect without a column", "step_ms", next.GetStepMs(), "boundary_ms", a.s.cfg.GetNextStepAtMs())
+			a.s.cfg = next
+		}
+	}
 	return ok()
 }
 

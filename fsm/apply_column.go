@@ -38,15 +38,17 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	}
 	dropped := a.dropDeadRows(&col)
 	det, plans := detector.Observe(detector.Input{
-		Config:   s.detCfg,
-		Catalog:  s.cat,
-		LiveOps:  liveFootprints(s.ops),
-		NowMs:    a.now,
-		Enabled:  s.sw.GetEnabled(),
-		NextOpID: s.nextOpID,
-		Rules:    rulesAt(s.clusterVersion),
+		Config:      s.detCfg,
+		Catalog:     s.cat,
+		LiveOps:     liveFootprints(s.ops),
+		NowMs:       a.now,
+		Enabled:     s.sw.GetEnabled(),
+		NextOpID:    s.nextOpID,
+		Rules:       rulesAt(s.clusterVersion),
+		CreatedAtMs: routeCreatedAtMs,
 	}, s.det, col)
 	s.det = det
+	a.heatColumn(c)
 	s.lastColumnAtMs = c.GetAtMs()
 	s.reporters = c.GetReporters()
 	a.f.m.candidates(det, s.detCfg.CandidateWindows)
@@ -55,6 +57,12 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	for _, p := range plans {
 		id := s.nextOpID
 		s.nextOpID++ // consumed even by a skipped plan, so ids match the detector's
+		if p.Kind == detector.PlanMerge {
+			if op := a.planMerge(p, id); op != nil {
+				res.PlannedOpIds = append(res.PlannedOpIds, op.GetOpId())
+			}
+			continue
+		}
 		op, err := a.opFromPlan(p, id)
 		if err != nil {
 			// The detector plans only live routes with keys inside them;
@@ -77,6 +85,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 			"score", p.Score, "consecutive_over", p.Explanation.ConsecutiveOver, "steps", len(p.Keys))
 	}
 	a.recordSkips(col, det)
+	a.recordMergeDeclines(col, det)
 	a.f.m.column(c.GetDroppedRows(), dropped)
 	if s.Has(ScheduledStepChange) {
 		if next := promoteStep(s.cfg, c.GetWindowStartMs()); next != s.cfg {
@@ -198,12 +207,13 @@ func checkEvidenceBytes(c *api.ObserveColumn, version uint32) *api.CommandResult
 }
 
 // toColumn converts the entry to the detector's Column: one row per entry
-// of route_loads (evidence from rows attached) when the column has them,
-// else one per row. The row slices are shared with the entry, which nothing
+// of route_loads (evidence from rows attached) when the column has them —
+// a complete column, in which an absent route had no load — else one per
+// row. The row slices are shared with the entry, which nothing
 // else holds. c passed checkColumn.
 func toColumn(c *api.ObserveColumn) detector.Column {
 	if loads := c.GetRouteLoads(); loads != nil {
-		col := detector.Column{WindowStartMs: c.GetWindowStartMs(), AtMs: c.GetAtMs(), Rows: make([]detector.Row, 0, loads.Len())}
+		col := detector.Column{WindowStartMs: c.GetWindowStartMs(), AtMs: c.GetAtMs(), Rows: make([]detector.Row, 0, loads.Len()), Complete: true}
 		rows := c.GetRows()
 		for _, l := range loads.All() {
 			if len(rows) > 0 && rows[0].GetRouteId() == l.RouteID {

@@ -17,43 +17,32 @@ func (a *applier) applySplitRange(c *api.SplitRange) *api.CommandResult {
 	return a.applyOpStep(c)
 }
 
-// fence refuses a split whose commit HLC does not move forward (SPEC §4):
-// only a deposed leader's stamp can do that. The refusal is counted and
-// logged; nothing else changes.
-func (a *applier) fence(c *api.SplitRange) *api.CommandResult {
-	if a.cmd.GetHlc() > a.prevHLC {
-		return nil
-	}
-	a.s.fenceViolations++
-	a.f.m.fenceViolation()
-	a.f.log.Error("fsm: fence violation: split commit HLC does not move forward",
-		"route_id", c.GetRouteId(), "op_id", c.GetOpId(), "commit_hlc", a.cmd.GetHlc(), "last_hlc", a.prevHLC,
-		"reason", "commit_hlc_not_after_last_hlc")
-	return fail(api.ResultCode_RESULT_CODE_FENCE_VIOLATION, "commit hlc %s not after last applied hlc %s",
-		hlc.Format(a.cmd.GetHlc()), hlc.Format(a.prevHLC))
-}
-
 func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 	if c.GetStep() != 0 {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: %d given without op_id (manual splits have no step)", c.GetStep())
 	}
-	if r := a.fence(c); r != nil {
+	if r := a.fence(kindSplitRange, "route_id", c.GetRouteId(), "op_id", c.GetOpId()); r != nil {
 		return r
 	}
 	var (
 		next     *catalog.Catalog
 		children [2]*catalog.RouteDescriptor
 		err      error
+		by       = catalog.PlacedByRule // version 2 records no placement
 	)
+	if a.s.Has(OperatorBoundariesKept) {
+		by = catalog.PlacedByOperator // automatic merges keep the key
+	}
 	if c.ExpectedVersion != nil && !skipCAS() {
-		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
+		next, children, err = a.s.cat.SplitCAS(c.GetExpectedVersion(), by, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	} else {
-		next, children, err = a.s.cat.Split(c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
+		next, children, err = a.s.cat.SplitPlaced(by, c.GetRouteId(), c.GetSplitKey(), a.cmd.GetHlc())
 	}
 	if err != nil {
 		return fail(splitErrorCode(err), "%v", err)
 	}
 	a.commitSplit(c.GetRouteId(), next, children, 0)
+	a.markSplit(c.GetRouteId(), 0, api.SplitOrigin_SPLIT_ORIGIN_MANUAL, [][]byte{c.GetSplitKey()})
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_MANUAL_SPLIT, RouteId: c.GetRouteId(),
 		Origin: api.SplitOrigin_SPLIT_ORIGIN_MANUAL, SplitKeys: [][]byte{c.GetSplitKey()}, Actor: c.GetActor(), Note: a.s.KeptNote(c.GetNote())})
 	a.f.m.split(api.SplitOrigin_SPLIT_ORIGIN_MANUAL)
@@ -145,7 +134,7 @@ func (a *applier) applyOpStep(c *api.SplitRange) *api.CommandResult {
 		}
 		return fail(api.ResultCode_RESULT_CODE_OP_PAUSED, "auto-split is disabled: op %d paused before step %d", op.GetOpId(), step)
 	}
-	if r := a.fence(c); r != nil {
+	if r := a.fence(kindSplitRange, "route_id", c.GetRouteId(), "op_id", c.GetOpId()); r != nil {
 		return r
 	}
 	route, live := a.s.cat.Route(op.GetTargetRouteId())
@@ -206,6 +195,7 @@ func (a *applier) stepApplied(op *api.Op, next *catalog.Catalog, children [2]*ca
 	a.f.log.Info("fsm: op step applied", "op_id", n.GetOpId(), "route_id", parent, "split_origin", originLabel(n.GetOrigin()),
 		"score", n.GetScore(), "step", n.NextStep-1, "catalog_version", next.Version(), "commit_hlc", commit)
 	if n.State == api.OpState_OP_STATE_DONE {
+		a.markOpSplits(n)
 		a.retireFinished()
 		a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_OP_DONE, RouteId: parent, OpId: n.GetOpId(),
 			Origin: n.GetOrigin(), Score: n.GetScore(), SplitKeys: n.GetSplitKeys()})

@@ -25,8 +25,8 @@ func TestHalt(t *testing.T) {
 	body = protowire.AppendBytes(body, []byte("new"))
 	unknownNested := protowire.AppendTag(nil, 14, protowire.BytesType)
 	unknownNested = protowire.AppendBytes(unknownNested, body)
-	// A oneof case this build does not know (field 40).
-	unknownBody := protowire.AppendTag(nil, 40, protowire.BytesType)
+	// A oneof case this build does not know (field 999).
+	unknownBody := protowire.AppendTag(nil, 999, protowire.BytesType)
 	unknownBody = protowire.AppendBytes(unknownBody, nil)
 	tooNew, err := EncodeCommand(&api.Command{MinVersion: SupportedVersion + 1, Body: split(1, "g").Body})
 	if err != nil {

@@ -51,11 +51,13 @@ const (
 	kindAbortOp        = "abort_op"
 	kindAdmitMember    = "admit_member"
 	kindCheckState     = "check_state"
+	kindMergeRange     = "merge_range"
 	kindInvalid        = "invalid"
 )
 
 var commandKinds = []string{kindBootstrap, kindAdvanceCeiling, kindSetMember, kindRemoveMember,
-	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindAdmitMember, kindCheckState, kindInvalid}
+	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindAdmitMember, kindCheckState,
+	kindMergeRange, kindInvalid}
 
 func commandKind(c *api.Command) string {
 	switch c.GetBody().(type) {
@@ -81,6 +83,8 @@ func commandKind(c *api.Command) string {
 		return kindAdmitMember
 	case *api.Command_CheckState:
 		return kindCheckState
+	case *api.Command_MergeRange:
+		return kindMergeRange
 	}
 	return kindInvalid
 }

@@ -54,7 +54,61 @@ func DefaultConfig() *api.Config {
 		GraceMs:               30 * 1000,
 		HoldBandBp:            proto.Uint32(DefaultHoldBandBP),
 		FloorFollowsThreshold: true,
+		MergeThresholdBp:      proto.Uint32(detector.DefaultMergeThresholdBP),
+		MergeWindows:          proto.Uint32(detector.DefaultMergeWindows),
+		MergeDelayMs:          proto.Uint64(detector.DefaultMergeDelayMs),
+		MaxMergesPerCycle:     proto.Uint32(detector.DefaultMaxMergesPerCycle),
+		MergeMarginBp:         proto.Uint32(detector.DefaultMergeMarginBP),
 	}
+}
+
+// withMergeDefaults returns c with every absent merge setting (AutoMerge) at
+// its default, or c itself when none is absent. c is not modified.
+func withMergeDefaults(c *api.Config) *api.Config {
+	if c.MergeThresholdBp != nil && c.MergeWindows != nil && c.MergeDelayMs != nil && c.MaxMergesPerCycle != nil && c.MergeMarginBp != nil {
+		return c
+	}
+	d := DefaultConfig()
+	out := proto.Clone(c).(*api.Config)
+	if out.MergeThresholdBp == nil {
+		out.MergeThresholdBp = d.MergeThresholdBp
+	}
+	if out.MergeWindows == nil {
+		// Longer than the split windows, whatever they are.
+		out.MergeWindows = proto.Uint32(max(d.GetMergeWindows(), out.GetCandidateWindows()+1))
+	}
+	if out.MergeDelayMs == nil {
+		out.MergeDelayMs = d.MergeDelayMs
+	}
+	if out.MaxMergesPerCycle == nil {
+		out.MaxMergesPerCycle = d.MaxMergesPerCycle
+	}
+	if out.MergeMarginBp == nil {
+		out.MergeMarginBp = d.MergeMarginBp
+	}
+	return out
+}
+
+// clearMerge drops the merge settings (a version below AutoMerge).
+func clearMerge(c *api.Config) {
+	c.MergeThresholdBp, c.MergeWindows, c.MergeDelayMs, c.MaxMergesPerCycle, c.MergeMarginBp = nil, nil, nil, nil, nil
+}
+
+// mergeFieldSet names a merge setting p sets ("" when none).
+func mergeFieldSet(p *api.ConfigPatch) string {
+	switch {
+	case p.MergeThresholdBp != nil:
+		return "merge_threshold_bp"
+	case p.MergeWindows != nil:
+		return "merge_windows"
+	case p.MergeDelayMs != nil:
+		return "merge_delay_ms"
+	case p.MaxMergesPerCycle != nil:
+		return "max_merges_per_cycle"
+	case p.MergeMarginBp != nil:
+		return "merge_margin_bp"
+	}
+	return ""
 }
 
 // withDefaults returns a copy of c (a Bootstrap config) whose unset fields
@@ -113,6 +167,11 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	fill64(&out.OpTtlMs, out.CooldownMs)
 	fill32(&out.SmoothingWindows, d.SmoothingWindows)
 	fill64(&out.GraceMs, out.StepMs/2)
+	if AutoMerge.EnabledAt(version) {
+		out = withMergeDefaults(out)
+	} else {
+		clearMerge(out)
+	}
 	return out
 }
 
@@ -249,6 +308,19 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	if HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
 		out.HoldBandBp = proto.Uint32(*p.HoldBandBp)
 	}
+	if AutoMerge.EnabledAt(version) {
+		for _, f := range []struct{ dst, v **uint32 }{
+			{&out.MergeThresholdBp, &p.MergeThresholdBp}, {&out.MergeWindows, &p.MergeWindows},
+			{&out.MaxMergesPerCycle, &p.MaxMergesPerCycle}, {&out.MergeMarginBp, &p.MergeMarginBp},
+		} {
+			if *f.v != nil {
+				*f.dst = proto.Uint32(**f.v)
+			}
+		}
+		if p.MergeDelayMs != nil {
+			out.MergeDelayMs = proto.Uint64(*p.MergeDelayMs)
+		}
+	}
 	if FloorFollowsThreshold.EnabledAt(version) {
 		if p.TopKeyAbsoluteFloor != nil {
 			out.FloorFollowsThreshold = *p.TopKeyAbsoluteFloor == 0
@@ -303,6 +375,9 @@ func PatchConfig(cur *api.Config, version uint32, p *api.ConfigPatch, nowMs uint
 	if !HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
 		return nil, fmt.Errorf("%w: hold_band_bp: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, HoldBand.Version(), version)
 	}
+	if f := mergeFieldSet(p); f != "" && !AutoMerge.EnabledAt(version) {
+		return nil, fmt.Errorf("%w: %s: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, f, AutoMerge.Version(), version)
+	}
 	cfg := ApplyPatch(cur, p, version)
 	if ScheduledStepChange.EnabledAt(version) && p.StepMs != nil {
 		var err error
@@ -336,6 +411,28 @@ func promoteStep(c *api.Config, windowStartMs uint64) *api.Config {
 	return out
 }
 
+// promoteStepByTime moves a pending step into step_ms once nowMs (an
+// entry's HLC) is two of the longer step plus the grace past its boundary
+// (StepChangeWithoutColumns). A cluster that reports promotes it earlier,
+// with its first column at or past the boundary (promoteStep); the wait
+// keeps the time rule behind every column of the old step, which commits
+// within a grace of the boundary. It returns c itself when nothing is due.
+func promoteStepByTime(c *api.Config, nowMs uint64) *api.Config {
+	at := c.GetNextStepAtMs()
+	if at == 0 {
+		return c
+	}
+	longer := max(c.GetStepMs(), c.GetNextStepMs())
+	grace := c.GetGraceMs()
+	if grace == 0 {
+		grace = longer / 2
+	}
+	if nowMs < at+2*longer+grace {
+		return c
+	}
+	return promoteStep(c, at)
+}
+
 func gcd(a, b uint64) uint64 {
 	for b != 0 {
 		a, b = b, a%b
@@ -358,5 +455,10 @@ func detectorConfig(c *api.Config) detector.Config {
 		Buckets:             c.GetBuckets(),
 		SmoothingWindows:    c.GetSmoothingWindows(),
 		HoldBandBP:          c.GetHoldBandBp(),
+		MergeThresholdBP:    c.GetMergeThresholdBp(),
+		MergeWindows:        c.GetMergeWindows(),
+		MergeDelayMs:        c.GetMergeDelayMs(),
+		MaxMergesPerCycle:   c.GetMaxMergesPerCycle(),
+		MergeMarginBP:       c.GetMergeMarginBp(),
 	}
 }

@@ -33,6 +33,13 @@ func TestDetectorEnumsMatchAPI(t *testing.T) {
 		"REASON_NO_TOPK":             detector.ReasonNoTopK,
 		"REASON_HOLD_BAND":           detector.ReasonHoldBand,
 		"REASON_BELOW_THRESHOLD":     detector.ReasonBelowThreshold,
+		"REASON_MERGE_PLANNED":       detector.ReasonMergePlanned,
+		"REASON_MERGE_DELAY":         detector.ReasonMergeDelay,
+		"REASON_MERGE_MARGIN":        detector.ReasonMergeMargin,
+		"REASON_MERGE_SUPPRESSED":    detector.ReasonMergeSuppressed,
+		"REASON_MERGE_BUDGET":        detector.ReasonMergeBudget,
+		"REASON_NO_EVIDENCE":         detector.ReasonNoEvidence,
+		"REASON_CUT_UNCERTAIN":       detector.ReasonCutUncertain,
 	}
 	origins := map[string]detector.Origin{
 		"SPLIT_ORIGIN_UNSPECIFIED":                 detector.OriginUnspecified,
@@ -42,6 +49,13 @@ func TestDetectorEnumsMatchAPI(t *testing.T) {
 		"SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE": detector.OriginIsolationSingleUpperEdge,
 		"SPLIT_ORIGIN_SUB_BUCKET_MEDIAN":           detector.OriginSubBucketMedian,
 		"SPLIT_ORIGIN_BALANCE":                     detector.OriginBalance,
+	}
+	evidence := map[string]detector.Evidence{
+		"SPLIT_EVIDENCE_UNSPECIFIED": detector.EvidenceUnspecified,
+		"SPLIT_EVIDENCE_BUCKETS":     detector.EvidenceBuckets,
+		"SPLIT_EVIDENCE_TOP_KEYS":    detector.EvidenceTopKeys,
+		"SPLIT_EVIDENCE_SAMPLES":     detector.EvidenceSamples,
+		"SPLIT_EVIDENCE_KEY_LOAD":    detector.EvidenceKeyLoad,
 	}
 	check := func(desc protoreflect.EnumDescriptor, twin func(name string) (int32, bool), n int) {
 		vals := desc.Values()
@@ -62,4 +76,5 @@ func TestDetectorEnumsMatchAPI(t *testing.T) {
 	}
 	check(api.Reason(0).Descriptor(), func(n string) (int32, bool) { r, ok := reasons[n]; return int32(r), ok }, len(reasons))
 	check(api.SplitOrigin(0).Descriptor(), func(n string) (int32, bool) { o, ok := origins[n]; return int32(o), ok }, len(origins))
+	check(api.SplitEvidence(0).Descriptor(), func(n string) (int32, bool) { e, ok := evidence[n]; return int32(e), ok }, len(evidence))
 }

@@ -14,7 +14,7 @@ import (
 // and decodes to the same message. Never panics.
 func FuzzDecodeCommand(f *testing.F) {
 	for _, c := range []*api.Command{split(1, "k"), splitCAS(2, "a", 3), column(0, 1000, &api.ColumnRow{RouteId: 1, Buckets: []uint64{1, 2}}),
-		operatorSwitch(true), setConfig(&api.ConfigPatch{Threshold: new(uint64(5))}), abort(1, "x"), member("n1", 1)} {
+		operatorSwitch(true), setConfig(&api.ConfigPatch{Threshold: new(uint64(5))}), abort(1, "x"), member("n1", 1), mergeCAS(2, 3, 4)} {
 		b, _ := EncodeCommand(c)
 		f.Add(b)
 	}
@@ -59,7 +59,12 @@ func FuzzRestore(f *testing.F) {
 	h.run(split(1, "g"))
 	h.run(member("n1", 1))
 	f.Add(persist(f, h.f))
+	// A version 3 state with a merged route.
+	m := bootstrappedAt(f, Version3, [][]byte{[]byte("f"), []byte("m")}, nil)
+	m.run(merge(1, 2))
+	f.Add(persist(f, m.f))
 	f.Add(persist(f, newQuiet(Options{})))
+	f.Add(persist(f, heatState(f, 6, 8).f)) // a heat history in pages
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var halted error

@@ -19,6 +19,7 @@ import (
 // the replicated state.
 type Metrics struct {
 	splits       *prometheus.CounterVec // origin
+	merges       *prometheus.CounterVec // origin: manual, automatic
 	opsPlanned   prometheus.Counter
 	opsDone      prometheus.Counter
 	opsPaused    prometheus.Counter
@@ -33,6 +34,9 @@ type Metrics struct {
 	liveOps      prometheus.Gauge
 	switchOn     prometheus.Gauge
 	eligible     prometheus.Gauge
+	// Automatic merges (AutoMerge).
+	mergeDecisions *prometheus.CounterVec // reason: merge_planned, merge_delay, …
+	mergeOps       *prometheus.CounterVec // event: planned, paused, aborted
 }
 
 // NewMetrics creates the FSM metrics and registers them with reg (nil: not
@@ -41,6 +45,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		splits: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_splits_total",
 			Help: "Splits applied, by split origin (manual or the detector's key choice)."}, []string{"origin"}),
+		merges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_merges_total",
+			Help: "Merges applied, by origin (manual: an operator's MergeRange; automatic: a merge op's step)."}, []string{"origin"}),
 		opsPlanned: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_planned_total",
 			Help: "Split ops planned by the detector."}),
 		opsDone: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_done_total",
@@ -59,15 +65,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		eligible: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_candidates_eligible",
 			Help: "Routes at or over candidateWindows hot columns in a row after the last column (planned, in cooldown, declined or suppressed)."}),
 		fence: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_fence_violations_total",
-			Help: "SplitRange entries refused because their commit HLC did not move forward."}),
+			Help: "Catalog changes (SplitRange, MergeRange) refused because their commit HLC did not move forward."}),
 		applySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "hotsplit_fsm_apply_seconds",
 			Help:    "Time to apply one log entry, by command.",
 			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12)}, []string{"command"}),
 		liveRoutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_routes", Help: "Routes in the catalog."}),
 		tracked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_tracked_routes",
 			Help: "Routes with detector state (counter, cooldown or recent explanation)."}),
-		liveOps:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_ops", Help: "Split ops PENDING, RUNNING or PAUSED."}),
+		liveOps:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_ops", Help: "Ops (split or merge) PENDING, RUNNING or PAUSED."}),
 		switchOn: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_autosplit_enabled", Help: "1 when the auto-split switch is on."}),
+		mergeDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_merge_decisions_total",
+			Help: "Pairs of cold routes the detector planned to merge (merge_planned) or declined, by reason, per column."}, []string{"reason"}),
+		mergeOps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_merge_ops_total",
+			Help: "Merge ops planned, paused or aborted (an applied one counts in hotsplit_merges_total)."}, []string{"event"}),
 	}
 	// Pre-create every label value so each series exists from the start.
 	for _, v := range api.SplitOrigin_value {
@@ -75,15 +85,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.splits.WithLabelValues(originLabel(o))
 		}
 	}
+	for _, o := range mergeOrigins {
+		m.merges.WithLabelValues(o)
+	}
 	for _, v := range api.OpAbortReason_value {
 		if r := api.OpAbortReason(v); r != api.OpAbortReason_OP_ABORT_REASON_UNSPECIFIED {
 			m.opsAborted.WithLabelValues(abortLabel(r))
 		}
 	}
 	for _, v := range api.Reason_value {
-		if r := api.Reason(v); r != api.Reason_REASON_UNSPECIFIED {
+		switch r := api.Reason(v); {
+		case isMergeReason(r):
+			m.mergeDecisions.WithLabelValues(reasonLabel(r))
+		case r != api.Reason_REASON_UNSPECIFIED:
 			m.skips.WithLabelValues(reasonLabel(r))
 		}
+	}
+	for _, e := range mergeOpEvents {
+		m.mergeOps.WithLabelValues(e)
 	}
 	m.droppedRows.WithLabelValues("leader")
 	m.droppedRows.WithLabelValues("apply")
@@ -91,8 +110,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.applySeconds.WithLabelValues(k)
 	}
 	if reg != nil {
-		reg.MustRegister(m.splits, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
-			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn, m.eligible)
+		reg.MustRegister(m.splits, m.merges, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
+			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn, m.eligible,
+			m.mergeDecisions, m.mergeOps)
 	}
 	return m
 }
@@ -177,6 +197,20 @@ func (m *Metrics) split(o api.SplitOrigin) {
 	}
 }
 
+// The merge origins, the fixed label values of hotsplit_merges_total.
+const (
+	mergeOriginManual    = "manual"
+	mergeOriginAutomatic = "automatic"
+)
+
+var mergeOrigins = []string{mergeOriginManual, mergeOriginAutomatic}
+
+func (m *Metrics) merge(origin string) {
+	if m != nil {
+		m.merges.WithLabelValues(origin).Inc()
+	}
+}
+
 func (m *Metrics) opPlanned() {
 	if m != nil {
 		m.opsPlanned.Inc()
@@ -219,5 +253,37 @@ func (m *Metrics) column(leaderDropped, applyDropped uint64) {
 func (m *Metrics) fenceViolation() {
 	if m != nil {
 		m.fence.Inc()
+	}
+}
+
+// The merge op events, the fixed label values of hotsplit_merge_ops_total.
+const (
+	mergeOpPlanned = "planned"
+	mergeOpPaused  = "paused"
+	mergeOpAborted = "aborted"
+)
+
+var mergeOpEvents = []string{mergeOpPlanned, mergeOpPaused, mergeOpAborted}
+
+// isMergeReason reports whether r explains a merge decision (the label
+// set of hotsplit_merge_decisions_total), not a split.
+func isMergeReason(r api.Reason) bool {
+	switch r {
+	case api.Reason_REASON_MERGE_PLANNED, api.Reason_REASON_MERGE_DELAY, api.Reason_REASON_MERGE_MARGIN,
+		api.Reason_REASON_MERGE_SUPPRESSED, api.Reason_REASON_MERGE_BUDGET:
+		return true
+	}
+	return false
+}
+
+func (m *Metrics) mergeDecision(r api.Reason) {
+	if m != nil {
+		m.mergeDecisions.WithLabelValues(reasonLabel(r)).Inc()
+	}
+}
+
+func (m *Metrics) mergeOp(event string) {
+	if m != nil {
+		m.mergeOps.WithLabelValues(event).Inc()
 	}
 }

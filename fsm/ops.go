@@ -55,7 +55,8 @@ func (a *applier) retireFinished() {
 // cooldown from now (SPEC §7), if it is still a live route. With
 // StickyAbort an operator's or a stale abort before the first step puts the
 // planned route itself in cooldown, so the abort sticks: the next hot column
-// does not plan the same split again at once.
+// does not plan the same split again at once. An aborted merge op sticks
+// by restarting its routes' cold streaks (mergeOpAborted).
 func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *api.Op {
 	n := cloneOp(op)
 	n.State = api.OpState_OP_STATE_ABORTED
@@ -64,16 +65,24 @@ func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *
 	n.UpdatedHlc = a.nowHLC
 	sticks := a.s.Has(StickyAbort) &&
 		(reason == api.OpAbortReason_OP_ABORT_REASON_OPERATOR || reason == api.OpAbortReason_OP_ABORT_REASON_STALE)
-	if n.GetNextStep() > 1 || sticks {
+	switch {
+	case isMergeOp(n):
+		a.mergeOpAborted(n)
+	case n.GetNextStep() > 1 || sticks:
 		if _, live := a.s.cat.Route(n.GetTargetRouteId()); live {
 			a.s.det = a.s.det.StartCooldown(a.s.detCfg, n.GetTargetRouteId(), a.now)
 		}
 	}
 	a.putOp(n)
 	a.retireFinished()
+	a.markOpSplits(n) // the steps that did apply
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_OP_ABORTED, RouteId: n.GetTargetRouteId(), OpId: n.GetOpId(),
 		Origin: n.GetOrigin(), AbortReason: reason, Detail: detail, Actor: n.GetActor(), Note: n.GetNote(), SplitKeys: n.GetSplitKeys()})
-	a.f.m.opAborted(reason)
+	if isMergeOp(n) {
+		a.f.m.mergeOp(mergeOpAborted)
+	} else {
+		a.f.m.opAborted(reason)
+	}
 	a.f.log.Warn("fsm: op aborted", "op_id", n.GetOpId(), "route_id", n.GetTargetRouteId(), "reason", abortLabel(reason),
 		"detail", detail, "next_step", n.GetNextStep(), "commit_hlc", a.nowHLC)
 	return n
@@ -89,23 +98,33 @@ func (a *applier) pauseOp(op *api.Op) *api.Op {
 	n.UpdatedHlc = a.nowHLC
 	a.putOp(n)
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_OP_PAUSED, RouteId: n.GetTargetRouteId(), OpId: n.GetOpId(), Origin: n.GetOrigin()})
-	a.f.m.opPaused()
+	if isMergeOp(n) {
+		a.f.m.mergeOp(mergeOpPaused)
+	} else {
+		a.f.m.opPaused()
+	}
 	a.f.log.Info("fsm: op paused", "op_id", n.GetOpId(), "route_id", n.GetTargetRouteId(), "next_step", n.GetNextStep())
 	return n
 }
 
-// liveFootprints describes the live ops for the detector: the route each
-// will split next and how many routes it will still add.
+// liveFootprints describes the live ops for the detector: the routes each
+// will still change (opRoutes) and how many routes it will still add. A
+// merge op adds none: its -1 counts against the route cap only once it is
+// applied.
 func liveFootprints(ops []*api.Op) []detector.LiveOp {
 	var out []detector.LiveOp
 	for _, op := range ops {
 		if !isLive(op) {
 			continue
 		}
+		delta := remainingSteps(op)
+		if isMergeOp(op) {
+			delta = 0
+		}
 		out = append(out, detector.LiveOp{
 			OpID:           op.GetOpId(),
-			RouteIDs:       []uint64{op.GetTargetRouteId()},
-			RemainingDelta: remainingSteps(op),
+			RouteIDs:       opRoutes(op),
+			RemainingDelta: delta,
 		})
 	}
 	return out

@@ -5,18 +5,19 @@ import (
 )
 
 // NextOpStep chooses what the op stepper proposes next (SPEC §7): the
-// next SplitRange step of the oldest live op that is pending or running,
-// while the switch is on. It returns nil, nil when nothing is to be
-// proposed: the switch is off (a paused op waits for it), no op is
-// runnable, or the oldest runnable op has no step left to take (step 0,
-// or past its last split key: the FSM finishes such an op itself). A
-// paused op is skipped, not waited for.
+// next step of the oldest live op that is pending or running, while the
+// switch is on — a SplitRange of a split op, the one MergeRange of a merge
+// op (AutoMerge; the command carries its min_version). It returns nil, nil
+// when nothing is to be proposed: the switch is off (a paused op waits for
+// it), no op is runnable, or the oldest runnable op has no step left to
+// take (step 0, or past its last step: the FSM finishes such an op
+// itself). A paused op is skipped, not waited for.
 //
 // It is pure and reads only its arguments: live is State.LiveOps (oldest
-// first) and switchOn the replicated switch. The leader's scheduler and
-// simlab both step ops with it; the caller stamps the command and sets the
-// step's Actor. The returned step's slices are the op's: do not modify.
-func NextOpStep(switchOn bool, live []*api.Op) (*api.Op, *api.SplitRange) {
+// first), switchOn the replicated switch and actor the step's actor. The
+// leader's scheduler and simlab both step ops with it; the caller stamps
+// the command. The returned step's slices are the op's: do not modify.
+func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Command) {
 	if !switchOn {
 		return nil, nil
 	}
@@ -24,11 +25,20 @@ func NextOpStep(switchOn bool, live []*api.Op) (*api.Op, *api.SplitRange) {
 		if s := op.GetState(); s != api.OpState_OP_STATE_PENDING && s != api.OpState_OP_STATE_RUNNING {
 			continue
 		}
-		step, keys := op.GetNextStep(), op.GetSplitKeys()
+		step := op.GetNextStep()
+		if isMergeOp(op) {
+			if step != 1 {
+				return nil, nil
+			}
+			return op, &api.Command{MinVersion: AutoMerge.Version(), Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{
+				LeftRouteId: op.GetTargetRouteId(), RightRouteId: op.GetRightRouteId(), OpId: op.GetOpId(), Step: step, Actor: actor}}}
+		}
+		keys := op.GetSplitKeys()
 		if step == 0 || int(step) > len(keys) {
 			return nil, nil
 		}
-		return op, &api.SplitRange{RouteId: op.GetTargetRouteId(), SplitKey: keys[step-1], OpId: op.GetOpId(), Step: step}
+		return op, &api.Command{Body: &api.Command_SplitRange{SplitRange: &api.SplitRange{
+			RouteId: op.GetTargetRouteId(), SplitKey: keys[step-1], OpId: op.GetOpId(), Step: step, Actor: actor}}}
 	}
 	return nil, nil
 }

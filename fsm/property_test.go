@@ -48,6 +48,10 @@ func (g *gen) stamp() uint64 {
 	return g.last
 }
 
+// newestMostly is every supported version, the newest three times over:
+// its commands (merges) are refused below it.
+var newestMostly = append(Versions(), Versions()[len(Versions())-1], Versions()[len(Versions())-1])
+
 func (g *gen) bootstrap() *api.Command {
 	var splits [][]byte
 	for _, k := range rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"b", "c", "d", "da", "m"}), 0, 4, func(s string) string { return s }).Draw(g.t, "splits") {
@@ -56,6 +60,7 @@ func (g *gen) bootstrap() *api.Command {
 	sortKeys(splits)
 	return &api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
 		ClusterId: "prop", InitialSplits: splits, AutoSplit: rapid.IntRange(0, 4).Draw(g.t, "auto") > 0,
+		ClusterVersion: rapid.SampledFrom(newestMostly).Draw(g.t, "cluster-version"),
 		Config: &api.Config{
 			Threshold:         uint64(rapid.IntRange(100, 5000).Draw(g.t, "threshold")),
 			CandidateWindows:  uint32(rapid.IntRange(1, 2).Draw(g.t, "cw")),
@@ -90,7 +95,7 @@ func (g *gen) next(s *State) *api.Command {
 func (g *gen) body(s *State) *api.Command {
 	cat := s.Catalog()
 	route := func() *catalog.RouteDescriptor { return cat.Lookup(g.key("route-key")) }
-	switch rapid.IntRange(0, 13).Draw(g.t, "kind") {
+	switch rapid.IntRange(0, 15).Draw(g.t, "kind") {
 	case 0, 1:
 		r := route()
 		c := split(r.ID, string(g.key("split-key")))
@@ -143,6 +148,21 @@ func (g *gen) body(s *State) *api.Command {
 	case 11:
 		return &api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{
 			CeilingMs: g.ms + uint64(rapid.IntRange(0, 2000).Draw(g.t, "ceiling"))}}}
+	case 14, 15:
+		// A merge of a route and its right neighbour, sometimes of any two
+		// ids, sometimes conditional (stale or not).
+		l := route()
+		var right uint64
+		cat.AscendFrom(l.End, func(r *catalog.RouteDescriptor) bool { right = r.ID; return false })
+		if l.Unbounded() || rapid.IntRange(0, 4).Draw(g.t, "merge-any") == 0 {
+			right = uint64(rapid.IntRange(0, int(cat.NextRouteID())).Draw(g.t, "merge-right"))
+		}
+		c := &api.Command{Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{LeftRouteId: l.ID, RightRouteId: right, Actor: "prop"}}}
+		if rapid.Bool().Draw(g.t, "merge-cas") {
+			v := cat.Version() - uint64(rapid.IntRange(0, 1).Draw(g.t, "merge-stale"))
+			c.GetMergeRange().ExpectedVersion = &v
+		}
+		return c
 	default:
 		r := route()
 		return split(r.ID, string(r.Start)) // always at a boundary

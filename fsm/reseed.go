@@ -66,7 +66,7 @@ func Reseed(s *State, clusterID string, self *api.Member, ceilingMs uint64) (*ap
 // restored by a newer build starts with that version's settings, like a
 // cluster upgraded in place.
 func raiseSeed(p *api.StateSnapshot, v uint32) (*api.StateSnapshot, error) {
-	if v <= p.GetClusterVersion() {
+	if Reaches(p.GetClusterVersion(), v) {
 		return p, nil
 	}
 	s, err := stateFromProto(p, snapshotLimits{requests: DefaultRequestTableSize, decisions: DefaultDecisionRingSize, finishedOps: DefaultFinishedOps})

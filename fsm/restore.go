@@ -109,6 +109,9 @@ func decodeSnapshot(br *bufio.Reader, lim snapshotLimits) (*State, error) {
 		}
 		requests = append(requests, page.GetRequests()...)
 	}
+	if err := readHeatPages(&fr, core); err != nil {
+		return nil, err
+	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		return nil, errors.New("trailing bytes after the last frame")
 	}
@@ -142,7 +145,7 @@ func pageSize(got, page int, remaining uint64, what string, extra bool) error {
 }
 
 // onlyField reports whether m has any field set besides the named one.
-func onlyField(m *api.StateSnapshot, name string) bool {
+func onlyField(m proto.Message, name string) bool {
 	other := false
 	m.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
 		if string(fd.Name()) != name {
@@ -257,13 +260,16 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 	if err := checkPreviousClusterIDs(p); err != nil {
 		return nil, err
 	}
+	if err := restoreHeat(s, p); err != nil {
+		return nil, err
+	}
 	s.previousClusterIDs = p.GetPreviousClusterIds()
 	s.members = p.GetMembers()
 	if err := checkAdmissions(p.GetAdmissions(), s.members); err != nil {
 		return nil, err
 	}
 	s.admissions = p.GetAdmissions()
-	if err := checkOps(p.GetOps(), p.GetNextOpId(), s.cat, lim.finishedOps); err != nil {
+	if err := checkOps(p.GetOps(), p.GetNextOpId(), s.cat, lim.finishedOps, p.GetClusterVersion()); err != nil {
 		return nil, err
 	}
 	s.ops = p.GetOps()
@@ -271,7 +277,7 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 		return nil, err
 	}
 	s.decisions = p.GetDecisions()
-	reqs, err := restoreRequests(p.GetRequests(), p.GetNextRequestSeq(), lim.requests)
+	reqs, err := restoreRequests(p.GetRequests(), p.GetNextRequestSeq(), lim.requests, p.GetClusterVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +296,7 @@ func checkEmpty(p *api.StateSnapshot) error {
 	if p.GetClusterId() != "" || IsVersion(p.GetClusterVersion()) || p.GetConfig() != nil || p.GetSwitch() != nil ||
 		len(p.GetMembers()) != 0 || len(p.GetTracked()) != 0 || len(p.GetOps()) != 0 || len(p.GetDecisions()) != 0 ||
 		p.GetLastColumnAtMs() != 0 || len(p.GetLastColumnReporters()) != 0 || p.GetNextOpId() != 1 || p.GetNextDecisionSeq() != 1 ||
-		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 {
+		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 || p.GetCold() != nil || p.GetHeatHistory() != nil {
 		return errors.New("state without a catalog (not bootstrapped) holds bootstrapped fields")
 	}
 	return nil
@@ -305,6 +311,9 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	}
 	cat, err := catalog.FromProto(p.GetCatalog())
 	if err != nil {
+		return err
+	}
+	if err := checkCatalogFeatures(cat, p.GetClusterVersion()); err != nil {
 		return err
 	}
 	if err := ValidateConfig(p.GetConfig()); err != nil {
@@ -324,6 +333,9 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if err != nil {
 		return fmt.Errorf("tracked routes: %w", err)
 	}
+	if det, err = restoreCold(det, p); err != nil {
+		return err
+	}
 	s.bootstrapped = true
 	s.cat = cat
 	s.cfg = p.GetConfig()
@@ -331,6 +343,57 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	s.sw = sw
 	s.det = det
 	return nil
+}
+
+// checkCatalogFeatures: below the version merges exist, no route was made
+// by a merge; below the version placements are recorded, no route's start
+// is marked as an operator's (no replica of that version writes either).
+// The walk over the routes runs only there.
+func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
+	merges, marks := ManualMerge.EnabledAt(version), OperatorBoundariesKept.EnabledAt(version)
+	if merges && marks {
+		return nil
+	}
+	var err error
+	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
+		switch {
+		case !merges && r.Merged():
+			err = fmt.Errorf("catalog holds merged route %d, which needs cluster version %d, at cluster version %d",
+				r.ID, ManualMerge.Version(), version)
+		case !marks && r.OperatorStart:
+			err = fmt.Errorf("catalog route %d: operator_start, which needs cluster version %d (%s), at cluster version %d",
+				r.ID, OperatorBoundariesKept.Version(), OperatorBoundariesKept, version)
+		}
+		return err == nil
+	})
+	return err
+}
+
+// restoreCold adds the cold state to det: only where AutoMerge is on (no
+// replica below it writes one, nor a merge explanation), and only merge
+// explanations that have a reason (trackedToProto writes no other).
+func restoreCold(det *detector.State, p *api.StateSnapshot) (*detector.State, error) {
+	on := AutoMerge.EnabledAt(p.GetClusterVersion())
+	for i, t := range p.GetTracked() {
+		switch x := t.GetMergeExplanation(); {
+		case x == nil:
+		case !on:
+			return nil, fmt.Errorf("tracked[%d]: a merge explanation, which needs cluster version %d, at cluster version %d", i, AutoMerge.Version(), p.GetClusterVersion())
+		case x.GetReason() == api.Reason_REASON_UNSPECIFIED:
+			return nil, fmt.Errorf("tracked[%d]: a merge explanation without a reason", i)
+		}
+	}
+	if p.GetCold() == nil {
+		return det, nil
+	}
+	if !on {
+		return nil, fmt.Errorf("cold state, which needs cluster version %d, at cluster version %d", AutoMerge.Version(), p.GetClusterVersion())
+	}
+	c, err := coldFromProto(p.GetCold())
+	if err != nil {
+		return nil, err
+	}
+	return det.WithCold(c)
 }
 
 // checkConfigFeatures: a config holds no setting of a feature off at the
@@ -344,6 +407,7 @@ func checkConfigFeatures(c *api.Config, version uint32) error {
 		{HoldBand, c.HoldBandBp != nil, "hold_band_bp"},
 		{FloorFollowsThreshold, c.GetFloorFollowsThreshold(), "floor_follows_threshold"},
 		{ScheduledStepChange, c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0, "next_step_ms"},
+		{AutoMerge, c.MergeThresholdBp != nil || c.MergeWindows != nil || c.MergeDelayMs != nil || c.MaxMergesPerCycle != nil || c.MergeMarginBp != nil, "merge_threshold_bp"},
 	} {
 		if x.set && !x.f.EnabledAt(version) {
 			return fmt.Errorf("config holds %s, a setting of cluster version %d, at cluster version %d", x.field, x.f.Version(), version)
@@ -386,7 +450,7 @@ func checkAdmissions(as []*api.Admission, members []*api.Member) error {
 // below next_op_id; 1..maxOpSteps keys; next_step within bounds and in line
 // with the state and the recorded step results; targets that are (or were)
 // real routes.
-func checkOps(ops []*api.Op, nextOpID uint64, cat *catalog.Catalog, maxFinished int) error {
+func checkOps(ops []*api.Op, nextOpID uint64, cat *catalog.Catalog, maxFinished int, version uint32) error {
 	finished := 0
 	for i, op := range ops {
 		id := op.GetOpId()
@@ -394,8 +458,21 @@ func checkOps(ops []*api.Op, nextOpID uint64, cat *catalog.Catalog, maxFinished 
 			return fmt.Errorf("ops[%d]: id %d unsorted, repeated or not below next_op_id %d", i, id, nextOpID)
 		}
 		keys := len(op.GetSplitKeys())
-		if keys < 1 || keys > maxOpSteps {
-			return fmt.Errorf("op %d: %d split keys", id, keys)
+		switch op.GetKind() {
+		case api.OpKind_OP_KIND_SPLIT:
+			if keys < 1 || keys > maxOpSteps {
+				return fmt.Errorf("op %d: %d split keys", id, keys)
+			}
+		case api.OpKind_OP_KIND_MERGE:
+			if err := checkMergeOp(op, version); err != nil {
+				return err
+			}
+			if r := op.GetRightRouteId(); cat == nil || r >= cat.NextRouteID() {
+				return fmt.Errorf("op %d: right route %d was never a route", id, r)
+			}
+			keys = 1 // one step
+		default:
+			return fmt.Errorf("op %d: kind %s", id, op.GetKind())
 		}
 		next := int(op.GetNextStep())
 		if next < 1 || next > keys+1 || len(op.GetStepResults()) != next-1 {
@@ -441,7 +518,7 @@ func checkDecisions(ds []*api.Decision, nextSeq uint64, limit int) error {
 	return nil
 }
 
-func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int) (*requestTable, error) {
+func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int, version uint32) (*requestTable, error) {
 	if len(rs) > limit {
 		return nil, fmt.Errorf("%d request records above the local table size %d", len(rs), limit)
 	}
@@ -452,6 +529,9 @@ func restoreRequests(rs []*api.RequestRecord, nextSeq uint64, limit int) (*reque
 		}
 		if r.GetSeq() == 0 || r.GetSeq() >= nextSeq || (i > 0 && r.GetSeq() <= rs[i-1].GetSeq()) {
 			return nil, fmt.Errorf("requests[%d]: seq %d unsorted, repeated or not below %d", i, r.GetSeq(), nextSeq)
+		}
+		if err := checkRequestBinding(r, version); err != nil {
+			return nil, fmt.Errorf("requests[%d]: %w", i, err)
 		}
 		if _, dup := t.byID.ReplaceOrInsert(r); dup {
 			return nil, fmt.Errorf("requests[%d]: id %q repeated", i, r.GetRequestId())

@@ -25,6 +25,11 @@ import (
 //	          last one holds the rest), in key order
 //	tracked   frames of StateSnapshot{tracked}, trackedPage each
 //	requests  frames of StateSnapshot{requests}, requestPage each, by seq
+//	heat      when the core's heat_history is set (it then holds only
+//	          format_version and marks, and heat_history_pages the counts):
+//	          frames of HeatmapHistory{boundaries}, heatBoundaryPage each,
+//	          then for each level from levels[0] frames of
+//	          HeatmapLevel{columns}, heatColumnPage each
 //	end of file
 //
 // A frame is a uvarint length (at most maxFrame) and a deterministic
@@ -37,7 +42,11 @@ const (
 	routePage             = 4096
 	trackedPage           = 1024
 	requestPage           = 256
-	maxFrame              = 64 << 20
+	// A heat column holds at most 1024 bands × 4 totals (≤ 10 bytes each)
+	// and 1023 boundary deltas: about 46 KiB, so a page stays under 1 MiB.
+	heatBoundaryPage = 4096
+	heatColumnPage   = 16
+	maxFrame         = 64 << 20
 )
 
 // fsmSnapshot is a captured immutable State; Persist may run concurrently
@@ -64,10 +73,15 @@ type snapshotParts struct {
 	ascend   func(fn func(*api.RouteDescriptor) bool)
 	tracked  []*api.TrackedRoute
 	requests []*api.RequestRecord
+	// heat is the whole heat history (nil: none); writeParts pages it.
+	heat *api.HeatmapHistory
 }
 
 func writeSnapshot(w io.Writer, s *State) error {
 	p := snapshotParts{index: s.index, core: s.coreProto(), requests: s.requests.records()}
+	if s.heat != nil {
+		p.heat = s.heat.ToProto()
+	}
 	if s.det != nil {
 		p.tracked = trackedToProto(s.det.Tracked())
 	}
@@ -89,7 +103,17 @@ func writeSnapshot(w io.Writer, s *State) error {
 	return writeParts(w, p)
 }
 
+// writeParts writes the parts; it sets p.core's heat fields when p.heat
+// is set.
 func writeParts(w io.Writer, p snapshotParts) error {
+	if h := p.heat; h != nil {
+		pages := &api.HeatmapPages{Boundaries: uint64(len(h.GetBoundaries()))}
+		for _, l := range h.GetLevels() {
+			pages.LevelColumns = append(pages.LevelColumns, uint32(len(l.GetColumns())))
+		}
+		p.core.HeatHistory = &api.HeatmapHistory{FormatVersion: h.GetFormatVersion(), Marks: h.GetMarks()}
+		p.core.HeatHistoryPages = pages
+	}
 	bw := bufio.NewWriterSize(w, 1<<16)
 	hdr := []byte(snapshotMagic)
 	for _, v := range []uint64{snapshotFormatVersion, p.index, uint64(p.routes), uint64(len(p.tracked)), uint64(len(p.requests))} {
@@ -120,6 +144,18 @@ func writeParts(w io.Writer, p snapshotParts) error {
 	for i := 0; i < len(p.requests); i += requestPage {
 		fw.write(&api.StateSnapshot{Requests: p.requests[i:min(i+requestPage, len(p.requests))]})
 	}
+	if h := p.heat; h != nil {
+		b := h.GetBoundaries()
+		for i := 0; i < len(b); i += heatBoundaryPage {
+			fw.write(&api.HeatmapHistory{Boundaries: b[i:min(i+heatBoundaryPage, len(b))]})
+		}
+		for _, l := range h.GetLevels() {
+			cols := l.GetColumns()
+			for i := 0; i < len(cols); i += heatColumnPage {
+				fw.write(&api.HeatmapLevel{Columns: cols[i:min(i+heatColumnPage, len(cols))]})
+			}
+		}
+	}
 	if fw.err != nil {
 		return fw.err
 	}
@@ -134,8 +170,13 @@ func fillRoute(m *api.RouteDescriptor, r *catalog.RouteDescriptor) {
 	m.End = r.End
 	m.GroupId = r.GroupID
 	m.State = api.RouteState(r.State)
+	m.OperatorStart = r.OperatorStart
 	m.ParentRouteId = r.ParentID
 	m.SplitAtHlc = r.SplitAtHLC
+	m.MergedFromLeft, m.MergedFromRight, m.MergedAtHlc = 0, 0, 0
+	if mi := r.Merge; mi != nil {
+		m.MergedFromLeft, m.MergedFromRight, m.MergedAtHlc = mi.Left, mi.Right, mi.AtHLC
+	}
 }
 
 // frameWriter writes length-delimited deterministic messages and keeps the

@@ -22,7 +22,9 @@ func WriteSnapshot(w io.Writer, index uint64, st *api.StateSnapshot) error {
 		core.Catalog = &api.CatalogSnapshot{Version: cat.Version, NextRouteId: cat.NextRouteId}
 	}
 	core.FormatVersion = snapshotFormatVersion
-	p := snapshotParts{index: index, core: core, routes: len(routes), tracked: st.GetTracked(), requests: st.GetRequests()}
+	heat := core.HeatHistory
+	core.HeatHistory, core.HeatHistoryPages = nil, nil
+	p := snapshotParts{index: index, core: core, routes: len(routes), tracked: st.GetTracked(), requests: st.GetRequests(), heat: heat}
 	if core.Catalog != nil {
 		p.ascend = func(fn func(*api.RouteDescriptor) bool) {
 			for _, r := range routes {

@@ -135,8 +135,8 @@ func TestSnapshotPages(t *testing.T) {
 func encodeProto(t fataler, p *api.StateSnapshot, index uint64) []byte {
 	t.Helper()
 	core := proto.Clone(p).(*api.StateSnapshot)
-	parts := snapshotParts{index: index, core: core, tracked: core.Tracked, requests: core.Requests}
-	core.Tracked, core.Requests = nil, nil
+	parts := snapshotParts{index: index, core: core, tracked: core.Tracked, requests: core.Requests, heat: core.HeatHistory}
+	core.Tracked, core.Requests, core.HeatHistory = nil, nil, nil
 	if core.Catalog != nil {
 		routes := core.Catalog.Routes
 		core.Catalog.Routes = nil
@@ -275,14 +275,20 @@ func TestRestoreAboveLocalBounds(t *testing.T) {
 // fillRoute must stay catalog's ToProto: same fields, and a field added to
 // RouteDescriptor fails here until fillRoute copies it too.
 func TestFillRouteMatchesToProto(t *testing.T) {
-	r := &catalog.RouteDescriptor{ID: 7, Start: []byte("a"), End: []byte("b"), GroupID: 3,
-		State: catalog.StateWriteFenced, ParentID: 2, SplitAtHLC: 99}
-	var m api.RouteDescriptor
-	fillRoute(&m, r)
-	if !proto.Equal(&m, r.ToProto()) {
-		t.Fatalf("fillRoute %v, ToProto %v", &m, r.ToProto())
+	for _, r := range []*catalog.RouteDescriptor{
+		{ID: 7, Start: []byte("a"), End: []byte("b"), GroupID: 3, State: catalog.StateWriteFenced, ParentID: 2, SplitAtHLC: 99},
+		{ID: 9, Start: []byte("a"), GroupID: 3, State: catalog.StateActive, Merge: &catalog.MergeInfo{Left: 7, Right: 8, AtHLC: 120}},
+		{ID: 11, Start: []byte("a"), GroupID: 3, State: catalog.StateActive, OperatorStart: true, ParentID: 9, SplitAtHLC: 130},
+	} {
+		var m api.RouteDescriptor
+		// A reused slot: every field is overwritten.
+		fillRoute(&m, &catalog.RouteDescriptor{ID: 1, ParentID: 5, SplitAtHLC: 6, OperatorStart: true, Merge: &catalog.MergeInfo{Left: 1, Right: 2, AtHLC: 3}})
+		fillRoute(&m, r)
+		if !proto.Equal(&m, r.ToProto()) {
+			t.Fatalf("fillRoute %v, ToProto %v", &m, r.ToProto())
+		}
 	}
-	if n := m.ProtoReflect().Descriptor().Fields().Len(); n != 7 {
+	if n := (&api.RouteDescriptor{}).ProtoReflect().Descriptor().Fields().Len(); n != 11 {
 		t.Fatalf("RouteDescriptor has %d fields; update fillRoute and this test", n)
 	}
 }

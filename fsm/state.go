@@ -8,6 +8,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/heatmap"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -47,6 +48,9 @@ type State struct {
 	nextRequestSeq  uint64
 	// previousClusterIDs: see Reseed (cluster version 2).
 	previousClusterIDs []string
+	// heat is the key visualizer's history (HeatHistory); nil below
+	// cluster version 3 and until its first column or mark.
+	heat *heatmap.History
 }
 
 // emptyState is the state before any entry: not bootstrapped, every id
@@ -74,6 +78,11 @@ func (s *State) Catalog() *catalog.Catalog { return s.cat }
 // History holds the recent catalog deltas for watchers. It is local, not
 // replicated: after a restore it starts at the restored catalog version.
 func (s *State) History() *catalog.History { return s.hist }
+
+// HeatHistory is the key visualizer's replicated heat history: nil below
+// cluster version 3 (HeatHistory) and until the first column with
+// route_loads or the first split or merge at 3.
+func (s *State) HeatHistory() *heatmap.History { return s.heat }
 
 // Config is the replicated detector and load configuration.
 func (s *State) Config() *api.Config { return s.cfg }
@@ -152,8 +161,8 @@ func (s *State) LastColumnAtMs() uint64 { return s.lastColumnAtMs }
 // committed column, sorted.
 func (s *State) LastColumnReporters() []string { return s.reporters }
 
-// FenceViolations counts SplitRange entries refused because their commit
-// HLC did not move forward.
+// FenceViolations counts catalog changes (SplitRange, MergeRange entries)
+// refused because their commit HLC did not move forward.
 func (s *State) FenceViolations() uint64 { return s.fenceViolations }
 
 // RequestResult returns the stored first answer of a client request id.
@@ -178,12 +187,16 @@ func (s *State) Proto() *api.StateSnapshot {
 		p.Tracked = trackedToProto(s.det.Tracked())
 	}
 	p.Requests = s.requests.records()
+	if s.heat != nil {
+		p.HeatHistory = s.heat.ToProto()
+	}
 	return p
 }
 
-// coreProto is Proto without the three lists that can grow large: catalog
-// routes, tracked routes and request records (the catalog keeps its version
-// and next id). Snapshots write it first and those lists in pages.
+// coreProto is Proto without the lists that can grow large: catalog
+// routes, tracked routes, request records and the heat history (the
+// catalog keeps its version and next id). Snapshots write it first and
+// those lists in pages.
 func (s *State) coreProto() *api.StateSnapshot {
 	p := &api.StateSnapshot{
 		FormatVersion:       snapshotFormatVersion,
@@ -207,6 +220,11 @@ func (s *State) coreProto() *api.StateSnapshot {
 	}
 	if s.cat != nil {
 		p.Catalog = &api.CatalogSnapshot{Version: s.cat.Version(), NextRouteId: s.cat.NextRouteID()}
+	}
+	if s.det != nil {
+		// Compact (a few bytes per route with recent load), so it rides in
+		// the core frame.
+		p.Cold = coldToProto(s.det.Cold())
 	}
 	return p
 }

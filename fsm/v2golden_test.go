@@ -17,8 +17,13 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// The state hashes the version 2 release (commit 553a49f) computes for the
-// version 2 scenarios below. They pin every version 2 rule — the hold band,
+// The state hashes the version 2 release computes for the version 2
+// scenarios below: first computed at commit 553a49f, and checked against
+// the release recorded in testdata/upgrade/baseline (d722741, the last
+// commit with SupportedVersion = 2): this file, copied unchanged into that
+// commit's tree (git archive) and run there with `go test -run
+// TestVersion2RulesGolden ./fsm`, passes with these three hashes. They pin
+// every version 2 rule — the hold band,
 // balance split keys from samples, isolation on lower bounds, explanations
 // in decisions, sticky aborts, scheduled step changes, the config rules,
 // admissions, state-check markers, notes, previous cluster ids, refusals

@@ -56,6 +56,15 @@ const (
 	ActorNotes
 	PreviousClusterIDs
 	ColumnRouteLoads
+	ManualMerge
+	RequestFingerprints
+	UnchangedPatchNoop
+	StepChangeWithoutColumns
+	AutoMerge
+	EvidenceCuts
+	HeavyKeyIsolation
+	HeatHistory
+	OperatorBoundariesKept
 	BoundedEvidence
 	numFeatures
 )
@@ -133,6 +142,33 @@ var features = [numFeatures]featureRow{
 	ColumnRouteLoads: {"column_route_loads", Version3,
 		"a column lists the load of every live reported route (route_loads), so an absent route was cold; rows carry only evidence",
 		0, nil},
+	ManualMerge: {"manual_merge", Version3,
+		"MergeRange: an operator joins two adjacent ACTIVE routes of one group into a new route that records both parents; the split cooldown starts at the merge",
+		0, nil},
+	RequestFingerprints: {"request_fingerprints", Version3,
+		"a request id is bound to its request: the table keeps a fingerprint and a description of the first one, and a reuse for another request is refused (REQUEST_ID_REUSED), never answered with the first result",
+		0, nil},
+	UnchangedPatchNoop: {"unchanged_patch_noop", Version3,
+		"a SetConfig patch that leaves the config as it is changes nothing: no hysteresis reset, no decision; it answers \"unchanged\"",
+		0, nil},
+	StepChangeWithoutColumns: {"step_change_without_columns", Version3,
+		"a pending step change takes effect with the first fence renewal two of the longer step plus the grace past its boundary, even when no column came (an idle cluster)",
+		0, nil},
+	AutoMerge: {"auto_merge", Version3,
+		"adjacent routes cold for merge_windows complete columns are merged by one-step merge ops (config merge_threshold_bp, merge_windows, merge_delay_ms, max_merges_per_cycle, merge_margin_bp)",
+		detector.RuleMerge, raiseAutoMerge},
+	EvidenceCuts: {"evidence_cuts", Version3,
+		"a cut rests on exact bucket loads and top-K counts first, samples only inside a bucket, may fall between a few keys of known load, and is made only when each side's share clears 20% at confidence (explained with its interval); a row without evidence is declined no_evidence",
+		detector.RuleEvidenceCuts, nil},
+	HeavyKeyIsolation: {"heavy_key_isolation", Version3,
+		"the heaviest key is isolated when its own load clears the threshold and the floor at confidence, whatever its share of the route",
+		detector.RuleHeavyKeyIsolation, nil},
+	HeatHistory: {"heat_history", Version3,
+		"the key visualizer's heat history: each column with route_loads adds its band totals, each split and merge a mark; in snapshots and the state hash",
+		0, nil},
+	OperatorBoundariesKept: {"operator_boundaries_kept", Version3,
+		"a bootstrap split key or a manual split's key marks the route it starts (operator_start); automatic merges never remove a marked boundary, a manual merge may; the raise marks the routes still as the bootstrap made them",
+		0, raiseOperatorBoundaries},
 	BoundedEvidence: {"bounded_evidence", Version3,
 		"a column's rows (its evidence) total at most MaxColumnEvidenceBytes encoded; hot routes beyond it count through route_loads alone",
 		0, nil},
@@ -194,6 +230,14 @@ func Versions() []uint32 {
 		out = append(out, v)
 	}
 	return out
+}
+
+// RaisesAt reports whether a rise to cluster version v runs raise hooks,
+// and so records one "cluster version v: …" CONFIG decision. The
+// rolling-upgrade process tests ask it to know which decisions a raise
+// must have written.
+func RaisesAt(v uint32) bool {
+	return len(raiseSteps(features[:], v-1, v)) > 0
 }
 
 // rulesAt is the detector rule set of a cluster version: the rules of
@@ -280,4 +324,30 @@ func raiseFloorFollowsThreshold(s *State) string {
 	c.FloorFollowsThreshold = c.GetTopKeyAbsoluteFloor() == c.GetThreshold()/2
 	s.cfg = c
 	return fmt.Sprintf("floor_follows_threshold=%v", c.GetFloorFollowsThreshold())
+}
+
+// raiseOperatorBoundaries: the routes still as the bootstrap made them
+// start at the split keys an operator gave; they are marked as a bootstrap
+// at version 3 marks them. Other boundaries of a version 2 catalog carry no
+// record of who placed them and stay unmarked. The catalog version does
+// not move: the layout is the same.
+func raiseOperatorBoundaries(s *State) string {
+	next, n, err := s.cat.MarkInitialStarts()
+	if err != nil {
+		// A catalog that passed restore and every apply is valid; should
+		// it not be, every replica leaves it unmarked alike.
+		return fmt.Sprintf("operator_starts=unmarked(%v)", err)
+	}
+	s.cat = next
+	return fmt.Sprintf("operator_starts=%d", n)
+}
+
+// raiseAutoMerge: the merge settings start at their defaults.
+func raiseAutoMerge(s *State) string {
+	c := withMergeDefaults(s.cfg)
+	if c != s.cfg {
+		s.cfg = c
+	}
+	return fmt.Sprintf("merge_threshold_bp=%d merge_windows=%d merge_delay_ms=%d max_merges_per_cycle=%d merge_margin_bp=%d",
+		c.GetMergeThresholdBp(), c.GetMergeWindows(), c.GetMergeDelayMs(), c.GetMaxMergesPerCycle(), c.GetMergeMarginBp())
 }

@@ -45,14 +45,17 @@ func TestFeatureTableIsComplete(t *testing.T) {
 
 // The detector rule set of each version is the union of its features'
 // rules: none at version 1 (the zero value, the first release's rules),
-// every rule of this build at version 2.
+// the version 2 release's four at version 2, every rule of this build at
+// the version it supports.
 func TestRulesAtVersion(t *testing.T) {
+	v2 := detector.RuleHoldBand | detector.RuleBalanceSplit | detector.RuleLowerBoundIsolation | detector.RuleColumnExplanations
 	for _, tc := range []struct {
 		version uint32
 		want    detector.Rules
 	}{
 		{Version1, 0},
-		{Version2, detector.AllRules},
+		{Version2, v2},
+		{SupportedVersion, detector.AllRules},
 	} {
 		if got := rulesAt(tc.version); got != tc.want {
 			t.Errorf("rulesAt(%d) = %b, want %b", tc.version, got, tc.want)
@@ -240,5 +243,22 @@ func TestDesignDocListsTheFeatureTable(t *testing.T) {
 	}
 	if rows != int(numFeatures) {
 		t.Errorf("docs/design.md lists %d feature rows, the table has %d", rows, numFeatures)
+	}
+}
+
+// TestRaisesAt: a version raises (writes a "cluster version N:" decision)
+// exactly when a row of its own has a raise hook.
+func TestRaisesAt(t *testing.T) {
+	if RaisesAt(Version1) || !RaisesAt(Version2) {
+		t.Fatalf("RaisesAt(1)=%v RaisesAt(2)=%v, want false and true (version 2's hold band has a hook)", RaisesAt(Version1), RaisesAt(Version2))
+	}
+	for _, v := range Versions() {
+		hooked := false
+		for _, r := range features {
+			hooked = hooked || (r.version == v && r.raise != nil)
+		}
+		if RaisesAt(v) != hooked {
+			t.Errorf("RaisesAt(%d) = %v, the table says %v", v, RaisesAt(v), hooked)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -309,5 +310,129 @@ func BenchmarkCloseColumnSparse(b *testing.B) {
 		b.StartTimer()
 		s.CloseColumn(now)
 		now += 60_000
+	}
+}
+
+// BenchmarkObserveSize is ObserveSize on one hot route at the default
+// 1-in-16 sampling, serially and with b.RunParallel (GOMAXPROCS goroutines on
+// the same route), for one hot key (every observation hits the same count
+// word) and for keys spread over the route's buckets. Two cores must scale:
+// the parallel ns/op (wall time over all goroutines' operations) is reported
+// beside the serial one of the same run as x-serial.
+//
+//	go test -run '^$' -bench 'ObserveSize' -benchmem -count 6 ./keyviz/
+func BenchmarkObserveSize(b *testing.B) {
+	for _, shape := range []string{"hot-key", "spread-keys"} {
+		for _, buckets := range []int{16, 64} {
+			var serial float64
+			name := fmt.Sprintf("%s/buckets-%d", shape, buckets)
+			b.Run(name+"/serial", func(b *testing.B) {
+				s, keys, id := observeSizeSampler(b, buckets, shape)
+				i := 0
+				cpu0 := cpuNanos()
+				for b.Loop() {
+					s.ObserveSize(id, keys[i&1023], i&3 == 0, uint64(64+i&255))
+					i++
+				}
+				serial = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				report(b, cpu0, 0)
+			})
+			b.Run(name+"/parallel", func(b *testing.B) {
+				s, keys, id := observeSizeSampler(b, buckets, shape)
+				var g atomic.Uint64
+				cpu0 := cpuNanos()
+				b.RunParallel(func(pb *testing.PB) {
+					i := int(g.Add(1) * 509) // each goroutine its own walk over the keys
+					for pb.Next() {
+						s.ObserveSize(id, keys[i&1023], i&3 == 0, uint64(64+i&255))
+						i++
+					}
+				})
+				report(b, cpu0, 0)
+				b.ReportMetric(float64(s.Stats().StripedRoutes), "striped")
+				if serial > 0 {
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/serial, "x-serial")
+				}
+			})
+		}
+	}
+}
+
+// observeSizeSampler returns a default-rate sampler, the keys to observe and
+// the hot route's id: the same key 1024 times for "hot-key", keys spread
+// over all the route's buckets otherwise.
+func observeSizeSampler(b *testing.B, buckets int, shape string) (*Sampler, [][]byte, uint64) {
+	s, keys := benchSampler(b, buckets, DefaultSampleRate, 1000)
+	id := uint64(1000/2 + 1)
+	if e := s.table.Load().lookup(id); e.k != buckets {
+		b.Fatalf("hot route has %d buckets, want %d", e.k, buckets)
+	}
+	if shape == "hot-key" {
+		for i := range keys {
+			keys[i] = keys[0]
+		}
+	}
+	return s, keys, id
+}
+
+// BenchmarkStripeHint compares ways to pick a stripe for a counter add
+// without a per-call random number, serially and from all cores at once:
+// the sampler's hash of a stack variable's address and a salt moved when a
+// probe finds two goroutines on one stripe ("stack-address"), a hint per P
+// held in a sync.Pool and moved on a failed compare-and-swap ("pool-hint"),
+// and a round-robin ticket from
+// one shared padded atomic ("round-robin", itself a contended word);
+// "one-word" is the unstriped add they replace.
+//
+//	go test -run '^$' -bench 'StripeHint' -count 6 ./keyviz/
+func BenchmarkStripeHint(b *testing.B) {
+	const n = 16
+	var ticket struct {
+		_ [64]byte
+		atomic.Uint64
+		_ [56]byte
+	}
+	hints := sync.Pool{New: func() any { return int(ticket.Add(1) & 0xff) }}
+	cas := func(p *atomic.Uint64) bool {
+		v := p.Load()
+		return p.CompareAndSwap(v, v+1)
+	}
+	pick := map[string]func(st *stripeSet){
+		"one-word": func(st *stripeSet) { st.c[0].Add(1) },
+		"stack-address": func(st *stripeSet) {
+			p := &st.c[int(st.pick())*st.words]
+			if v := p.Add(1); v%probeEvery == 0 && busy(p, v, probeSpins) {
+				st.salt.Add(golden)
+			}
+		},
+		"pool-hint": func(st *stripeSet) {
+			h, _ := hints.Get().(int)
+			for !cas(&st.c[(h&(n-1))*st.words]) {
+				h = (h + 1) & 0xff
+			}
+			hints.Put(h)
+		},
+		"round-robin": func(st *stripeSet) {
+			st.c[int(ticket.Add(1)&(n-1))*st.words].Add(1)
+		},
+	}
+	for _, name := range []string{"one-word", "stack-address", "pool-hint", "round-robin"} {
+		for _, parallel := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/parallel-%v", name, parallel), func(b *testing.B) {
+				st := newStripeSet(n, 1, 0)
+				f := pick[name]
+				if !parallel {
+					for b.Loop() {
+						f(st)
+					}
+					return
+				}
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						f(st)
+					}
+				})
+			})
+		}
 	}
 }

@@ -53,7 +53,10 @@ func (s *Sampler) NextBoundary(nowMs uint64) uint64 {
 // is in the drained value, so in this column — or after, in which case the
 // add returns the seal bit and the observation is repeated in the route's
 // next block — so in the next column. Either way it is counted exactly once;
-// the close never waits for observers, and observers never lock. Routes that
+// the close never waits for observers, and observers never lock. A striped
+// block's stripes are sealed and drained with it, its stripe pointer first
+// so that it cannot be striped behind the close, and the samples its
+// stripes buffered go to the closing column's sketch (stripes.go). Routes that
 // left the table (or whose layout changed) get permanently sealed
 // sentinels, so a straggler holding one looks its route up again; a route
 // that is gone by then drops the observation as unknown, like one arriving
@@ -137,16 +140,27 @@ func (s *Sampler) CloseColumn(nowMs uint64) *api.ReportColumn {
 		if nextBox < len(boxes) && boxes[nextBox].e == e {
 			bx = boxes[nextBox].bx
 			nextBox++
+		}
+		var counts []uint64
+		if b != nil && b != sealedBlock {
+			var st *stripeSet
+			counts, st = b.drain(s.scratch)
+			if st != nil {
+				// The samples its stripes buffered are this column's.
+				bx = s.takeSamples(st, bx, uint64(cur.cfg.WriteWeight), uint64(cur.cfg.ReadWeight))
+			}
+		}
+		if bx != nil {
 			// Sealing after the block drained keeps every feed that raced
 			// in before the seal: the sketch is evidence for this column.
 			bx.mu.Lock()
 			bx.sealed = true
 			bx.mu.Unlock()
 		}
-		if b == nil || b == sealedBlock {
+		if counts == nil {
 			return
 		}
-		if row := s.row(e, b.drain(s.scratch), bx, cur.cfg); row != nil {
+		if row := s.row(e, counts, bx, cur.cfg); row != nil {
 			col.Rows = append(col.Rows, row)
 		}
 	})

@@ -12,7 +12,10 @@ import (
 //
 // Every observation is exactly one atomic add to one count word (plus one to
 // a byte word for ObserveSize), so a column's reads, writes and weighted
-// bucket counts are derived from the same words and always agree.
+// bucket counts are derived from the same words and always agree. A block
+// whose words several cores add to at once gets stripes, copies of its
+// words, and its counts are then the sums over the block's words and its
+// stripes' (stripes.go).
 //
 // Closing a column drains a block by swapping each word with the seal bit.
 // Adds to one word are totally ordered with that swap: an add before it is in
@@ -24,6 +27,7 @@ import (
 type block struct {
 	seed uint64 // mixes the sampling decision; see sampled
 	c    []atomic.Uint64
+	hot  atomic.Pointer[stripeSet] // nil until striped; sealedStripes once closed
 }
 
 const (
@@ -50,17 +54,34 @@ var sealedBlock = func() *block {
 	for i := range b.c {
 		b.c[i].Store(sealed)
 	}
+	b.hot.Store(sealedStripes)
 	return b
 }()
 
-// drain seals every word of b and returns the counts it held. dst must be at
-// least len(b.c) long.
-func (b *block) drain(dst []uint64) []uint64 {
+// byteWord is the word of a block that sums the bytes of reads or writes.
+func byteWord(write bool) int {
+	if write {
+		return 1
+	}
+	return 0
+}
+
+// drain seals every word of b and of its stripes and returns the counts they
+// held, and the stripes if b had any. The stripe pointer is sealed first, so
+// that b cannot be striped once drained. dst must be at least len(b.c) long.
+func (b *block) drain(dst []uint64) ([]uint64, *stripeSet) {
 	dst = dst[:len(b.c)]
+	st := b.hot.Swap(sealedStripes)
 	for i := range b.c {
 		dst[i] = b.c[i].Swap(sealed) &^ sealed
 	}
-	return dst
+	if st == sealedStripes {
+		st = nil
+	}
+	if st != nil {
+		st.drainStripes(dst)
+	}
+	return dst, st
 }
 
 // sampled decides whether the observation that moved a count word to v feeds
@@ -83,7 +104,7 @@ func sampled(v, seed, max uint64) bool {
 // An arena hands out the blocks of one column from two preallocated slices,
 // so that the first observation of a route in a column does not allocate.
 // It is sized by the closer from the previous column's use; when it runs out,
-// blocks come from the heap.
+// blocks come from the heap. It also holds the column's striping budget.
 type arena struct {
 	seed      uint64
 	words     []atomic.Uint64
@@ -91,6 +112,9 @@ type arena struct {
 	nextWord  atomic.Uint64
 	nextBlock atomic.Uint64
 	overflow  atomic.Uint64 // words allocated from the heap instead
+
+	stripes int           // per striped block
+	striped atomic.Uint64 // blocks striped (or refused by the cap)
 }
 
 const (
@@ -100,9 +124,10 @@ const (
 
 func newArena(words, blocks int, seed uint64) *arena {
 	return &arena{
-		seed:   seed,
-		words:  alignedWords(words),
-		blocks: make([]block, blocks),
+		seed:    seed,
+		words:   alignedWords(words, lineWords),
+		blocks:  make([]block, blocks),
+		stripes: stripeCount(),
 	}
 }
 
@@ -134,18 +159,18 @@ func (a *arena) alloc(n int, id uint64) *block {
 		b.c = a.words[end-uint64(n) : end : end]
 	} else {
 		a.overflow.Add(uint64(n))
-		b.c = alignedWords(n)
+		b.c = alignedWords(n, lineWords)
 	}
 	b.seed = a.seed ^ id*golden
 	return b
 }
 
-// alignedWords returns n zeroed words starting on a cache-line boundary.
-func alignedWords(n int) []atomic.Uint64 {
-	w := make([]atomic.Uint64, n+lineWords-1)
+// alignedWords returns n zeroed words starting on a boundary of align words.
+func alignedWords(n, align int) []atomic.Uint64 {
+	w := make([]atomic.Uint64, n+align-1)
 	off := 0
-	if r := uintptr(unsafe.Pointer(&w[0])) % (lineWords * 8); r != 0 {
-		off = int((lineWords*8 - r) / 8)
+	if r := uintptr(unsafe.Pointer(&w[0])) % uintptr(align*8); r != 0 {
+		off = int((uintptr(align*8) - r) / 8)
 	}
 	return w[off : off+n : off+n]
 }

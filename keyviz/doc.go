@@ -12,5 +12,7 @@
 // bbolt or any server package. It does not dial anything itself: the caller
 // supplies a ReportSender and a RouteSource (a *client.Client satisfies both).
 // Observe is on the request path of the data node: its unsampled path takes
-// no lock, reads no clock and does not allocate.
+// no lock, reads no clock and does not allocate, and a route that several
+// cores observe at once gets striped counters, so that they do not take
+// turns on it (stripes.go).
 package keyviz

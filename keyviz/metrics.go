@@ -28,6 +28,7 @@ func (r *Reporter) register(reg prometheus.Registerer) error {
 		counter("config_rejected_total", "Load configs from the cluster that were out of range.", nil, r.configRejected.Load),
 		counter("observations_dropped_total", dropHelp, reason("unknown_route"), r.s.unknownRoute.Load),
 		counter("observations_dropped_total", dropHelp, reason("key_too_long"), r.s.keyTooLong.Load),
+		counter("routes_striped_total", "Route columns whose counters were striped because several cores contended for them.", nil, r.s.stripedRoutes.Load),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "hotsplit", Subsystem: "keyviz", Name: "pending_columns",
 			Help: "Closed columns awaiting acknowledgement.",

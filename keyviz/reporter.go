@@ -11,6 +11,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -345,6 +346,12 @@ func (r *Reporter) sendLoop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
+			// A refusal carries the replicated config: adopted like an
+			// answer's, or a reporter on another step (started after a
+			// step change) would be refused for good.
+			if c := refusalConfig(err); c != nil {
+				r.stageConfig(LoadConfigFromProto(c))
+			}
 			if r.cfg.Permanent != nil && r.cfg.Permanent(err) {
 				r.reject(batch, err)
 				continue
@@ -435,6 +442,18 @@ func (r *Reporter) settle(batch []*pendingColumn, resp *api.ReportResponse) {
 	clear(r.pending[len(kept):])
 	r.pending = kept
 	r.mu.Unlock()
+}
+
+// refusalConfig is the replicated config the cluster adds to the status
+// of a refused report, nil if err carries none.
+func refusalConfig(err error) *api.Config {
+	st, _ := status.FromError(err) // also when err wraps the status
+	for _, d := range st.Details() {
+		if c, ok := d.(*api.Config); ok {
+			return c
+		}
+	}
+	return nil
 }
 
 // stageConfig hands the cluster's load config to the sampler, which adopts

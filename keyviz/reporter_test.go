@@ -14,6 +14,8 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -587,6 +589,32 @@ func TestRouteFollowerRejectsInconsistentDeltas(t *testing.T) {
 	}
 }
 
+// A merge delta (two routes out, one in) is applied like any other: the
+// sampler counts for the merged route and no longer for its parents.
+func TestRouteFollowerAppliesMerges(t *testing.T) {
+	c1 := mustCatalog(t, "g", "p")
+	rs := routesOf(c1)
+	c2, merged, err := c1.Merge(rs[0].ID, rs[1].ID, 77)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSampler(t, SamplerConfig{})
+	f := newRouteFollower(s)
+	for _, ev := range []*api.WatchRoutesResponse{page(c1.Version(), true, rs...), delta(catalog.MergeDelta(c2.Version(), rs[0].ID, rs[1].ID, merged, 77))} {
+		if err := f.apply(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, _ := s.RoutesVersion(); v != c2.Version() || len(f.routes) != 2 || f.routes[merged.ID] == nil || f.routes[rs[0].ID] != nil || f.routes[rs[1].ID] != nil {
+		t.Fatalf("version %d, routes %v", v, f.routes)
+	}
+	s.Observe(merged.ID, []byte("h"), true)
+	s.Observe(rs[1].ID, []byte("h"), true) // a parent
+	if st := s.Stats(); st.UnknownRoute != 1 {
+		t.Fatalf("stats %+v: only the parent must be unknown", st)
+	}
+}
+
 func TestTrimColumn(t *testing.T) {
 	row := func(id, writes uint64, keys int) *api.ReportRow {
 		r := &api.ReportRow{RouteId: id, Writes: writes, Buckets: []uint64{writes * 4}, SampleRate: 1}
@@ -712,6 +740,7 @@ func TestReporterMetrics(t *testing.T) {
 		"hotsplit_keyviz_columns_closed_total":                      1,
 		"hotsplit_keyviz_columns_acked_total":                       1,
 		"hotsplit_keyviz_observations_dropped_total{unknown_route}": 1,
+		"hotsplit_keyviz_routes_striped_total":                      0,
 		"hotsplit_keyviz_columns_dropped_total{pending_full}":       0,
 		"hotsplit_keyviz_pending_columns":                           0,
 		"hotsplit_keyviz_catalog_version":                           1,
@@ -729,5 +758,40 @@ func TestReporterMetrics(t *testing.T) {
 	if _, err := NewReporter(ReporterConfig{ReporterID: "node-2", Sampler: h.s, Sender: h.sender,
 		Metrics: prometheus.WrapRegistererWith(prometheus.Labels{"reporter": "node-2"}, reg)}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A report refused for good still teaches the reporter the cluster's
+// config (the cluster adds it to the refusal's status): a reporter on
+// another step, started after a step change, adopts it from that first
+// answer at the next boundary instead of being refused forever.
+func TestReporterAdoptsConfigFromARefusal(t *testing.T) {
+	cfg := &api.Config{StepMs: 2000, Buckets: 16, WriteWeight: new(uint32(4)), ReadWeight: new(uint32(1)), Threshold: 50000}
+	h := startReporter(t, func(call int, req *api.ReportRequest) (*api.ReportResponse, error) {
+		if req.Columns[0].StepMs != cfg.StepMs {
+			st, err := status.New(codes.InvalidArgument, "columns[0].step_ms: 1000 differs from the replicated step of 2000").WithDetails(cfg)
+			if err != nil {
+				t.Error(err)
+			}
+			return nil, fmt.Errorf("report via n1: %w", st.Err()) // wrapped, as client.Error wraps it
+		}
+		resp := ackAll(req)
+		resp.Config = cfg
+		return resp, nil
+	}, func(c *ReporterConfig) {
+		c.Permanent = func(err error) bool { return status.Code(err) == codes.InvalidArgument }
+	})
+	h.boundary(t) // the first column, on the old step: refused, config staged
+	testutil.WaitFor(t, waitLimit, "the refusal", func() bool { return h.r.Stats().ColumnsRejected == 1 })
+	h.boundary(t) // the column opened before the refusal: refused too
+	testutil.WaitFor(t, waitLimit, "the second refusal", func() bool { return h.r.Stats().ColumnsRejected == 2 })
+	if _, step, _ := h.s.Window(); step != 2000 {
+		t.Fatalf("open column on step %d, want the refusal's 2000", step)
+	}
+	h.s.Observe(1, []byte("k"), true)
+	h.boundary(t)
+	testutil.WaitFor(t, waitLimit, "an accepted report", func() bool { return h.r.Stats().ColumnsAcked == 1 })
+	if c := h.sender.req(h.sender.calls() - 1).Columns[0]; c.StepMs != 2000 {
+		t.Fatalf("column on step %d after the refusal", c.StepMs)
 	}
 }

@@ -128,19 +128,28 @@ func (s seedSource) next() uint64 {
 // Memory: the route table holds about 200 bytes per route (plus 8 bytes per
 // route id between the smallest and largest); each route observed in a
 // column holds (2·buckets+2) 8-byte counters rounded up to 64 bytes, and, if
-// sampled, a sketch of at most TopK keys.
+// sampled, a sketch of at most TopK keys; at most 64 contended routes per
+// column also hold stripes, 10.5 KiB per route on 2 cores at 16 buckets (the bound
+// is in stripes.go).
 type Sampler struct {
 	// Read by every Observe, written under mu. The padding keeps the
 	// counters written on the drop paths off this cache line.
 	table     atomic.Pointer[routeTable]
 	arena     atomic.Pointer[arena]
 	sampleMax uint64 // immutable: sampled() threshold for SampleRate
-	_         [40]byte
+	// immutable: loads per contention probe (stripes.go)
+	probeSpins int
+	// immutable, tests only: stripe every block when it is created.
+	stripeAll bool
+	_         [31]byte
 
 	unknownRoute atomic.Uint64
 	_            [56]byte
 	keyTooLong   atomic.Uint64
 	_            [56]byte
+	// Blocks striped because their counters were contended.
+	stripedRoutes atomic.Uint64
+	_             [56]byte
 
 	sampleRate uint32 // immutable
 	topK       int    // immutable
@@ -217,6 +226,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	}
 	s := &Sampler{
 		sampleMax:  math.MaxUint64 / uint64(cfg.SampleRate),
+		probeSpins: probeSpins,
 		sampleRate: cfg.SampleRate,
 		topK:       cfg.TopK,
 		boxWeights: [2]uint64{uint64(l.ReadWeight), uint64(l.WriteWeight)},
@@ -242,9 +252,11 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 // route's counters from an arena the close preallocates, sized from the
 // previous column; only when more routes are touched than that does it
 // allocate.) One in SampleRate observations also feeds the route's top-K
-// sketch under the route's mutex. Racing with a column close, an
-// observation is counted exactly once, in one column or the next (see
-// CloseColumn).
+// sketch under the route's mutex. A route whose counters several cores
+// contend for is striped for the rest of the column: each core then adds
+// to its own stripe and buffers its sampled observations there (stripes.go).
+// Racing with a column close, an observation is counted exactly once, in one
+// column or the next (see CloseColumn).
 func (s *Sampler) Observe(routeID uint64, key []byte, write bool) {
 	if e := s.table.Load().lookup(routeID); e != nil {
 		s.observeAt(e, e.blk.Load(), key, write, 0)
@@ -277,9 +289,29 @@ func (s *Sampler) observeAt(e *routeEntry, b *block, key []byte, write bool, n u
 		if e.k > 1 {
 			w += 2 * e.bucket(key)
 		}
-		if v := b.c[w].Add(1); v&sealed == 0 {
-			if n != 0 {
-				s.addBytes(e, b, write, n)
+		if st := b.hot.Load(); st != nil {
+			// observeStriped, written out: a call costs a striped route
+			// a sixth of its observation.
+			i := st.pick()
+			o := int(i) * st.words
+			if v := st.c[o+w].Add(1); v&sealed == 0 {
+				if v%probeEvery == 0 {
+					s.probeStripe(st, &st.c[o+w], v)
+				}
+				if n != 0 && st.c[o+byteWord(write)].Add(n)&sealed != 0 {
+					s.addBytesNext(e, write, n)
+				}
+				if sampled(v+i<<stripeShift, b.seed, s.sampleMax) {
+					s.sampleStriped(e, st, &st.bufs[i], key, write)
+				}
+				return
+			}
+		} else if v := b.c[w].Add(1); v&sealed == 0 {
+			if v%probeEvery == 0 {
+				s.probe(e, b, w, v)
+			}
+			if n != 0 && b.c[byteWord(write)].Add(n)&sealed != 0 {
+				s.addBytesNext(e, write, n)
 			}
 			if sampled(v, b.seed, s.sampleMax) {
 				s.sample(e, key, write)
@@ -288,6 +320,28 @@ func (s *Sampler) observeAt(e *routeEntry, b *block, key []byte, write bool, n u
 		}
 	}
 	s.observeSlow(e.id, key, write, n)
+}
+
+// observeIn is observeAt's count for word w of e's block b, out of line:
+// false if the close sealed b.
+func (s *Sampler) observeIn(e *routeEntry, b *block, w int, key []byte, write bool, n uint64) bool {
+	if st := b.hot.Load(); st != nil {
+		return s.observeStriped(e, b, st, w, key, write, n)
+	}
+	v := b.c[w].Add(1)
+	if v&sealed != 0 {
+		return false
+	}
+	if v%probeEvery == 0 {
+		s.probe(e, b, w, v)
+	}
+	if n != 0 && b.c[byteWord(write)].Add(n)&sealed != 0 {
+		s.addBytesNext(e, write, n)
+	}
+	if sampled(v, b.seed, s.sampleMax) {
+		s.sample(e, key, write)
+	}
+	return true
 }
 
 // observeSlow counts an observation whose route has no block yet in the open
@@ -301,31 +355,22 @@ func (s *Sampler) observeSlow(routeID uint64, key []byte, write bool, n uint64) 
 			s.unknownRoute.Add(1)
 			return
 		}
-		b := s.blockFor(e)
-		if v := b.c[e.word(key, write)].Add(1); v&sealed == 0 {
-			if n != 0 {
-				s.addBytes(e, b, write, n)
-			}
-			if sampled(v, b.seed, s.sampleMax) {
-				s.sample(e, key, write)
-			}
+		if s.observeIn(e, s.blockFor(e), e.word(key, write), key, write, n) {
 			return
 		}
 	}
 }
 
-// addBytes adds n to the read or write bytes of the route whose count just
-// landed in b, or of its next block if a close sealed b in between.
-func (s *Sampler) addBytes(e *routeEntry, b *block, write bool, n uint64) {
-	w := 0
-	if write {
-		w = 1
-	}
-	for b.c[w].Add(n)&sealed != 0 {
+// addBytesNext adds n to the read or write bytes of e's route in its next
+// block: the close sealed the block whose count the bytes go with.
+func (s *Sampler) addBytesNext(e *routeEntry, write bool, n uint64) {
+	for {
 		if e = s.table.Load().lookup(e.id); e == nil {
 			return // the route left the table; its count is already in
 		}
-		b = s.blockFor(e)
+		if s.blockFor(e).c[byteWord(write)].Add(n)&sealed == 0 {
+			return
+		}
 	}
 }
 
@@ -336,6 +381,9 @@ func (s *Sampler) blockFor(e *routeEntry) *block {
 			return b
 		}
 		if nb := s.arena.Load().alloc(e.words, e.id); e.blk.CompareAndSwap(nil, nb) {
+			if s.stripeAll {
+				s.stripe(e, nb)
+			}
 			return nb
 		}
 	}
@@ -356,19 +404,7 @@ func (s *Sampler) sample(e *routeEntry, key []byte, write bool) {
 		}
 		bx.mu.Lock()
 		if !bx.sealed {
-			w := bx.wr
-			if write {
-				w = bx.ww
-			}
-			if w != 0 {
-				bx.ss.add(key, w, write)
-				bx.res.add(key, write)
-				if write {
-					bx.writes++
-				} else {
-					bx.reads++
-				}
-			}
+			bx.feed(key, write)
 			bx.mu.Unlock()
 			return
 		}
@@ -380,30 +416,61 @@ func (s *Sampler) sample(e *routeEntry, key []byte, write bool) {
 	}
 }
 
+// feed adds a sampled observation to the sketch. The caller holds bx.mu.
+func (bx *sketchBox) feed(key []byte, write bool) {
+	w := bx.wr
+	if write {
+		w = bx.ww
+	}
+	if w == 0 {
+		return
+	}
+	bx.ss.add(key, w, write)
+	bx.res.add(key, write)
+	if write {
+		bx.writes++
+	} else {
+		bx.reads++
+	}
+}
+
 func (s *Sampler) newBox(e *routeEntry) *sketchBox {
 	s.boxMu.Lock()
 	defer s.boxMu.Unlock()
 	if bx := e.sk.Load(); bx != nil {
 		return bx
 	}
-	bx := &sketchBox{wr: s.boxWeights[0], ww: s.boxWeights[1], ss: newSpaceSaving(s.topK),
-		res: newReservoir(s.boxSeeds.next())}
+	bx := s.makeBoxLocked(s.boxWeights[1], s.boxWeights[0])
 	e.sk.Store(bx)
 	return bx
 }
 
-// Stats are the sampler's drop counters since it was created.
+// makeBox returns a new sketch with the given write and read weights.
+func (s *Sampler) makeBox(ww, wr uint64) *sketchBox {
+	s.boxMu.Lock()
+	defer s.boxMu.Unlock()
+	return s.makeBoxLocked(ww, wr)
+}
+
+func (s *Sampler) makeBoxLocked(ww, wr uint64) *sketchBox {
+	return &sketchBox{wr: wr, ww: ww, ss: newSpaceSaving(s.topK), res: newReservoir(s.boxSeeds.next())}
+}
+
+// Stats are the sampler's counters since it was created.
 type Stats struct {
 	// Observations whose route id was not in the route table.
 	UnknownRoute uint64
 	// Sampled observations not fed to the sketch because the key is longer
 	// than catalog.MaxKeyLen (they are still counted).
 	KeyTooLong uint64
+	// Route columns whose counters were striped because several cores
+	// contended for them (a route counts once per column it is striped in).
+	StripedRoutes uint64
 }
 
-// Stats returns the drop counters.
+// Stats returns the drop counters and the striping count.
 func (s *Sampler) Stats() Stats {
-	return Stats{UnknownRoute: s.unknownRoute.Load(), KeyTooLong: s.keyTooLong.Load()}
+	return Stats{UnknownRoute: s.unknownRoute.Load(), KeyTooLong: s.keyTooLong.Load(), StripedRoutes: s.stripedRoutes.Load()}
 }
 
 // SetConfig stages the cluster's load config. It is adopted by the next

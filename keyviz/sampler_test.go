@@ -548,7 +548,8 @@ func TestSampleRate(t *testing.T) {
 type straggler struct {
 	e      *routeEntry
 	b      *block
-	noBlk  bool // captured the entry only (as observeSlow does before blockFor)
+	st     *stripeSet // b's stripes when captured, if any
+	noBlk  bool       // captured the entry only (as observeSlow does before blockFor)
 	key    []byte
 	write  bool
 	n      uint64
@@ -563,10 +564,12 @@ type tally struct{ reads, writes, bytes uint64 }
 // and its block as Observe does (or only the entry, as the slow path does
 // before blockFor), and "commit" runs the rest (observeAt, after blockFor)
 // on what was loaded, possibly after closes, config changes and splits in
-// between. Every committed observation must be counted exactly
-// once across the closed columns, or dropped as unknown exactly when its
-// route has left the table and its block was sealed; each column's bucket
-// counts sum to its weighted total.
+// between. A captured block's stripes are captured too, and blocks — open,
+// closed or dead — are striped at any point (or every block when created).
+// Every committed observation must be counted exactly once across the closed
+// columns, or dropped as unknown exactly when its route has left the table
+// and its block was sealed; each column's bucket counts sum to its weighted
+// total.
 func TestExactlyOnceInterleavings(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cat := mustCatalog(t, "g", "p")
@@ -575,6 +578,7 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 			SampleRate: rapid.SampledFrom([]uint32{1, 3}).Draw(t, "rate"),
 			TopK:       4,
 		})
+		s.stripeAll = rapid.Bool().Draw(t, "stripe all")
 		setCatalog(t, s, cat)
 		want := map[uint64]*tally{}
 		var wantDropped uint64
@@ -623,7 +627,11 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 			if st.noBlk {
 				st.b = s.blockFor(st.e)
 			}
-			s.observeAt(st.e, st.b, st.key, st.write, st.n)
+			if st.st == nil {
+				s.observeAt(st.e, st.b, st.key, st.write, st.n)
+			} else if !s.observeStriped(st.e, st.b, st.st, st.e.word(st.key, st.write), st.key, st.write, st.n) {
+				s.observeSlow(st.e.id, st.key, st.write, st.n)
+			}
 		}
 		closeCol := func() {
 			kChanged = append(kChanged, pendingBuckets != 0 && pendingBuckets != buckets)
@@ -638,7 +646,7 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 		}
 
 		for i := range rapid.IntRange(20, 200).Draw(t, "steps") {
-			switch rapid.IntRange(0, 9).Draw(t, fmt.Sprint("op", i)) {
+			switch rapid.IntRange(0, 10).Draw(t, fmt.Sprint("op", i)) {
 			case 0, 1, 2: // a whole observation
 				key := keyGen.Draw(t, "key")
 				id := cat.Lookup(key).ID
@@ -659,7 +667,9 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 				st := straggler{e: e, key: key, write: rapid.Bool().Draw(t, "write"),
 					n: rapid.SampledFrom([]uint64{0, 7}).Draw(t, "n"), closes: closes}
 				if st.noBlk = rapid.Bool().Draw(t, "entry only"); !st.noBlk {
-					st.b = e.blk.Load()
+					if st.b = e.blk.Load(); st.b != nil {
+						st.st = st.b.hot.Load()
+					}
 				}
 				pending = append(pending, st)
 			case 5, 6: // commit
@@ -682,6 +692,15 @@ func TestExactlyOnceInterleavings(t *testing.T) {
 					cat = c2
 					setCatalog(t, s, cat)
 					removedAt[r.ID] = closes
+				}
+			case 10: // stripe a block: a route's open one, or a straggler's
+				if len(pending) > 0 && rapid.Bool().Draw(t, "straggler's") {
+					st := pending[rapid.IntRange(0, len(pending)-1).Draw(t, "whose")]
+					if st.b != nil {
+						s.stripe(st.e, st.b)
+					}
+				} else if e := s.table.Load().lookup(cat.Lookup(keyGen.Draw(t, "key")).ID); e.blk.Load() != nil {
+					s.stripe(e, e.blk.Load())
 				}
 			}
 		}

@@ -17,8 +17,8 @@ func TestIntegrationJoinNeedsAdmission(t *testing.T) {
 	skipShort(t)
 	c := newTestCluster(t, 1, nil)
 	n := c.node(c.waitLeaderReady(10 * time.Second))
-	if v := n.FSM().State().ClusterVersion(); v != fsm.Version2 {
-		t.Fatalf("a new cluster runs version %d, want %d", v, fsm.Version2)
+	if v := n.FSM().State().ClusterVersion(); v != fsm.SupportedVersion || !fsm.Admission.EnabledAt(v) {
+		t.Fatalf("a new cluster runs version %d, want %d (with admission)", v, fsm.SupportedVersion)
 	}
 	ctx := ctxT(t, 10*time.Second)
 	m := &api.Member{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion}

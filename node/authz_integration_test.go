@@ -38,6 +38,10 @@ var matrixCalls = map[string]matrixCall{
 		_, err := api.NewCatalogClient(cc).SplitRange(ctx, &api.SplitRangeRequest{})
 		return err
 	},
+	api.Catalog_MergeRange_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewCatalogClient(cc).MergeRange(ctx, &api.MergeRangeRequest{})
+		return err
+	},
 	api.Catalog_WatchRoutes_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
 		s, err := api.NewCatalogClient(cc).WatchRoutes(ctx, &api.WatchRoutesRequest{})
 		if err != nil {
@@ -135,14 +139,19 @@ var matrixCalls = map[string]matrixCall{
 		_, err := api.NewClusterClient(cc).Admit(ctx, &api.AdmitRequest{NodeId: "NOT-AN-ID"})
 		return err
 	},
+	api.Cluster_MintUILogin_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		// The matrix's nodes serve no HTTP: an allowed call is Unimplemented.
+		_, err := api.NewClusterClient(cc).MintUILogin(ctx, &api.MintUILoginRequest{})
+		return err
+	},
 }
 
 // grantedBy is SPEC §13's role list, written out apart from the table the
 // server enforces: the methods each role adds to the one below it.
 var grantedBy = map[string][]string{
 	"reporter": {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
-	"reader":   {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain", "AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version"},
-	"operator": {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
+	"reader":   {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain", "AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version", "Cluster/MintUILogin"},
+	"operator": {"Catalog/SplitRange", "Catalog/MergeRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
 	"admin":    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit", "Cluster/Snapshot"},
 	"node":     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash", "Cluster/Progress"},
 }

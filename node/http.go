@@ -8,23 +8,25 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"google.golang.org/grpc/status"
 
 	"github.com/hotsplit/hotsplit/node/raftobs"
+	"github.com/hotsplit/hotsplit/node/webauth"
 	"github.com/hotsplit/hotsplit/transport"
 )
 
 // httpHandler serves /healthz (the process is up) and /readyz (this node
 // knows a leader and holds a bootstrapped catalog) to anyone — they are
 // probes; /metrics (this node's registry plus raft's bridged metrics) to the
-// reader role unless MetricsInsecure; and /debug/pprof/ to admins, only with
-// EnablePprof (pprof's cmdline shows every flag).
+// reader role unless MetricsInsecure; /debug/pprof/ to admins, only with
+// EnablePprof (pprof's cmdline shows every flag); and the key visualizer
+// (page.go) to readers and browser sessions. Refusals are 401 without
+// credentials, 403 without the role, each counted (webauth).
 func (n *Node) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	gather := prometheus.Gatherers{n.cfg.Registry, raftobs.Registry()}
 	metrics := promhttp.HandlerFor(gather, promhttp.HandlerOpts{})
 	if !n.cfg.MetricsInsecure {
-		metrics = n.requireRole(transport.RoleReader, metrics)
+		metrics = n.web.Guard(webauth.EndpointMetrics, transport.RoleReader, false, metrics)
 	}
 	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -49,27 +51,11 @@ func (n *Node) httpHandler() http.Handler {
 		prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		prof.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.Handle("/debug/pprof/", n.requireRole(transport.RoleAdmin, prof))
+		mux.Handle("/debug/pprof/", n.web.Guard(webauth.EndpointPprof, transport.RoleAdmin, false, prof))
 	}
+	n.registerPage(mux)
 	registerJepsenHandlers(mux, n)
 	return mux
-}
-
-// requireRole serves h only to callers authenticated (client certificate or
-// bearer token) with role r: 401 without credentials, 403 without the role.
-func (n *Node) requireRole(r transport.Role, h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		p, err := n.auth.FromHTTP(req)
-		if err != nil {
-			http.Error(w, status.Convert(err).Message(), http.StatusUnauthorized)
-			return
-		}
-		if !p.Has(r) {
-			http.Error(w, fmt.Sprintf("identity %q may not read %s: it needs role %s", p.Name, req.URL.Path, r), http.StatusForbidden)
-			return
-		}
-		h.ServeHTTP(w, req)
-	})
 }
 
 func (n *Node) ready() error {

@@ -71,6 +71,9 @@ func (c *testCluster) kill(id string) {
 	c.mu.Unlock()
 	n.cancel()
 	n.grpc.Stop()
+	if n.http != nil {
+		n.http.Close() // else its serve goroutine waits for a listener closed after wg.Wait
+	}
 	n.raft.Shutdown().Error()
 	n.wg.Wait()
 	n.peers.Close()
@@ -424,7 +427,7 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 		{"unknown route", func() error {
 			_, err := cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: 999, SplitKey: []byte("a"), RequestId: requestID()})
 			return err
-		}, codes.NotFound, "route 999"},
+		}, codes.NotFound, "r999 was never created"},
 		{"key over the limit", func() error {
 			_, err := cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: r1.Route.RouteId, SplitKey: tooLong})
 			return err

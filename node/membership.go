@@ -46,6 +46,19 @@ func (n *Node) raftAdmits(id string) bool {
 	return index > own && slices.Contains(reported, id)
 }
 
+// raftClusterID is the cluster this node's raft connections are bound to
+// (raftnet's cluster id binding): the FSM's once raft runs and the FSM
+// knows it, else the one the data dir recorded, "" for a fresh node (which
+// is bound to nothing until its first entries arrive).
+func (n *Node) raftClusterID() string {
+	if n.raftRef.Load() != nil { // n.fsm is set before raft is published
+		if id := n.fsm.State().ClusterID(); id != "" {
+			return id
+		}
+	}
+	return n.dataDirClusterID
+}
+
 // raftMemberAt names the server raft knows at a raft address, "" if none.
 func (n *Node) raftMemberAt(addr string) string {
 	servers, _ := n.raftServers()

@@ -24,6 +24,7 @@ import (
 	"github.com/hotsplit/hotsplit/internal/raftfuture"
 	"github.com/hotsplit/hotsplit/node/health"
 	"github.com/hotsplit/hotsplit/node/storage"
+	"github.com/hotsplit/hotsplit/node/webauth"
 	"github.com/hotsplit/hotsplit/pki"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
@@ -50,6 +51,9 @@ type Node struct {
 	stores *storage.Stores
 	clock  *hlc.Clock
 	auth   *transport.Authenticator
+	// web is the HTTP port's door: browser logins and sessions, the
+	// role checks of every HTTP endpoint.
+	web *webauth.Store
 	// tls holds the node's certificate material; nil when Insecure.
 	tls *pki.Reloader
 	// stream is raft's stream layer until the transport exists, then the
@@ -66,6 +70,9 @@ type Node struct {
 	// healthRef publishes n.health, and with it n.configs (set before), to
 	// the stream layer's membership check, which starts before both.
 	healthRef atomic.Pointer[health.Monitor]
+	// dataDirClusterID is the cluster id the data dir recorded when the
+	// node started ("" if none), read before the stream layer starts.
+	dataDirClusterID string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hotsplit/hotsplit/node/health"
 	"github.com/hotsplit/hotsplit/node/raftobs"
+	"github.com/hotsplit/hotsplit/node/storage"
 )
 
 // removedFile marks a data dir whose node was removed from its cluster: it
@@ -38,7 +39,13 @@ func checkNotRemoved(dataDir string) error {
 // newHealth creates the node's health monitor; its probes go through the
 // peer connections.
 func (n *Node) newHealth() *health.Monitor {
-	return health.NewMonitor(n.cfg.ID, n.raft, n.fsm, n.peers.Probe, n.log, n.markRemoved)
+	h := health.NewMonitor(n.cfg.ID, n.raft, n.fsm, n.peers.Probe, n.log, n.markRemoved)
+	// The record of another cluster (the data dir was recovered into a new
+	// one since) says nothing about this one.
+	if r := storage.ReadMemberRecord(n.cfg.DataDir); r != nil && r.ClusterID == n.knownClusterID() {
+		h.UseRecorded(&health.Recorded{ClusterID: r.ClusterID, Index: r.Index, Members: r.Members()})
+	}
+	return h
 }
 
 // startOperations registers the node's operational metrics and starts the

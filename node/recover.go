@@ -43,6 +43,17 @@ type Recovery struct {
 
 func (r Recovery) enabled() bool { return r.RestoreSnapshot != "" || r.ForceNewCluster }
 
+// flag names the recovery flag r sets ("" for none).
+func (r Recovery) flag() string {
+	switch {
+	case r.ForceNewCluster:
+		return storage.FlagForceNewCluster
+	case r.RestoreSnapshot != "":
+		return storage.FlagRestoreSnapshot
+	}
+	return ""
+}
+
 // recover runs the configured recovery on the data dir's stores before raft
 // starts: the seeded state becomes the newest snapshot, with this node as
 // the only voter. Its log says what was seeded from what.
@@ -88,7 +99,11 @@ func (n *Node) recover(rc *raft.Config, logs raft.LogStore, stable raft.StableSt
 		if err := n.writeClusterID(seeded.GetClusterId()); err != nil {
 			return err
 		}
-		n.log.Warn("seeded a new cluster from a backup", "backup", r.RestoreSnapshot, "backup_cluster_id", hdr.GetClusterId(),
+		if err := storage.WriteRecoveryMark(n.cfg.DataDir, storage.RecoveryMark{Flag: storage.FlagRestoreSnapshot, ClusterID: seeded.GetClusterId(), PreviousClusterID: hdr.GetClusterId(),
+			Index: st.Index(), At: time.Now(), Backup: r.RestoreSnapshot}); err != nil {
+			return err
+		}
+		n.log.Warn("seeded a new cluster from a backup (--restoreSnapshot is one-shot: drop it before the next start)", "backup", r.RestoreSnapshot, "backup_cluster_id", hdr.GetClusterId(),
 			"cluster_id", seeded.GetClusterId(), "index", st.Index(), "backup_state_hash", hex.EncodeToString(hdr.GetStateHash()),
 			"catalog_version", st.Catalog().Version(), "ceiling_ms", seeded.GetCeilingMs())
 		return nil
@@ -120,7 +135,10 @@ func (n *Node) recover(rc *raft.Config, logs raft.LogStore, stable raft.StableSt
 	if err := n.writeClusterID(f.newID); err != nil {
 		return err
 	}
-	n.log.Warn("recovered a new single-voter cluster from this node's own log (every entry in it applied, committed or not)",
+	if err := storage.WriteRecoveryMark(n.cfg.DataDir, storage.RecoveryMark{Flag: storage.FlagForceNewCluster, ClusterID: f.newID, PreviousClusterID: f.oldID, Index: last, At: time.Now()}); err != nil {
+		return err
+	}
+	n.log.Warn("recovered a new single-voter cluster from this node's own log (every entry in it applied, committed or not; --forceNewCluster is one-shot: drop it before the next start)",
 		"old_cluster_id", f.oldID, "cluster_id", f.newID, "index", last, "catalog_version", f.catalogVersion)
 	return nil
 }
@@ -245,6 +263,9 @@ type Inspection struct {
 	ClusterVersion uint64
 	Configuration  []raft.Server
 	Removed        string
+	// Recovered says which recovery flag ran on the data dir, when, and
+	// the cluster it made ("" if none).
+	Recovered string
 }
 
 // Inspect reads a data dir without starting raft: raft.db is opened read
@@ -260,6 +281,11 @@ func Inspect(dataDir string) (*Inspection, error) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dataDir, removedFile)); err == nil {
 		in.Removed = string(bytes.TrimSpace(b))
+	}
+	if m, err := storage.ReadRecoveryMark(dataDir); err != nil {
+		in.Recovered = err.Error()
+	} else if m != nil {
+		in.Recovered = fmt.Sprintf("%s at %s: cluster %s at index %d", m.Flag, m.At.UTC().Format(time.RFC3339), m.ClusterID, m.Index)
 	}
 	store, err := openStoreForInspection(dataDir)
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -16,16 +18,29 @@ import (
 )
 
 // splitChain makes n splits at increasing keys through node via, each in
-// the rightmost route, and returns the last right child's id.
+// the rightmost route.
 func (c *testCluster) splitChain(via string, n int, prefix string) {
 	c.t.Helper()
 	cl := c.catalogClient(via)
 	route := c.node(via).FSM().State().Catalog().Lookup([]byte(prefix + "\xff")).ID
 	for i := range n {
-		resp, err := cl.SplitRange(ctxT(c.t, 10*time.Second), &api.SplitRangeRequest{RouteId: route, SplitKey: fmt.Appendf(nil, "%s%06d", prefix, i), RequestId: requestID()})
-		if err != nil {
+		req := &api.SplitRangeRequest{RouteId: route, SplitKey: fmt.Appendf(nil, "%s%06d", prefix, i), RequestId: requestID()}
+		var resp *api.SplitRangeResponse
+		// A leader change on a loaded machine leaves a split's outcome
+		// unknown or refuses it as unavailable: ask again with the same
+		// request id, which answers the first outcome if it committed.
+		testutil.WaitFor(c.t, 30*time.Second, fmt.Sprintf("split %d", i), func() bool {
+			var err error
+			resp, err = cl.SplitRange(ctxT(c.t, 10*time.Second), req)
+			switch status.Code(err) {
+			case codes.OK:
+				return true
+			case codes.Unknown, codes.Unavailable:
+				return false
+			}
 			c.t.Fatalf("split %d: %v", i, err)
-		}
+			return false
+		})
 		route = resp.Right.RouteId
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/node/raftobs"
 	"github.com/hotsplit/hotsplit/node/storage"
+	"github.com/hotsplit/hotsplit/node/webauth"
 	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/transport"
 )
@@ -46,6 +47,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		cfg.Logger = slog.Default()
 	}
 	if err := checkNotRemoved(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	if err := storage.CheckRecoveryOnce(cfg.DataDir, cfg.Recovery.flag()); err != nil {
 		return nil, err
 	}
 	if cfg.Registry == nil {
@@ -184,8 +188,9 @@ func (n *Node) startNetwork(w *wiring) error {
 	if w.dialer == nil {
 		w.dialer = raftnet.DefaultDialer()
 	}
+	n.dataDirClusterID = n.knownClusterID()
 	stream, err := raftnet.NewStreamLayer(raftnet.StreamConfig{Listener: n.raftLn, Advertise: n.advertisedRaft(), Dialer: w.dialer, TLS: n.tls,
-		Admit: n.raftAdmits, ExpectAt: n.raftMemberAt, Logger: n.log, Registerer: n.cfg.Registry})
+		Admit: n.raftAdmits, ExpectAt: n.raftMemberAt, ClusterID: n.raftClusterID, Logger: n.log, Registerer: n.cfg.Registry})
 	if err != nil {
 		return err
 	}
@@ -327,8 +332,13 @@ func (n *Node) bootstrapParams() *scheduler.BootstrapParams {
 func (n *Node) newServers(w *wiring) {
 	limits := n.cfg.Limits
 	limits.MaxMessageBytes = api.MaxMessageBytes
+	n.web = webauth.New(webauth.Config{NodeID: n.cfg.ID, BaseURL: n.pageBaseURL, Auth: n.auth, Registerer: n.cfg.Registry, Logger: n.log})
+	var uiLogin transport.UILogin
+	if n.httpLn != nil {
+		uiLogin = n.web
+	}
 	n.srv = transport.New(transport.Config{NodeID: n.cfg.ID, FSM: n.fsm, Sched: n.sched, Raft: n.raft, Peers: n.peers, Loads: n.sched.Loads(), Logger: n.log,
-		Metrics: w.transportMetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed})
+		Metrics: w.transportMetrics, Limits: limits, Auth: n.auth, Health: n.health, CommittedConfiguration: n.configs.committed, UILogin: uiLogin})
 	// A connection that has not finished its TLS handshake and HTTP/2
 	// preface by then is closed, freeing its slot under the connection cap
 	// (gRPC's default: 120 s).
@@ -367,6 +377,7 @@ func (n *Node) serve(w *wiring) {
 	n.goRun(func() { w.checks.Run(ctx) })
 	n.startOperations(ctx, n.cfg.Registry, n.stores.Files)
 	n.goRun(func() { storage.RecordClusterVersion(ctx, n.stores.Stable, n.fsm) })
+	n.goRun(func() { storage.RecordMembers(ctx, n.cfg.DataDir, n.fsm, n.log) })
 	if n.auth.Tokens != nil {
 		n.goRun(func() { n.auth.Tokens.Watch(ctx, time.Second) })
 	}

@@ -10,8 +10,8 @@ import (
 )
 
 // stepOps is the op-stepping duty of SPEC §7: while the switch is on, take
-// the oldest live op and propose its next SplitRange step through the single
-// proposer, one step in flight at a time. The FSM decides what a step does
+// the oldest live op and propose its next step (a SplitRange, or a merge
+// op's MergeRange) through the single proposer, one step in flight at a time. The FSM decides what a step does
 // (apply, pause, abort, or answer a duplicate with the first result), so a
 // step re-proposed after an ambiguous failure is harmless, and a new leader
 // needs nothing but the replicated ops to continue at the exact next step.
@@ -55,7 +55,7 @@ func (s *Scheduler) stepOps(ctx context.Context) {
 // OpStepDelay, how long until it is due.
 func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 	st := s.fsm.State()
-	op, split := fsm.NextOpStep(st.Bootstrapped() && st.Switch().GetEnabled(), st.LiveOps())
+	op, cmd := fsm.NextOpStep(st.Bootstrapped() && st.Switch().GetEnabled(), st.LiveOps(), "scheduler")
 	if op == nil {
 		return false, 0, nil
 	}
@@ -65,17 +65,17 @@ func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 			return false, time.Duration(due-now) * time.Millisecond, nil
 		}
 	}
-	split.Actor = "scheduler"
-	cmd := &api.Command{Body: &api.Command_SplitRange{SplitRange: split}}
 	pctx, cancel := context.WithTimeout(ctx, s.cfg.RaftTimeout)
 	defer cancel()
 	res, err := s.proposer.Propose(pctx, cmd)
 	if err != nil {
 		return false, 0, err
 	}
-	log := s.log.With("op_id", op.GetOpId(), "step", split.GetStep(), "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
-	switch res.GetCode() {
-	case api.ResultCode_RESULT_CODE_OK:
+	log := s.log.With("op_id", op.GetOpId(), "step", op.GetNextStep(), "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
+	switch {
+	case res.GetCode() == api.ResultCode_RESULT_CODE_OK && op.GetKind() == api.OpKind_OP_KIND_MERGE:
+		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "kind", "merge", "right_route_id", op.GetRightRouteId())
+	case res.GetCode() == api.ResultCode_RESULT_CODE_OK:
 		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "split_origin", fsm.EnumName(op.GetOrigin()))
 	default:
 		// Paused, aborted, finished: the op's state says so; nothing to retry.

@@ -26,6 +26,13 @@ func delta(version uint64, removed []uint64, added ...*api.RouteDescriptor) *api
 		Version: version, RemovedRouteIds: removed, Added: added}}}
 }
 
+// merged is a route a merge of left and right made.
+func merged(id uint64, start, end string, left, right uint64) *api.RouteDescriptor {
+	r := rd(id, start, end)
+	r.MergedFromLeft, r.MergedFromRight, r.MergedAtHlc = left, right, 99
+	return r
+}
+
 // lookups renders which route holds each key, for comparisons.
 func lookups(c *catalog.Catalog, keys ...string) []uint64 {
 	out := make([]uint64, len(keys))
@@ -59,8 +66,10 @@ func TestFollowerSnapshotThenDeltas(t *testing.T) {
 		{ev: &api.WatchRoutesResponse{}, version: 4, owners: []uint64{1, 1, 3, 4}},
 		// A split of r1 at "b".
 		{ev: delta(5, []uint64{1}, rd(5, "", "b"), rd(6, "b", "m")), changed: true, version: 5, owners: []uint64{5, 6, 3, 4}},
+		// A merge of r6 and r3 (cluster version 3): two routes out, one in.
+		{ev: delta(6, []uint64{6, 3}, merged(7, "b", "t", 6, 3)), changed: true, version: 6, owners: []uint64{5, 7, 7, 4}},
 		// A newer snapshot replaces everything.
-		{ev: page(9, 10, true, rd(7, "", "c"), rd(9, "c", "")), changed: true, version: 9, owners: []uint64{7, 7, 9, 9}},
+		{ev: page(9, 10, true, rd(8, "", "c"), rd(9, "c", "")), changed: true, version: 9, owners: []uint64{8, 8, 9, 9}},
 	}
 	for i, s := range steps {
 		changed, err := f.apply(s.ev)

@@ -20,7 +20,7 @@ import (
 
 // TestIntegrationRunAgainstCluster runs the simulator against a real
 // in-process node (raft, FSM, scheduler, transport) with automatic splitting
-// on and a 200 ms step: every operation must end up in a column the leader
+// on and a 500 ms step: every operation must end up in a column the leader
 // committed (none late, none refused), and the hotkey workload's hot key
 // must end up isolated in a route [H, H·0x00).
 func TestIntegrationRunAgainstCluster(t *testing.T) {
@@ -36,9 +36,12 @@ func TestIntegrationRunAgainstCluster(t *testing.T) {
 		ID:  "n1", DataDir: filepath.Join(t.TempDir(), "n1"), Bootstrap: true,
 		RaftAddr: raftLn.Addr().String(), GRPCAddr: grpcLn.Addr().String(),
 		RaftListener: raftLn, GRPCListener: grpcLn,
-		InitialSplits:    w.Keys().SplitKeys(1),
-		AutoSplit:        &on,
-		BootstrapConfig:  &api.Config{StepMs: 200, GraceMs: 200, CooldownMs: 1000}, // the longest grace: no column late on a loaded machine
+		InitialSplits: w.Keys().SplitKeys(1),
+		AutoSplit:     &on,
+		// A step and grace long enough that a report held up by a loaded
+		// machine (two shared cores, other work beside) still makes its
+		// column: the test is about counting, not about how fast.
+		BootstrapConfig:  &api.Config{StepMs: 500, GraceMs: 500, CooldownMs: 2000},
 		HeartbeatTimeout: 150 * time.Millisecond, ElectionTimeout: 150 * time.Millisecond,
 		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -57,12 +60,12 @@ func TestIntegrationRunAgainstCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	testutil.WaitFor(t, waitLimit, "the step to be 200 ms", func() bool {
+	testutil.WaitFor(t, waitLimit, "the step to be 500 ms", func() bool {
 		resp, err := cl.GetConfig(context.Background(), &api.GetConfigRequest{})
-		return err == nil && resp.GetConfig().GetStepMs() == 200
+		return err == nil && resp.GetConfig().GetStepMs() == 500
 	})
 
-	s := newSim(t, Config{Cluster: cl, Workload: w, Nodes: 3, Rate: 5000, Duration: 3 * time.Second, Seed: 5})
+	s := newSim(t, Config{Cluster: cl, Workload: w, Nodes: 3, Rate: 3000, Duration: 5 * time.Second, Seed: 5})
 	if err := runFor(t, s, 30*time.Second); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

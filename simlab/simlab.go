@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/keyviz"
@@ -36,8 +38,16 @@ type Spec struct {
 	// (default fsm.SupportedVersion).
 	ClusterVersion uint32
 	// InitialSplits bound the bootstrap routes (none: one route for
-	// everything).
+	// everything). From cluster version 3 they are an operator's split
+	// keys, which automatic merges never remove — unless
+	// InitialRoutesAutomatic.
 	InitialSplits [][]byte
+	// InitialRoutesAutomatic models the initial routes as the pieces
+	// automatic splits left behind (a cluster that has grown) rather than
+	// an operator's pre-split: their starts carry no operator mark (the
+	// bootstrapped state is restored without them), so automatic merges may
+	// remove those boundaries like any automatic split's.
+	InitialRoutesAutomatic bool
 	// Nodes is the number of reporters (default 3); operation i is served
 	// by node i mod Nodes.
 	Nodes int
@@ -92,7 +102,46 @@ type Result struct {
 	IsolationPlans []int
 	// OpsPerColumn is the operations generated per column.
 	OpsPerColumn int
+
+	// Merges counts the automatic merges applied; MaxRoutes is the most
+	// live routes after any column's op steps. InitialBoundariesMerged
+	// counts the merges that removed one of Spec.InitialSplits (never,
+	// unless InitialRoutesAutomatic).
+	Merges, MaxRoutes, InitialBoundariesMerged int
+	// RouteCapColumn is the first column in which a hot route was declined
+	// for the route cap (-1: never); RouteCapColumns counts such columns.
+	RouteCapColumn, RouteCapColumns int
+	// SplitColumns is the column of every automatic split step applied,
+	// in order.
+	SplitColumns []int
+	// HottestPerColumn is each column's hottest route load over the routes
+	// it was generated under, in multiples of the threshold (ground truth).
+	HottestPerColumn []float64
+	// The thrash checks: DelayViolations counts merges of a route within
+	// merge_delay_ms of its creation, CooldownViolations splits of a
+	// merged route within cooldown_ms of its merge (both never allowed),
+	// Resplits splits of a merged route within an hour of its merge (a new
+	// hotspot may land on it), and Thrash those while the workload had not
+	// changed shape since the merge (the same PhaseEvery interval: the
+	// merge undone by the load it was merged under).
+	DelayViolations, CooldownViolations, Resplits, Thrash int
+	// Cuts are the balance cuts planned: the shares the explanation
+	// recorded against the true shares of the column that planned them.
+	Cuts []Cut
 }
+
+// Cut is one planned balance cut: its left share as the explanation
+// recorded it (point and interval; the interval is 0..0 when the rules
+// record none) and as the column's operations had it, in basis points,
+// and the evidence kind that placed it ("" below cluster version 3).
+type Cut struct {
+	Recorded, LoBP, HiBP, True uint32
+	Evidence                   string
+}
+
+// Error is the recorded left share's distance from the true one, in
+// basis points.
+func (c Cut) Error() uint32 { return max(c.Recorded, c.True) - min(c.Recorded, c.True) }
 
 // run is the state of one Run.
 type run struct {
@@ -110,7 +159,11 @@ type run struct {
 	last    *catalog.Catalog // the routes the last column's load was generated under
 	key     []byte
 	pending []pendingSplit // balance splits waiting for their children's loads
-	res     Result
+	cfg     *api.Config    // the bootstrap config, defaults applied
+	// The current column's operations, for the true shares of a cut.
+	opKeys   []uint64
+	opWrites []bool
+	res      Result
 }
 
 // pendingSplit is a median or balance split whose children are watched for
@@ -153,7 +206,7 @@ func newRun(spec Spec) (*run, error) {
 		spec.Nodes = 3
 	}
 	r := &run{spec: spec, f: fsm.New(fsm.Options{Logger: slog.New(slog.DiscardHandler), Halt: func(error) {}})}
-	r.res = Result{ByOrigin: map[string]int{}, ReliefColumn: -1, FirstSplitColumn: -1,
+	r.res = Result{ByOrigin: map[string]int{}, ReliefColumn: -1, FirstSplitColumn: -1, RouteCapColumn: -1,
 		IsolatedAt: slices.Repeat([]int{-1}, len(spec.Watch)), IsolationPlans: make([]int, len(spec.Watch))}
 	const startMs = 1_800_000_000_000 // a multiple of every step up to an hour
 	r.lastMs = startMs
@@ -167,7 +220,13 @@ func newRun(spec Spec) (*run, error) {
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 		return nil, fmt.Errorf("%w: bootstrap: %s", ErrInvalidSpec, res.GetMessage())
 	}
+	if spec.InitialRoutesAutomatic {
+		if err := r.unmarkStarts(); err != nil {
+			return nil, err
+		}
+	}
 	cfg := r.f.State().Config()
+	r.cfg = cfg
 	r.stepMs, r.ww, r.wr, r.thresh = cfg.GetStepMs(), uint64(cfg.GetWriteWeight()), uint64(cfg.GetReadWeight()), cfg.GetThreshold()
 	r.keys = spec.Workload.Keys()
 	r.stream = spec.Workload.Stream(rand.New(rand.NewPCG(spec.Seed, 0)))
@@ -257,6 +316,7 @@ func (r *run) column(c int) error {
 	start := r.windowStart(c)
 	cat := r.f.State().Catalog()
 	clear(r.load)
+	r.opKeys, r.opWrites = r.opKeys[:0], r.opWrites[:0]
 	n := r.res.OpsPerColumn
 	for i := range n {
 		at := time.Duration(c)*time.Duration(r.stepMs)*time.Millisecond +
@@ -266,6 +326,7 @@ func (r *run) column(c int) error {
 		route := cat.Lookup(r.key)
 		r.samp[i%len(r.samp)].Observe(route.ID, r.key, write)
 		r.load[route.ID] += r.weight(write)
+		r.opKeys, r.opWrites = append(r.opKeys, k), append(r.opWrites, write)
 	}
 	end := start + r.stepMs
 	contribs := make([]scheduler.Contribution, len(r.samp))
@@ -288,9 +349,13 @@ func (r *run) column(c int) error {
 		r.res.FirstSplitColumn = c
 	}
 	r.countPlans(res.GetPlannedOpIds())
+	r.routeCap(c, end)
+	r.res.HottestPerColumn = append(r.res.HottestPerColumn, r.hottest(cat))
+	r.recordCuts(res.GetPlannedOpIds(), cat)
 	if err := r.stepOps(c, end, cat); err != nil {
 		return err
 	}
+	r.res.MaxRoutes = max(r.res.MaxRoutes, r.f.State().Catalog().Len())
 	r.setRoutes()
 	r.isolated(c)
 	r.last = cat
@@ -358,6 +423,39 @@ func (r *run) countPlans(ids []uint64) {
 	}
 }
 
+// recordCuts records the balance cuts among the ops planned by the column
+// just committed, generated under cat: the shares their explanations
+// recorded and the true shares of that column's operations.
+func (r *run) recordCuts(ids []uint64, cat *catalog.Catalog) {
+	st := r.f.State()
+	for _, id := range ids {
+		op, ok := st.Op(id)
+		if !ok || op.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE || len(op.GetSplitKeys()) != 1 {
+			continue
+		}
+		route, ok := cat.Route(op.GetParentRouteId())
+		tr, tracked := st.Detector().Get(op.GetParentRouteId())
+		if !ok || !tracked || r.load[route.ID] == 0 {
+			continue
+		}
+		x := tr.Explanation
+		c := Cut{Recorded: x.LeftShareBP, LoBP: x.LeftShareLoBP, HiBP: x.LeftShareHiBP}
+		if x.Evidence != 0 {
+			c.Evidence = x.Evidence.String()
+		}
+		var left uint64
+		split := op.GetSplitKeys()[0]
+		for i, k := range r.opKeys {
+			r.key = r.keys.AppendKey(r.key[:0], k)
+			if route.Contains(r.key) && bytes.Compare(r.key, split) < 0 {
+				left += r.weight(r.opWrites[i])
+			}
+		}
+		c.True = uint32(left * 10_000 / r.load[route.ID])
+		r.res.Cuts = append(r.res.Cuts, c)
+	}
+}
+
 // isolates reports whether op's keys cut out [w, w·0x00).
 func isolates(op *api.Op, w []byte) bool {
 	for _, k := range op.GetSplitKeys() {
@@ -369,25 +467,29 @@ func isolates(op *api.Op, w []byte) bool {
 }
 
 // stepOps applies every live op's steps, oldest first, as the scheduler
-// does (both ask fsm.NextOpStep), at the end of column c (window end at endMs). cat is the catalog
-// the column's load was generated under.
+// does (both ask fsm.NextOpStep), at the end of column c (window end at
+// endMs). cat is the catalog the column's load was generated under.
 func (r *run) stepOps(c int, endMs uint64, cat *catalog.Catalog) error {
 	for {
 		st := r.f.State()
-		op, split := fsm.NextOpStep(st.Switch().GetEnabled(), st.LiveOps())
+		op, cmd := fsm.NextOpStep(st.Switch().GetEnabled(), st.LiveOps(), "simlab")
 		if op == nil {
 			return nil
 		}
-		target := split.GetRouteId()
-		split.Actor = "simlab"
-		res, err := r.apply(&api.Command{Body: &api.Command_SplitRange{SplitRange: split}}, endMs)
+		before := st.Catalog()
+		res, err := r.apply(cmd, endMs)
 		if err != nil {
 			return err
 		}
 		if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 			continue // aborted or paused: the op's state says so
 		}
-		r.res.Splits++
+		if m := cmd.GetMergeRange(); m != nil {
+			r.merged(before, m, hlc.Physical(res.GetCommitHlc()))
+			continue
+		}
+		target := cmd.GetSplitRange().GetRouteId()
+		r.split(c, before, target, hlc.Physical(res.GetCommitHlc()))
 		r.res.ByOrigin[originName(op.GetOrigin())]++
 		switch op.GetOrigin() {
 		case api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN, api.SplitOrigin_SPLIT_ORIGIN_BALANCE:
@@ -399,6 +501,78 @@ func (r *run) stepOps(c int, endMs uint64, cat *catalog.Catalog) error {
 				p.children[i] = [2][]byte{ch.GetStart(), ch.GetEnd()}
 			}
 			r.pending = append(r.pending, p)
+		}
+	}
+}
+
+// split counts an automatic split of route target (in before) applied at
+// atMs in column c, and checks it against the merge that made the route:
+// a merged route is never split within the cooldown of its merge, and
+// one split within an hour of it counts as a resplit.
+func (r *run) split(c int, before *catalog.Catalog, target, atMs uint64) {
+	r.res.Splits++
+	r.res.SplitColumns = append(r.res.SplitColumns, c)
+	parent, ok := before.Route(target)
+	if !ok || !parent.Merged() {
+		return
+	}
+	mergedMs := hlc.Physical(parent.Merge.AtHLC)
+	since := atMs - min(atMs, mergedMs)
+	if since < r.cfg.GetCooldownMs() {
+		r.res.CooldownViolations++
+	}
+	if since < uint64(time.Hour.Milliseconds()) {
+		r.res.Resplits++
+	}
+	if p := r.spec.PhaseEvery; p > 0 && r.opTime(mergedMs)/p == r.opTime(atMs)/p {
+		r.res.Thrash++
+	}
+}
+
+// opTime is the operation time (the workload's clock, from 0 at the first
+// window) of physical time ms.
+func (r *run) opTime(ms uint64) time.Duration {
+	return time.Duration(ms-min(ms, r.windowStart(0))) * time.Millisecond
+}
+
+// unmarkStarts replaces the state with itself minus every operator mark,
+// through the FSM's snapshot restore, as of the entry last applied.
+func (r *run) unmarkStarts() error {
+	p := r.f.State().Proto()
+	for _, rd := range p.GetCatalog().GetRoutes() {
+		rd.OperatorStart = false
+	}
+	var buf bytes.Buffer
+	if err := fsm.WriteSnapshot(&buf, r.index, p); err != nil {
+		return fmt.Errorf("simlab: unmark the initial routes: %w", err)
+	}
+	if err := r.f.Restore(io.NopCloser(&buf)); err != nil {
+		return fmt.Errorf("simlab: unmark the initial routes: %w", err)
+	}
+	return nil
+}
+
+// merged counts an automatic merge applied at atMs and checks it against
+// its routes' creation (in before): never within merge_delay_ms of it. It
+// also counts a merge that removed an initial split key.
+func (r *run) merged(before *catalog.Catalog, m *api.MergeRange, atMs uint64) {
+	r.res.Merges++
+	if right, ok := before.Route(m.GetRightRouteId()); ok &&
+		slices.ContainsFunc(r.spec.InitialSplits, func(k []byte) bool { return bytes.Equal(k, right.Start) }) {
+		r.res.InitialBoundariesMerged++
+	}
+	for _, id := range []uint64{m.GetLeftRouteId(), m.GetRightRouteId()} {
+		d, ok := before.Route(id)
+		if !ok {
+			continue
+		}
+		created := d.SplitAtHLC
+		if d.Merge != nil {
+			created = max(created, d.Merge.AtHLC)
+		}
+		created = hlc.Physical(created)
+		if created+r.cfg.GetMergeDelayMs() > atMs {
+			r.res.DelayViolations++
 		}
 	}
 }
@@ -421,6 +595,30 @@ func (r *run) phaseChangeNear(c int) bool {
 	step := time.Duration(r.stepMs) * time.Millisecond
 	from, to := time.Duration(c+1)*step, time.Duration(c+4)*step
 	return from/r.spec.PhaseEvery != to/r.spec.PhaseEvery || (to%r.spec.PhaseEvery) == 0
+}
+
+// routeCap records whether column c (ending at endMs) declined a hot
+// route for the route cap.
+func (r *run) routeCap(c int, endMs uint64) {
+	for _, t := range r.f.State().Detector().Tracked() {
+		if x := t.Explanation; x.AtMs == endMs && x.Reason == detector.ReasonRouteCap {
+			if r.res.RouteCapColumn < 0 {
+				r.res.RouteCapColumn = c
+			}
+			r.res.RouteCapColumns++
+			return
+		}
+	}
+}
+
+// hottest is this column's hottest route load under cat, in thresholds.
+func (r *run) hottest(cat *catalog.Catalog) float64 {
+	var h uint64
+	cat.Ascend(func(d *catalog.RouteDescriptor) bool {
+		h = max(h, r.load[d.ID])
+		return true
+	})
+	return float64(h) / (float64(r.thresh) * float64(r.stepMs) / 60_000)
 }
 
 // isolated records when each watched key came to sit alone in a route:

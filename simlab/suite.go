@@ -51,6 +51,11 @@ type Case struct {
 	Config func() *api.Config
 	// PhaseEvery is how often the workload changes shape (shift).
 	PhaseEvery time.Duration
+	// SampleRate is the reporters' sample rate (0: keyviz's, 1 in 16).
+	SampleRate uint32
+	// Make builds a workload the sim package does not know (few keys);
+	// Workload and Edit are then unused.
+	Make func() (sim.Workload, error)
 }
 
 // Suite returns the workloads of the comparison table. Case names are
@@ -71,6 +76,36 @@ func Suite() []Case {
 			Edit: func(o *sim.WorkloadOptions) { o.OscillateEvery = SuiteStepMs * time.Millisecond }},
 	}
 }
+
+// FewKeysSuite returns the few-keys workloads (FewKeysShapes) at the
+// suite's scale, sampled 1 in 16 and 1 in 1.
+func FewKeysSuite() []Case {
+	var out []Case
+	for _, rate := range []uint32{16, 1} {
+		for _, sh := range FewKeysShapes() {
+			name := sh.Name
+			if rate != 16 {
+				name += fmt.Sprintf("@%d", rate)
+			}
+			out = append(out, Case{Name: name, Load: sh.Load, Columns: 40, MinBalanceSplits: 40, MaxSeeds: 20,
+				SampleRate: rate, Make: func() (sim.Workload, error) { return sh.Workload() }})
+		}
+	}
+	return out
+}
+
+// SparseSuite returns narrow-sparse: narrow at a 1 s step (10 s
+// cooldown), where each reporter samples about 20 of the route's
+// operations a column, and under ten per route after the first split.
+func SparseSuite() []Case {
+	return []Case{{Name: "narrow-sparse", Workload: sim.Narrow, Load: 3, Columns: 120, MaxSeeds: 40,
+		Config: func() *api.Config {
+			return &api.Config{StepMs: sparseStepMs, CooldownMs: 10 * sparseStepMs, GraceMs: sparseStepMs / 2}
+		}}}
+}
+
+// sparseStepMs is narrow-sparse's step.
+const sparseStepMs = 1000
 
 // Incidental's scale: a 1 s step (as the three-process test), where
 // a key near the floor is worth a dozen sampled events a column, and a
@@ -128,9 +163,49 @@ func (r Row) Sum() (splits, balance, empty, relieved int) {
 	return
 }
 
+// noCutSeeds is how many seeds without a single balance split end a case.
+const noCutSeeds = 20
+
+// sharesTolerance is how far (basis points) a recorded side share may lie
+// from the true one: ten points.
+const sharesTolerance = 1000
+
+// SharesWithin counts the runs' balance cuts whose recorded left share
+// lies within tol basis points of the true one, and the cuts.
+func (r Row) SharesWithin(tol uint32) (within, cuts int) {
+	for _, x := range r.Runs {
+		for _, c := range x.Cuts {
+			cuts++
+			if c.Error() <= tol {
+				within++
+			}
+		}
+	}
+	return within, cuts
+}
+
+// IntervalsCover counts the runs' balance cuts that recorded an interval
+// (cluster version 3) and those whose interval holds the true left share.
+func (r Row) IntervalsCover() (covered, recorded int) {
+	for _, x := range r.Runs {
+		for _, c := range x.Cuts {
+			if c.Evidence == "" {
+				continue
+			}
+			recorded++
+			if c.LoBP <= c.True && c.True <= c.HiBP {
+				covered++
+			}
+		}
+	}
+	return covered, recorded
+}
+
 // RunCase runs c under cluster version v from seed 1 on, until it holds
 // c.MinBalanceSplits balance splits (default 100) or c.MaxSeeds seeds
-// (default 64) ran; at least minSeeds run.
+// (default 64) ran; at least minSeeds run. A workload the rules relieve
+// without any cut (pair under version 3 isolates both keys by their load)
+// stops after noCutSeeds seeds.
 func RunCase(c Case, v uint32, minSeeds int) (Row, error) {
 	row := Row{Case: c.Name, ClusterVersion: v}
 	need, maxSeeds := c.MinBalanceSplits, c.MaxSeeds
@@ -140,15 +215,7 @@ func RunCase(c Case, v uint32, minSeeds int) (Row, error) {
 	if maxSeeds == 0 {
 		maxSeeds = 64
 	}
-	opts := sim.DefaultWorkloadOptions()
-	if c.Edit != nil {
-		c.Edit(&opts)
-	}
-	wname := c.Workload
-	if wname == "" {
-		wname = c.Name
-	}
-	w, err := sim.ParseWorkload(wname, opts)
+	w, err := c.workload()
 	if err != nil {
 		return row, err
 	}
@@ -159,21 +226,39 @@ func RunCase(c Case, v uint32, minSeeds int) (Row, error) {
 	watch := watchKeys(w)
 	for seed := uint64(1); int(seed) <= maxSeeds; seed++ {
 		res, err := Run(Spec{Workload: w, Config: cfg, ClusterVersion: v, Load: c.Load, Columns: c.Columns,
-			Seed: seed, PhaseEvery: c.PhaseEvery, Watch: watch})
+			Seed: seed, PhaseEvery: c.PhaseEvery, Watch: watch, SampleRate: c.SampleRate})
 		if err != nil {
 			return row, fmt.Errorf("%s seed %d: %w", c.Name, seed, err)
 		}
 		row.Runs = append(row.Runs, res)
 		row.Seeds++
-		if _, balance, _, _ := row.Sum(); balance >= need && row.Seeds >= minSeeds {
+		_, balance, _, _ := row.Sum()
+		if (balance >= need && row.Seeds >= minSeeds) || (balance == 0 && row.Seeds >= noCutSeeds) {
 			break
 		}
 	}
 	return row, nil
 }
 
+// workload builds the case's workload.
+func (c Case) workload() (sim.Workload, error) {
+	if c.Make != nil {
+		return c.Make()
+	}
+	opts := sim.DefaultWorkloadOptions()
+	if c.Edit != nil {
+		c.Edit(&opts)
+	}
+	name := c.Workload
+	if name == "" {
+		name = c.Name
+	}
+	return sim.ParseWorkload(name, opts)
+}
+
 // watchKeys are the keys whose isolation a workload is about: pair's two
-// keys, hotkey's key, incidental's written key.
+// keys, hotkey's key, incidental's written key. (A few keys need not be
+// isolated: they are not watched.)
 func watchKeys(w sim.Workload) [][]byte {
 	if k, ok := sim.IncidentalKey(w); ok {
 		return [][]byte{k}
@@ -193,11 +278,13 @@ func watchKeys(w sim.Workload) [][]byte {
 // WriteTable prints rows as the comparison table: per case and cluster
 // version, the seeds run, splits per run, runs relieved and the median
 // columns and splits to relief, the empty children of median/balance
-// splits, the hottest and mean route load at the end (× threshold,
-// medians), and the watched keys' isolation.
+// splits, the balance cuts whose recorded left share lies within ten
+// points of the true one and (version 3) whose interval holds it, the
+// hottest and mean route load at the end (× threshold, medians), and the
+// watched keys' isolation.
 func WriteTable(out io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\trules\tseeds\tsplits/run\trelieved\tcols to relief\tsplits to relief\tbalance splits\tempty children\thottest after\tmean after\tisolated (col)\t")
+	fmt.Fprintln(tw, "workload\trules\tseeds\tsplits/run\trelieved\tcols to relief\tsplits to relief\tbalance splits\tempty children\tshares ±10\tin interval\thottest after\tmean after\tisolated (col)\t")
 	for _, r := range rows {
 		splits, balance, empty, relieved := r.Sum()
 		var cols, toRelief, hot, mean []float64
@@ -227,9 +314,16 @@ func WriteTable(out io.Writer, rows []Row) error {
 		if balance > 0 {
 			emptyPct = fmt.Sprintf("%d/%d %.1f%%", empty, 2*balance, 100*float64(empty)/float64(2*balance))
 		}
-		fmt.Fprintf(tw, "%s\tv%d\t%d\t%.2f\t%d/%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n",
+		shares, covers := "-", "-"
+		if within, cuts := r.SharesWithin(sharesTolerance); cuts > 0 {
+			shares = fmt.Sprintf("%d/%d", within, cuts)
+		}
+		if covered, recorded := r.IntervalsCover(); recorded > 0 {
+			covers = fmt.Sprintf("%d/%d", covered, recorded)
+		}
+		fmt.Fprintf(tw, "%s\tv%d\t%d\t%.2f\t%d/%d\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			r.Case, r.ClusterVersion, r.Seeds, float64(splits)/float64(max(r.Seeds, 1)), relieved, r.Seeds,
-			median(cols), median(toRelief), balance, emptyPct, median(hot), median(mean), orDash(strings.Join(iso, "; ")))
+			median(cols), median(toRelief), balance, emptyPct, shares, covers, median(hot), median(mean), orDash(strings.Join(iso, "; ")))
 	}
 	return tw.Flush()
 }

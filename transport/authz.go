@@ -34,6 +34,7 @@ var authzTable = map[string]rule{
 	api.Catalog_SplitRange_FullMethodName:   {role: RoleOperator, limit: limitMutation},
 	api.Catalog_WatchRoutes_FullMethodName:  {role: RoleReporter},
 	api.Catalog_GetTimestamp_FullMethodName: {role: RoleReporter, limit: limitTimestamp},
+	api.Catalog_MergeRange_FullMethodName:   {role: RoleOperator, limit: limitMutation},
 
 	api.Load_Report_FullMethodName: {role: RoleReporter, self: reporterOf, selfOnly: true},
 
@@ -59,6 +60,10 @@ var authzTable = map[string]rule{
 	api.Cluster_Version_FullMethodName:    {role: RoleReader},
 	api.Cluster_Snapshot_FullMethodName:   {role: RoleAdmin},
 	api.Cluster_Progress_FullMethodName:   {node: true, role: roleNobody},
+	// A browser login grants the reader role only, so a reader may mint
+	// one; minting holds a bounded, node-local table of codes, limited as
+	// a mutation so that one identity cannot churn it.
+	api.Cluster_MintUILogin_FullMethodName: {role: RoleReader, limit: limitMutation},
 }
 
 func reporterOf(req any) string {

@@ -58,8 +58,9 @@ func TestAuthorizationTableCoversEveryRPC(t *testing.T) {
 var specRoles = map[Role][]string{
 	RoleReporter: {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
 	RoleReader: {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain",
-		"AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version"},
-	RoleOperator: {"Catalog/SplitRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
+		"AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version",
+		"Cluster/MintUILogin"},
+	RoleOperator: {"Catalog/SplitRange", "Catalog/MergeRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
 	RoleAdmin:    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit", "Cluster/Snapshot"},
 	RoleNode:     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash", "Cluster/Progress"},
 }

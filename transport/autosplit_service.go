@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -74,6 +75,10 @@ func (a *autoSplitServer) Status(ctx context.Context, req *api.StatusRequest) (*
 	for _, t := range candidates[:min(limit, len(candidates))] {
 		resp.Candidates = append(resp.Candidates, fsm.TrackedProto(t))
 	}
+	merges := mergeCandidates(st, tracked)
+	for _, t := range merges[:min(limit, len(merges))] {
+		resp.Candidates = append(resp.Candidates, fsm.TrackedProto(t))
+	}
 	for _, t := range cooling[:min(limit, len(cooling))] {
 		resp.Cooldowns = append(resp.Cooldowns, fsm.TrackedProto(t))
 	}
@@ -81,6 +86,34 @@ func (a *autoSplitServer) Status(ctx context.Context, req *api.StatusRequest) (*
 	resp.DecisionsKept = uint64(len(st.Decisions()))
 	resp.FinishedOps = finishedOps(st.Ops(), limit)
 	return resp, nil
+}
+
+// mergeCandidates are the pairs the detector explained for a merge in the
+// last column (cluster version 3), one entry per pair — its left route,
+// whose merge explanation names the right one — coldest first (lowest
+// merged estimate), ties by route id. Status lists them among the
+// candidates with consecutive_over 0 and merge_explanation set.
+func mergeCandidates(st *fsm.State, tracked []detector.Tracked) []detector.Tracked {
+	var out []detector.Tracked
+	for _, t := range tracked {
+		x := t.Merge
+		if x.Reason == detector.ReasonUnspecified || x.AtMs != st.LastColumnAtMs() || t.ConsecutiveOver > 0 {
+			continue
+		}
+		r, ok := st.Catalog().Route(t.RouteID)
+		p, okP := st.Catalog().Route(x.MergePartner)
+		if !ok || !okP || bytes.Compare(r.Start, p.Start) > 0 {
+			continue
+		}
+		out = append(out, t)
+	}
+	slices.SortStableFunc(out, func(x, y detector.Tracked) int {
+		if c := cmp.Compare(x.Merge.MergedEstimate, y.Merge.MergedEstimate); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.RouteID, y.RouteID)
+	})
+	return out
 }
 
 // decisionPage returns the newest limit decisions with seq below beforeSeq
@@ -128,7 +161,7 @@ func (s *Server) warnings(st *fsm.State) []string {
 		}
 	}
 	if n := st.FenceViolations(); n > 0 {
-		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange arrived with a commit HLC that did not move forward)", n))
+		w = append(w, fmt.Sprintf("fence violations recorded: %d (a SplitRange or MergeRange arrived with a commit HLC that did not move forward)", n))
 	}
 	if c := st.Config(); c.GetNextStepAtMs() != 0 {
 		w = append(w, fmt.Sprintf("step change pending: step_ms %d -> %d from window %d (announced to reporters in every Report response)",
@@ -185,7 +218,7 @@ func (a *autoSplitServer) Explain(ctx context.Context, req *api.ExplainRequest) 
 		}
 	}
 	for _, op := range st.Ops() {
-		if op.GetParentRouteId() == id || op.GetTargetRouteId() == id {
+		if op.GetParentRouteId() == id || op.GetTargetRouteId() == id || op.GetRightRouteId() == id {
 			resp.Ops = append(resp.Ops, op)
 		}
 	}

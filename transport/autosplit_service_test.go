@@ -1,10 +1,15 @@
 package transport
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -77,5 +82,44 @@ func TestWarningsListRefusedReports(t *testing.T) {
 	if len(w) != 1 || !strings.Contains(w[0], "load reports refused (reason step): 1200 since") ||
 		!strings.Contains(w[0], "last from dn3") || !strings.Contains(w[0], "columns[0].step_ms") {
 		t.Fatalf("warnings %q", w)
+	}
+}
+
+// Status lists one entry per pair the detector explained for a merge in
+// the last column, its left route, coldest first.
+func TestMergeCandidates(t *testing.T) {
+	cfg := &api.Config{StepMs: 1000, MergeWindows: proto.Uint32(4), MergeDelayMs: proto.Uint64(0)}
+	boot := bootstrapCmd(4, cfg)
+	boot.GetBootstrap().ClusterVersion = fsm.Version3
+	// The bootstrap's routes stand for automatic splits' pieces: an
+	// operator's split keys are never merge candidates.
+	f := appliedFSM(t, boot)
+	p := f.State().Proto()
+	for _, r := range p.GetCatalog().GetRoutes() {
+		r.OperatorStart = false
+	}
+	var snap bytes.Buffer
+	if err := fsm.WriteSnapshot(&snap, 1, p); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Restore(io.NopCloser(&snap)); err != nil {
+		t.Fatal(err)
+	}
+	var cmds []*api.Command
+	for i := range uint64(4) {
+		// Route 2 carries a little load; the others none.
+		cmds = append(cmds, &api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: &api.ObserveColumn{
+			WindowStartMs: 1000 * (i + 1), AtMs: 1000 * (i + 2), StepMs: 1000, Reporters: []string{"dn1"},
+			RouteLoads: api.NewRouteLoads([]api.RouteLoad{{RouteID: 2, Writes: 10}})}}})
+	}
+	applyFrom(t, f, 1, cmds...)
+	st := f.State()
+	got := mergeCandidates(st, st.Detector().Tracked())
+	var desc []string
+	for _, c := range got {
+		desc = append(desc, fmt.Sprintf("r%d+r%d %s", c.RouteID, c.Merge.MergePartner, c.Merge.Reason))
+	}
+	if want := "r3+r4 merge_planned, r1+r2 merge_budget"; strings.Join(desc, ", ") != want {
+		t.Fatalf("merge candidates %q, want %q", strings.Join(desc, ", "), want)
 	}
 }

@@ -2,11 +2,15 @@ package transport
 
 import (
 	"context"
+	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 type catalogServer struct {
@@ -87,7 +91,8 @@ func (c *catalogServer) GetRoute(ctx context.Context, req *api.GetRouteRequest) 
 	} else if found, ok := st.Catalog().Route(req.GetRouteId()); ok {
 		r = found
 	} else {
-		return nil, statusNotFound("route_id: route %d does not exist at catalog version %d", req.GetRouteId(), st.Catalog().Version())
+		fate, _ := st.RouteFate(req.GetRouteId())
+		return nil, statusNotFound("%s", fate)
 	}
 	return &api.GetRouteResponse{Route: r.ToProto(), Read: info}, nil
 }
@@ -112,13 +117,83 @@ func (c *catalogServer) SplitRange(ctx context.Context, req *api.SplitRangeReque
 		RouteId: req.GetRouteId(), SplitKey: req.GetSplitKey(), ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 	}}})
 	if err != nil {
-		return nil, err
+		return nil, withRouteFate(err, c.s.cfg.FSM.State(), req.GetRequestId(), req.GetRouteId())
 	}
 	resp := &api.SplitRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
 	if ch := res.GetChildren(); len(ch) == 2 {
 		resp.Left, resp.Right = ch[0], ch[1]
 	}
 	return resp, nil
+}
+
+// MergeRange joins two adjacent routes by hand (feature fsm.ManualMerge).
+// Malformed requests are InvalidArgument here; the leader refuses below
+// the feature's cluster version before proposing (FailedPrecondition),
+// because a member that cannot apply a merge would halt on its entry; the
+// FSM's refusals map as resultError says (an unknown route NotFound, a
+// stale expected_version, routes not adjacent, in different groups, not
+// ACTIVE or in a live op FailedPrecondition).
+func (c *catalogServer) MergeRange(ctx context.Context, req *api.MergeRangeRequest) (*api.MergeRangeResponse, error) {
+	left, right := req.GetLeftRouteId(), req.GetRightRouteId()
+	switch {
+	case left == 0:
+		return nil, invalid("left_route_id: must be set (route ids start at 1)")
+	case right == 0:
+		return nil, invalid("right_route_id: must be set (route ids start at 1)")
+	case left == right:
+		return nil, invalid("right_route_id: %d is left_route_id too; a route merges with its neighbour", right)
+	}
+	if err := checkMutationMeta(req.GetRequestId(), req.GetActor()); err != nil {
+		return nil, err
+	}
+	if resp, handled, err := forwardWrite(ctx, c.s, req.GetRequestId(), func(ctx context.Context, cc *grpc.ClientConn) (*api.MergeRangeResponse, error) {
+		return api.NewCatalogClient(cc).MergeRange(ctx, req)
+	}); handled {
+		return resp, err
+	}
+	if err := featureGate(c.s.cfg.FSM.State(), fsm.ManualMerge, "merge", req.GetRequestId()); err != nil {
+		return nil, err
+	}
+	actor, note := c.s.actor(ctx, req.GetActor())
+	res, err := c.s.propose(ctx, &api.Command{MinVersion: fsm.ManualMerge.Version(), RequestId: req.GetRequestId(),
+		Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{
+			LeftRouteId: left, RightRouteId: right, ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
+		}}})
+	if err != nil {
+		return nil, withRouteFate(err, c.s.cfg.FSM.State(), req.GetRequestId(), left, right)
+	}
+	resp := &api.MergeRangeResponse{CatalogVersion: res.GetCatalogVersion(), CommitHlc: res.GetCommitHlc()}
+	if ch := res.GetChildren(); len(ch) == 1 {
+		resp.Merged = ch[0]
+	}
+	return resp, nil
+}
+
+// withRouteFate words the FSM's NotFound refusal of a command on routes
+// (the refusal is in the log, its replicated message terse) as what became
+// of the first of ids that is gone — the answer routes get and explain
+// give too. Other errors pass unchanged.
+func withRouteFate(err error, st *fsm.State, requestID string, ids ...uint64) error {
+	if status.Code(err) != codes.NotFound {
+		return err
+	}
+	for _, id := range ids {
+		if fate, gone := st.RouteFate(id); gone {
+			return statusWith(codes.NotFound, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil, fate)
+		}
+	}
+	return err
+}
+
+// featureGate refuses, on the leader and before proposing, a command whose
+// feature the cluster version does not turn on yet: FailedPrecondition,
+// definitely not applied, naming the feature and both versions.
+func featureGate(st *fsm.State, f fsm.Feature, what, requestID string) error {
+	if err := st.Require(f); err != nil {
+		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil,
+			fmt.Sprintf("%s: %v (a member has not been upgraded)", what, err))
+	}
+	return nil
 }
 
 // watchPage is how many routes go into one SnapshotPage.

@@ -63,7 +63,7 @@ func TestCodecNamesTheBadField(t *testing.T) {
 // requestTypes are the request messages FuzzRequestCodec decodes into.
 var requestTypes = []proto.Message{
 	&api.ReportRequest{}, &api.SplitRangeRequest{}, &api.SetConfigRequest{}, &api.SetEnabledRequest{},
-	&api.JoinRequest{}, &api.ListRoutesRequest{}, &api.AbortOpRequest{},
+	&api.JoinRequest{}, &api.ListRoutesRequest{}, &api.AbortOpRequest{}, &api.MergeRangeRequest{},
 }
 
 // The codec accepts exactly what protobuf accepts, decodes it the same, and

@@ -60,6 +60,10 @@ func resultError(res *api.CommandResult, requestID string) error {
 		code = codes.NotFound
 	case api.ResultCode_RESULT_CODE_FENCE_VIOLATION:
 		code = codes.Aborted
+	case api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED:
+		// The idempotency-key rule: the id's first request stands and this
+		// one is refused, as a precondition the caller must fix (a new id).
+		code = codes.FailedPrecondition
 	default:
 		code = codes.FailedPrecondition
 	}

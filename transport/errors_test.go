@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -51,6 +52,13 @@ func TestResultErrorMapping(t *testing.T) {
 		api.ResultCode_RESULT_CODE_NOT_BOOTSTRAPPED:        codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED:    codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_STALE_COLUMN:            codes.FailedPrecondition,
+		// A merge refused for the routes' shape or state: the request was
+		// well formed, the catalog is not as it assumed.
+		api.ResultCode_RESULT_CODE_ROUTES_NOT_ADJACENT:        codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS: codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE:     codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP:           codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED:          codes.FailedPrecondition,
 	}
 	// Every result code is mapped deliberately.
 	for v, name := range api.ResultCode_name {
@@ -138,5 +146,30 @@ func TestValidationNamesTheField(t *testing.T) {
 	if checkSplitKey("k", make([]byte, 4097)) != nil || checkDataKey("k", make([]byte, 4096)) != nil ||
 		checkNodeID(strings.Repeat("n", 63)) != nil || checkNodeID("n1.zone-a_2") != nil {
 		t.Fatal("limits off by one")
+	}
+}
+
+// A refused report carries the replicated config beside its outcome, so a
+// reporter on another step learns the one to use; other failures do not.
+func TestRefusedReportCarriesTheConfig(t *testing.T) {
+	cfg := &api.Config{StepMs: 10000}
+	refused := statusWith(codes.InvalidArgument, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, "columns[0].step_ms: 60000 differs")
+	st := status.Convert(withReplicatedConfig(refused, cfg))
+	var got *api.Config
+	outcome := false
+	for _, d := range st.Details() {
+		switch x := d.(type) {
+		case *api.Config:
+			got = x
+		case *api.ErrorOutcome:
+			outcome = true
+		}
+	}
+	if !proto.Equal(got, cfg) || !outcome || st.Code() != codes.InvalidArgument || st.Message() != "columns[0].step_ms: 60000 differs" {
+		t.Fatalf("refusal %v with details %v", st, st.Details())
+	}
+	busy := status.Error(codes.Unavailable, "no leader")
+	if err := withReplicatedConfig(busy, cfg); len(status.Convert(err).Details()) != 0 {
+		t.Fatalf("an unavailable answer carries %v", status.Convert(err).Details())
 	}
 }

@@ -106,7 +106,7 @@ func (s *Server) operationWarnings(st *fsm.State, nowMs uint64) []string {
 	}
 	if limit := uint64(cfg.GetMaxAutoRoutes()); limit > 0 {
 		if live := uint64(st.Catalog().Len()); live*100 >= limit*routesNearCapPercent {
-			w = append(w, fmt.Sprintf("%d live routes, %d%% of max_auto_routes %d: automatic splits stop at the cap (raise it with 'autosplit config set max_auto_routes=N')",
+			w = append(w, fmt.Sprintf("%d live routes, %d%% of max_auto_routes %d: automatic splits stop at the cap until merges free routes (see the merge candidates below; raise the cap with 'autosplit config set max_auto_routes=N')",
 				live, live*100/limit, limit))
 		}
 	}

@@ -62,8 +62,29 @@ func (l *loadServer) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 	resp, err := takeReport(ctx, l.s.cfg.Loads, b, wire)
 	if errors.Is(err, api.ErrMalformedReport) {
 		l.s.cfg.Metrics.refuse(refusedBadRequest)
+		return nil, err
 	}
-	return resp, err
+	if err != nil {
+		return nil, withReplicatedConfig(err, l.s.cfg.FSM.State().Config())
+	}
+	return resp, nil
+}
+
+// withReplicatedConfig adds the replicated config to the status of a
+// refused report (InvalidArgument: a step, alignment or buckets the
+// cluster does not use). A reporter learns the config from Report answers;
+// without it in the refusal, one that started on another step (a data node
+// started after a step change) would have every column refused and never
+// hear of the step it must use.
+func withReplicatedConfig(err error, cfg *api.Config) error {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.InvalidArgument || cfg == nil {
+		return err
+	}
+	if withCfg, derr := st.WithDetails(cfg); derr == nil {
+		return withCfg.Err()
+	}
+	return err
 }
 
 // takeReport has sink merge the encoded report b, gives back its buffer

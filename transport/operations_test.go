@@ -21,7 +21,16 @@ import (
 func appliedFSM(t *testing.T, cmds ...*api.Command) *fsm.FSM {
 	t.Helper()
 	f := fsm.New(fsm.Options{Logger: slog.New(slog.DiscardHandler), Halt: func(err error) { t.Fatalf("halt: %v", err) }})
-	for i, c := range cmds {
+	applyFrom(t, f, 0, cmds...)
+	return f
+}
+
+// applyFrom applies cmds to f as log entries after index `after`, each at
+// the next millisecond of a fixed clock, and fails unless each is OK.
+func applyFrom(t *testing.T, f *fsm.FSM, after int, cmds ...*api.Command) {
+	t.Helper()
+	for j, c := range cmds {
+		i := after + j
 		c.Hlc = hlc.Make(1_700_000_000_000+uint64(i), 0)
 		b, err := fsm.EncodeCommand(c)
 		if err != nil {
@@ -32,7 +41,6 @@ func appliedFSM(t *testing.T, cmds ...*api.Command) *fsm.FSM {
 			t.Fatalf("command %d (%T): %v", i, c.GetBody(), res)
 		}
 	}
-	return f
 }
 
 func bootstrapCmd(routes int, cfg *api.Config) *api.Command {

@@ -14,8 +14,9 @@ const (
 	// limitTimestamp: GetTimestamp calls.
 	limitTimestamp
 	// limitMutation: every call that proposes a log entry on a client's
-	// behalf. Load.Report is exempt: reporters are bounded by the report
-	// byte budget instead, and refusing a report loses a column.
+	// behalf, and MintUILogin (it fills a bounded table of login codes).
+	// Load.Report is exempt: reporters are bounded by the report byte
+	// budget instead, and refusing a report loses a column.
 	limitMutation
 )
 

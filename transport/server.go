@@ -68,6 +68,9 @@ type Config struct {
 	// knows committed (its index and server ids), for Progress; nil: raft's
 	// latest, committed or not, at index 0.
 	CommittedConfiguration func() (uint64, []string)
+	// UILogin mints browser logins to this node's page (Cluster.
+	// MintUILogin); nil answers Unimplemented.
+	UILogin UILogin
 }
 
 // LoadSink takes load reports on the leader (the column aggregator,

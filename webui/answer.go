@@ -65,7 +65,9 @@ type Step struct {
 // HistorySpan describes the kept history: Enabled is false below cluster
 // version 3 (no history is kept, the page says so).
 type HistorySpan struct {
-	Enabled bool   `json:"enabled"`
+	Enabled bool `json:"enabled"`
+	// Reason says why the history is not enabled.
+	Reason  string `json:"reason,omitempty"`
 	FromMs  uint64 `json:"from_ms"`
 	ToMs    uint64 `json:"to_ms"`
 	Columns int    `json:"columns"`
@@ -150,6 +152,10 @@ func buildHeatmap(s *Snapshot, p HeatmapParams) (*HeatmapAnswer, error) {
 	h := s.History
 	a.History.Enabled = h != nil
 	if h == nil {
+		a.History.Reason = s.HistoryOff
+		if a.History.Reason == "" {
+			a.History.Reason = "no heat history is kept below cluster version 3"
+		}
 		h = heatmap.New()
 	}
 	var newest uint64

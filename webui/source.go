@@ -30,8 +30,10 @@ type Snapshot struct {
 	// against it).
 	NowMs uint64
 	// History is the heat history; nil below cluster version 3 (the page
-	// then draws no columns and says why).
+	// then draws no columns and says why: HistoryOff).
 	History *heatmap.History
+	// HistoryOff says why there is no History.
+	HistoryOff string
 	// Catalog is the live catalog; nil before bootstrap.
 	Catalog *catalog.Catalog
 	Config  *api.Config

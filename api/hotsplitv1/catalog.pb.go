@@ -91,7 +91,22 @@ type RouteDescriptor struct {
 	// The route this one was split from; 0 for initial routes.
 	ParentRouteId uint64 `protobuf:"varint,6,opt,name=parent_route_id,json=parentRouteId,proto3" json:"parent_route_id,omitempty"`
 	// Commit HLC of the split that created this route; 0 for initial routes.
-	SplitAtHlc    uint64 `protobuf:"varint,7,opt,name=split_at_hlc,json=splitAtHlc,proto3" json:"split_at_hlc,omitempty"`
+	SplitAtHlc uint64 `protobuf:"varint,7,opt,name=split_at_hlc,json=splitAtHlc,proto3" json:"split_at_hlc,omitempty"`
+	// Cluster version 3: a route made by merging two adjacent routes names
+	// both (the left one, then the right one) and the commit HLC of the
+	// merge; all three are 0 for a route no merge made. A merged route was
+	// split from nothing: its parent_route_id and split_at_hlc are 0.
+	MergedFromLeft  uint64 `protobuf:"varint,8,opt,name=merged_from_left,json=mergedFromLeft,proto3" json:"merged_from_left,omitempty"`
+	MergedFromRight uint64 `protobuf:"varint,9,opt,name=merged_from_right,json=mergedFromRight,proto3" json:"merged_from_right,omitempty"`
+	MergedAtHlc     uint64 `protobuf:"varint,10,opt,name=merged_at_hlc,json=mergedAtHlc,proto3" json:"merged_at_hlc,omitempty"`
+	// Cluster version 3 (operator_boundaries_kept): the route's start
+	// boundary was placed by an operator — a bootstrap split key or a manual
+	// split's key — so automatic merges never remove it (a manual merge
+	// may). A left child keeps its parent's mark (its start is the parent's
+	// start), a merged route its left parent's; an automatic split's right
+	// child has none. Never set on the first route (its start is the start
+	// of the key space, no boundary) nor below version 3.
+	OperatorStart bool `protobuf:"varint,11,opt,name=operator_start,json=operatorStart,proto3" json:"operator_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -175,6 +190,34 @@ func (x *RouteDescriptor) GetSplitAtHlc() uint64 {
 	return 0
 }
 
+func (x *RouteDescriptor) GetMergedFromLeft() uint64 {
+	if x != nil {
+		return x.MergedFromLeft
+	}
+	return 0
+}
+
+func (x *RouteDescriptor) GetMergedFromRight() uint64 {
+	if x != nil {
+		return x.MergedFromRight
+	}
+	return 0
+}
+
+func (x *RouteDescriptor) GetMergedAtHlc() uint64 {
+	if x != nil {
+		return x.MergedAtHlc
+	}
+	return 0
+}
+
+func (x *RouteDescriptor) GetOperatorStart() bool {
+	if x != nil {
+		return x.OperatorStart
+	}
+	return false
+}
+
 // CatalogSnapshot is the whole catalog at one version: the persisted and
 // snapshot form. Routes are sorted by start and cover the key space.
 type CatalogSnapshot struct {
@@ -237,7 +280,10 @@ func (x *CatalogSnapshot) GetRoutes() []*RouteDescriptor {
 	return nil
 }
 
-// CatalogDelta is the change that produced `version` from `version - 1`.
+// CatalogDelta is the change that produced `version` from `version - 1`:
+// a split removes one route and adds its two children (left first); a
+// merge (cluster version 3) removes two adjacent routes (left first) and
+// adds the one route that replaces them.
 type CatalogDelta struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Version         uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -310,7 +356,7 @@ var File_hotsplitv1_catalog_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/catalog.proto\x12\vhotsplit.v1\"\xe8\x01\n" +
+	"\x18hotsplitv1/catalog.proto\x12\vhotsplit.v1\"\x89\x03\n" +
 	"\x0fRouteDescriptor\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
@@ -319,7 +365,12 @@ const file_hotsplitv1_catalog_proto_rawDesc = "" +
 	"\x05state\x18\x05 \x01(\x0e2\x17.hotsplit.v1.RouteStateR\x05state\x12&\n" +
 	"\x0fparent_route_id\x18\x06 \x01(\x04R\rparentRouteId\x12 \n" +
 	"\fsplit_at_hlc\x18\a \x01(\x04R\n" +
-	"splitAtHlc\"\x85\x01\n" +
+	"splitAtHlc\x12(\n" +
+	"\x10merged_from_left\x18\b \x01(\x04R\x0emergedFromLeft\x12*\n" +
+	"\x11merged_from_right\x18\t \x01(\x04R\x0fmergedFromRight\x12\"\n" +
+	"\rmerged_at_hlc\x18\n" +
+	" \x01(\x04R\vmergedAtHlc\x12%\n" +
+	"\x0eoperator_start\x18\v \x01(\bR\roperatorStart\"\x85\x01\n" +
 	"\x0fCatalogSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\"\n" +
 	"\rnext_route_id\x18\x02 \x01(\x04R\vnextRouteId\x124\n" +

@@ -45,6 +45,7 @@ type Command struct {
 	//	*Command_AbortOp
 	//	*Command_AdmitMember
 	//	*Command_CheckState
+	//	*Command_MergeRange
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -207,6 +208,15 @@ func (x *Command) GetCheckState() *CheckState {
 	return nil
 }
 
+func (x *Command) GetMergeRange() *MergeRange {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MergeRange); ok {
+			return x.MergeRange
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -256,6 +266,11 @@ type Command_CheckState struct {
 	CheckState *CheckState `protobuf:"bytes,30,opt,name=check_state,json=checkState,proto3,oneof"`
 }
 
+type Command_MergeRange struct {
+	// Cluster version 3.
+	MergeRange *MergeRange `protobuf:"bytes,40,opt,name=merge_range,json=mergeRange,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Body() {}
 
 func (*Command_AdvanceCeiling) isCommand_Body() {}
@@ -277,6 +292,8 @@ func (*Command_AbortOp) isCommand_Body() {}
 func (*Command_AdmitMember) isCommand_Body() {}
 
 func (*Command_CheckState) isCommand_Body() {}
+
+func (*Command_MergeRange) isCommand_Body() {}
 
 type Bootstrap struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -660,6 +677,107 @@ func (x *SplitRange) GetNote() string {
 	return ""
 }
 
+// MergeRange joins two adjacent ACTIVE routes of one group into one new
+// route (cluster version 3, SPEC §14). A manual merge has op_id 0 and may
+// carry expected_version (compare-and-set on the catalog version); op_id
+// and step are kept for the steps of automatic merge ops, validated
+// structurally like a split op's.
+type MergeRange struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route whose end is the other's start, then the other.
+	LeftRouteId     uint64  `protobuf:"varint,1,opt,name=left_route_id,json=leftRouteId,proto3" json:"left_route_id,omitempty"`
+	RightRouteId    uint64  `protobuf:"varint,2,opt,name=right_route_id,json=rightRouteId,proto3" json:"right_route_id,omitempty"`
+	ExpectedVersion *uint64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	OpId            uint64  `protobuf:"varint,4,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Step            uint32  `protobuf:"varint,5,opt,name=step,proto3" json:"step,omitempty"`
+	// The authenticated identity of the caller, or the self-declared text on
+	// an insecure node.
+	Actor string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The caller's self-declared actor text, kept beside the identity.
+	Note          string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeRange) Reset() {
+	*x = MergeRange{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRange) ProtoMessage() {}
+
+func (x *MergeRange) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRange.ProtoReflect.Descriptor instead.
+func (*MergeRange) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MergeRange) GetLeftRouteId() uint64 {
+	if x != nil {
+		return x.LeftRouteId
+	}
+	return 0
+}
+
+func (x *MergeRange) GetRightRouteId() uint64 {
+	if x != nil {
+		return x.RightRouteId
+	}
+	return 0
+}
+
+func (x *MergeRange) GetExpectedVersion() uint64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *MergeRange) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
+func (x *MergeRange) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *MergeRange) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *MergeRange) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // ObserveColumn is one cluster-wide load column (SPEC §8); applying it runs
 // the detector.
 type ObserveColumn struct {
@@ -685,7 +803,7 @@ type ObserveColumn struct {
 
 func (x *ObserveColumn) Reset() {
 	*x = ObserveColumn{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[7]
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +815,7 @@ func (x *ObserveColumn) String() string {
 func (*ObserveColumn) ProtoMessage() {}
 
 func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[7]
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +828,7 @@ func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveColumn.ProtoReflect.Descriptor instead.
 func (*ObserveColumn) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ObserveColumn) GetWindowStartMs() uint64 {
@@ -788,7 +906,7 @@ type RouteLoads struct {
 
 func (x *RouteLoads) Reset() {
 	*x = RouteLoads{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +918,7 @@ func (x *RouteLoads) String() string {
 func (*RouteLoads) ProtoMessage() {}
 
 func (x *RouteLoads) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +931,7 @@ func (x *RouteLoads) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteLoads.ProtoReflect.Descriptor instead.
 func (*RouteLoads) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RouteLoads) GetRouteIdDeltas() []uint64 {
@@ -878,7 +996,7 @@ type ColumnRow struct {
 
 func (x *ColumnRow) Reset() {
 	*x = ColumnRow{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1008,7 @@ func (x *ColumnRow) String() string {
 func (*ColumnRow) ProtoMessage() {}
 
 func (x *ColumnRow) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1021,7 @@ func (x *ColumnRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnRow.ProtoReflect.Descriptor instead.
 func (*ColumnRow) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ColumnRow) GetRouteId() uint64 {
@@ -1003,7 +1121,7 @@ type WeightedKey struct {
 
 func (x *WeightedKey) Reset() {
 	*x = WeightedKey{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1015,7 +1133,7 @@ func (x *WeightedKey) String() string {
 func (*WeightedKey) ProtoMessage() {}
 
 func (x *WeightedKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1028,7 +1146,7 @@ func (x *WeightedKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedKey.ProtoReflect.Descriptor instead.
 func (*WeightedKey) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WeightedKey) GetKey() []byte {
@@ -1065,7 +1183,7 @@ type KeyEstimate struct {
 
 func (x *KeyEstimate) Reset() {
 	*x = KeyEstimate{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1195,7 @@ func (x *KeyEstimate) String() string {
 func (*KeyEstimate) ProtoMessage() {}
 
 func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1208,7 @@ func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyEstimate.ProtoReflect.Descriptor instead.
 func (*KeyEstimate) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KeyEstimate) GetKey() []byte {
@@ -1148,7 +1266,7 @@ type GroupLoad struct {
 
 func (x *GroupLoad) Reset() {
 	*x = GroupLoad{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1160,7 +1278,7 @@ func (x *GroupLoad) String() string {
 func (*GroupLoad) ProtoMessage() {}
 
 func (x *GroupLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1173,7 +1291,7 @@ func (x *GroupLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLoad.ProtoReflect.Descriptor instead.
 func (*GroupLoad) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupLoad) GetGroupId() uint64 {
@@ -1225,7 +1343,7 @@ type SetAutoSplit struct {
 
 func (x *SetAutoSplit) Reset() {
 	*x = SetAutoSplit{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1355,7 @@ func (x *SetAutoSplit) String() string {
 func (*SetAutoSplit) ProtoMessage() {}
 
 func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1368,7 @@ func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAutoSplit.ProtoReflect.Descriptor instead.
 func (*SetAutoSplit) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SetAutoSplit) GetEnabled() bool {
@@ -1300,7 +1418,7 @@ type SetConfig struct {
 
 func (x *SetConfig) Reset() {
 	*x = SetConfig{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1430,7 @@ func (x *SetConfig) String() string {
 func (*SetConfig) ProtoMessage() {}
 
 func (x *SetConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1443,7 @@ func (x *SetConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfig.ProtoReflect.Descriptor instead.
 func (*SetConfig) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SetConfig) GetPatch() *ConfigPatch {
@@ -1362,7 +1480,7 @@ type AbortOp struct {
 
 func (x *AbortOp) Reset() {
 	*x = AbortOp{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1492,7 @@ func (x *AbortOp) String() string {
 func (*AbortOp) ProtoMessage() {}
 
 func (x *AbortOp) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1505,7 @@ func (x *AbortOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOp.ProtoReflect.Descriptor instead.
 func (*AbortOp) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AbortOp) GetOpId() uint64 {
@@ -1430,7 +1548,7 @@ type CheckState struct {
 
 func (x *CheckState) Reset() {
 	*x = CheckState{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[16]
+	mi := &file_hotsplitv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1560,7 @@ func (x *CheckState) String() string {
 func (*CheckState) ProtoMessage() {}
 
 func (x *CheckState) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[16]
+	mi := &file_hotsplitv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1573,7 @@ func (x *CheckState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckState.ProtoReflect.Descriptor instead.
 func (*CheckState) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{16}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CheckState) GetActor() string {
@@ -1469,7 +1587,7 @@ var File_hotsplitv1_command_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\x89\x06\n" +
+	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xc5\x06\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vmin_version\x18\x01 \x01(\rR\n" +
 	"minVersion\x12\x10\n" +
@@ -1491,7 +1609,9 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\babort_op\x18\x12 \x01(\v2\x14.hotsplit.v1.AbortOpH\x00R\aabortOp\x12=\n" +
 	"\fadmit_member\x18\x14 \x01(\v2\x18.hotsplit.v1.AdmitMemberH\x00R\vadmitMember\x12:\n" +
 	"\vcheck_state\x18\x1e \x01(\v2\x17.hotsplit.v1.CheckStateH\x00R\n" +
-	"checkStateB\x06\n" +
+	"checkState\x12:\n" +
+	"\vmerge_range\x18( \x01(\v2\x17.hotsplit.v1.MergeRangeH\x00R\n" +
+	"mergeRangeB\x06\n" +
 	"\x04body\"\xe1\x01\n" +
 	"\tBootstrap\x12\x1d\n" +
 	"\n" +
@@ -1522,6 +1642,16 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x04step\x18\x05 \x01(\rR\x04step\x12\x14\n" +
 	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04note\x18\x14 \x01(\tR\x04noteB\x13\n" +
+	"\x11_expected_version\"\xee\x01\n" +
+	"\n" +
+	"MergeRange\x12\"\n" +
+	"\rleft_route_id\x18\x01 \x01(\x04R\vleftRouteId\x12$\n" +
+	"\x0eright_route_id\x18\x02 \x01(\x04R\frightRouteId\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01\x12\x13\n" +
+	"\x05op_id\x18\x04 \x01(\x04R\x04opId\x12\x12\n" +
+	"\x04step\x18\x05 \x01(\rR\x04step\x12\x14\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04noteB\x13\n" +
 	"\x11_expected_version\"\xc7\x02\n" +
 	"\rObserveColumn\x12&\n" +
 	"\x0fwindow_start_ms\x18\x01 \x01(\x04R\rwindowStartMs\x12\x13\n" +
@@ -1607,7 +1737,7 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
@@ -1616,20 +1746,21 @@ var file_hotsplitv1_command_proto_goTypes = []any{
 	(*RemoveMember)(nil),   // 4: hotsplit.v1.RemoveMember
 	(*AdmitMember)(nil),    // 5: hotsplit.v1.AdmitMember
 	(*SplitRange)(nil),     // 6: hotsplit.v1.SplitRange
-	(*ObserveColumn)(nil),  // 7: hotsplit.v1.ObserveColumn
-	(*RouteLoads)(nil),     // 8: hotsplit.v1.RouteLoads
-	(*ColumnRow)(nil),      // 9: hotsplit.v1.ColumnRow
-	(*WeightedKey)(nil),    // 10: hotsplit.v1.WeightedKey
-	(*KeyEstimate)(nil),    // 11: hotsplit.v1.KeyEstimate
-	(*GroupLoad)(nil),      // 12: hotsplit.v1.GroupLoad
-	(*SetAutoSplit)(nil),   // 13: hotsplit.v1.SetAutoSplit
-	(*SetConfig)(nil),      // 14: hotsplit.v1.SetConfig
-	(*AbortOp)(nil),        // 15: hotsplit.v1.AbortOp
-	(*CheckState)(nil),     // 16: hotsplit.v1.CheckState
-	(*Config)(nil),         // 17: hotsplit.v1.Config
-	(*Member)(nil),         // 18: hotsplit.v1.Member
-	(SwitchSource)(0),      // 19: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 20: hotsplit.v1.ConfigPatch
+	(*MergeRange)(nil),     // 7: hotsplit.v1.MergeRange
+	(*ObserveColumn)(nil),  // 8: hotsplit.v1.ObserveColumn
+	(*RouteLoads)(nil),     // 9: hotsplit.v1.RouteLoads
+	(*ColumnRow)(nil),      // 10: hotsplit.v1.ColumnRow
+	(*WeightedKey)(nil),    // 11: hotsplit.v1.WeightedKey
+	(*KeyEstimate)(nil),    // 12: hotsplit.v1.KeyEstimate
+	(*GroupLoad)(nil),      // 13: hotsplit.v1.GroupLoad
+	(*SetAutoSplit)(nil),   // 14: hotsplit.v1.SetAutoSplit
+	(*SetConfig)(nil),      // 15: hotsplit.v1.SetConfig
+	(*AbortOp)(nil),        // 16: hotsplit.v1.AbortOp
+	(*CheckState)(nil),     // 17: hotsplit.v1.CheckState
+	(*Config)(nil),         // 18: hotsplit.v1.Config
+	(*Member)(nil),         // 19: hotsplit.v1.Member
+	(SwitchSource)(0),      // 20: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 21: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
@@ -1637,26 +1768,27 @@ var file_hotsplitv1_command_proto_depIdxs = []int32{
 	3,  // 2: hotsplit.v1.Command.set_member:type_name -> hotsplit.v1.SetMember
 	4,  // 3: hotsplit.v1.Command.remove_member:type_name -> hotsplit.v1.RemoveMember
 	6,  // 4: hotsplit.v1.Command.split_range:type_name -> hotsplit.v1.SplitRange
-	7,  // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
-	13, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
-	14, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
-	15, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
+	8,  // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
+	14, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
+	15, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
+	16, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
 	5,  // 9: hotsplit.v1.Command.admit_member:type_name -> hotsplit.v1.AdmitMember
-	16, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
-	17, // 11: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	18, // 12: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
-	9,  // 13: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	12, // 14: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	8,  // 15: hotsplit.v1.ObserveColumn.route_loads:type_name -> hotsplit.v1.RouteLoads
-	11, // 16: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	10, // 17: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
-	19, // 18: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	20, // 19: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	17, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
+	7,  // 11: hotsplit.v1.Command.merge_range:type_name -> hotsplit.v1.MergeRange
+	18, // 12: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	19, // 13: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	10, // 14: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
+	13, // 15: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	9,  // 16: hotsplit.v1.ObserveColumn.route_loads:type_name -> hotsplit.v1.RouteLoads
+	12, // 17: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	11, // 18: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
+	20, // 19: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	21, // 20: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	21, // [21:21] is the sub-list for method output_type
+	21, // [21:21] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -1678,15 +1810,17 @@ func file_hotsplitv1_command_proto_init() {
 		(*Command_AbortOp)(nil),
 		(*Command_AdmitMember)(nil),
 		(*Command_CheckState)(nil),
+		(*Command_MergeRange)(nil),
 	}
 	file_hotsplitv1_command_proto_msgTypes[6].OneofWrappers = []any{}
+	file_hotsplitv1_command_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

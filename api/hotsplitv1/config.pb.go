@@ -57,8 +57,22 @@ type Config struct {
 	// multiple of both steps, announced in every Report response at least two
 	// old steps plus the grace ahead) columns are next_step_ms long, and the
 	// change then moves into step_ms. 0 = none pending.
-	NextStepMs    uint64 `protobuf:"varint,42,opt,name=next_step_ms,json=nextStepMs,proto3" json:"next_step_ms,omitempty"`
-	NextStepAtMs  uint64 `protobuf:"varint,43,opt,name=next_step_at_ms,json=nextStepAtMs,proto3" json:"next_step_at_ms,omitempty"`
+	NextStepMs   uint64 `protobuf:"varint,42,opt,name=next_step_ms,json=nextStepMs,proto3" json:"next_step_ms,omitempty"`
+	NextStepAtMs uint64 `protobuf:"varint,43,opt,name=next_step_at_ms,json=nextStepAtMs,proto3" json:"next_step_at_ms,omitempty"`
+	// A route is cold in a column when it scores below merge_threshold_bp of
+	// the threshold (a fraction, so that it follows the threshold).
+	MergeThresholdBp *uint32 `protobuf:"varint,50,opt,name=merge_threshold_bp,json=mergeThresholdBp,proto3,oneof" json:"merge_threshold_bp,omitempty"`
+	// Consecutive complete columns both routes of a pair must be cold;
+	// above candidate_windows.
+	MergeWindows *uint32 `protobuf:"varint,51,opt,name=merge_windows,json=mergeWindows,proto3,oneof" json:"merge_windows,omitempty"`
+	// No automatic merge of a route within this delay of the split or merge
+	// that created it (split_at_hlc / merged_at_hlc).
+	MergeDelayMs *uint64 `protobuf:"varint,52,opt,name=merge_delay_ms,json=mergeDelayMs,proto3,oneof" json:"merge_delay_ms,omitempty"`
+	// Merge ops planned per column at most; 0 turns automatic merges off.
+	MaxMergesPerCycle *uint32 `protobuf:"varint,53,opt,name=max_merges_per_cycle,json=maxMergesPerCycle,proto3,oneof" json:"max_merges_per_cycle,omitempty"`
+	// The merged estimate (the sum of both routes' recent peak scores) must
+	// lie at least merge_margin_bp of the threshold below it.
+	MergeMarginBp *uint32 `protobuf:"varint,54,opt,name=merge_margin_bp,json=mergeMarginBp,proto3,oneof" json:"merge_margin_bp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -219,6 +233,41 @@ func (x *Config) GetNextStepAtMs() uint64 {
 	return 0
 }
 
+func (x *Config) GetMergeThresholdBp() uint32 {
+	if x != nil && x.MergeThresholdBp != nil {
+		return *x.MergeThresholdBp
+	}
+	return 0
+}
+
+func (x *Config) GetMergeWindows() uint32 {
+	if x != nil && x.MergeWindows != nil {
+		return *x.MergeWindows
+	}
+	return 0
+}
+
+func (x *Config) GetMergeDelayMs() uint64 {
+	if x != nil && x.MergeDelayMs != nil {
+		return *x.MergeDelayMs
+	}
+	return 0
+}
+
+func (x *Config) GetMaxMergesPerCycle() uint32 {
+	if x != nil && x.MaxMergesPerCycle != nil {
+		return *x.MaxMergesPerCycle
+	}
+	return 0
+}
+
+func (x *Config) GetMergeMarginBp() uint32 {
+	if x != nil && x.MergeMarginBp != nil {
+		return *x.MergeMarginBp
+	}
+	return 0
+}
+
 // ConfigPatch changes the listed fields of Config and leaves the others.
 type ConfigPatch struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -237,8 +286,14 @@ type ConfigPatch struct {
 	SmoothingWindows    *uint32                `protobuf:"varint,13,opt,name=smoothing_windows,json=smoothingWindows,proto3,oneof" json:"smoothing_windows,omitempty"`
 	GraceMs             *uint64                `protobuf:"varint,14,opt,name=grace_ms,json=graceMs,proto3,oneof" json:"grace_ms,omitempty"`
 	HoldBandBp          *uint32                `protobuf:"varint,40,opt,name=hold_band_bp,json=holdBandBp,proto3,oneof" json:"hold_band_bp,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Cluster version 3.
+	MergeThresholdBp  *uint32 `protobuf:"varint,50,opt,name=merge_threshold_bp,json=mergeThresholdBp,proto3,oneof" json:"merge_threshold_bp,omitempty"`
+	MergeWindows      *uint32 `protobuf:"varint,51,opt,name=merge_windows,json=mergeWindows,proto3,oneof" json:"merge_windows,omitempty"`
+	MergeDelayMs      *uint64 `protobuf:"varint,52,opt,name=merge_delay_ms,json=mergeDelayMs,proto3,oneof" json:"merge_delay_ms,omitempty"`
+	MaxMergesPerCycle *uint32 `protobuf:"varint,53,opt,name=max_merges_per_cycle,json=maxMergesPerCycle,proto3,oneof" json:"max_merges_per_cycle,omitempty"`
+	MergeMarginBp     *uint32 `protobuf:"varint,54,opt,name=merge_margin_bp,json=mergeMarginBp,proto3,oneof" json:"merge_margin_bp,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ConfigPatch) Reset() {
@@ -376,11 +431,46 @@ func (x *ConfigPatch) GetHoldBandBp() uint32 {
 	return 0
 }
 
+func (x *ConfigPatch) GetMergeThresholdBp() uint32 {
+	if x != nil && x.MergeThresholdBp != nil {
+		return *x.MergeThresholdBp
+	}
+	return 0
+}
+
+func (x *ConfigPatch) GetMergeWindows() uint32 {
+	if x != nil && x.MergeWindows != nil {
+		return *x.MergeWindows
+	}
+	return 0
+}
+
+func (x *ConfigPatch) GetMergeDelayMs() uint64 {
+	if x != nil && x.MergeDelayMs != nil {
+		return *x.MergeDelayMs
+	}
+	return 0
+}
+
+func (x *ConfigPatch) GetMaxMergesPerCycle() uint32 {
+	if x != nil && x.MaxMergesPerCycle != nil {
+		return *x.MaxMergesPerCycle
+	}
+	return 0
+}
+
+func (x *ConfigPatch) GetMergeMarginBp() uint32 {
+	if x != nil && x.MergeMarginBp != nil {
+		return *x.MergeMarginBp
+	}
+	return 0
+}
+
 var File_hotsplitv1_config_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xea\x05\n" +
+	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xbe\b\n" +
 	"\x06Config\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x04R\tthreshold\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x00R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -404,10 +494,20 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x17floor_follows_threshold\x18) \x01(\bR\x15floorFollowsThreshold\x12 \n" +
 	"\fnext_step_ms\x18* \x01(\x04R\n" +
 	"nextStepMs\x12%\n" +
-	"\x0fnext_step_at_ms\x18+ \x01(\x04R\fnextStepAtMsB\x0f\n" +
+	"\x0fnext_step_at_ms\x18+ \x01(\x04R\fnextStepAtMs\x121\n" +
+	"\x12merge_threshold_bp\x182 \x01(\rH\x03R\x10mergeThresholdBp\x88\x01\x01\x12(\n" +
+	"\rmerge_windows\x183 \x01(\rH\x04R\fmergeWindows\x88\x01\x01\x12)\n" +
+	"\x0emerge_delay_ms\x184 \x01(\x04H\x05R\fmergeDelayMs\x88\x01\x01\x124\n" +
+	"\x14max_merges_per_cycle\x185 \x01(\rH\x06R\x11maxMergesPerCycle\x88\x01\x01\x12+\n" +
+	"\x0fmerge_margin_bp\x186 \x01(\rH\aR\rmergeMarginBp\x88\x01\x01B\x0f\n" +
 	"\r_write_weightB\x0e\n" +
 	"\f_read_weightB\x0f\n" +
-	"\r_hold_band_bp\"\x84\a\n" +
+	"\r_hold_band_bpB\x15\n" +
+	"\x13_merge_threshold_bpB\x10\n" +
+	"\x0e_merge_windowsB\x11\n" +
+	"\x0f_merge_delay_msB\x17\n" +
+	"\x15_max_merges_per_cycleB\x12\n" +
+	"\x10_merge_margin_bp\"\xd8\t\n" +
 	"\vConfigPatch\x12!\n" +
 	"\tthreshold\x18\x01 \x01(\x04H\x00R\tthreshold\x88\x01\x01\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x01R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -428,7 +528,12 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x11smoothing_windows\x18\r \x01(\rH\fR\x10smoothingWindows\x88\x01\x01\x12\x1e\n" +
 	"\bgrace_ms\x18\x0e \x01(\x04H\rR\agraceMs\x88\x01\x01\x12%\n" +
 	"\fhold_band_bp\x18( \x01(\rH\x0eR\n" +
-	"holdBandBp\x88\x01\x01B\f\n" +
+	"holdBandBp\x88\x01\x01\x121\n" +
+	"\x12merge_threshold_bp\x182 \x01(\rH\x0fR\x10mergeThresholdBp\x88\x01\x01\x12(\n" +
+	"\rmerge_windows\x183 \x01(\rH\x10R\fmergeWindows\x88\x01\x01\x12)\n" +
+	"\x0emerge_delay_ms\x184 \x01(\x04H\x11R\fmergeDelayMs\x88\x01\x01\x124\n" +
+	"\x14max_merges_per_cycle\x185 \x01(\rH\x12R\x11maxMergesPerCycle\x88\x01\x01\x12+\n" +
+	"\x0fmerge_margin_bp\x186 \x01(\rH\x13R\rmergeMarginBp\x88\x01\x01B\f\n" +
 	"\n" +
 	"_thresholdB\x0f\n" +
 	"\r_write_weightB\x0e\n" +
@@ -447,7 +552,12 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"_op_ttl_msB\x14\n" +
 	"\x12_smoothing_windowsB\v\n" +
 	"\t_grace_msB\x0f\n" +
-	"\r_hold_band_bpB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\r_hold_band_bpB\x15\n" +
+	"\x13_merge_threshold_bpB\x10\n" +
+	"\x0e_merge_windowsB\x11\n" +
+	"\x0f_merge_delay_msB\x17\n" +
+	"\x15_max_merges_per_cycleB\x12\n" +
+	"\x10_merge_margin_bpB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_config_proto_rawDescOnce sync.Once

@@ -14,4 +14,4 @@
 // which needs protoc 3.21 and the plugins named in docs/design.md.
 package hotsplitv1
 
-//go:generate protoc -I .. --go_out=.. --go_opt=paths=source_relative --go-grpc_out=.. --go-grpc_opt=paths=source_relative hotsplitv1/catalog.proto hotsplitv1/config.proto hotsplitv1/state.proto hotsplitv1/command.proto hotsplitv1/load.proto hotsplitv1/service.proto hotsplitv1/heatmap.proto
+//go:generate protoc -I .. --go_out=.. --go_opt=paths=source_relative --go-grpc_out=.. --go-grpc_opt=paths=source_relative hotsplitv1/catalog.proto hotsplitv1/config.proto hotsplitv1/state.proto hotsplitv1/command.proto hotsplitv1/load.proto hotsplitv1/service.proto

@@ -804,6 +804,147 @@ func (x *SplitRangeResponse) GetCommitHlc() uint64 {
 	return 0
 }
 
+type MergeRangeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route that ends where the other starts, then the other.
+	LeftRouteId  uint64 `protobuf:"varint,1,opt,name=left_route_id,json=leftRouteId,proto3" json:"left_route_id,omitempty"`
+	RightRouteId uint64 `protobuf:"varint,2,opt,name=right_route_id,json=rightRouteId,proto3" json:"right_route_id,omitempty"`
+	// Apply only if the catalog is still at this version.
+	ExpectedVersion *uint64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	// Client-chosen; a retry with the same id returns the first answer.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Actor         string `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MergeRangeRequest) Reset() {
+	*x = MergeRangeRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRangeRequest) ProtoMessage() {}
+
+func (x *MergeRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRangeRequest.ProtoReflect.Descriptor instead.
+func (*MergeRangeRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *MergeRangeRequest) GetLeftRouteId() uint64 {
+	if x != nil {
+		return x.LeftRouteId
+	}
+	return 0
+}
+
+func (x *MergeRangeRequest) GetRightRouteId() uint64 {
+	if x != nil {
+		return x.RightRouteId
+	}
+	return 0
+}
+
+func (x *MergeRangeRequest) GetExpectedVersion() uint64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *MergeRangeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *MergeRangeRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+type MergeRangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The new route: both parents' range, merged_from_left/right and
+	// merged_at_hlc set.
+	Merged         *RouteDescriptor `protobuf:"bytes,1,opt,name=merged,proto3" json:"merged,omitempty"`
+	CatalogVersion uint64           `protobuf:"varint,2,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	CommitHlc      uint64           `protobuf:"varint,3,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MergeRangeResponse) Reset() {
+	*x = MergeRangeResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MergeRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MergeRangeResponse) ProtoMessage() {}
+
+func (x *MergeRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MergeRangeResponse.ProtoReflect.Descriptor instead.
+func (*MergeRangeResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *MergeRangeResponse) GetMerged() *RouteDescriptor {
+	if x != nil {
+		return x.Merged
+	}
+	return nil
+}
+
+func (x *MergeRangeResponse) GetCatalogVersion() uint64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+func (x *MergeRangeResponse) GetCommitHlc() uint64 {
+	if x != nil {
+		return x.CommitHlc
+	}
+	return 0
+}
+
 type WatchRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deliver every change with version > from_version. 0 = start with a
@@ -821,7 +962,7 @@ type WatchRoutesRequest struct {
 
 func (x *WatchRoutesRequest) Reset() {
 	*x = WatchRoutesRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[9]
+	mi := &file_hotsplitv1_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +974,7 @@ func (x *WatchRoutesRequest) String() string {
 func (*WatchRoutesRequest) ProtoMessage() {}
 
 func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[9]
+	mi := &file_hotsplitv1_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +987,7 @@ func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchRoutesRequest) GetFromVersion() uint64 {
@@ -876,7 +1017,7 @@ type WatchRoutesResponse struct {
 
 func (x *WatchRoutesResponse) Reset() {
 	*x = WatchRoutesResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[10]
+	mi := &file_hotsplitv1_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1029,7 @@ func (x *WatchRoutesResponse) String() string {
 func (*WatchRoutesResponse) ProtoMessage() {}
 
 func (x *WatchRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[10]
+	mi := &file_hotsplitv1_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1042,7 @@ func (x *WatchRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesResponse.ProtoReflect.Descriptor instead.
 func (*WatchRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchRoutesResponse) GetEvent() isWatchRoutesResponse_Event {
@@ -962,7 +1103,7 @@ type SnapshotPage struct {
 
 func (x *SnapshotPage) Reset() {
 	*x = SnapshotPage{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[11]
+	mi := &file_hotsplitv1_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1115,7 @@ func (x *SnapshotPage) String() string {
 func (*SnapshotPage) ProtoMessage() {}
 
 func (x *SnapshotPage) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[11]
+	mi := &file_hotsplitv1_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1128,7 @@ func (x *SnapshotPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPage.ProtoReflect.Descriptor instead.
 func (*SnapshotPage) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SnapshotPage) GetVersion() uint64 {
@@ -1035,7 +1176,7 @@ type GetTimestampRequest struct {
 
 func (x *GetTimestampRequest) Reset() {
 	*x = GetTimestampRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[12]
+	mi := &file_hotsplitv1_service_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1047,7 +1188,7 @@ func (x *GetTimestampRequest) String() string {
 func (*GetTimestampRequest) ProtoMessage() {}
 
 func (x *GetTimestampRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[12]
+	mi := &file_hotsplitv1_service_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1060,7 +1201,7 @@ func (x *GetTimestampRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimestampRequest.ProtoReflect.Descriptor instead.
 func (*GetTimestampRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetTimestampRequest) GetCount() uint32 {
@@ -1082,7 +1223,7 @@ type GetTimestampResponse struct {
 
 func (x *GetTimestampResponse) Reset() {
 	*x = GetTimestampResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[13]
+	mi := &file_hotsplitv1_service_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1235,7 @@ func (x *GetTimestampResponse) String() string {
 func (*GetTimestampResponse) ProtoMessage() {}
 
 func (x *GetTimestampResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[13]
+	mi := &file_hotsplitv1_service_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1248,7 @@ func (x *GetTimestampResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimestampResponse.ProtoReflect.Descriptor instead.
 func (*GetTimestampResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetTimestampResponse) GetFirst() uint64 {
@@ -1138,7 +1279,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[14]
+	mi := &file_hotsplitv1_service_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1291,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[14]
+	mi := &file_hotsplitv1_service_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1304,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatusRequest) GetConsistency() Consistency {
@@ -1193,11 +1334,15 @@ type StatusResponse struct {
 	Config         *Config                `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	LastColumnAtMs uint64                 `protobuf:"varint,3,opt,name=last_column_at_ms,json=lastColumnAtMs,proto3" json:"last_column_at_ms,omitempty"`
 	// Leader HLC physical now minus last_column_at_ms.
-	LastColumnLagMs uint64          `protobuf:"varint,4,opt,name=last_column_lag_ms,json=lastColumnLagMs,proto3" json:"last_column_lag_ms,omitempty"`
-	LiveOps         []*Op           `protobuf:"bytes,5,rep,name=live_ops,json=liveOps,proto3" json:"live_ops,omitempty"`
-	Candidates      []*TrackedRoute `protobuf:"bytes,6,rep,name=candidates,proto3" json:"candidates,omitempty"`
-	Cooldowns       []*TrackedRoute `protobuf:"bytes,7,rep,name=cooldowns,proto3" json:"cooldowns,omitempty"`
-	Recent          []*Decision     `protobuf:"bytes,8,rep,name=recent,proto3" json:"recent,omitempty"`
+	LastColumnLagMs uint64 `protobuf:"varint,4,opt,name=last_column_lag_ms,json=lastColumnLagMs,proto3" json:"last_column_lag_ms,omitempty"`
+	LiveOps         []*Op  `protobuf:"bytes,5,rep,name=live_ops,json=liveOps,proto3" json:"live_ops,omitempty"`
+	// Routes counting towards a split (consecutive_over > 0), then, from
+	// cluster version 3, one route per pair the detector explained for a
+	// merge in the last column: the left route, with consecutive_over 0 and
+	// merge_explanation naming the right one (planned or why not).
+	Candidates []*TrackedRoute `protobuf:"bytes,6,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	Cooldowns  []*TrackedRoute `protobuf:"bytes,7,rep,name=cooldowns,proto3" json:"cooldowns,omitempty"`
+	Recent     []*Decision     `protobuf:"bytes,8,rep,name=recent,proto3" json:"recent,omitempty"`
 	// e.g. a member started with --autoSplit differing from an operator-set switch.
 	Warnings            []string  `protobuf:"bytes,9,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	LiveRoutes          uint64    `protobuf:"varint,10,opt,name=live_routes,json=liveRoutes,proto3" json:"live_routes,omitempty"`
@@ -1216,7 +1361,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[15]
+	mi := &file_hotsplitv1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1373,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[15]
+	mi := &file_hotsplitv1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1386,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusResponse) GetSwitch() *AutoSplitSwitch {
@@ -1368,7 +1513,7 @@ type SetEnabledRequest struct {
 
 func (x *SetEnabledRequest) Reset() {
 	*x = SetEnabledRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[16]
+	mi := &file_hotsplitv1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1525,7 @@ func (x *SetEnabledRequest) String() string {
 func (*SetEnabledRequest) ProtoMessage() {}
 
 func (x *SetEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[16]
+	mi := &file_hotsplitv1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1538,7 @@ func (x *SetEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{16}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetEnabledRequest) GetEnabled() bool {
@@ -1433,7 +1578,7 @@ type SetEnabledResponse struct {
 
 func (x *SetEnabledResponse) Reset() {
 	*x = SetEnabledResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	mi := &file_hotsplitv1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1590,7 @@ func (x *SetEnabledResponse) String() string {
 func (*SetEnabledResponse) ProtoMessage() {}
 
 func (x *SetEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	mi := &file_hotsplitv1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1603,7 @@ func (x *SetEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{17}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetEnabledResponse) GetSwitch() *AutoSplitSwitch {
@@ -1478,7 +1623,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	mi := &file_hotsplitv1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1635,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	mi := &file_hotsplitv1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1648,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{18}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExplainRequest) GetRouteId() uint64 {
@@ -1540,7 +1685,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	mi := &file_hotsplitv1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1697,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	mi := &file_hotsplitv1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1710,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{19}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExplainResponse) GetRoute() *RouteDescriptor {
@@ -1633,7 +1778,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	mi := &file_hotsplitv1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1790,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	mi := &file_hotsplitv1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1803,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{20}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetConfigRequest) GetConsistency() Consistency {
@@ -1678,7 +1823,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[21]
+	mi := &file_hotsplitv1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1835,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[21]
+	mi := &file_hotsplitv1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1848,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{21}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetConfigResponse) GetConfig() *Config {
@@ -1731,7 +1876,7 @@ type SetConfigRequest struct {
 
 func (x *SetConfigRequest) Reset() {
 	*x = SetConfigRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[22]
+	mi := &file_hotsplitv1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1888,7 @@ func (x *SetConfigRequest) String() string {
 func (*SetConfigRequest) ProtoMessage() {}
 
 func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[22]
+	mi := &file_hotsplitv1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1901,7 @@ func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{22}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetConfigRequest) GetPatch() *ConfigPatch {
@@ -1789,7 +1934,7 @@ type SetConfigResponse struct {
 
 func (x *SetConfigResponse) Reset() {
 	*x = SetConfigResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[23]
+	mi := &file_hotsplitv1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1946,7 @@ func (x *SetConfigResponse) String() string {
 func (*SetConfigResponse) ProtoMessage() {}
 
 func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[23]
+	mi := &file_hotsplitv1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +1959,7 @@ func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{23}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetConfigResponse) GetConfig() *Config {
@@ -1836,7 +1981,7 @@ type AbortOpRequest struct {
 
 func (x *AbortOpRequest) Reset() {
 	*x = AbortOpRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[24]
+	mi := &file_hotsplitv1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1993,7 @@ func (x *AbortOpRequest) String() string {
 func (*AbortOpRequest) ProtoMessage() {}
 
 func (x *AbortOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[24]
+	mi := &file_hotsplitv1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2006,7 @@ func (x *AbortOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOpRequest.ProtoReflect.Descriptor instead.
 func (*AbortOpRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{24}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AbortOpRequest) GetOpId() uint64 {
@@ -1901,7 +2046,7 @@ type AbortOpResponse struct {
 
 func (x *AbortOpResponse) Reset() {
 	*x = AbortOpResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[25]
+	mi := &file_hotsplitv1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2058,7 @@ func (x *AbortOpResponse) String() string {
 func (*AbortOpResponse) ProtoMessage() {}
 
 func (x *AbortOpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[25]
+	mi := &file_hotsplitv1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2071,7 @@ func (x *AbortOpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOpResponse.ProtoReflect.Descriptor instead.
 func (*AbortOpResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{25}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AbortOpResponse) GetOp() *Op {
@@ -1952,7 +2097,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[26]
+	mi := &file_hotsplitv1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2109,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[26]
+	mi := &file_hotsplitv1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2122,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{26}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -2032,7 +2177,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[27]
+	mi := &file_hotsplitv1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2189,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[27]
+	mi := &file_hotsplitv1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2202,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{27}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -2083,7 +2228,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[28]
+	mi := &file_hotsplitv1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2095,7 +2240,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[28]
+	mi := &file_hotsplitv1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2108,7 +2253,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{28}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveRequest) GetNodeId() string {
@@ -2129,7 +2274,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[29]
+	mi := &file_hotsplitv1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2141,7 +2286,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[29]
+	mi := &file_hotsplitv1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2154,7 +2299,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{29}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RemoveResponse) GetLeadershipTransferredTo() string {
@@ -2173,7 +2318,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[30]
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2185,7 +2330,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[30]
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2198,7 +2343,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{30}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MembersRequest) GetConsistency() Consistency {
@@ -2222,7 +2367,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[31]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2379,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[31]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2392,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{31}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MemberStatus) GetMember() *Member {
@@ -2304,7 +2449,7 @@ type MemberHealth struct {
 
 func (x *MemberHealth) Reset() {
 	*x = MemberHealth{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +2461,7 @@ func (x *MemberHealth) String() string {
 func (*MemberHealth) ProtoMessage() {}
 
 func (x *MemberHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +2474,7 @@ func (x *MemberHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberHealth.ProtoReflect.Descriptor instead.
 func (*MemberHealth) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *MemberHealth) GetReachable() bool {
@@ -2409,7 +2554,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2421,7 +2566,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2434,7 +2579,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MembersResponse) GetMembers() []*MemberStatus {
@@ -2480,7 +2625,7 @@ type LeaderRequest struct {
 
 func (x *LeaderRequest) Reset() {
 	*x = LeaderRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2492,7 +2637,7 @@ func (x *LeaderRequest) String() string {
 func (*LeaderRequest) ProtoMessage() {}
 
 func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2505,7 +2650,7 @@ func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
 func (*LeaderRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
 }
 
 type LeaderResponse struct {
@@ -2524,7 +2669,7 @@ type LeaderResponse struct {
 
 func (x *LeaderResponse) Reset() {
 	*x = LeaderResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2536,7 +2681,7 @@ func (x *LeaderResponse) String() string {
 func (*LeaderResponse) ProtoMessage() {}
 
 func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2549,7 +2694,7 @@ func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
 func (*LeaderResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *LeaderResponse) GetLeaderId() string {
@@ -2597,7 +2742,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2754,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2767,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TransferLeadershipRequest) GetToNodeId() string {
@@ -2641,7 +2786,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2653,7 +2798,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2666,7 +2811,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2686,7 +2831,7 @@ type AdmitRequest struct {
 
 func (x *AdmitRequest) Reset() {
 	*x = AdmitRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2843,7 @@ func (x *AdmitRequest) String() string {
 func (*AdmitRequest) ProtoMessage() {}
 
 func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2856,7 @@ func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitRequest.ProtoReflect.Descriptor instead.
 func (*AdmitRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AdmitRequest) GetNodeId() string {
@@ -2738,7 +2883,7 @@ type AdmitResponse struct {
 
 func (x *AdmitResponse) Reset() {
 	*x = AdmitResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2750,7 +2895,7 @@ func (x *AdmitResponse) String() string {
 func (*AdmitResponse) ProtoMessage() {}
 
 func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2763,7 +2908,7 @@ func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitResponse.ProtoReflect.Descriptor instead.
 func (*AdmitResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AdmitResponse) GetAdmissions() []*Admission {
@@ -2782,7 +2927,7 @@ type ClockPingRequest struct {
 
 func (x *ClockPingRequest) Reset() {
 	*x = ClockPingRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2939,7 @@ func (x *ClockPingRequest) String() string {
 func (*ClockPingRequest) ProtoMessage() {}
 
 func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2952,7 @@ func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingRequest.ProtoReflect.Descriptor instead.
 func (*ClockPingRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ClockPingRequest) GetFromNodeId() string {
@@ -2829,7 +2974,7 @@ type ClockPingResponse struct {
 
 func (x *ClockPingResponse) Reset() {
 	*x = ClockPingResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2986,7 @@ func (x *ClockPingResponse) String() string {
 func (*ClockPingResponse) ProtoMessage() {}
 
 func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2999,7 @@ func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingResponse.ProtoReflect.Descriptor instead.
 func (*ClockPingResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ClockPingResponse) GetNodeId() string {
@@ -2888,7 +3033,7 @@ type StateReport struct {
 
 func (x *StateReport) Reset() {
 	*x = StateReport{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2900,7 +3045,7 @@ func (x *StateReport) String() string {
 func (*StateReport) ProtoMessage() {}
 
 func (x *StateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2913,7 +3058,7 @@ func (x *StateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReport.ProtoReflect.Descriptor instead.
 func (*StateReport) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StateReport) GetNodeId() string {
@@ -2967,7 +3112,7 @@ type StateHashRequest struct {
 
 func (x *StateHashRequest) Reset() {
 	*x = StateHashRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3124,7 @@ func (x *StateHashRequest) String() string {
 func (*StateHashRequest) ProtoMessage() {}
 
 func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3137,7 @@ func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashRequest.ProtoReflect.Descriptor instead.
 func (*StateHashRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StateHashRequest) GetIndex() uint64 {
@@ -3011,7 +3156,7 @@ type StateHashResponse struct {
 
 func (x *StateHashResponse) Reset() {
 	*x = StateHashResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3023,7 +3168,7 @@ func (x *StateHashResponse) String() string {
 func (*StateHashResponse) ProtoMessage() {}
 
 func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3036,7 +3181,7 @@ func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashResponse.ProtoReflect.Descriptor instead.
 func (*StateHashResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StateHashResponse) GetReport() *StateReport {
@@ -3055,7 +3200,7 @@ type CheckStateRequest struct {
 
 func (x *CheckStateRequest) Reset() {
 	*x = CheckStateRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3067,7 +3212,7 @@ func (x *CheckStateRequest) String() string {
 func (*CheckStateRequest) ProtoMessage() {}
 
 func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3080,7 +3225,7 @@ func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateRequest.ProtoReflect.Descriptor instead.
 func (*CheckStateRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CheckStateRequest) GetActor() string {
@@ -3104,7 +3249,7 @@ type CheckStateResponse struct {
 
 func (x *CheckStateResponse) Reset() {
 	*x = CheckStateResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[46]
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3261,7 @@ func (x *CheckStateResponse) String() string {
 func (*CheckStateResponse) ProtoMessage() {}
 
 func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[46]
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3274,7 @@ func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateResponse.ProtoReflect.Descriptor instead.
 func (*CheckStateResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{46}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CheckStateResponse) GetIndex() uint64 {
@@ -3161,7 +3306,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3318,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3331,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{47}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{49}
 }
 
 type HealthResponse struct {
@@ -3212,7 +3357,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +3369,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +3382,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{48}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *HealthResponse) GetStatus() HealthStatus {
@@ -3327,7 +3472,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3484,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3497,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{49}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ProgressRequest) GetFromNodeId() string {
@@ -3385,7 +3530,7 @@ type ProgressResponse struct {
 
 func (x *ProgressResponse) Reset() {
 	*x = ProgressResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3397,7 +3542,7 @@ func (x *ProgressResponse) String() string {
 func (*ProgressResponse) ProtoMessage() {}
 
 func (x *ProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3410,7 +3555,7 @@ func (x *ProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressResponse.ProtoReflect.Descriptor instead.
 func (*ProgressResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{50}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ProgressResponse) GetNodeId() string {
@@ -3498,7 +3643,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3655,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3668,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{51}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{53}
 }
 
 type VersionResponse struct {
@@ -3542,7 +3687,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3554,7 +3699,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3567,7 +3712,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{52}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *VersionResponse) GetNodeId() string {
@@ -3620,7 +3765,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3632,7 +3777,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3645,7 +3790,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{53}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{55}
 }
 
 type SnapshotResponse struct {
@@ -3662,7 +3807,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3674,7 +3819,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3687,7 +3832,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{54}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SnapshotResponse) GetPart() isSnapshotResponse_Part {
@@ -3769,7 +3914,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	mi := &file_hotsplitv1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3926,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	mi := &file_hotsplitv1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3939,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{55}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SnapshotHeader) GetIndex() uint64 {
@@ -3878,7 +4023,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	mi := &file_hotsplitv1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +4035,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	mi := &file_hotsplitv1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +4048,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{56}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -3918,6 +4063,106 @@ func (x *SnapshotTrailer) GetSize() uint64 {
 		return x.Size
 	}
 	return 0
+}
+
+type MintUILoginRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MintUILoginRequest) Reset() {
+	*x = MintUILoginRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MintUILoginRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MintUILoginRequest) ProtoMessage() {}
+
+func (x *MintUILoginRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MintUILoginRequest.ProtoReflect.Descriptor instead.
+func (*MintUILoginRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{59}
+}
+
+type MintUILoginResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The page's login URL on the answering node: its advertised HTTPS
+	// address, /login?code=<one-time code>. Use it once, before expires_ms.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// When the code expires (ms since the epoch, this node's clock).
+	ExpiresMs uint64 `protobuf:"varint,2,opt,name=expires_ms,json=expiresMs,proto3" json:"expires_ms,omitempty"`
+	// The node that minted the code: the session works there only.
+	NodeId        string `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MintUILoginResponse) Reset() {
+	*x = MintUILoginResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MintUILoginResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MintUILoginResponse) ProtoMessage() {}
+
+func (x *MintUILoginResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MintUILoginResponse.ProtoReflect.Descriptor instead.
+func (*MintUILoginResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *MintUILoginResponse) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *MintUILoginResponse) GetExpiresMs() uint64 {
+	if x != nil {
+		return x.ExpiresMs
+	}
+	return 0
+}
+
+func (x *MintUILoginResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
 }
 
 var File_hotsplitv1_service_proto protoreflect.FileDescriptor
@@ -3969,7 +4214,20 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x04left\x18\x02 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x04left\x122\n" +
 	"\x05right\x18\x03 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x05right\x12\x1d\n" +
 	"\n" +
-	"commit_hlc\x18\x04 \x01(\x04R\tcommitHlc\"V\n" +
+	"commit_hlc\x18\x04 \x01(\x04R\tcommitHlc\"\xd7\x01\n" +
+	"\x11MergeRangeRequest\x12\"\n" +
+	"\rleft_route_id\x18\x01 \x01(\x04R\vleftRouteId\x12$\n" +
+	"\x0eright_route_id\x18\x02 \x01(\x04R\frightRouteId\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actorB\x13\n" +
+	"\x11_expected_version\"\x92\x01\n" +
+	"\x12MergeRangeResponse\x124\n" +
+	"\x06merged\x18\x01 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x06merged\x12'\n" +
+	"\x0fcatalog_version\x18\x02 \x01(\x04R\x0ecatalogVersion\x12\x1d\n" +
+	"\n" +
+	"commit_hlc\x18\x03 \x01(\x04R\tcommitHlc\"V\n" +
 	"\x12WatchRoutesRequest\x12!\n" +
 	"\ffrom_version\x18\x01 \x01(\x04R\vfromVersion\x12\x1d\n" +
 	"\n" +
@@ -4209,7 +4467,13 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	" \x01(\x04R\tceilingMs\"=\n" +
 	"\x0fSnapshotTrailer\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\fR\x06sha256\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x04R\x04size*B\n" +
+	"\x04size\x18\x02 \x01(\x04R\x04size\"\x14\n" +
+	"\x12MintUILoginRequest\"_\n" +
+	"\x13MintUILoginResponse\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x1d\n" +
+	"\n" +
+	"expires_ms\x18\x02 \x01(\x04R\texpiresMs\x12\x17\n" +
+	"\anode_id\x18\x03 \x01(\tR\x06nodeId*B\n" +
 	"\vConsistency\x12\x1c\n" +
 	"\x18CONSISTENCY_LINEARIZABLE\x10\x00\x12\x15\n" +
 	"\x11CONSISTENCY_STALE\x10\x01*P\n" +
@@ -4228,7 +4492,7 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x19HEALTH_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15HEALTH_STATUS_HEALTHY\x10\x01\x12\x1a\n" +
 	"\x16HEALTH_STATUS_DEGRADED\x10\x02\x12\x1b\n" +
-	"\x17HEALTH_STATUS_NO_QUORUM\x10\x032\x99\x03\n" +
+	"\x17HEALTH_STATUS_NO_QUORUM\x10\x032\xe8\x03\n" +
 	"\aCatalog\x12M\n" +
 	"\n" +
 	"ListRoutes\x12\x1e.hotsplit.v1.ListRoutesRequest\x1a\x1f.hotsplit.v1.ListRoutesResponse\x12G\n" +
@@ -4236,7 +4500,9 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\n" +
 	"SplitRange\x12\x1e.hotsplit.v1.SplitRangeRequest\x1a\x1f.hotsplit.v1.SplitRangeResponse\x12R\n" +
 	"\vWatchRoutes\x12\x1f.hotsplit.v1.WatchRoutesRequest\x1a .hotsplit.v1.WatchRoutesResponse0\x01\x12S\n" +
-	"\fGetTimestamp\x12 .hotsplit.v1.GetTimestampRequest\x1a!.hotsplit.v1.GetTimestampResponse2I\n" +
+	"\fGetTimestamp\x12 .hotsplit.v1.GetTimestampRequest\x1a!.hotsplit.v1.GetTimestampResponse\x12M\n" +
+	"\n" +
+	"MergeRange\x12\x1e.hotsplit.v1.MergeRangeRequest\x1a\x1f.hotsplit.v1.MergeRangeResponse2I\n" +
 	"\x04Load\x12A\n" +
 	"\x06Report\x12\x1a.hotsplit.v1.ReportRequest\x1a\x1b.hotsplit.v1.ReportResponse2\xc1\x03\n" +
 	"\tAutoSplit\x12A\n" +
@@ -4246,7 +4512,7 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\aExplain\x12\x1b.hotsplit.v1.ExplainRequest\x1a\x1c.hotsplit.v1.ExplainResponse\x12J\n" +
 	"\tGetConfig\x12\x1d.hotsplit.v1.GetConfigRequest\x1a\x1e.hotsplit.v1.GetConfigResponse\x12J\n" +
 	"\tSetConfig\x12\x1d.hotsplit.v1.SetConfigRequest\x1a\x1e.hotsplit.v1.SetConfigResponse\x12D\n" +
-	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\xbd\a\n" +
+	"\aAbortOp\x12\x1b.hotsplit.v1.AbortOpRequest\x1a\x1c.hotsplit.v1.AbortOpResponse2\x8f\b\n" +
 	"\aCluster\x12;\n" +
 	"\x04Join\x12\x18.hotsplit.v1.JoinRequest\x1a\x19.hotsplit.v1.JoinResponse\x12A\n" +
 	"\x06Remove\x12\x1a.hotsplit.v1.RemoveRequest\x1a\x1b.hotsplit.v1.RemoveResponse\x12D\n" +
@@ -4261,7 +4527,8 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x06Health\x12\x1a.hotsplit.v1.HealthRequest\x1a\x1b.hotsplit.v1.HealthResponse\x12G\n" +
 	"\bProgress\x12\x1c.hotsplit.v1.ProgressRequest\x1a\x1d.hotsplit.v1.ProgressResponse\x12D\n" +
 	"\aVersion\x12\x1b.hotsplit.v1.VersionRequest\x1a\x1c.hotsplit.v1.VersionResponse\x12I\n" +
-	"\bSnapshot\x12\x1c.hotsplit.v1.SnapshotRequest\x1a\x1d.hotsplit.v1.SnapshotResponse0\x01B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\bSnapshot\x12\x1c.hotsplit.v1.SnapshotRequest\x1a\x1d.hotsplit.v1.SnapshotResponse0\x01\x12P\n" +
+	"\vMintUILogin\x12\x1f.hotsplit.v1.MintUILoginRequest\x1a .hotsplit.v1.MintUILoginResponseB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_service_proto_rawDescOnce sync.Once
@@ -4276,7 +4543,7 @@ func file_hotsplitv1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_hotsplitv1_service_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: hotsplit.v1.Consistency
 	(Outcome)(0),                       // 1: hotsplit.v1.Outcome
@@ -4291,175 +4558,184 @@ var file_hotsplitv1_service_proto_goTypes = []any{
 	(*GetRouteResponse)(nil),           // 10: hotsplit.v1.GetRouteResponse
 	(*SplitRangeRequest)(nil),          // 11: hotsplit.v1.SplitRangeRequest
 	(*SplitRangeResponse)(nil),         // 12: hotsplit.v1.SplitRangeResponse
-	(*WatchRoutesRequest)(nil),         // 13: hotsplit.v1.WatchRoutesRequest
-	(*WatchRoutesResponse)(nil),        // 14: hotsplit.v1.WatchRoutesResponse
-	(*SnapshotPage)(nil),               // 15: hotsplit.v1.SnapshotPage
-	(*GetTimestampRequest)(nil),        // 16: hotsplit.v1.GetTimestampRequest
-	(*GetTimestampResponse)(nil),       // 17: hotsplit.v1.GetTimestampResponse
-	(*StatusRequest)(nil),              // 18: hotsplit.v1.StatusRequest
-	(*StatusResponse)(nil),             // 19: hotsplit.v1.StatusResponse
-	(*SetEnabledRequest)(nil),          // 20: hotsplit.v1.SetEnabledRequest
-	(*SetEnabledResponse)(nil),         // 21: hotsplit.v1.SetEnabledResponse
-	(*ExplainRequest)(nil),             // 22: hotsplit.v1.ExplainRequest
-	(*ExplainResponse)(nil),            // 23: hotsplit.v1.ExplainResponse
-	(*GetConfigRequest)(nil),           // 24: hotsplit.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),          // 25: hotsplit.v1.GetConfigResponse
-	(*SetConfigRequest)(nil),           // 26: hotsplit.v1.SetConfigRequest
-	(*SetConfigResponse)(nil),          // 27: hotsplit.v1.SetConfigResponse
-	(*AbortOpRequest)(nil),             // 28: hotsplit.v1.AbortOpRequest
-	(*AbortOpResponse)(nil),            // 29: hotsplit.v1.AbortOpResponse
-	(*JoinRequest)(nil),                // 30: hotsplit.v1.JoinRequest
-	(*JoinResponse)(nil),               // 31: hotsplit.v1.JoinResponse
-	(*RemoveRequest)(nil),              // 32: hotsplit.v1.RemoveRequest
-	(*RemoveResponse)(nil),             // 33: hotsplit.v1.RemoveResponse
-	(*MembersRequest)(nil),             // 34: hotsplit.v1.MembersRequest
-	(*MemberStatus)(nil),               // 35: hotsplit.v1.MemberStatus
-	(*MemberHealth)(nil),               // 36: hotsplit.v1.MemberHealth
-	(*MembersResponse)(nil),            // 37: hotsplit.v1.MembersResponse
-	(*LeaderRequest)(nil),              // 38: hotsplit.v1.LeaderRequest
-	(*LeaderResponse)(nil),             // 39: hotsplit.v1.LeaderResponse
-	(*TransferLeadershipRequest)(nil),  // 40: hotsplit.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 41: hotsplit.v1.TransferLeadershipResponse
-	(*AdmitRequest)(nil),               // 42: hotsplit.v1.AdmitRequest
-	(*AdmitResponse)(nil),              // 43: hotsplit.v1.AdmitResponse
-	(*ClockPingRequest)(nil),           // 44: hotsplit.v1.ClockPingRequest
-	(*ClockPingResponse)(nil),          // 45: hotsplit.v1.ClockPingResponse
-	(*StateReport)(nil),                // 46: hotsplit.v1.StateReport
-	(*StateHashRequest)(nil),           // 47: hotsplit.v1.StateHashRequest
-	(*StateHashResponse)(nil),          // 48: hotsplit.v1.StateHashResponse
-	(*CheckStateRequest)(nil),          // 49: hotsplit.v1.CheckStateRequest
-	(*CheckStateResponse)(nil),         // 50: hotsplit.v1.CheckStateResponse
-	(*HealthRequest)(nil),              // 51: hotsplit.v1.HealthRequest
-	(*HealthResponse)(nil),             // 52: hotsplit.v1.HealthResponse
-	(*ProgressRequest)(nil),            // 53: hotsplit.v1.ProgressRequest
-	(*ProgressResponse)(nil),           // 54: hotsplit.v1.ProgressResponse
-	(*VersionRequest)(nil),             // 55: hotsplit.v1.VersionRequest
-	(*VersionResponse)(nil),            // 56: hotsplit.v1.VersionResponse
-	(*SnapshotRequest)(nil),            // 57: hotsplit.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 58: hotsplit.v1.SnapshotResponse
-	(*SnapshotHeader)(nil),             // 59: hotsplit.v1.SnapshotHeader
-	(*SnapshotTrailer)(nil),            // 60: hotsplit.v1.SnapshotTrailer
-	(*RouteDescriptor)(nil),            // 61: hotsplit.v1.RouteDescriptor
-	(*CatalogDelta)(nil),               // 62: hotsplit.v1.CatalogDelta
-	(*AutoSplitSwitch)(nil),            // 63: hotsplit.v1.AutoSplitSwitch
-	(*Config)(nil),                     // 64: hotsplit.v1.Config
-	(*Op)(nil),                         // 65: hotsplit.v1.Op
-	(*TrackedRoute)(nil),               // 66: hotsplit.v1.TrackedRoute
-	(*Decision)(nil),                   // 67: hotsplit.v1.Decision
-	(*ConfigPatch)(nil),                // 68: hotsplit.v1.ConfigPatch
-	(AutoSplitFlag)(0),                 // 69: hotsplit.v1.AutoSplitFlag
-	(*Member)(nil),                     // 70: hotsplit.v1.Member
-	(*Admission)(nil),                  // 71: hotsplit.v1.Admission
-	(*ReportRequest)(nil),              // 72: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 73: hotsplit.v1.ReportResponse
+	(*MergeRangeRequest)(nil),          // 13: hotsplit.v1.MergeRangeRequest
+	(*MergeRangeResponse)(nil),         // 14: hotsplit.v1.MergeRangeResponse
+	(*WatchRoutesRequest)(nil),         // 15: hotsplit.v1.WatchRoutesRequest
+	(*WatchRoutesResponse)(nil),        // 16: hotsplit.v1.WatchRoutesResponse
+	(*SnapshotPage)(nil),               // 17: hotsplit.v1.SnapshotPage
+	(*GetTimestampRequest)(nil),        // 18: hotsplit.v1.GetTimestampRequest
+	(*GetTimestampResponse)(nil),       // 19: hotsplit.v1.GetTimestampResponse
+	(*StatusRequest)(nil),              // 20: hotsplit.v1.StatusRequest
+	(*StatusResponse)(nil),             // 21: hotsplit.v1.StatusResponse
+	(*SetEnabledRequest)(nil),          // 22: hotsplit.v1.SetEnabledRequest
+	(*SetEnabledResponse)(nil),         // 23: hotsplit.v1.SetEnabledResponse
+	(*ExplainRequest)(nil),             // 24: hotsplit.v1.ExplainRequest
+	(*ExplainResponse)(nil),            // 25: hotsplit.v1.ExplainResponse
+	(*GetConfigRequest)(nil),           // 26: hotsplit.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),          // 27: hotsplit.v1.GetConfigResponse
+	(*SetConfigRequest)(nil),           // 28: hotsplit.v1.SetConfigRequest
+	(*SetConfigResponse)(nil),          // 29: hotsplit.v1.SetConfigResponse
+	(*AbortOpRequest)(nil),             // 30: hotsplit.v1.AbortOpRequest
+	(*AbortOpResponse)(nil),            // 31: hotsplit.v1.AbortOpResponse
+	(*JoinRequest)(nil),                // 32: hotsplit.v1.JoinRequest
+	(*JoinResponse)(nil),               // 33: hotsplit.v1.JoinResponse
+	(*RemoveRequest)(nil),              // 34: hotsplit.v1.RemoveRequest
+	(*RemoveResponse)(nil),             // 35: hotsplit.v1.RemoveResponse
+	(*MembersRequest)(nil),             // 36: hotsplit.v1.MembersRequest
+	(*MemberStatus)(nil),               // 37: hotsplit.v1.MemberStatus
+	(*MemberHealth)(nil),               // 38: hotsplit.v1.MemberHealth
+	(*MembersResponse)(nil),            // 39: hotsplit.v1.MembersResponse
+	(*LeaderRequest)(nil),              // 40: hotsplit.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 41: hotsplit.v1.LeaderResponse
+	(*TransferLeadershipRequest)(nil),  // 42: hotsplit.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 43: hotsplit.v1.TransferLeadershipResponse
+	(*AdmitRequest)(nil),               // 44: hotsplit.v1.AdmitRequest
+	(*AdmitResponse)(nil),              // 45: hotsplit.v1.AdmitResponse
+	(*ClockPingRequest)(nil),           // 46: hotsplit.v1.ClockPingRequest
+	(*ClockPingResponse)(nil),          // 47: hotsplit.v1.ClockPingResponse
+	(*StateReport)(nil),                // 48: hotsplit.v1.StateReport
+	(*StateHashRequest)(nil),           // 49: hotsplit.v1.StateHashRequest
+	(*StateHashResponse)(nil),          // 50: hotsplit.v1.StateHashResponse
+	(*CheckStateRequest)(nil),          // 51: hotsplit.v1.CheckStateRequest
+	(*CheckStateResponse)(nil),         // 52: hotsplit.v1.CheckStateResponse
+	(*HealthRequest)(nil),              // 53: hotsplit.v1.HealthRequest
+	(*HealthResponse)(nil),             // 54: hotsplit.v1.HealthResponse
+	(*ProgressRequest)(nil),            // 55: hotsplit.v1.ProgressRequest
+	(*ProgressResponse)(nil),           // 56: hotsplit.v1.ProgressResponse
+	(*VersionRequest)(nil),             // 57: hotsplit.v1.VersionRequest
+	(*VersionResponse)(nil),            // 58: hotsplit.v1.VersionResponse
+	(*SnapshotRequest)(nil),            // 59: hotsplit.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 60: hotsplit.v1.SnapshotResponse
+	(*SnapshotHeader)(nil),             // 61: hotsplit.v1.SnapshotHeader
+	(*SnapshotTrailer)(nil),            // 62: hotsplit.v1.SnapshotTrailer
+	(*MintUILoginRequest)(nil),         // 63: hotsplit.v1.MintUILoginRequest
+	(*MintUILoginResponse)(nil),        // 64: hotsplit.v1.MintUILoginResponse
+	(*RouteDescriptor)(nil),            // 65: hotsplit.v1.RouteDescriptor
+	(*CatalogDelta)(nil),               // 66: hotsplit.v1.CatalogDelta
+	(*AutoSplitSwitch)(nil),            // 67: hotsplit.v1.AutoSplitSwitch
+	(*Config)(nil),                     // 68: hotsplit.v1.Config
+	(*Op)(nil),                         // 69: hotsplit.v1.Op
+	(*TrackedRoute)(nil),               // 70: hotsplit.v1.TrackedRoute
+	(*Decision)(nil),                   // 71: hotsplit.v1.Decision
+	(*ConfigPatch)(nil),                // 72: hotsplit.v1.ConfigPatch
+	(AutoSplitFlag)(0),                 // 73: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 74: hotsplit.v1.Member
+	(*Admission)(nil),                  // 75: hotsplit.v1.Admission
+	(*ReportRequest)(nil),              // 76: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 77: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
 	1,  // 1: hotsplit.v1.ErrorOutcome.outcome:type_name -> hotsplit.v1.Outcome
 	0,  // 2: hotsplit.v1.ListRoutesRequest.consistency:type_name -> hotsplit.v1.Consistency
-	61, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 5: hotsplit.v1.GetRouteRequest.consistency:type_name -> hotsplit.v1.Consistency
-	61, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
-	61, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
-	61, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
-	62, // 10: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
-	15, // 11: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
-	61, // 12: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
-	0,  // 13: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
-	63, // 14: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	64, // 15: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
-	65, // 16: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
-	66, // 17: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
-	66, // 18: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
-	67, // 19: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
-	4,  // 20: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	65, // 21: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
-	63, // 22: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	0,  // 23: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	61, // 24: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	66, // 25: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	67, // 26: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	65, // 27: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
-	4,  // 28: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
-	0,  // 29: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	64, // 30: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
-	4,  // 31: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	68, // 32: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	64, // 33: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	65, // 34: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	69, // 35: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	70, // 36: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
-	0,  // 37: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	70, // 38: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
-	36, // 39: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
-	35, // 40: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
-	4,  // 41: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	71, // 42: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
-	71, // 43: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
-	2,  // 44: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
-	46, // 45: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
-	46, // 46: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
-	3,  // 47: hotsplit.v1.HealthResponse.status:type_name -> hotsplit.v1.HealthStatus
-	35, // 48: hotsplit.v1.HealthResponse.members:type_name -> hotsplit.v1.MemberStatus
-	59, // 49: hotsplit.v1.SnapshotResponse.header:type_name -> hotsplit.v1.SnapshotHeader
-	60, // 50: hotsplit.v1.SnapshotResponse.trailer:type_name -> hotsplit.v1.SnapshotTrailer
-	7,  // 51: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	9,  // 52: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	11, // 53: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	13, // 54: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	16, // 55: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	72, // 56: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	18, // 57: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	20, // 58: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	22, // 59: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	24, // 60: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	26, // 61: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	28, // 62: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	30, // 63: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	32, // 64: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	34, // 65: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	38, // 66: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	40, // 67: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	42, // 68: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
-	44, // 69: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
-	47, // 70: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
-	49, // 71: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
-	51, // 72: hotsplit.v1.Cluster.Health:input_type -> hotsplit.v1.HealthRequest
-	53, // 73: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
-	55, // 74: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
-	57, // 75: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
-	8,  // 76: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	10, // 77: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	12, // 78: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	14, // 79: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	17, // 80: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	73, // 81: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	19, // 82: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	21, // 83: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	23, // 84: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	25, // 85: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	27, // 86: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	29, // 87: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	31, // 88: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	33, // 89: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	37, // 90: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	39, // 91: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	41, // 92: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	43, // 93: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
-	45, // 94: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
-	48, // 95: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
-	50, // 96: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
-	52, // 97: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
-	54, // 98: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
-	56, // 99: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
-	58, // 100: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
-	76, // [76:101] is the sub-list for method output_type
-	51, // [51:76] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	65, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
+	65, // 10: hotsplit.v1.MergeRangeResponse.merged:type_name -> hotsplit.v1.RouteDescriptor
+	66, // 11: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
+	17, // 12: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
+	65, // 13: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
+	0,  // 14: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
+	67, // 15: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	68, // 16: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
+	69, // 17: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
+	70, // 18: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
+	70, // 19: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
+	71, // 20: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
+	4,  // 21: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
+	69, // 22: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
+	67, // 23: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	0,  // 24: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
+	65, // 25: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	70, // 26: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	71, // 27: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	69, // 28: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	4,  // 29: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
+	0,  // 30: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
+	68, // 31: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	4,  // 32: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
+	72, // 33: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	68, // 34: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	69, // 35: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	73, // 36: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	74, // 37: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	0,  // 38: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
+	74, // 39: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	38, // 40: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
+	37, // 41: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
+	4,  // 42: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
+	75, // 43: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	75, // 44: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	2,  // 45: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
+	48, // 46: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
+	48, // 47: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
+	3,  // 48: hotsplit.v1.HealthResponse.status:type_name -> hotsplit.v1.HealthStatus
+	37, // 49: hotsplit.v1.HealthResponse.members:type_name -> hotsplit.v1.MemberStatus
+	61, // 50: hotsplit.v1.SnapshotResponse.header:type_name -> hotsplit.v1.SnapshotHeader
+	62, // 51: hotsplit.v1.SnapshotResponse.trailer:type_name -> hotsplit.v1.SnapshotTrailer
+	7,  // 52: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	9,  // 53: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	11, // 54: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	15, // 55: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	18, // 56: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	13, // 57: hotsplit.v1.Catalog.MergeRange:input_type -> hotsplit.v1.MergeRangeRequest
+	76, // 58: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	20, // 59: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	22, // 60: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	24, // 61: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	26, // 62: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	28, // 63: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	30, // 64: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	32, // 65: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	34, // 66: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	36, // 67: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	40, // 68: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	42, // 69: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	44, // 70: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
+	46, // 71: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
+	49, // 72: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
+	51, // 73: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
+	53, // 74: hotsplit.v1.Cluster.Health:input_type -> hotsplit.v1.HealthRequest
+	55, // 75: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
+	57, // 76: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
+	59, // 77: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
+	63, // 78: hotsplit.v1.Cluster.MintUILogin:input_type -> hotsplit.v1.MintUILoginRequest
+	8,  // 79: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	10, // 80: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	12, // 81: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	16, // 82: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	19, // 83: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	14, // 84: hotsplit.v1.Catalog.MergeRange:output_type -> hotsplit.v1.MergeRangeResponse
+	77, // 85: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	21, // 86: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	23, // 87: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	25, // 88: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	27, // 89: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	29, // 90: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	31, // 91: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	33, // 92: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	35, // 93: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	39, // 94: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	41, // 95: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	43, // 96: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	45, // 97: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	47, // 98: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
+	50, // 99: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
+	52, // 100: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
+	54, // 101: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
+	56, // 102: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
+	58, // 103: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
+	60, // 104: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
+	64, // 105: hotsplit.v1.Cluster.MintUILogin:output_type -> hotsplit.v1.MintUILoginResponse
+	79, // [79:106] is the sub-list for method output_type
+	52, // [52:79] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }
@@ -4472,11 +4748,12 @@ func file_hotsplitv1_service_proto_init() {
 	file_hotsplitv1_load_proto_init()
 	file_hotsplitv1_state_proto_init()
 	file_hotsplitv1_service_proto_msgTypes[7].OneofWrappers = []any{}
-	file_hotsplitv1_service_proto_msgTypes[10].OneofWrappers = []any{
+	file_hotsplitv1_service_proto_msgTypes[9].OneofWrappers = []any{}
+	file_hotsplitv1_service_proto_msgTypes[12].OneofWrappers = []any{
 		(*WatchRoutesResponse_Delta)(nil),
 		(*WatchRoutesResponse_SnapshotPage)(nil),
 	}
-	file_hotsplitv1_service_proto_msgTypes[54].OneofWrappers = []any{
+	file_hotsplitv1_service_proto_msgTypes[56].OneofWrappers = []any{
 		(*SnapshotResponse_Header)(nil),
 		(*SnapshotResponse_Chunk)(nil),
 		(*SnapshotResponse_Trailer)(nil),
@@ -4487,7 +4764,7 @@ func file_hotsplitv1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_service_proto_rawDesc), len(file_hotsplitv1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   57,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -24,6 +24,7 @@ const (
 	Catalog_SplitRange_FullMethodName   = "/hotsplit.v1.Catalog/SplitRange"
 	Catalog_WatchRoutes_FullMethodName  = "/hotsplit.v1.Catalog/WatchRoutes"
 	Catalog_GetTimestamp_FullMethodName = "/hotsplit.v1.Catalog/GetTimestamp"
+	Catalog_MergeRange_FullMethodName   = "/hotsplit.v1.Catalog/MergeRange"
 )
 
 // CatalogClient is the client API for Catalog service.
@@ -35,6 +36,9 @@ type CatalogClient interface {
 	SplitRange(ctx context.Context, in *SplitRangeRequest, opts ...grpc.CallOption) (*SplitRangeResponse, error)
 	WatchRoutes(ctx context.Context, in *WatchRoutesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchRoutesResponse], error)
 	GetTimestamp(ctx context.Context, in *GetTimestampRequest, opts ...grpc.CallOption) (*GetTimestampResponse, error)
+	// Cluster version 3: join two adjacent ACTIVE routes of one group into
+	// one new route by hand (operator role).
+	MergeRange(ctx context.Context, in *MergeRangeRequest, opts ...grpc.CallOption) (*MergeRangeResponse, error)
 }
 
 type catalogClient struct {
@@ -104,6 +108,16 @@ func (c *catalogClient) GetTimestamp(ctx context.Context, in *GetTimestampReques
 	return out, nil
 }
 
+func (c *catalogClient) MergeRange(ctx context.Context, in *MergeRangeRequest, opts ...grpc.CallOption) (*MergeRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MergeRangeResponse)
+	err := c.cc.Invoke(ctx, Catalog_MergeRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServer is the server API for Catalog service.
 // All implementations must embed UnimplementedCatalogServer
 // for forward compatibility.
@@ -113,6 +127,9 @@ type CatalogServer interface {
 	SplitRange(context.Context, *SplitRangeRequest) (*SplitRangeResponse, error)
 	WatchRoutes(*WatchRoutesRequest, grpc.ServerStreamingServer[WatchRoutesResponse]) error
 	GetTimestamp(context.Context, *GetTimestampRequest) (*GetTimestampResponse, error)
+	// Cluster version 3: join two adjacent ACTIVE routes of one group into
+	// one new route by hand (operator role).
+	MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error)
 	mustEmbedUnimplementedCatalogServer()
 }
 
@@ -137,6 +154,9 @@ func (UnimplementedCatalogServer) WatchRoutes(*WatchRoutesRequest, grpc.ServerSt
 }
 func (UnimplementedCatalogServer) GetTimestamp(context.Context, *GetTimestampRequest) (*GetTimestampResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetTimestamp not implemented")
+}
+func (UnimplementedCatalogServer) MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MergeRange not implemented")
 }
 func (UnimplementedCatalogServer) mustEmbedUnimplementedCatalogServer() {}
 func (UnimplementedCatalogServer) testEmbeddedByValue()                 {}
@@ -242,6 +262,24 @@ func _Catalog_GetTimestamp_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Catalog_MergeRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MergeRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServer).MergeRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Catalog_MergeRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServer).MergeRange(ctx, req.(*MergeRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Catalog_ServiceDesc is the grpc.ServiceDesc for Catalog service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -264,6 +302,10 @@ var Catalog_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetTimestamp",
 			Handler:    _Catalog_GetTimestamp_Handler,
+		},
+		{
+			MethodName: "MergeRange",
+			Handler:    _Catalog_MergeRange_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
@@ -684,6 +726,7 @@ const (
 	Cluster_Progress_FullMethodName           = "/hotsplit.v1.Cluster/Progress"
 	Cluster_Version_FullMethodName            = "/hotsplit.v1.Cluster/Version"
 	Cluster_Snapshot_FullMethodName           = "/hotsplit.v1.Cluster/Snapshot"
+	Cluster_MintUILogin_FullMethodName        = "/hotsplit.v1.Cluster/MintUILogin"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -724,6 +767,12 @@ type ClusterClient interface {
 	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
 	// trailer with its SHA-256.
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotResponse], error)
+	// MintUILogin mints a one-time login code for the key visualizer's page
+	// on the answering node (reader; `hotsplitctl ui`). Visiting the URL it
+	// returns opens a browser session of the reader role on that node only,
+	// whatever role minted it. Never forwarded: the session lives where the
+	// code was minted.
+	MintUILogin(ctx context.Context, in *MintUILoginRequest, opts ...grpc.CallOption) (*MintUILoginResponse, error)
 }
 
 type clusterClient struct {
@@ -873,6 +922,16 @@ func (c *clusterClient) Snapshot(ctx context.Context, in *SnapshotRequest, opts 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotClient = grpc.ServerStreamingClient[SnapshotResponse]
 
+func (c *clusterClient) MintUILogin(ctx context.Context, in *MintUILoginRequest, opts ...grpc.CallOption) (*MintUILoginResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MintUILoginResponse)
+	err := c.cc.Invoke(ctx, Cluster_MintUILogin_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -911,6 +970,12 @@ type ClusterServer interface {
 	// leader, for backups (admin): a header, the FSM snapshot in chunks, a
 	// trailer with its SHA-256.
 	Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error
+	// MintUILogin mints a one-time login code for the key visualizer's page
+	// on the answering node (reader; `hotsplitctl ui`). Visiting the URL it
+	// returns opens a browser session of the reader role on that node only,
+	// whatever role minted it. Never forwarded: the session lives where the
+	// code was minted.
+	MintUILogin(context.Context, *MintUILoginRequest) (*MintUILoginResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -959,6 +1024,9 @@ func (UnimplementedClusterServer) Version(context.Context, *VersionRequest) (*Ve
 }
 func (UnimplementedClusterServer) Snapshot(*SnapshotRequest, grpc.ServerStreamingServer[SnapshotResponse]) error {
 	return status.Error(codes.Unimplemented, "method Snapshot not implemented")
+}
+func (UnimplementedClusterServer) MintUILogin(context.Context, *MintUILoginRequest) (*MintUILoginResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MintUILogin not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -1208,6 +1276,24 @@ func _Cluster_Snapshot_Handler(srv interface{}, stream grpc.ServerStream) error 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Cluster_SnapshotServer = grpc.ServerStreamingServer[SnapshotResponse]
 
+func _Cluster_MintUILogin_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MintUILoginRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).MintUILogin(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_MintUILogin_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).MintUILogin(ctx, req.(*MintUILoginRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1262,6 +1348,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Version",
 			Handler:    _Cluster_Version_Handler,
+		},
+		{
+			MethodName: "MintUILogin",
+			Handler:    _Cluster_MintUILogin_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

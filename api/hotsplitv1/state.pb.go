@@ -162,6 +162,15 @@ const (
 	// Cluster version 2.
 	Reason_REASON_HOLD_BAND       Reason = 40 // below threshold, inside the hold band: counter held
 	Reason_REASON_BELOW_THRESHOLD Reason = 41 // was hot, now below threshold (and the hold band): counter reset
+	// Cluster version 3: automatic merges (TrackedRoute.merge_explanation).
+	Reason_REASON_MERGE_PLANNED    Reason = 50 // a merge op was planned for the pair
+	Reason_REASON_MERGE_DELAY      Reason = 51 // cold long enough, but a route was created within merge_delay_ms
+	Reason_REASON_MERGE_MARGIN     Reason = 52 // the merged estimate is not merge_margin_bp below the threshold
+	Reason_REASON_MERGE_SUPPRESSED Reason = 53 // switch off
+	Reason_REASON_MERGE_BUDGET     Reason = 54 // max_merges_per_cycle already used this column
+	// Cluster version 3 (evidence_cuts).
+	Reason_REASON_NO_EVIDENCE   Reason = 60 // hot, but the column carried no evidence of where its load lies
+	Reason_REASON_CUT_UNCERTAIN Reason = 61 // a cut balances by the estimate, but its interval admits a side below 20%
 )
 
 // Enum value maps for Reason.
@@ -186,6 +195,13 @@ var (
 		16: "REASON_NO_TOPK",
 		40: "REASON_HOLD_BAND",
 		41: "REASON_BELOW_THRESHOLD",
+		50: "REASON_MERGE_PLANNED",
+		51: "REASON_MERGE_DELAY",
+		52: "REASON_MERGE_MARGIN",
+		53: "REASON_MERGE_SUPPRESSED",
+		54: "REASON_MERGE_BUDGET",
+		60: "REASON_NO_EVIDENCE",
+		61: "REASON_CUT_UNCERTAIN",
 	}
 	Reason_value = map[string]int32{
 		"REASON_UNSPECIFIED":         0,
@@ -207,6 +223,13 @@ var (
 		"REASON_NO_TOPK":             16,
 		"REASON_HOLD_BAND":           40,
 		"REASON_BELOW_THRESHOLD":     41,
+		"REASON_MERGE_PLANNED":       50,
+		"REASON_MERGE_DELAY":         51,
+		"REASON_MERGE_MARGIN":        52,
+		"REASON_MERGE_SUPPRESSED":    53,
+		"REASON_MERGE_BUDGET":        54,
+		"REASON_NO_EVIDENCE":         60,
+		"REASON_CUT_UNCERTAIN":       61,
 	}
 )
 
@@ -235,6 +258,70 @@ func (x Reason) Number() protoreflect.EnumNumber {
 // Deprecated: Use Reason.Descriptor instead.
 func (Reason) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{2}
+}
+
+// SplitEvidence says what placed a split key (cluster version 3): the
+// evidence its side shares rest on.
+type SplitEvidence int32
+
+const (
+	SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED SplitEvidence = 0
+	// A cut at a bucket boundary: both shares are exact bucket loads.
+	SplitEvidence_SPLIT_EVIDENCE_BUCKETS SplitEvidence = 1
+	// A cut between two keys whose loads the top-K counts give, inside one
+	// bucket: the interval is their sampling noise.
+	SplitEvidence_SPLIT_EVIDENCE_TOP_KEYS SplitEvidence = 2
+	// A cut among sampled keys inside one bucket: the interval is the
+	// sample's.
+	SplitEvidence_SPLIT_EVIDENCE_SAMPLES SplitEvidence = 3
+	// The heaviest key isolated by its own load (its lower confidence bound
+	// clears the threshold and the floor), whatever its share.
+	SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD SplitEvidence = 4
+)
+
+// Enum value maps for SplitEvidence.
+var (
+	SplitEvidence_name = map[int32]string{
+		0: "SPLIT_EVIDENCE_UNSPECIFIED",
+		1: "SPLIT_EVIDENCE_BUCKETS",
+		2: "SPLIT_EVIDENCE_TOP_KEYS",
+		3: "SPLIT_EVIDENCE_SAMPLES",
+		4: "SPLIT_EVIDENCE_KEY_LOAD",
+	}
+	SplitEvidence_value = map[string]int32{
+		"SPLIT_EVIDENCE_UNSPECIFIED": 0,
+		"SPLIT_EVIDENCE_BUCKETS":     1,
+		"SPLIT_EVIDENCE_TOP_KEYS":    2,
+		"SPLIT_EVIDENCE_SAMPLES":     3,
+		"SPLIT_EVIDENCE_KEY_LOAD":    4,
+	}
+)
+
+func (x SplitEvidence) Enum() *SplitEvidence {
+	p := new(SplitEvidence)
+	*p = x
+	return p
+}
+
+func (x SplitEvidence) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SplitEvidence) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[3].Descriptor()
+}
+
+func (SplitEvidence) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[3]
+}
+
+func (x SplitEvidence) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SplitEvidence.Descriptor instead.
+func (SplitEvidence) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
 }
 
 type OpState int32
@@ -279,11 +366,11 @@ func (x OpState) String() string {
 }
 
 func (OpState) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[3].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[4].Descriptor()
 }
 
 func (OpState) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[3]
+	return &file_hotsplitv1_state_proto_enumTypes[4]
 }
 
 func (x OpState) Number() protoreflect.EnumNumber {
@@ -292,7 +379,7 @@ func (x OpState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpState.Descriptor instead.
 func (OpState) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
 }
 
 type OpAbortReason int32
@@ -340,11 +427,11 @@ func (x OpAbortReason) String() string {
 }
 
 func (OpAbortReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[4].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
 }
 
 func (OpAbortReason) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[4]
+	return &file_hotsplitv1_state_proto_enumTypes[5]
 }
 
 func (x OpAbortReason) Number() protoreflect.EnumNumber {
@@ -353,7 +440,55 @@ func (x OpAbortReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OpAbortReason.Descriptor instead.
 func (OpAbortReason) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+}
+
+// OpKind is what an op does. Every op before cluster version 3 splits.
+type OpKind int32
+
+const (
+	OpKind_OP_KIND_SPLIT OpKind = 0
+	// Cluster version 3: one MergeRange step joining two adjacent routes.
+	OpKind_OP_KIND_MERGE OpKind = 1
+)
+
+// Enum value maps for OpKind.
+var (
+	OpKind_name = map[int32]string{
+		0: "OP_KIND_SPLIT",
+		1: "OP_KIND_MERGE",
+	}
+	OpKind_value = map[string]int32{
+		"OP_KIND_SPLIT": 0,
+		"OP_KIND_MERGE": 1,
+	}
+)
+
+func (x OpKind) Enum() *OpKind {
+	p := new(OpKind)
+	*p = x
+	return p
+}
+
+func (x OpKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (OpKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
+}
+
+func (OpKind) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[6]
+}
+
+func (x OpKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use OpKind.Descriptor instead.
+func (OpKind) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
 // AutoSplitFlag is a member's explicit --autoSplit start flag (SPEC §7).
@@ -390,11 +525,11 @@ func (x AutoSplitFlag) String() string {
 }
 
 func (AutoSplitFlag) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[5].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
 }
 
 func (AutoSplitFlag) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[5]
+	return &file_hotsplitv1_state_proto_enumTypes[7]
 }
 
 func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
@@ -403,7 +538,7 @@ func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AutoSplitFlag.Descriptor instead.
 func (AutoSplitFlag) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 type DecisionKind int32
@@ -421,6 +556,16 @@ const (
 	DecisionKind_DECISION_KIND_MANUAL_SPLIT  DecisionKind = 9
 	DecisionKind_DECISION_KIND_SWITCH        DecisionKind = 10
 	DecisionKind_DECISION_KIND_CONFIG        DecisionKind = 11
+	// Cluster version 3: an operator merged two routes. route_id is the left
+	// one, split_keys holds the boundary that went, detail names both
+	// parents and the merged route.
+	DecisionKind_DECISION_KIND_MANUAL_MERGE DecisionKind = 12
+	// Cluster version 3: automatic merges (route_id is the left route; the
+	// explanation names the right one).
+	DecisionKind_DECISION_KIND_MERGE_PLANNED    DecisionKind = 20
+	DecisionKind_DECISION_KIND_MERGE_APPLIED    DecisionKind = 21
+	DecisionKind_DECISION_KIND_MERGE_DECLINED   DecisionKind = 22
+	DecisionKind_DECISION_KIND_MERGE_SUPPRESSED DecisionKind = 23
 )
 
 // Enum value maps for DecisionKind.
@@ -438,20 +583,30 @@ var (
 		9:  "DECISION_KIND_MANUAL_SPLIT",
 		10: "DECISION_KIND_SWITCH",
 		11: "DECISION_KIND_CONFIG",
+		12: "DECISION_KIND_MANUAL_MERGE",
+		20: "DECISION_KIND_MERGE_PLANNED",
+		21: "DECISION_KIND_MERGE_APPLIED",
+		22: "DECISION_KIND_MERGE_DECLINED",
+		23: "DECISION_KIND_MERGE_SUPPRESSED",
 	}
 	DecisionKind_value = map[string]int32{
-		"DECISION_KIND_UNSPECIFIED":   0,
-		"DECISION_KIND_PLANNED":       1,
-		"DECISION_KIND_SPLIT_APPLIED": 2,
-		"DECISION_KIND_OP_DONE":       3,
-		"DECISION_KIND_OP_PAUSED":     4,
-		"DECISION_KIND_OP_RESUMED":    5,
-		"DECISION_KIND_OP_ABORTED":    6,
-		"DECISION_KIND_DECLINED":      7,
-		"DECISION_KIND_SUPPRESSED":    8,
-		"DECISION_KIND_MANUAL_SPLIT":  9,
-		"DECISION_KIND_SWITCH":        10,
-		"DECISION_KIND_CONFIG":        11,
+		"DECISION_KIND_UNSPECIFIED":      0,
+		"DECISION_KIND_PLANNED":          1,
+		"DECISION_KIND_SPLIT_APPLIED":    2,
+		"DECISION_KIND_OP_DONE":          3,
+		"DECISION_KIND_OP_PAUSED":        4,
+		"DECISION_KIND_OP_RESUMED":       5,
+		"DECISION_KIND_OP_ABORTED":       6,
+		"DECISION_KIND_DECLINED":         7,
+		"DECISION_KIND_SUPPRESSED":       8,
+		"DECISION_KIND_MANUAL_SPLIT":     9,
+		"DECISION_KIND_SWITCH":           10,
+		"DECISION_KIND_CONFIG":           11,
+		"DECISION_KIND_MANUAL_MERGE":     12,
+		"DECISION_KIND_MERGE_PLANNED":    20,
+		"DECISION_KIND_MERGE_APPLIED":    21,
+		"DECISION_KIND_MERGE_DECLINED":   22,
+		"DECISION_KIND_MERGE_SUPPRESSED": 23,
 	}
 )
 
@@ -466,11 +621,11 @@ func (x DecisionKind) String() string {
 }
 
 func (DecisionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[6].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
 }
 
 func (DecisionKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[6]
+	return &file_hotsplitv1_state_proto_enumTypes[8]
 }
 
 func (x DecisionKind) Number() protoreflect.EnumNumber {
@@ -479,7 +634,7 @@ func (x DecisionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionKind.Descriptor instead.
 func (DecisionKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 // ResultCode is the business outcome of an applied command. Anything but OK
@@ -504,6 +659,21 @@ const (
 	ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED    ResultCode = 14
 	ResultCode_RESULT_CODE_STALE_COLUMN            ResultCode = 15
 	ResultCode_RESULT_CODE_MEMBER_NOT_FOUND        ResultCode = 16
+	// Cluster version 3: MergeRange refusals. An unknown route is
+	// ROUTE_NOT_FOUND, a stale expected_version VERSION_MISMATCH, the same
+	// route twice INVALID_ARGUMENT.
+	// The left route does not end where the right route starts.
+	ResultCode_RESULT_CODE_ROUTES_NOT_ADJACENT ResultCode = 17
+	// The two routes are served by different shard groups.
+	ResultCode_RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS ResultCode = 18
+	// One of the two routes is not ACTIVE.
+	ResultCode_RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE ResultCode = 19
+	// One of the two routes is the target of a live (pending, running or
+	// paused) split op: abort the op first.
+	ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP ResultCode = 20
+	// Cluster version 3: the request id was used for another request; this
+	// one was not applied (the message names the first request).
+	ResultCode_RESULT_CODE_REQUEST_ID_REUSED ResultCode = 30
 )
 
 // Enum value maps for ResultCode.
@@ -526,25 +696,35 @@ var (
 		14: "RESULT_CODE_ALREADY_BOOTSTRAPPED",
 		15: "RESULT_CODE_STALE_COLUMN",
 		16: "RESULT_CODE_MEMBER_NOT_FOUND",
+		17: "RESULT_CODE_ROUTES_NOT_ADJACENT",
+		18: "RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS",
+		19: "RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE",
+		20: "RESULT_CODE_ROUTE_IN_LIVE_OP",
+		30: "RESULT_CODE_REQUEST_ID_REUSED",
 	}
 	ResultCode_value = map[string]int32{
-		"RESULT_CODE_OK":                      0,
-		"RESULT_CODE_INVALID_ARGUMENT":        1,
-		"RESULT_CODE_ROUTE_NOT_FOUND":         2,
-		"RESULT_CODE_ROUTE_NOT_ACTIVE":        3,
-		"RESULT_CODE_SPLIT_KEY_AT_BOUNDARY":   4,
-		"RESULT_CODE_SPLIT_KEY_OUTSIDE_ROUTE": 5,
-		"RESULT_CODE_KEY_TOO_LARGE":           6,
-		"RESULT_CODE_VERSION_MISMATCH":        7,
-		"RESULT_CODE_FENCE_VIOLATION":         8,
-		"RESULT_CODE_OP_NOT_FOUND":            9,
-		"RESULT_CODE_OP_PAUSED":               10,
-		"RESULT_CODE_OP_ABORTED":              11,
-		"RESULT_CODE_OP_FINISHED":             12,
-		"RESULT_CODE_NOT_BOOTSTRAPPED":        13,
-		"RESULT_CODE_ALREADY_BOOTSTRAPPED":    14,
-		"RESULT_CODE_STALE_COLUMN":            15,
-		"RESULT_CODE_MEMBER_NOT_FOUND":        16,
+		"RESULT_CODE_OK":                         0,
+		"RESULT_CODE_INVALID_ARGUMENT":           1,
+		"RESULT_CODE_ROUTE_NOT_FOUND":            2,
+		"RESULT_CODE_ROUTE_NOT_ACTIVE":           3,
+		"RESULT_CODE_SPLIT_KEY_AT_BOUNDARY":      4,
+		"RESULT_CODE_SPLIT_KEY_OUTSIDE_ROUTE":    5,
+		"RESULT_CODE_KEY_TOO_LARGE":              6,
+		"RESULT_CODE_VERSION_MISMATCH":           7,
+		"RESULT_CODE_FENCE_VIOLATION":            8,
+		"RESULT_CODE_OP_NOT_FOUND":               9,
+		"RESULT_CODE_OP_PAUSED":                  10,
+		"RESULT_CODE_OP_ABORTED":                 11,
+		"RESULT_CODE_OP_FINISHED":                12,
+		"RESULT_CODE_NOT_BOOTSTRAPPED":           13,
+		"RESULT_CODE_ALREADY_BOOTSTRAPPED":       14,
+		"RESULT_CODE_STALE_COLUMN":               15,
+		"RESULT_CODE_MEMBER_NOT_FOUND":           16,
+		"RESULT_CODE_ROUTES_NOT_ADJACENT":        17,
+		"RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS": 18,
+		"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE":     19,
+		"RESULT_CODE_ROUTE_IN_LIVE_OP":           20,
+		"RESULT_CODE_REQUEST_ID_REUSED":          30,
 	}
 )
 
@@ -559,11 +739,11 @@ func (x ResultCode) String() string {
 }
 
 func (ResultCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
 }
 
 func (ResultCode) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[7]
+	return &file_hotsplitv1_state_proto_enumTypes[9]
 }
 
 func (x ResultCode) Number() protoreflect.EnumNumber {
@@ -572,7 +752,107 @@ func (x ResultCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResultCode.Descriptor instead.
 func (ResultCode) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
+}
+
+// HeatmapMarkKind says what changed the catalog at a mark.
+type HeatmapMarkKind int32
+
+const (
+	HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED HeatmapMarkKind = 0
+	HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT       HeatmapMarkKind = 1
+	HeatmapMarkKind_HEATMAP_MARK_KIND_MERGE       HeatmapMarkKind = 2
+)
+
+// Enum value maps for HeatmapMarkKind.
+var (
+	HeatmapMarkKind_name = map[int32]string{
+		0: "HEATMAP_MARK_KIND_UNSPECIFIED",
+		1: "HEATMAP_MARK_KIND_SPLIT",
+		2: "HEATMAP_MARK_KIND_MERGE",
+	}
+	HeatmapMarkKind_value = map[string]int32{
+		"HEATMAP_MARK_KIND_UNSPECIFIED": 0,
+		"HEATMAP_MARK_KIND_SPLIT":       1,
+		"HEATMAP_MARK_KIND_MERGE":       2,
+	}
+)
+
+func (x HeatmapMarkKind) Enum() *HeatmapMarkKind {
+	p := new(HeatmapMarkKind)
+	*p = x
+	return p
+}
+
+func (x HeatmapMarkKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMarkKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[10].Descriptor()
+}
+
+func (HeatmapMarkKind) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[10]
+}
+
+func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMarkKind.Descriptor instead.
+func (HeatmapMarkKind) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+}
+
+// HeatmapMergeOrigin says who decided a merge.
+type HeatmapMergeOrigin int32
+
+const (
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED HeatmapMergeOrigin = 0
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_MANUAL      HeatmapMergeOrigin = 1
+	HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_AUTOMATIC   HeatmapMergeOrigin = 2
+)
+
+// Enum value maps for HeatmapMergeOrigin.
+var (
+	HeatmapMergeOrigin_name = map[int32]string{
+		0: "HEATMAP_MERGE_ORIGIN_UNSPECIFIED",
+		1: "HEATMAP_MERGE_ORIGIN_MANUAL",
+		2: "HEATMAP_MERGE_ORIGIN_AUTOMATIC",
+	}
+	HeatmapMergeOrigin_value = map[string]int32{
+		"HEATMAP_MERGE_ORIGIN_UNSPECIFIED": 0,
+		"HEATMAP_MERGE_ORIGIN_MANUAL":      1,
+		"HEATMAP_MERGE_ORIGIN_AUTOMATIC":   2,
+	}
+)
+
+func (x HeatmapMergeOrigin) Enum() *HeatmapMergeOrigin {
+	p := new(HeatmapMergeOrigin)
+	*p = x
+	return p
+}
+
+func (x HeatmapMergeOrigin) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (HeatmapMergeOrigin) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[11].Descriptor()
+}
+
+func (HeatmapMergeOrigin) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[11]
+}
+
+func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use HeatmapMergeOrigin.Descriptor instead.
+func (HeatmapMergeOrigin) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
 }
 
 type AutoSplitSwitch struct {
@@ -705,7 +985,37 @@ type Explanation struct {
 	CandidateWindows uint32 `protobuf:"varint,47,opt,name=candidate_windows,json=candidateWindows,proto3" json:"candidate_windows,omitempty"`
 	HoldBandBp       uint32 `protobuf:"varint,48,opt,name=hold_band_bp,json=holdBandBp,proto3" json:"hold_band_bp,omitempty"`
 	// Sampled keys the balance point was placed among (0: bucket loads only).
-	SamplePoints  uint32 `protobuf:"varint,49,opt,name=sample_points,json=samplePoints,proto3" json:"sample_points,omitempty"`
+	SamplePoints uint32 `protobuf:"varint,49,opt,name=sample_points,json=samplePoints,proto3" json:"sample_points,omitempty"`
+	// Cluster version 3: the numbers behind a merge decision
+	// (TrackedRoute.merge_explanation; score is the route's score in that
+	// column).
+	// The other route of the pair.
+	MergePartnerRouteId uint64 `protobuf:"varint,60,opt,name=merge_partner_route_id,json=mergePartnerRouteId,proto3" json:"merge_partner_route_id,omitempty"`
+	// The merged estimate: both routes' recent peak scores added.
+	MergedEstimate uint64 `protobuf:"varint,61,opt,name=merged_estimate,json=mergedEstimate,proto3" json:"merged_estimate,omitempty"`
+	// The most the estimate may be: threshold·(10000 − merge_margin_bp)/10000.
+	MergeLimit uint64 `protobuf:"varint,62,opt,name=merge_limit,json=mergeLimit,proto3" json:"merge_limit,omitempty"`
+	// A route is cold below this score (merge_threshold_bp of the threshold).
+	MergeThreshold uint64 `protobuf:"varint,63,opt,name=merge_threshold,json=mergeThreshold,proto3" json:"merge_threshold,omitempty"`
+	// Complete columns the pair has been cold (the smaller of the two, at
+	// most merge_windows), and merge_windows.
+	ColdColumns  uint32 `protobuf:"varint,64,opt,name=cold_columns,json=coldColumns,proto3" json:"cold_columns,omitempty"`
+	MergeWindows uint32 `protobuf:"varint,65,opt,name=merge_windows,json=mergeWindows,proto3" json:"merge_windows,omitempty"`
+	// For REASON_MERGE_DELAY: how long until both routes are past the delay.
+	MergeDelayLeftMs uint64 `protobuf:"varint,66,opt,name=merge_delay_left_ms,json=mergeDelayLeftMs,proto3" json:"merge_delay_left_ms,omitempty"`
+	// Cluster version 3: what placed the split key (or the best refused
+	// cut), and each side's share as a confidence interval (98% two-sided,
+	// so each lower bound is a one-sided 99% bound) next to the point
+	// estimates left_share_bp and right_share_bp. A cut is made only when
+	// both lower bounds reach 20%.
+	SplitEvidence  SplitEvidence `protobuf:"varint,70,opt,name=split_evidence,json=splitEvidence,proto3,enum=hotsplit.v1.SplitEvidence" json:"split_evidence,omitempty"`
+	LeftShareLoBp  uint32        `protobuf:"varint,71,opt,name=left_share_lo_bp,json=leftShareLoBp,proto3" json:"left_share_lo_bp,omitempty"`
+	LeftShareHiBp  uint32        `protobuf:"varint,72,opt,name=left_share_hi_bp,json=leftShareHiBp,proto3" json:"left_share_hi_bp,omitempty"`
+	RightShareLoBp uint32        `protobuf:"varint,73,opt,name=right_share_lo_bp,json=rightShareLoBp,proto3" json:"right_share_lo_bp,omitempty"`
+	RightShareHiBp uint32        `protobuf:"varint,74,opt,name=right_share_hi_bp,json=rightShareHiBp,proto3" json:"right_share_hi_bp,omitempty"`
+	// Keys of the route whose loads the top-K counts give (the evidence
+	// items besides buckets and sampled keys).
+	KnownKeys     uint32 `protobuf:"varint,75,opt,name=known_keys,json=knownKeys,proto3" json:"known_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -929,6 +1239,97 @@ func (x *Explanation) GetSamplePoints() uint32 {
 	return 0
 }
 
+func (x *Explanation) GetMergePartnerRouteId() uint64 {
+	if x != nil {
+		return x.MergePartnerRouteId
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergedEstimate() uint64 {
+	if x != nil {
+		return x.MergedEstimate
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeLimit() uint64 {
+	if x != nil {
+		return x.MergeLimit
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeThreshold() uint64 {
+	if x != nil {
+		return x.MergeThreshold
+	}
+	return 0
+}
+
+func (x *Explanation) GetColdColumns() uint32 {
+	if x != nil {
+		return x.ColdColumns
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeWindows() uint32 {
+	if x != nil {
+		return x.MergeWindows
+	}
+	return 0
+}
+
+func (x *Explanation) GetMergeDelayLeftMs() uint64 {
+	if x != nil {
+		return x.MergeDelayLeftMs
+	}
+	return 0
+}
+
+func (x *Explanation) GetSplitEvidence() SplitEvidence {
+	if x != nil {
+		return x.SplitEvidence
+	}
+	return SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED
+}
+
+func (x *Explanation) GetLeftShareLoBp() uint32 {
+	if x != nil {
+		return x.LeftShareLoBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetLeftShareHiBp() uint32 {
+	if x != nil {
+		return x.LeftShareHiBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetRightShareLoBp() uint32 {
+	if x != nil {
+		return x.RightShareLoBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetRightShareHiBp() uint32 {
+	if x != nil {
+		return x.RightShareHiBp
+	}
+	return 0
+}
+
+func (x *Explanation) GetKnownKeys() uint32 {
+	if x != nil {
+		return x.KnownKeys
+	}
+	return 0
+}
+
 // TrackedRoute is the sparse detector state of one route: present only while
 // it has a non-zero counter, a cooldown or a recent explanation.
 type TrackedRoute struct {
@@ -938,10 +1339,13 @@ type TrackedRoute struct {
 	LastScore       uint64                 `protobuf:"varint,3,opt,name=last_score,json=lastScore,proto3" json:"last_score,omitempty"`
 	CooldownUntilMs uint64                 `protobuf:"varint,4,opt,name=cooldown_until_ms,json=cooldownUntilMs,proto3" json:"cooldown_until_ms,omitempty"`
 	// Most recent last; at most Config.smoothing_windows entries. Display only.
-	RecentScores  []uint64     `protobuf:"varint,5,rep,packed,name=recent_scores,json=recentScores,proto3" json:"recent_scores,omitempty"`
-	Explanation   *Explanation `protobuf:"bytes,6,opt,name=explanation,proto3" json:"explanation,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RecentScores []uint64     `protobuf:"varint,5,rep,packed,name=recent_scores,json=recentScores,proto3" json:"recent_scores,omitempty"`
+	Explanation  *Explanation `protobuf:"bytes,6,opt,name=explanation,proto3" json:"explanation,omitempty"`
+	// Cluster version 3: the detector's last word on merging this route with
+	// a neighbour (absent when there is none).
+	MergeExplanation *Explanation `protobuf:"bytes,10,opt,name=merge_explanation,json=mergeExplanation,proto3" json:"merge_explanation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *TrackedRoute) Reset() {
@@ -1016,6 +1420,13 @@ func (x *TrackedRoute) GetExplanation() *Explanation {
 	return nil
 }
 
+func (x *TrackedRoute) GetMergeExplanation() *Explanation {
+	if x != nil {
+		return x.MergeExplanation
+	}
+	return nil
+}
+
 // Op is a split operation planned by the detector: one or two SplitRange
 // steps. The next step's expected route shape is recorded so a step is
 // validated structurally, not by catalog version.
@@ -1042,7 +1453,15 @@ type Op struct {
 	StepResults []*CommandResult `protobuf:"bytes,17,rep,name=step_results,json=stepResults,proto3" json:"step_results,omitempty"`
 	Actor       string           `protobuf:"bytes,18,opt,name=actor,proto3" json:"actor,omitempty"`
 	// The self-declared actor text beside the identity in actor (version 2).
-	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	// Fields 50-69: cluster version 3.
+	// SPLIT (every op before version 3) or MERGE. A merge op has no split
+	// keys and one step; target_route_id, target_start and target_end are
+	// the planned left route, right_route_id and [target_end, right_end) the
+	// right one; route_delta is -1 and score the merged estimate.
+	Kind          OpKind `protobuf:"varint,50,opt,name=kind,proto3,enum=hotsplit.v1.OpKind" json:"kind,omitempty"`
+	RightRouteId  uint64 `protobuf:"varint,51,opt,name=right_route_id,json=rightRouteId,proto3" json:"right_route_id,omitempty"`
+	RightEnd      []byte `protobuf:"bytes,52,opt,name=right_end,json=rightEnd,proto3" json:"right_end,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1208,6 +1627,27 @@ func (x *Op) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *Op) GetKind() OpKind {
+	if x != nil {
+		return x.Kind
+	}
+	return OpKind_OP_KIND_SPLIT
+}
+
+func (x *Op) GetRightRouteId() uint64 {
+	if x != nil {
+		return x.RightRouteId
+	}
+	return 0
+}
+
+func (x *Op) GetRightEnd() []byte {
+	if x != nil {
+		return x.RightEnd
+	}
+	return nil
 }
 
 // Admission is a node an admin has admitted that has not joined yet.
@@ -1515,15 +1955,17 @@ type CommandResult struct {
 	Code           ResultCode             `protobuf:"varint,1,opt,name=code,proto3,enum=hotsplit.v1.ResultCode" json:"code,omitempty"`
 	Message        string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
-	Children       []*RouteDescriptor     `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
-	OpId           uint64                 `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
-	CommitHlc      uint64                 `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
-	Config         *Config                `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
-	Switch         *AutoSplitSwitch       `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
-	PlannedOpIds   []uint64               `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
-	Op             *Op                    `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The routes the command made: a split's two children (left first), a
+	// merge's one route.
+	Children      []*RouteDescriptor `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
+	OpId          uint64             `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	CommitHlc     uint64             `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	Config        *Config            `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
+	Switch        *AutoSplitSwitch   `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
+	PlannedOpIds  []uint64           `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
+	Op            *Op                `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
@@ -1627,10 +2069,19 @@ func (x *CommandResult) GetOp() *Op {
 }
 
 type RequestRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Result        *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Seq       uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Result    *CommandResult         `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	// Cluster version 3 (request_fingerprints): what the id was first used
+	// for. fingerprint is the SHA-256 of the first request's command, its
+	// envelope and self-declared note cleared (fsm.requestFingerprint); a
+	// later command with the id and another fingerprint is refused, never
+	// answered with this record's result. description says in words what
+	// the first request was ("split r13 at \"user:9\" by admin"). Both
+	// empty in records written below version 3.
+	Fingerprint   []byte `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Description   string `protobuf:"bytes,5,opt,name=description,proto3" json:"description,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1686,6 +2137,20 @@ func (x *RequestRecord) GetResult() *CommandResult {
 	return nil
 }
 
+func (x *RequestRecord) GetFingerprint() []byte {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return nil
+}
+
+func (x *RequestRecord) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
 // StateSnapshot is the whole replicated state (SPEC §5). Snapshot files and
 // the state hash are built from it with deterministic marshaling.
 type StateSnapshot struct {
@@ -1715,8 +2180,20 @@ type StateSnapshot struct {
 	// recovered with --forceNewCluster, oldest first (version 2; written
 	// only by the seeding of such a cluster).
 	PreviousClusterIds []string `protobuf:"bytes,50,rep,name=previous_cluster_ids,json=previousClusterIds,proto3" json:"previous_cluster_ids,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The key visualizer's heat history (cluster version 3, heat_history;
+	// absent below it, and until the first column or mark it keeps). The
+	// state hash covers it whole. In a snapshot file's core frame it holds
+	// only format_version and marks, and heat_history_pages says how its
+	// boundaries and columns follow the request frames.
+	HeatHistory *HeatmapHistory `protobuf:"bytes,60,opt,name=heat_history,json=heatHistory,proto3" json:"heat_history,omitempty"`
+	// Snapshot files only (never in the state hash): how heat_history is
+	// paged.
+	HeatHistoryPages *HeatmapPages `protobuf:"bytes,61,opt,name=heat_history_pages,json=heatHistoryPages,proto3" json:"heat_history_pages,omitempty"`
+	// The detector's cold-streak state for automatic merges (version 3;
+	// absent before the first complete column of that version).
+	Cold          *ColdState `protobuf:"bytes,90,opt,name=cold,proto3" json:"cold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StateSnapshot) Reset() {
@@ -1896,6 +2373,559 @@ func (x *StateSnapshot) GetPreviousClusterIds() []string {
 	return nil
 }
 
+func (x *StateSnapshot) GetHeatHistory() *HeatmapHistory {
+	if x != nil {
+		return x.HeatHistory
+	}
+	return nil
+}
+
+func (x *StateSnapshot) GetHeatHistoryPages() *HeatmapPages {
+	if x != nil {
+		return x.HeatHistoryPages
+	}
+	return nil
+}
+
+func (x *StateSnapshot) GetCold() *ColdState {
+	if x != nil {
+		return x.Cold
+	}
+	return nil
+}
+
+// ColdState is how long routes have been cold (docs/design.md "Merges"):
+// the current run of consecutive complete columns (each lists the load of
+// every live reported route, so an absent route was cold) and, sparsely,
+// the routes that were warm recently or had any load in the last two
+// epochs of merge_windows columns. A live route without an entry has been
+// cold, with no load, since the run began or it was created.
+type ColdState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Complete columns in the current run.
+	RunColumns uint64 `protobuf:"varint,1,opt,name=run_columns,json=runColumns,proto3" json:"run_columns,omitempty"`
+	// Window starts of the run's last columns, oldest first (at most
+	// merge_windows).
+	RecentStarts []uint64 `protobuf:"varint,2,rep,packed,name=recent_starts,json=recentStarts,proto3" json:"recent_starts,omitempty"`
+	// Start key of the next route the bounded pair scan examines (empty:
+	// from the first).
+	ScanCursor []byte `protobuf:"bytes,3,opt,name=scan_cursor,json=scanCursor,proto3" json:"scan_cursor,omitempty"`
+	// The entries, columnar by route id (deltas as in RouteLoads): the run
+	// column after which the route was last warm (0: not in this run), the
+	// highest score of the current epoch and of the previous one, and the
+	// epoch (run column / merge_windows) of the first.
+	RouteIdDeltas []uint64 `protobuf:"varint,4,rep,packed,name=route_id_deltas,json=routeIdDeltas,proto3" json:"route_id_deltas,omitempty"`
+	WarmColumns   []uint64 `protobuf:"varint,5,rep,packed,name=warm_columns,json=warmColumns,proto3" json:"warm_columns,omitempty"`
+	Peaks         []uint64 `protobuf:"varint,6,rep,packed,name=peaks,proto3" json:"peaks,omitempty"`
+	PreviousPeaks []uint64 `protobuf:"varint,7,rep,packed,name=previous_peaks,json=previousPeaks,proto3" json:"previous_peaks,omitempty"`
+	PeakEpochs    []uint64 `protobuf:"varint,8,rep,packed,name=peak_epochs,json=peakEpochs,proto3" json:"peak_epochs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ColdState) Reset() {
+	*x = ColdState{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ColdState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ColdState) ProtoMessage() {}
+
+func (x *ColdState) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ColdState.ProtoReflect.Descriptor instead.
+func (*ColdState) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ColdState) GetRunColumns() uint64 {
+	if x != nil {
+		return x.RunColumns
+	}
+	return 0
+}
+
+func (x *ColdState) GetRecentStarts() []uint64 {
+	if x != nil {
+		return x.RecentStarts
+	}
+	return nil
+}
+
+func (x *ColdState) GetScanCursor() []byte {
+	if x != nil {
+		return x.ScanCursor
+	}
+	return nil
+}
+
+func (x *ColdState) GetRouteIdDeltas() []uint64 {
+	if x != nil {
+		return x.RouteIdDeltas
+	}
+	return nil
+}
+
+func (x *ColdState) GetWarmColumns() []uint64 {
+	if x != nil {
+		return x.WarmColumns
+	}
+	return nil
+}
+
+func (x *ColdState) GetPeaks() []uint64 {
+	if x != nil {
+		return x.Peaks
+	}
+	return nil
+}
+
+func (x *ColdState) GetPreviousPeaks() []uint64 {
+	if x != nil {
+		return x.PreviousPeaks
+	}
+	return nil
+}
+
+func (x *ColdState) GetPeakEpochs() []uint64 {
+	if x != nil {
+		return x.PeakEpochs
+	}
+	return nil
+}
+
+// HeatmapPages describes the paging of a snapshot file's heat history:
+// after the request frames come frames of HeatmapHistory{boundaries}
+// (fsm's heat boundary page each, the last one the rest), then, level by
+// level from levels[0], frames of HeatmapLevel{columns} (fsm's heat column
+// page each, the last one of a level the rest).
+type HeatmapPages struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Boundaries uint64                 `protobuf:"varint,1,opt,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// The number of columns of each level; as many entries as levels.
+	LevelColumns  []uint32 `protobuf:"varint,2,rep,packed,name=level_columns,json=levelColumns,proto3" json:"level_columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapPages) Reset() {
+	*x = HeatmapPages{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapPages) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapPages) ProtoMessage() {}
+
+func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapPages.ProtoReflect.Descriptor instead.
+func (*HeatmapPages) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *HeatmapPages) GetBoundaries() uint64 {
+	if x != nil {
+		return x.Boundaries
+	}
+	return 0
+}
+
+func (x *HeatmapPages) GetLevelColumns() []uint32 {
+	if x != nil {
+		return x.LevelColumns
+	}
+	return nil
+}
+
+// HeatmapHistory is the key visualizer's replicated heat history (cluster
+// version 3) in its canonical form: the snapshot and state-hash form of a
+// heatmap.History. Equal histories encode to equal bytes; heatmap.FromProto
+// refuses every other encoding (an unreferenced or unsorted boundary, a
+// layout repeated instead of marked shared, a trailing empty level), so a
+// decoded history encodes back to the very same message.
+type HeatmapHistory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1; anything else is refused.
+	FormatVersion uint32 `protobuf:"varint,1,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// Every band boundary some column uses, ascending and unique, each at
+	// most heatmap.MaxBoundaryLen bytes and never empty (the first band of a
+	// column always starts at the empty key, which is not listed).
+	Boundaries [][]byte `protobuf:"bytes,2,rep,name=boundaries,proto3" json:"boundaries,omitempty"`
+	// levels[0] holds the newest columns at full resolution; a column of
+	// levels[i] sums 2^i committed columns. At most heatmap.Levels entries,
+	// the last one non-empty. Every column of levels[i+1] ends at or before
+	// the first column of levels[i] starts.
+	Levels []*HeatmapLevel `protobuf:"bytes,3,rep,name=levels,proto3" json:"levels,omitempty"`
+	// Split and merge marks, oldest first (non-decreasing at_hlc).
+	Marks         []*HeatmapMark `protobuf:"bytes,4,rep,name=marks,proto3" json:"marks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapHistory) Reset() {
+	*x = HeatmapHistory{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapHistory) ProtoMessage() {}
+
+func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapHistory.ProtoReflect.Descriptor instead.
+func (*HeatmapHistory) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HeatmapHistory) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *HeatmapHistory) GetBoundaries() [][]byte {
+	if x != nil {
+		return x.Boundaries
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetLevels() []*HeatmapLevel {
+	if x != nil {
+		return x.Levels
+	}
+	return nil
+}
+
+func (x *HeatmapHistory) GetMarks() []*HeatmapMark {
+	if x != nil {
+		return x.Marks
+	}
+	return nil
+}
+
+// HeatmapLevel is one resolution level of the history, oldest column first.
+type HeatmapLevel struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Columns       []*HeatmapColumn       `protobuf:"bytes,1,rep,name=columns,proto3" json:"columns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapLevel) Reset() {
+	*x = HeatmapLevel{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapLevel) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapLevel) ProtoMessage() {}
+
+func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapLevel.ProtoReflect.Descriptor instead.
+func (*HeatmapLevel) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeatmapLevel) GetColumns() []*HeatmapColumn {
+	if x != nil {
+		return x.Columns
+	}
+	return nil
+}
+
+// HeatmapColumn is the load of one time span per key band. Its bands are
+// [empty key, b_1), [b_1, b_2), ..., [b_n, +inf) for its interior
+// boundaries b_1 < ... < b_n; values are totals over the span, one entry
+// per band (n + 1 entries each).
+type HeatmapColumn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The span [start_ms, end_ms) and the milliseconds of it that committed
+	// columns covered (less than the span when columns were missing).
+	StartMs   uint64 `protobuf:"varint,1,opt,name=start_ms,json=startMs,proto3" json:"start_ms,omitempty"`
+	EndMs     uint64 `protobuf:"varint,2,opt,name=end_ms,json=endMs,proto3" json:"end_ms,omitempty"`
+	CoveredMs uint64 `protobuf:"varint,3,opt,name=covered_ms,json=coveredMs,proto3" json:"covered_ms,omitempty"`
+	// The column has the same boundaries as the column before it in its
+	// level; boundary_deltas is then empty.
+	SameBoundaries bool `protobuf:"varint,4,opt,name=same_boundaries,json=sameBoundaries,proto3" json:"same_boundaries,omitempty"`
+	// The interior boundaries as indexes into HeatmapHistory.boundaries,
+	// delta-coded: the first is an index, every next one the (positive)
+	// difference to the one before.
+	BoundaryDeltas []uint32 `protobuf:"varint,5,rep,packed,name=boundary_deltas,json=boundaryDeltas,proto3" json:"boundary_deltas,omitempty"`
+	// Weighted operations (write_weight * writes + read_weight * reads with
+	// the weights of each committed column), reads, writes, and read plus
+	// write bytes.
+	Weighted      []uint64 `protobuf:"varint,6,rep,packed,name=weighted,proto3" json:"weighted,omitempty"`
+	Reads         []uint64 `protobuf:"varint,7,rep,packed,name=reads,proto3" json:"reads,omitempty"`
+	Writes        []uint64 `protobuf:"varint,8,rep,packed,name=writes,proto3" json:"writes,omitempty"`
+	Bytes         []uint64 `protobuf:"varint,9,rep,packed,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapColumn) Reset() {
+	*x = HeatmapColumn{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapColumn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapColumn) ProtoMessage() {}
+
+func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapColumn.ProtoReflect.Descriptor instead.
+func (*HeatmapColumn) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *HeatmapColumn) GetStartMs() uint64 {
+	if x != nil {
+		return x.StartMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetEndMs() uint64 {
+	if x != nil {
+		return x.EndMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetCoveredMs() uint64 {
+	if x != nil {
+		return x.CoveredMs
+	}
+	return 0
+}
+
+func (x *HeatmapColumn) GetSameBoundaries() bool {
+	if x != nil {
+		return x.SameBoundaries
+	}
+	return false
+}
+
+func (x *HeatmapColumn) GetBoundaryDeltas() []uint32 {
+	if x != nil {
+		return x.BoundaryDeltas
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWeighted() []uint64 {
+	if x != nil {
+		return x.Weighted
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetReads() []uint64 {
+	if x != nil {
+		return x.Reads
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetWrites() []uint64 {
+	if x != nil {
+		return x.Writes
+	}
+	return nil
+}
+
+func (x *HeatmapColumn) GetBytes() []uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return nil
+}
+
+// HeatmapMark is one split or merge on the picture. A two-step isolation
+// is one mark with both of its keys.
+type HeatmapMark struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	AtHlc uint64                 `protobuf:"varint,1,opt,name=at_hlc,json=atHlc,proto3" json:"at_hlc,omitempty"`
+	Kind  HeatmapMarkKind        `protobuf:"varint,2,opt,name=kind,proto3,enum=hotsplit.v1.HeatmapMarkKind" json:"kind,omitempty"`
+	// Splits only: why the key was chosen (any SplitOrigin value).
+	SplitOrigin SplitOrigin `protobuf:"varint,3,opt,name=split_origin,json=splitOrigin,proto3,enum=hotsplit.v1.SplitOrigin" json:"split_origin,omitempty"`
+	// Merges only: manual or automatic.
+	MergeOrigin HeatmapMergeOrigin `protobuf:"varint,4,opt,name=merge_origin,json=mergeOrigin,proto3,enum=hotsplit.v1.HeatmapMergeOrigin" json:"merge_origin,omitempty"`
+	// One or two keys, ascending by (key, key length): a split's keys, or
+	// the boundary a merge removed. Each is cut to heatmap.MaxMarkKeyLen
+	// bytes; key_lengths holds the full lengths.
+	Keys       [][]byte `protobuf:"bytes,5,rep,name=keys,proto3" json:"keys,omitempty"`
+	KeyLengths []uint32 `protobuf:"varint,6,rep,packed,name=key_lengths,json=keyLengths,proto3" json:"key_lengths,omitempty"`
+	// The route that was split, or the left route of a merge; the op of an
+	// automatic split (0: none).
+	RouteId       uint64 `protobuf:"varint,7,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	OpId          uint64 `protobuf:"varint,8,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeatmapMark) Reset() {
+	*x = HeatmapMark{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeatmapMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeatmapMark) ProtoMessage() {}
+
+func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeatmapMark.ProtoReflect.Descriptor instead.
+func (*HeatmapMark) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *HeatmapMark) GetAtHlc() uint64 {
+	if x != nil {
+		return x.AtHlc
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetKind() HeatmapMarkKind {
+	if x != nil {
+		return x.Kind
+	}
+	return HeatmapMarkKind_HEATMAP_MARK_KIND_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetSplitOrigin() SplitOrigin {
+	if x != nil {
+		return x.SplitOrigin
+	}
+	return SplitOrigin_SPLIT_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetMergeOrigin() HeatmapMergeOrigin {
+	if x != nil {
+		return x.MergeOrigin
+	}
+	return HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_UNSPECIFIED
+}
+
+func (x *HeatmapMark) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetKeyLengths() []uint32 {
+	if x != nil {
+		return x.KeyLengths
+	}
+	return nil
+}
+
+func (x *HeatmapMark) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *HeatmapMark) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
 var File_hotsplitv1_state_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_state_proto_rawDesc = "" +
@@ -1907,7 +2937,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x121\n" +
 	"\x06source\x18\x04 \x01(\x0e2\x19.hotsplit.v1.SwitchSourceR\x06source\x12$\n" +
 	"\x0echanged_at_hlc\x18\x05 \x01(\x04R\fchangedAtHlc\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\xff\a\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"\xa8\f\n" +
 	"\vExplanation\x12+\n" +
 	"\x06reason\x18\x01 \x01(\x0e2\x13.hotsplit.v1.ReasonR\x06reason\x120\n" +
 	"\x06origin\x18\x02 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\x06origin\x12>\n" +
@@ -1939,7 +2969,22 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x11candidate_windows\x18/ \x01(\rR\x10candidateWindows\x12 \n" +
 	"\fhold_band_bp\x180 \x01(\rR\n" +
 	"holdBandBp\x12#\n" +
-	"\rsample_points\x181 \x01(\rR\fsamplePoints\"\x80\x02\n" +
+	"\rsample_points\x181 \x01(\rR\fsamplePoints\x123\n" +
+	"\x16merge_partner_route_id\x18< \x01(\x04R\x13mergePartnerRouteId\x12'\n" +
+	"\x0fmerged_estimate\x18= \x01(\x04R\x0emergedEstimate\x12\x1f\n" +
+	"\vmerge_limit\x18> \x01(\x04R\n" +
+	"mergeLimit\x12'\n" +
+	"\x0fmerge_threshold\x18? \x01(\x04R\x0emergeThreshold\x12!\n" +
+	"\fcold_columns\x18@ \x01(\rR\vcoldColumns\x12#\n" +
+	"\rmerge_windows\x18A \x01(\rR\fmergeWindows\x12-\n" +
+	"\x13merge_delay_left_ms\x18B \x01(\x04R\x10mergeDelayLeftMs\x12A\n" +
+	"\x0esplit_evidence\x18F \x01(\x0e2\x1a.hotsplit.v1.SplitEvidenceR\rsplitEvidence\x12'\n" +
+	"\x10left_share_lo_bp\x18G \x01(\rR\rleftShareLoBp\x12'\n" +
+	"\x10left_share_hi_bp\x18H \x01(\rR\rleftShareHiBp\x12)\n" +
+	"\x11right_share_lo_bp\x18I \x01(\rR\x0erightShareLoBp\x12)\n" +
+	"\x11right_share_hi_bp\x18J \x01(\rR\x0erightShareHiBp\x12\x1d\n" +
+	"\n" +
+	"known_keys\x18K \x01(\rR\tknownKeys\"\xc7\x02\n" +
 	"\fTrackedRoute\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12)\n" +
 	"\x10consecutive_over\x18\x02 \x01(\rR\x0fconsecutiveOver\x12\x1d\n" +
@@ -1947,7 +2992,9 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"last_score\x18\x03 \x01(\x04R\tlastScore\x12*\n" +
 	"\x11cooldown_until_ms\x18\x04 \x01(\x04R\x0fcooldownUntilMs\x12#\n" +
 	"\rrecent_scores\x18\x05 \x03(\x04R\frecentScores\x12:\n" +
-	"\vexplanation\x18\x06 \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\"\xa2\x05\n" +
+	"\vexplanation\x18\x06 \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\x12E\n" +
+	"\x11merge_explanation\x18\n" +
+	" \x01(\v2\x18.hotsplit.v1.ExplanationR\x10mergeExplanation\"\x8e\x06\n" +
 	"\x02Op\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12&\n" +
 	"\x0fparent_route_id\x18\x02 \x01(\x04R\rparentRouteId\x12\x1d\n" +
@@ -1973,7 +3020,10 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x05score\x18\x10 \x01(\x04R\x05score\x12=\n" +
 	"\fstep_results\x18\x11 \x03(\v2\x1a.hotsplit.v1.CommandResultR\vstepResults\x12\x14\n" +
 	"\x05actor\x18\x12 \x01(\tR\x05actor\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\x7f\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\x12'\n" +
+	"\x04kind\x182 \x01(\x0e2\x13.hotsplit.v1.OpKindR\x04kind\x12$\n" +
+	"\x0eright_route_id\x183 \x01(\x04R\frightRouteId\x12\x1b\n" +
+	"\tright_end\x184 \x01(\fR\brightEnd\"\x7f\n" +
 	"\tAdmission\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12&\n" +
@@ -2014,12 +3064,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06switch\x18\b \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\x12$\n" +
 	"\x0eplanned_op_ids\x18\t \x03(\x04R\fplannedOpIds\x12\x1f\n" +
 	"\x02op\x18\n" +
-	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"t\n" +
+	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xb8\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
-	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\"\xaf\a\n" +
+	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
+	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xe4\b\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -2047,7 +3099,57 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\n" +
 	"admissions\x18\x14 \x03(\v2\x16.hotsplit.v1.AdmissionR\n" +
 	"admissions\x120\n" +
-	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds*k\n" +
+	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12>\n" +
+	"\fheat_history\x18< \x01(\v2\x1b.hotsplit.v1.HeatmapHistoryR\vheatHistory\x12G\n" +
+	"\x12heat_history_pages\x18= \x01(\v2\x19.hotsplit.v1.HeatmapPagesR\x10heatHistoryPages\x12*\n" +
+	"\x04cold\x18Z \x01(\v2\x16.hotsplit.v1.ColdStateR\x04cold\"\x9b\x02\n" +
+	"\tColdState\x12\x1f\n" +
+	"\vrun_columns\x18\x01 \x01(\x04R\n" +
+	"runColumns\x12#\n" +
+	"\rrecent_starts\x18\x02 \x03(\x04R\frecentStarts\x12\x1f\n" +
+	"\vscan_cursor\x18\x03 \x01(\fR\n" +
+	"scanCursor\x12&\n" +
+	"\x0froute_id_deltas\x18\x04 \x03(\x04R\rrouteIdDeltas\x12!\n" +
+	"\fwarm_columns\x18\x05 \x03(\x04R\vwarmColumns\x12\x14\n" +
+	"\x05peaks\x18\x06 \x03(\x04R\x05peaks\x12%\n" +
+	"\x0eprevious_peaks\x18\a \x03(\x04R\rpreviousPeaks\x12\x1f\n" +
+	"\vpeak_epochs\x18\b \x03(\x04R\n" +
+	"peakEpochs\"S\n" +
+	"\fHeatmapPages\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x01 \x01(\x04R\n" +
+	"boundaries\x12#\n" +
+	"\rlevel_columns\x18\x02 \x03(\rR\flevelColumns\"\xba\x01\n" +
+	"\x0eHeatmapHistory\x12%\n" +
+	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1e\n" +
+	"\n" +
+	"boundaries\x18\x02 \x03(\fR\n" +
+	"boundaries\x121\n" +
+	"\x06levels\x18\x03 \x03(\v2\x19.hotsplit.v1.HeatmapLevelR\x06levels\x12.\n" +
+	"\x05marks\x18\x04 \x03(\v2\x18.hotsplit.v1.HeatmapMarkR\x05marks\"D\n" +
+	"\fHeatmapLevel\x124\n" +
+	"\acolumns\x18\x01 \x03(\v2\x1a.hotsplit.v1.HeatmapColumnR\acolumns\"\x92\x02\n" +
+	"\rHeatmapColumn\x12\x19\n" +
+	"\bstart_ms\x18\x01 \x01(\x04R\astartMs\x12\x15\n" +
+	"\x06end_ms\x18\x02 \x01(\x04R\x05endMs\x12\x1d\n" +
+	"\n" +
+	"covered_ms\x18\x03 \x01(\x04R\tcoveredMs\x12'\n" +
+	"\x0fsame_boundaries\x18\x04 \x01(\bR\x0esameBoundaries\x12'\n" +
+	"\x0fboundary_deltas\x18\x05 \x03(\rR\x0eboundaryDeltas\x12\x1a\n" +
+	"\bweighted\x18\x06 \x03(\x04R\bweighted\x12\x14\n" +
+	"\x05reads\x18\a \x03(\x04R\x05reads\x12\x16\n" +
+	"\x06writes\x18\b \x03(\x04R\x06writes\x12\x14\n" +
+	"\x05bytes\x18\t \x03(\x04R\x05bytes\"\xbc\x02\n" +
+	"\vHeatmapMark\x12\x15\n" +
+	"\x06at_hlc\x18\x01 \x01(\x04R\x05atHlc\x120\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1c.hotsplit.v1.HeatmapMarkKindR\x04kind\x12;\n" +
+	"\fsplit_origin\x18\x03 \x01(\x0e2\x18.hotsplit.v1.SplitOriginR\vsplitOrigin\x12B\n" +
+	"\fmerge_origin\x18\x04 \x01(\x0e2\x1f.hotsplit.v1.HeatmapMergeOriginR\vmergeOrigin\x12\x12\n" +
+	"\x04keys\x18\x05 \x03(\fR\x04keys\x12\x1f\n" +
+	"\vkey_lengths\x18\x06 \x03(\rR\n" +
+	"keyLengths\x12\x19\n" +
+	"\broute_id\x18\a \x01(\x04R\arouteId\x12\x13\n" +
+	"\x05op_id\x18\b \x01(\x04R\x04opId*k\n" +
 	"\fSwitchSource\x12\x1d\n" +
 	"\x19SWITCH_SOURCE_UNSPECIFIED\x10\x00\x12 \n" +
 	"\x1cSWITCH_SOURCE_BOOTSTRAP_FLAG\x10\x01\x12\x1a\n" +
@@ -2059,7 +3161,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_LOWER_EDGE\x10\x03\x12,\n" +
 	"(SPLIT_ORIGIN_ISOLATION_SINGLE_UPPER_EDGE\x10\x04\x12\"\n" +
 	"\x1eSPLIT_ORIGIN_SUB_BUCKET_MEDIAN\x10\x05\x12\x18\n" +
-	"\x14SPLIT_ORIGIN_BALANCE\x10(*\xdd\x03\n" +
+	"\x14SPLIT_ORIGIN_BALANCE\x10(*\x90\x05\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_PLANNED\x10\x01\x12\x13\n" +
@@ -2080,7 +3182,20 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x11REASON_TOPK_SHARE\x10\x0f\x12\x12\n" +
 	"\x0eREASON_NO_TOPK\x10\x10\x12\x14\n" +
 	"\x10REASON_HOLD_BAND\x10(\x12\x1a\n" +
-	"\x16REASON_BELOW_THRESHOLD\x10)*\x8d\x01\n" +
+	"\x16REASON_BELOW_THRESHOLD\x10)\x12\x18\n" +
+	"\x14REASON_MERGE_PLANNED\x102\x12\x16\n" +
+	"\x12REASON_MERGE_DELAY\x103\x12\x17\n" +
+	"\x13REASON_MERGE_MARGIN\x104\x12\x1b\n" +
+	"\x17REASON_MERGE_SUPPRESSED\x105\x12\x17\n" +
+	"\x13REASON_MERGE_BUDGET\x106\x12\x16\n" +
+	"\x12REASON_NO_EVIDENCE\x10<\x12\x18\n" +
+	"\x14REASON_CUT_UNCERTAIN\x10=*\xa1\x01\n" +
+	"\rSplitEvidence\x12\x1e\n" +
+	"\x1aSPLIT_EVIDENCE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16SPLIT_EVIDENCE_BUCKETS\x10\x01\x12\x1b\n" +
+	"\x17SPLIT_EVIDENCE_TOP_KEYS\x10\x02\x12\x1a\n" +
+	"\x16SPLIT_EVIDENCE_SAMPLES\x10\x03\x12\x1b\n" +
+	"\x17SPLIT_EVIDENCE_KEY_LOAD\x10\x04*\x8d\x01\n" +
 	"\aOpState\x12\x18\n" +
 	"\x14OP_STATE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10OP_STATE_PENDING\x10\x01\x12\x14\n" +
@@ -2095,11 +3210,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1dOP_ABORT_REASON_SHAPE_CHANGED\x10\x03\x12\x1e\n" +
 	"\x1aOP_ABORT_REASON_NOT_ACTIVE\x10\x04\x12\x1c\n" +
 	"\x18OP_ABORT_REASON_OPERATOR\x10\x05\x12\x1f\n" +
-	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06*[\n" +
+	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06*.\n" +
+	"\x06OpKind\x12\x11\n" +
+	"\rOP_KIND_SPLIT\x10\x00\x12\x11\n" +
+	"\rOP_KIND_MERGE\x10\x01*[\n" +
 	"\rAutoSplitFlag\x12\x19\n" +
 	"\x15AUTO_SPLIT_FLAG_UNSET\x10\x00\x12\x17\n" +
 	"\x13AUTO_SPLIT_FLAG_OFF\x10\x01\x12\x16\n" +
-	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\xeb\x02\n" +
+	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\x93\x04\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -2113,7 +3231,12 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1aDECISION_KIND_MANUAL_SPLIT\x10\t\x12\x18\n" +
 	"\x14DECISION_KIND_SWITCH\x10\n" +
 	"\x12\x18\n" +
-	"\x14DECISION_KIND_CONFIG\x10\v*\xb1\x04\n" +
+	"\x14DECISION_KIND_CONFIG\x10\v\x12\x1e\n" +
+	"\x1aDECISION_KIND_MANUAL_MERGE\x10\f\x12\x1f\n" +
+	"\x1bDECISION_KIND_MERGE_PLANNED\x10\x14\x12\x1f\n" +
+	"\x1bDECISION_KIND_MERGE_APPLIED\x10\x15\x12 \n" +
+	"\x1cDECISION_KIND_MERGE_DECLINED\x10\x16\x12\"\n" +
+	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17*\xef\x05\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -2133,7 +3256,20 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1cRESULT_CODE_NOT_BOOTSTRAPPED\x10\r\x12$\n" +
 	" RESULT_CODE_ALREADY_BOOTSTRAPPED\x10\x0e\x12\x1c\n" +
 	"\x18RESULT_CODE_STALE_COLUMN\x10\x0f\x12 \n" +
-	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x1cRESULT_CODE_MEMBER_NOT_FOUND\x10\x10\x12#\n" +
+	"\x1fRESULT_CODE_ROUTES_NOT_ADJACENT\x10\x11\x12*\n" +
+	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
+	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
+	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14\x12!\n" +
+	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1e*n\n" +
+	"\x0fHeatmapMarkKind\x12!\n" +
+	"\x1dHEATMAP_MARK_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_SPLIT\x10\x01\x12\x1b\n" +
+	"\x17HEATMAP_MARK_KIND_MERGE\x10\x02*\x7f\n" +
+	"\x12HeatmapMergeOrigin\x12$\n" +
+	" HEATMAP_MERGE_ORIGIN_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bHEATMAP_MERGE_ORIGIN_MANUAL\x10\x01\x12\"\n" +
+	"\x1eHEATMAP_MERGE_ORIGIN_AUTOMATIC\x10\x02B8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_state_proto_rawDescOnce sync.Once
@@ -2147,67 +3283,89 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
 	(Reason)(0),             // 2: hotsplit.v1.Reason
-	(OpState)(0),            // 3: hotsplit.v1.OpState
-	(OpAbortReason)(0),      // 4: hotsplit.v1.OpAbortReason
-	(AutoSplitFlag)(0),      // 5: hotsplit.v1.AutoSplitFlag
-	(DecisionKind)(0),       // 6: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 7: hotsplit.v1.ResultCode
-	(*AutoSplitSwitch)(nil), // 8: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 9: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 10: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 11: hotsplit.v1.Op
-	(*Admission)(nil),       // 12: hotsplit.v1.Admission
-	(*Member)(nil),          // 13: hotsplit.v1.Member
-	(*Decision)(nil),        // 14: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 15: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 16: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 17: hotsplit.v1.StateSnapshot
-	(*RouteDescriptor)(nil), // 18: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 19: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 20: hotsplit.v1.CatalogSnapshot
+	(SplitEvidence)(0),      // 3: hotsplit.v1.SplitEvidence
+	(OpState)(0),            // 4: hotsplit.v1.OpState
+	(OpAbortReason)(0),      // 5: hotsplit.v1.OpAbortReason
+	(OpKind)(0),             // 6: hotsplit.v1.OpKind
+	(AutoSplitFlag)(0),      // 7: hotsplit.v1.AutoSplitFlag
+	(DecisionKind)(0),       // 8: hotsplit.v1.DecisionKind
+	(ResultCode)(0),         // 9: hotsplit.v1.ResultCode
+	(HeatmapMarkKind)(0),    // 10: hotsplit.v1.HeatmapMarkKind
+	(HeatmapMergeOrigin)(0), // 11: hotsplit.v1.HeatmapMergeOrigin
+	(*AutoSplitSwitch)(nil), // 12: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 13: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 14: hotsplit.v1.TrackedRoute
+	(*Op)(nil),              // 15: hotsplit.v1.Op
+	(*Admission)(nil),       // 16: hotsplit.v1.Admission
+	(*Member)(nil),          // 17: hotsplit.v1.Member
+	(*Decision)(nil),        // 18: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 19: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 20: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 21: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 22: hotsplit.v1.ColdState
+	(*HeatmapPages)(nil),    // 23: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),  // 24: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),    // 25: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),   // 26: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),     // 27: hotsplit.v1.HeatmapMark
+	(*RouteDescriptor)(nil), // 28: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 29: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 30: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
 	2,  // 1: hotsplit.v1.Explanation.reason:type_name -> hotsplit.v1.Reason
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
-	9,  // 4: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
-	1,  // 5: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
-	3,  // 6: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
-	4,  // 7: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	15, // 8: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
-	5,  // 9: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	6,  // 10: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
-	1,  // 11: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
-	2,  // 12: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
-	4,  // 13: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	9,  // 14: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
-	7,  // 15: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	18, // 16: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	19, // 17: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	8,  // 18: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	11, // 19: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	15, // 20: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	20, // 21: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	19, // 22: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	8,  // 23: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	13, // 24: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	10, // 25: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	11, // 26: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	14, // 27: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	16, // 28: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	12, // 29: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	3,  // 4: hotsplit.v1.Explanation.split_evidence:type_name -> hotsplit.v1.SplitEvidence
+	13, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	13, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
+	1,  // 7: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
+	4,  // 8: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
+	5,  // 9: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	19, // 10: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	6,  // 11: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
+	7,  // 12: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	8,  // 13: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	1,  // 14: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
+	2,  // 15: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
+	5,  // 16: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	13, // 17: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	9,  // 18: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	28, // 19: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	29, // 20: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	12, // 21: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	15, // 22: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	19, // 23: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	30, // 24: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	29, // 25: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	12, // 26: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	17, // 27: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	14, // 28: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	15, // 29: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	18, // 30: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	20, // 31: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	16, // 32: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	24, // 33: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	23, // 34: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	22, // 35: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	25, // 36: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	27, // 37: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	26, // 38: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	10, // 39: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	1,  // 40: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
+	11, // 41: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -2222,8 +3380,8 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   10,
+			NumEnums:      12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

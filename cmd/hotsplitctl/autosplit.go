@@ -95,7 +95,7 @@ func writeStatus(w io.Writer, s *api.StatusResponse) error {
 		if i == 0 {
 			label = "warnings"
 		}
-		t.row(label, oneLine(warn))
+		t.row(label, oneLine(forPeople(warn)))
 	}
 	t.row("routes", fmt.Sprintf("%d live", s.GetLiveRoutes()))
 	if s.GetLastColumnAtMs() == 0 {
@@ -126,14 +126,33 @@ func writeStatus(w io.Writer, s *api.StatusResponse) error {
 		return err
 	}
 
-	section(w, "candidates", len(s.GetCandidates()))
-	if len(s.GetCandidates()) > 0 {
+	splits, merges := splitCandidates(s.GetCandidates())
+	section(w, "candidates", len(splits))
+	if len(splits) > 0 {
 		t = newTable(w, "ROUTE", "CONSECUTIVE", "SCORE", "SMOOTHED", "REASON")
-		for _, c := range s.GetCandidates() {
+		for _, c := range splits {
 			t.row(formatRouteID(c.GetRouteId()),
 				fmt.Sprintf("%d/%d", c.GetConsecutiveOver(), s.GetConfig().GetCandidateWindows()),
 				strconv.FormatUint(c.GetLastScore(), 10), smoothed(c),
 				explanationSummary(c, s.GetNowMs()))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+
+	section(w, "merge candidates", len(merges))
+	if len(merges) > 0 {
+		t = newTable(w, "PAIR", "REASON", "ESTIMATE", "LIMIT", "COLD", "DELAY LEFT", "OP")
+		for _, c := range merges {
+			x := c.GetMergeExplanation()
+			delay := "-"
+			if x.GetMergeDelayLeftMs() > 0 {
+				delay = formatMs(x.GetMergeDelayLeftMs())
+			}
+			t.row(formatRouteID(c.GetRouteId())+"+"+formatRouteID(x.GetMergePartnerRouteId()), enumName(x.GetReason()),
+				strconv.FormatUint(x.GetMergedEstimate(), 10), strconv.FormatUint(x.GetMergeLimit(), 10),
+				fmt.Sprintf("%d/%d", x.GetColdColumns(), x.GetMergeWindows()), delay, formatOpID(x.GetOpId()))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -165,6 +184,20 @@ func writeStatus(w io.Writer, s *api.StatusResponse) error {
 	}
 	section(w, title, len(s.GetRecent()))
 	return decisionTable(w, s.GetRecent())
+}
+
+// splitCandidates parts Status's candidates: routes counting towards a
+// split, and (cluster version 3) the left routes of pairs explained for a
+// merge, which carry a merge explanation and no count.
+func splitCandidates(cs []*api.TrackedRoute) (splits, merges []*api.TrackedRoute) {
+	for _, c := range cs {
+		if c.GetMergeExplanation() != nil && c.GetConsecutiveOver() == 0 {
+			merges = append(merges, c)
+		} else {
+			splits = append(splits, c)
+		}
+	}
+	return splits, merges
 }
 
 // section starts a titled block; n < 0 omits the count, n == 0 says none.
@@ -246,7 +279,8 @@ func explanationSummary(t *api.TrackedRoute, nowMs uint64) string {
 	return s
 }
 
-// opTable prints split operations.
+// opTable prints ops: splits, and merges (ROUTE is the pair, ORIGIN
+// merge).
 func opTable(w io.Writer, ops []*api.Op) error {
 	if len(ops) == 0 {
 		return nil
@@ -257,18 +291,25 @@ func opTable(w io.Writer, ops []*api.Op) error {
 		if op.GetAbortReason() != api.OpAbortReason_OP_ABORT_REASON_UNSPECIFIED {
 			state += " (" + enumName(op.GetAbortReason()) + ")"
 		}
-		t.row(formatOpID(op.GetOpId()), formatRouteID(op.GetParentRouteId()), enumOrDash(op.GetOrigin()),
-			state, nextStep(op), formatUint(op.GetScore()), formatHLC(op.GetCreatedHlc()))
+		route, origin := formatRouteID(op.GetParentRouteId()), enumOrDash(op.GetOrigin())
+		if op.GetKind() == api.OpKind_OP_KIND_MERGE {
+			route, origin = formatRouteID(op.GetTargetRouteId())+"+"+formatRouteID(op.GetRightRouteId()), "merge"
+		}
+		t.row(formatOpID(op.GetOpId()), route, origin, state, nextStep(op), formatUint(op.GetScore()), formatHLC(op.GetCreatedHlc()))
 	}
 	return t.flush()
 }
 
-// nextStep says what an op does next: "2/2 split r10 at KEY".
+// nextStep says what an op does next: "2/2 split r10 at KEY", "1/1 merge
+// r7+r8".
 func nextStep(op *api.Op) string {
 	n, total := int(op.GetNextStep()), len(op.GetSplitKeys())
 	switch op.GetState() {
 	case api.OpState_OP_STATE_DONE, api.OpState_OP_STATE_ABORTED:
 		return "-"
+	}
+	if op.GetKind() == api.OpKind_OP_KIND_MERGE {
+		return fmt.Sprintf("%d/1 merge %s+%s", n, formatRouteID(op.GetTargetRouteId()), formatRouteID(op.GetRightRouteId()))
 	}
 	if n < 1 || n > total {
 		return fmt.Sprintf("%d/%d", n, total)
@@ -294,7 +335,7 @@ func decisionTable(w io.Writer, ds []*api.Decision) error {
 			detail = append(detail, "by "+actorWithNote(d.GetActor(), d.GetNote()))
 		}
 		if d.GetDetail() != "" {
-			detail = append(detail, oneLine(d.GetDetail()))
+			detail = append(detail, oneLine(forPeople(d.GetDetail())))
 		}
 		t.row(strconv.FormatUint(d.GetSeq(), 10), formatHLC(d.GetAtHlc()), enumName(d.GetKind()),
 			formatRouteID(d.GetRouteId()), formatOpID(d.GetOpId()), enumOrDash(d.GetOrigin()),

@@ -93,6 +93,8 @@ func TestAutosplitStatusTable(t *testing.T) {
 		`r7     3/3          182000  167333    planned op12 (isolation_compound)`,
 		`r9     4/3          61000   61000     cooldown (4m12s left)`,
 		``,
+		`merge candidates: none`,
+		``,
 		`cooldowns (2)`,
 		`ROUTE  UNTIL                     LEFT`,
 		`r9     2024-08-12 10:04:01.012Z  4m12s`,
@@ -250,5 +252,37 @@ func TestAutosplitStatusAllDecisions(t *testing.T) {
 	}
 	if f.calls("Status@5") != 1 || f.calls("Status@3") != 1 {
 		t.Fatalf("pages asked: @5 %d, @3 %d", f.calls("Status@5"), f.calls("Status@3"))
+	}
+}
+
+// Status shows merge ops as pairs and the pairs explained for a merge in
+// their own section; the config its merge settings with their meaning.
+func TestAutosplitStatusMerges(t *testing.T) {
+	f := startCluster(t)
+	s := statusFixture()
+	s.Config.MergeThresholdBp, s.Config.MergeWindows, s.Config.MergeDelayMs = new(uint32(2500)), new(uint32(10)), new(uint64(1_800_000))
+	s.Config.MaxMergesPerCycle, s.Config.MergeMarginBp = new(uint32(0)), new(uint32(5000))
+	s.LiveOps = append(s.LiveOps, &api.Op{OpId: 13, Kind: api.OpKind_OP_KIND_MERGE, ParentRouteId: 20, TargetRouteId: 20, RightRouteId: 21,
+		NextStep: 1, State: api.OpState_OP_STATE_PENDING, CreatedHlc: splitHLC, Score: 1200, RouteDelta: -1})
+	s.Candidates = append(s.Candidates,
+		&api.TrackedRoute{RouteId: 20, MergeExplanation: &api.Explanation{Reason: api.Reason_REASON_MERGE_PLANNED, MergePartnerRouteId: 21,
+			MergedEstimate: 1200, MergeLimit: 25000, ColdColumns: 10, MergeWindows: 10, OpId: 13}},
+		&api.TrackedRoute{RouteId: 30, MergeExplanation: &api.Explanation{Reason: api.Reason_REASON_MERGE_DELAY, MergePartnerRouteId: 31,
+			MergeLimit: 25000, ColdColumns: 10, MergeWindows: 10, MergeDelayLeftMs: 120_000}})
+	f.set("Status", s)
+	r := ctl(t, f, "autosplit", "status")
+	for _, want := range []string{
+		"merge_threshold_bp      2500     25.00% of the threshold: below it a route is cold\n",
+		"max_merges_per_cycle    0        no automatic merges\n",
+		"merge_margin_bp         5000     a merged route starts at least 50.00% of the threshold below it\n",
+		"op13  r20+r21  merge               pending  1/1 merge r20+r21",
+		"\ncandidates (2)\n",
+		"\nmerge candidates (2)\nPAIR     REASON         ESTIMATE  LIMIT  COLD   DELAY LEFT  OP\n" +
+			"r20+r21  merge_planned  1200      25000  10/10  -           op13\n" +
+			"r30+r31  merge_delay    0         25000  10/10  2m0s        -\n",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }

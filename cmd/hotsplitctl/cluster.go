@@ -63,7 +63,7 @@ commit index, and its build. Without a quorum the leader cannot answer: use
 				}
 				h := m.GetHealth()
 				t.row(m.GetMember().GetNodeId(), orDash(m.GetMember().GetGrpcAddr()), orDash(m.GetMember().GetRaftAddr()),
-					orDash(m.GetSuffrage()), leader, orDash(h.GetRaftState()), reachable(h), lastContact(h),
+					orDash(m.GetSuffrage()), leader, memberState(h), reachable(h), lastContact(h),
 					formatUint(h.GetAppliedIndex()), lagOf(h), strconv.FormatUint(uint64(m.GetMember().GetSupportedVersion()), 10), orDash(buildOf(h.GetVersion())))
 			}
 			for _, adm := range resp.GetAdmissions() {

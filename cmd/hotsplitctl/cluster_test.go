@@ -20,7 +20,7 @@ func membersFixture() *api.MembersResponse {
 	ms := []*api.MemberStatus{m("n1", 1, "voter", true), m("n2", 2, "voter", false), m("n4", 4, "nonvoter", false), {Member: &api.Member{NodeId: "n5"}}}
 	ms[0].Health = &api.MemberHealth{Reachable: true, Contacted: true, RaftState: "leader", AppliedIndex: 120, Version: "dev (rev 0123456789ab, go1.27.3)"}
 	ms[1].Health = &api.MemberHealth{Reachable: true, Contacted: true, LastContactMs: 350, RaftState: "follower", AppliedIndex: 118, AppliedLag: 2, Version: "dev (rev 0123456789ab, go1.27.3)"}
-	ms[2].Health = &api.MemberHealth{Contacted: true, LastContactMs: 4200, RaftState: "follower", AppliedIndex: 40, AppliedLag: 80, Version: "dev (go1.27.3)", Reason: "unreachable: connection refused"}
+	ms[2].Health = &api.MemberHealth{Contacted: true, LastContactMs: 4200, RaftState: "leader", Term: 3, AppliedIndex: 40, AppliedLag: 80, Version: "dev (go1.27.3)", Reason: "last seen as leader (term 3), unreachable: connection refused"}
 	return &api.MembersResponse{
 		Members:        ms,
 		ClusterId:      "c-7f3a",
@@ -29,16 +29,18 @@ func membersFixture() *api.MembersResponse {
 	}
 }
 
+// An unreachable member's raft state is the one it was last seen in, and
+// says so (n4 was the leader when it was killed); JSON keeps the raw state.
 func TestClusterMembers(t *testing.T) {
 	f := startCluster(t)
 	f.set("Members", membersFixture())
 	r := ctl(t, f, "cluster", "members", "--consistency", "stale")
 	want := lines(
-		`NODE  GRPC ADDR       RAFT ADDR       SUFFRAGE  LEADER  STATE     REACHABLE  LAST CONTACT  APPLIED  LAG  CLUSTER VERSION  BUILD`,
-		`n1    127.0.0.1:7001  127.0.0.1:8001  voter     *       leader    yes        now           120      0    1                dev@0123456789ab`,
-		`n2    127.0.0.1:7002  127.0.0.1:8002  voter             follower  yes        350ms ago     118      2    1                dev@0123456789ab`,
-		`n4    127.0.0.1:7004  127.0.0.1:8004  nonvoter          follower  no         4.2s ago      40       80   1                dev`,
-		`n5    -               -               -                 -         -          never         -        -    0                -`,
+		`NODE  GRPC ADDR       RAFT ADDR       SUFFRAGE  LEADER  STATE                REACHABLE  LAST CONTACT  APPLIED  LAG  CLUSTER VERSION  BUILD`,
+		`n1    127.0.0.1:7001  127.0.0.1:8001  voter     *       leader               yes        now           120      0    1                dev@0123456789ab`,
+		`n2    127.0.0.1:7002  127.0.0.1:8002  voter             follower             yes        350ms ago     118      2    1                dev@0123456789ab`,
+		`n4    127.0.0.1:7004  127.0.0.1:8004  nonvoter          last seen as leader  no         4.2s ago      40       80   1                dev`,
+		`n5    -               -               -                 -                    -          never         -        -    0                -`,
 		`cluster c-7f3a, cluster version 1 (stale read by n2, applied index 120)`,
 	)
 	if r.code != 0 || r.stdout != want {

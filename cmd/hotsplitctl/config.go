@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -64,7 +65,10 @@ func (a *app) configSetCmd() *cobra.Command {
 		Short: "Change config fields; the others keep their values",
 		Long: `Change the named config fields in one replicated entry; the others keep
 their values. The cluster validates every value and applies all or nothing.
-Changing the config resets the detector's consecutive-over counters.
+Changing the config resets the detector's consecutive-over counters; a patch
+that leaves the config as it is says "unchanged" and (from cluster version
+3) changes nothing, counters included. With --request-id the answer is the
+request's first one (it may have run before), shown as an update.
 
 FIELD is a config field by its proto name:
   ` + strings.Join(patchFieldNames(), "\n  ") + `
@@ -92,12 +96,30 @@ grace=500ms. Ratios in basis points (_bp): 8000 = 80%.`,
 			if err != nil {
 				return err
 			}
+			// The config before, to say when the patch changed nothing
+			// (the cluster then resets no hysteresis from version 3 on).
+			// Only for a request id of this run: a given --request-id may
+			// re-send a request that already ran, whose answer is the
+			// first run's, so the config before says nothing about it.
+			// Without it the answer is shown as a change.
+			var before *api.Config
+			if !a.json() && requestID == "" {
+				if b, err := cl.GetConfig(cmd.Context(), &api.GetConfigRequest{}); err == nil {
+					before = b.GetConfig()
+				}
+			}
 			resp, err := cl.SetConfig(cmd.Context(), &api.SetConfigRequest{Patch: patch, RequestId: requestID})
 			if err != nil {
 				return failedMutation("autosplit config set "+strings.Join(changed, " "), err)
 			}
 			if a.json() {
 				return writeJSON(a.out, resp)
+			}
+			if before != nil && proto.Equal(before, resp.GetConfig()) {
+				if _, err := fmt.Fprintf(a.out, "config unchanged: %s already in force\n", strings.Join(changed, " ")); err != nil {
+					return err
+				}
+				return configTable(a.out, resp.GetConfig(), nil)
 			}
 			if _, err := fmt.Fprintf(a.out, "config updated: %s\n", strings.Join(changed, " ")); err != nil {
 				return err
@@ -268,6 +290,12 @@ func configTable(w io.Writer, cfg *api.Config, changed []string) error {
 			meaning = "from " + formatWall(n)
 		case name == "floor_follows_threshold":
 			meaning = "top_key_absolute_floor is threshold/2 until set"
+		case name == "merge_threshold_bp":
+			meaning = formatBP(n) + " of the threshold: below it a route is cold"
+		case name == "merge_margin_bp":
+			meaning = "a merged route starts at least " + formatBP(n) + " of the threshold below it"
+		case name == "max_merges_per_cycle" && n == 0:
+			meaning = "no automatic merges"
 		case strings.HasSuffix(name, "_ms"):
 			meaning = formatMs(n)
 		case strings.HasSuffix(name, "_bp"):

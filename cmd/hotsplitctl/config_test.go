@@ -119,6 +119,13 @@ func TestConfigGetSet(t *testing.T) {
 		t.Fatalf("json %s: %v", r.stdout, err)
 	}
 
+	// A patch that leaves the config as it is says so, marking nothing.
+	f.set("GetConfig", &api.GetConfigResponse{Config: cfg})
+	r = ctl(t, f, "autosplit", "config", "set", "threshold=60000")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "config unchanged: threshold=60000 already in force\n") || strings.Contains(r.stdout, "(changed)") {
+		t.Fatalf("unchanged config set: exit %d\n%s", r.code, r.stdout)
+	}
+
 	// A rejected patch sends nothing.
 	before := f.calls("SetConfig")
 	r = ctl(t, f, "autosplit", "config", "set", "threshold=1", "bogus=2")

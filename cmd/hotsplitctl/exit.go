@@ -120,7 +120,7 @@ func describeCause(err error) string {
 		return err.Error()
 	}
 	where := ""
-	msg := e.Message()
+	msg := forPeople(e.Message())
 	if e.Endpoint != "" && !strings.Contains(msg, e.Endpoint) {
 		where = " from " + e.Endpoint
 	}

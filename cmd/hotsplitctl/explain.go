@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -20,7 +24,12 @@ word on it (a reason such as counting, cooldown with the time left,
 no_split_key, route_cap, budget_exhausted, suppressed_disabled, or planned),
 the score against the threshold, the consecutive-over count, the hot-key
 evidence and why single-key isolation was or was not used, followed by the
-route's recent decisions and ops.
+route's recent decisions and ops. From cluster version 3 a cold route's
+merge with a neighbour is explained too (merge_planned, merge_delay,
+merge_margin, merge_budget, merge_suppressed, with the merged estimate
+and the cold columns), and a route whose start an operator placed (a
+bootstrap split key or a manual split) says so: automatic merges never
+remove that boundary.
 
 The thresholds shown beside the numbers come from the current config; with
 -o json only the ExplainResponse is printed.`,
@@ -46,19 +55,43 @@ The thresholds shown beside the numbers come from the current config; with
 			// The thresholds put the numbers in context; the explanation
 			// stands without them, so a failure here is only noted.
 			cfgResp, cfgErr := cl.GetConfig(cmd.Context(), &api.GetConfigRequest{Consistency: a.readConsistency()})
-			return writeExplain(a.out, routeID, resp, cfgResp.GetConfig(), cfgErr)
+			fate := ""
+			if resp.GetRoute() == nil {
+				fate = routeFate(cmd.Context(), cl, routeID, a.readConsistency())
+			}
+			return writeExplain(a.out, routeID, resp, cfgResp.GetConfig(), cfgErr, fate)
 		},
 	}
 }
 
-func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.Config, cfgErr error) error {
+// routeFate is the cluster's one sentence on a route that is gone ("r1
+// was split into r2, r3 at …"): the answer a lookup by id gives, so that
+// split, routes get and explain say the same; "" if it cannot be had.
+func routeFate(ctx context.Context, cl *client.Client, routeID uint64, c api.Consistency) string {
+	_, err := cl.GetRoute(ctx, &api.GetRouteRequest{RouteId: routeID, Consistency: c})
+	if e, ok := errors.AsType[*client.Error](err); ok && e.Code() == codes.NotFound {
+		return e.Message()
+	}
+	return ""
+}
+
+// writeExplain prints an explanation; fate is what became of a route that
+// is gone ("" for a live one, or if unknown).
+func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.Config, cfgErr error, fate string) error {
 	t := newTable(w)
-	if r.GetRoute() != nil {
+	switch {
+	case r.GetRoute() != nil:
 		t.row("route", routeSummary(r.GetRoute()))
-	} else {
+	case fate != "":
+		t.row("route", fate)
+	default:
 		t.row("route", formatRouteID(routeID)+" (no longer exists)")
 	}
 	t.row("verdict", verdict(r, cfg))
+	if rd := r.GetRoute(); rd.GetOperatorStart() {
+		t.row("start", fmt.Sprintf("pinned: an operator placed %s (a bootstrap split key or a manual split), so automatic merges never join %s "+
+			"to the route before it; `hotsplitctl merge LEFT %s` can", formatKey(rd.GetStart()), formatRouteID(rd.GetRouteId()), formatRouteID(rd.GetRouteId())))
+	}
 	tr := r.GetTracked()
 	e := tr.GetExplanation()
 	if tr == nil {
@@ -106,6 +139,10 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 	if e != nil {
 		explanationRows(t, e, cfg)
 	}
+	if m := tr.GetMergeExplanation(); m != nil && e.GetReason() != api.Reason_REASON_UNSPECIFIED {
+		// (Without a split explanation the verdict is the merge's.)
+		t.row("merge", mergeSummary(m))
+	}
 	if cfgErr != nil {
 		t.row("note", "thresholds not shown: "+describeCause(cfgErr))
 	}
@@ -148,16 +185,12 @@ func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
 	if e.GetOrigin() == api.SplitOrigin_SPLIT_ORIGIN_SUB_BUCKET_MEDIAN {
 		t.row("median", "bucket "+strconv.FormatUint(uint64(e.GetMedianBucket()), 10))
 	}
+	if e.GetSplitEvidence() == api.SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD {
+		t.row("isolated by", fmt.Sprintf("the key's own load: its lower bound %d ops/min clears the threshold %d and the floor %d, whatever its share",
+			e.GetHotKeyLowerPerMin(), thresholdOf(e, cfg), floorOf(e, cfg)))
+	}
 	if l, r := e.GetLeftShareBp(), e.GetRightShareBp(); l != 0 || r != 0 {
-		s := fmt.Sprintf("%s | %s of the load on each side", formatBP(uint64(l)), formatBP(uint64(r)))
-		if e.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
-			s = "best cut: " + s + " (each side needs 20.00%)"
-		}
-		s += fmt.Sprintf("; bucket %d holds %s", e.GetMedianBucket(), formatBP(uint64(e.GetBucketShareBp())))
-		if n := e.GetSamplePoints(); n != 0 {
-			s += fmt.Sprintf(", placed among %d sampled keys", n)
-		}
-		t.row("balance", s)
+		t.row("balance", balanceLine(e))
 	}
 	if len(e.GetSplitKeys()) > 0 {
 		t.row("split keys", formatKeys(e.GetSplitKeys()))
@@ -172,6 +205,58 @@ func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
 	if e.GetAtMs() != 0 {
 		t.row("explained", "at "+formatWall(e.GetAtMs())+since)
 	}
+}
+
+// balanceLine words the cut of a balance split, or the best cut of a
+// decline: the shares on each side, their interval and the evidence that
+// placed it (cluster version 3), the bucket it lies in.
+func balanceLine(e *api.Explanation) string {
+	l, r := uint64(e.GetLeftShareBp()), uint64(e.GetRightShareBp())
+	s := fmt.Sprintf("%s | %s of the load on each side", formatBP(l), formatBP(r))
+	ev := e.GetSplitEvidence()
+	interval := ev != api.SplitEvidence_SPLIT_EVIDENCE_UNSPECIFIED && ev != api.SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD
+	if interval {
+		if e.GetLeftShareLoBp() == e.GetLeftShareHiBp() {
+			s += " (exact)"
+		} else {
+			s += fmt.Sprintf(", 98%% interval %s..%s | %s..%s", formatBP(uint64(e.GetLeftShareLoBp())), formatBP(uint64(e.GetLeftShareHiBp())),
+				formatBP(uint64(e.GetRightShareLoBp())), formatBP(uint64(e.GetRightShareHiBp())))
+		}
+	}
+	if e.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
+		need := " (each side needs 20.00%)"
+		if interval {
+			need = " (each side's lower bound needs 20.00%)"
+		}
+		s = "best cut: " + s + need
+	}
+	if interval {
+		s += ", placed by " + evidenceWords(ev)
+	}
+	s += fmt.Sprintf("; bucket %d holds %s", e.GetMedianBucket(), formatBP(uint64(e.GetBucketShareBp())))
+	if n := e.GetKnownKeys(); n != 0 {
+		s += fmt.Sprintf(", %d keys of known load", n)
+	}
+	switch n := e.GetSamplePoints(); {
+	case n != 0 && interval:
+		s += fmt.Sprintf(", %d sampled keys", n)
+	case n != 0:
+		s += fmt.Sprintf(", placed among %d sampled keys", n)
+	}
+	return s
+}
+
+// evidenceWords names what placed a cut.
+func evidenceWords(ev api.SplitEvidence) string {
+	switch ev {
+	case api.SplitEvidence_SPLIT_EVIDENCE_BUCKETS:
+		return "exact bucket loads"
+	case api.SplitEvidence_SPLIT_EVIDENCE_TOP_KEYS:
+		return "top-K counts of the keys around it"
+	case api.SplitEvidence_SPLIT_EVIDENCE_SAMPLES:
+		return "sampled keys inside a bucket"
+	}
+	return enumName(ev)
 }
 
 // lastExplained is the newest decision carrying an explanation.
@@ -226,15 +311,48 @@ func verdict(r *api.ExplainResponse, cfg *api.Config) string {
 		return fmt.Sprintf("not split: cooldown (%s left)", timeLeft(tr.GetCooldownUntilMs(), now))
 	case e == nil:
 		return fmt.Sprintf("not split yet: counting (%s)", overOf(tr, cfg))
+	case e.GetReason() == api.Reason_REASON_UNSPECIFIED && tr.GetMergeExplanation() != nil:
+		return "cold: " + mergeSummary(tr.GetMergeExplanation())
 	}
 	return reasonVerdict(e, tr, r, cfg)
+}
+
+// mergeSummary words a merge explanation (cluster version 3): the pair,
+// the reason, and the numbers it was judged by.
+func mergeSummary(m *api.Explanation) string {
+	pair := "with " + formatRouteID(m.GetMergePartnerRouteId())
+	nums := fmt.Sprintf("merged estimate %d, limit %d; cold %d of %d columns", m.GetMergedEstimate(), m.GetMergeLimit(),
+		m.GetColdColumns(), m.GetMergeWindows())
+	var s string
+	switch m.GetReason() {
+	case api.Reason_REASON_MERGE_PLANNED:
+		s = fmt.Sprintf("merge planned %s: %s (%s)", pair, formatOpID(m.GetOpId()), nums)
+	case api.Reason_REASON_MERGE_DELAY:
+		s = fmt.Sprintf("not merged %s: merge_delay (%s left since a route of the pair was created; %s)", pair, formatMs(m.GetMergeDelayLeftMs()), nums)
+	case api.Reason_REASON_MERGE_MARGIN:
+		s = fmt.Sprintf("not merged %s: merge_margin (the merged route would start too close to the split threshold: %s)", pair, nums)
+	case api.Reason_REASON_MERGE_SUPPRESSED:
+		s = fmt.Sprintf("not merged %s: merge_suppressed (automatic splitting and merging are off; %s)", pair, nums)
+	case api.Reason_REASON_MERGE_BUDGET:
+		s = fmt.Sprintf("not merged %s: merge_budget (colder pairs used this column's merges; %s)", pair, nums)
+	default:
+		s = fmt.Sprintf("%s %s (%s)", enumName(m.GetReason()), pair, nums)
+	}
+	if since := m.GetAtMs(); since != 0 {
+		s += " at " + formatWall(since)
+		if m.GetRepeats() > 0 {
+			s += fmt.Sprintf(" (same since %s, %d repeats)", formatWall(m.GetFirstAtMs()), m.GetRepeats())
+		}
+	}
+	return s
 }
 
 // coldVerdict explains a live route the detector holds no state for: no
 // column to judge it by yet, or below the threshold.
 func coldVerdict(r *api.ExplainResponse) string {
 	last := r.GetLastColumnAtMs()
-	born := hlc.Physical(r.GetRoute().GetSplitAtHlc())
+	// A route is created by a split or a merge (the other HLC is 0).
+	born := hlc.Physical(max(r.GetRoute().GetSplitAtHlc(), r.GetRoute().GetMergedAtHlc()))
 	var s string
 	switch {
 	case last == 0:
@@ -280,6 +398,13 @@ func reasonVerdict(e *api.Explanation, tr *api.TrackedRoute, r *api.ExplainRespo
 				formatBP(uint64(l)), formatBP(uint64(rt)))
 		}
 		return "not split: no_split_key (no hot key to isolate and no usable sub-bucket median; hotsplit never splits at a blind midpoint)"
+	case api.Reason_REASON_CUT_UNCERTAIN:
+		return fmt.Sprintf("not split: cut_uncertain (the best cut leaves %s | %s by the estimate, but its interval admits a side below 20%%: %s..%s | %s..%s; a column with more evidence decides)",
+			formatBP(uint64(e.GetLeftShareBp())), formatBP(uint64(e.GetRightShareBp())),
+			formatBP(uint64(e.GetLeftShareLoBp())), formatBP(uint64(e.GetLeftShareHiBp())),
+			formatBP(uint64(e.GetRightShareLoBp())), formatBP(uint64(e.GetRightShareHiBp())))
+	case api.Reason_REASON_NO_EVIDENCE:
+		return "not split: no_evidence (the column carried no bucket counts, top keys or samples for this route, so nothing says where its load lies; the leader sends evidence only for the hottest rows; hotsplit never splits at a blind midpoint)"
 	case api.Reason_REASON_ALREADY_ISOLATED:
 		return "not split: already_isolated (the route holds one key; it cannot be split further)"
 	case api.Reason_REASON_ROUTE_CAP:

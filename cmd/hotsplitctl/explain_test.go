@@ -27,6 +27,27 @@ func explainCooldown() *api.ExplainResponse {
 	}
 }
 
+// A route whose start an operator placed says that automatic merges keep
+// it, and how to remove it.
+func TestAutosplitExplainPinnedStart(t *testing.T) {
+	f := startCluster(t)
+	x := explainCooldown()
+	x.Route.OperatorStart = true
+	f.set("Explain", x)
+	f.set("GetConfig", &api.GetConfigResponse{Config: configFixture()})
+	r := ctl(t, f, "autosplit", "explain", "r9")
+	line := "\nstart        pinned: an operator placed \"g\" (a bootstrap split key or a manual split), so automatic merges never join r9 " +
+		"to the route before it; `hotsplitctl merge LEFT r9` can\n"
+	if r.code != 0 || !strings.Contains(r.stdout, line) {
+		t.Fatalf("explain: exit %d stderr %q\n%s\nwant the line%s", r.code, r.stderr, r.stdout, line)
+	}
+	// Unpinned (the table test's route), no such line.
+	f.set("Explain", explainCooldown())
+	if r := ctl(t, f, "autosplit", "explain", "r9"); strings.Contains(r.stdout, "pinned") {
+		t.Fatalf("an unpinned route's explain mentions a pin:\n%s", r.stdout)
+	}
+}
+
 func TestAutosplitExplainTable(t *testing.T) {
 	f := startCluster(t)
 	f.set("Explain", explainCooldown())
@@ -148,6 +169,59 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 			},
 		},
 		{
+			// Cluster version 3: the cut's interval and what placed it.
+			name: "planned cut between keys of known load, with its interval",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, OpId: 15, Score: 70000, ConsecutiveOver: 3,
+				SplitKeys: [][]byte{[]byte("user:0001\x00")}, LeftShareBp: 3400, RightShareBp: 6600, MedianBucket: 7, BucketShareBp: 10000,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_TOP_KEYS, LeftShareLoBp: 3046, LeftShareHiBp: 3754,
+				RightShareLoBp: 6246, RightShareHiBp: 6954, KnownKeys: 3})},
+			want: []string{
+				"balance      34.00% | 66.00% of the load on each side, 98% interval 30.46%..37.54% | 62.46%..69.54%, placed by top-K counts of the keys around it; bucket 7 holds 100.00%, 3 keys of known load",
+			},
+		},
+		{
+			name: "planned cut at a bucket boundary is exact",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, OpId: 16, SplitKeys: [][]byte{[]byte("j")},
+				LeftShareBp: 6666, RightShareBp: 3334, MedianBucket: 5, BucketShareBp: 3333, SamplePoints: 3,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_BUCKETS, LeftShareLoBp: 6666, LeftShareHiBp: 6666, RightShareLoBp: 3334, RightShareHiBp: 3334})},
+			want: []string{
+				"balance      66.66% | 33.34% of the load on each side (exact), placed by exact bucket loads; bucket 5 holds 33.33%, 3 sampled keys",
+			},
+		},
+		{
+			name: "cut uncertain",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_CUT_UNCERTAIN, IsolationReason: api.Reason_REASON_TOPK_SHARE, Score: 70000, ConsecutiveOver: 3,
+				LeftShareBp: 3800, RightShareBp: 6200, MedianBucket: 7, BucketShareBp: 10000, SamplePoints: 2, KnownKeys: 3,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_SAMPLES, LeftShareLoBp: 1700, LeftShareHiBp: 5900,
+				RightShareLoBp: 4100, RightShareHiBp: 8300})},
+			want: []string{
+				"verdict      not split: cut_uncertain (the best cut leaves 38.00% | 62.00% by the estimate, but its interval admits a side below 20%: 17.00%..59.00% | 41.00%..83.00%; a column with more evidence decides)",
+				"balance      best cut: 38.00% | 62.00% of the load on each side, 98% interval 17.00%..59.00% | 41.00%..83.00% (each side's lower bound needs 20.00%), placed by sampled keys inside a bucket; bucket 7 holds 100.00%, 3 keys of known load, 2 sampled keys",
+			},
+		},
+		{
+			name: "no evidence",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_NO_EVIDENCE, IsolationReason: api.Reason_REASON_NO_TOPK, Score: 70000})},
+			want: []string{
+				"verdict      not split: no_evidence (the column carried no bucket counts, top keys or samples for this route, so nothing says where its load lies; the leader sends evidence only for the hottest rows; hotsplit never splits at a blind midpoint)",
+			},
+		},
+		{
+			name: "a key isolated by its own load",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: tracked(&api.Explanation{
+				Reason: api.Reason_REASON_PLANNED, Origin: api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND, OpId: 17,
+				SplitKeys: [][]byte{[]byte("k"), []byte("k\x00")}, HotKey: []byte("k"), HotKeyLowerPerMin: 55665, HotKeyUpperPerMin: 60000,
+				HotKeyShareBp: 4500, HotKeyUpperShareBp: 5000, Threshold: 50000, Floor: 25000,
+				SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_KEY_LOAD})},
+			want: []string{
+				"isolated by  the key's own load: its lower bound 55665 ops/min clears the threshold 50000 and the floor 25000, whatever its share",
+			},
+		},
+		{
 			name: "cooldown ended",
 			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 4, LastScore: 61000,
 				CooldownUntilMs: nowMs - 5000, Explanation: &api.Explanation{Reason: api.Reason_REASON_COOLDOWN, Score: 61000, ConsecutiveOver: 4, AtMs: nowMs - 9000}}},
@@ -186,6 +260,13 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 			want: []string{"verdict      nothing to judge yet: no load column has been committed since the route was created at 2024-08-12 09:59:49.012Z; automatic splitting is off"},
 		},
 		{
+			name: "merged after the last column is not cold",
+			resp: &api.ExplainResponse{Route: &api.RouteDescriptor{RouteId: 12, Start: []byte("g"), End: []byte("m"), GroupId: 1,
+				State: api.RouteState_ROUTE_STATE_ACTIVE, MergedFromLeft: 7, MergedFromRight: 8, MergedAtHlc: splitHLC}, NowMs: nowMs,
+				LastColumnAtMs: 1723456780000, AutoSplitEnabled: true},
+			want: []string{"verdict      nothing to judge yet: no load column has been committed since the route was created at 2024-08-12 09:59:49.012Z"},
+		},
+		{
 			name: "gone, with its plan's numbers from the decision ring",
 			resp: &api.ExplainResponse{NowMs: nowMs, Decisions: []*api.Decision{{Seq: 51, AtHlc: splitHLC, Kind: api.DecisionKind_DECISION_KIND_PLANNED,
 				RouteId: 9, OpId: 14, Origin: api.SplitOrigin_SPLIT_ORIGIN_BALANCE, Reason: api.Reason_REASON_PLANNED, SplitKeys: [][]byte{[]byte("h")},
@@ -207,6 +288,25 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 				"verdict      the route no longer exists and the detector holds no state for it (see decisions)",
 				`50   1723456789012.3 (2024-08-12 09:59:49.012Z)  manual_split  r9     -   -       -       -      keys "h"; by bob`,
 			},
+		},
+		{
+			name: "a cold route held back by the merge delay",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, Explanation: &api.Explanation{},
+				MergeExplanation: &api.Explanation{Reason: api.Reason_REASON_MERGE_DELAY, MergePartnerRouteId: 10, MergedEstimate: 300,
+					MergeLimit: 25000, ColdColumns: 10, MergeWindows: 10, MergeDelayLeftMs: 90_000, AtMs: nowMs - 1000, FirstAtMs: nowMs - 61000, Repeats: 1}},
+				Ops: []*api.Op{{OpId: 3, Kind: api.OpKind_OP_KIND_MERGE, ParentRouteId: 8, TargetRouteId: 8, RightRouteId: 9,
+					NextStep: 2, State: api.OpState_OP_STATE_ABORTED, AbortReason: api.OpAbortReason_OP_ABORT_REASON_OPERATOR}}},
+			want: []string{
+				"verdict      cold: not merged with r10: merge_delay (1m30s left since a route of the pair was created; merged estimate 300, limit 25000; cold 10 of 10 columns) at 2024-08-12 09:59:48.012Z (same since 2024-08-12 09:58:48.012Z, 1 repeats)",
+				"op3  r8+r9  merge  aborted (operator)  -  -  -",
+			},
+		},
+		{
+			name: "a merge planned beside a split explanation",
+			resp: &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9,
+				Explanation:      &api.Explanation{Reason: api.Reason_REASON_BELOW_THRESHOLD, Score: 1000, AtMs: nowMs - 600_000},
+				MergeExplanation: &api.Explanation{Reason: api.Reason_REASON_MERGE_PLANNED, MergePartnerRouteId: 8, OpId: 4, MergeLimit: 25000, ColdColumns: 10, MergeWindows: 10}}},
+			want: []string{"merge        merge planned with r8: op4 (merged estimate 0, limit 25000; cold 10 of 10 columns)"},
 		},
 		{
 			name: "unknown reason from a newer server",

@@ -99,6 +99,10 @@ func answer[T proto.Message](f *fakeCluster, method string, req proto.Message) (
 	return proto.Clone(m).(T), nil
 }
 
+func (f *fakeCluster) MergeRange(_ context.Context, req *api.MergeRangeRequest) (*api.MergeRangeResponse, error) {
+	return answer[*api.MergeRangeResponse](f, "MergeRange", req)
+}
+
 func (f *fakeCluster) ListRoutes(_ context.Context, req *api.ListRoutesRequest) (*api.ListRoutesResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -190,6 +194,10 @@ func (f *fakeCluster) TransferLeadership(_ context.Context, req *api.TransferLea
 
 func (f *fakeCluster) CheckState(_ context.Context, req *api.CheckStateRequest) (*api.CheckStateResponse, error) {
 	return answer[*api.CheckStateResponse](f, "CheckState", req)
+}
+
+func (f *fakeCluster) MintUILogin(_ context.Context, req *api.MintUILoginRequest) (*api.MintUILoginResponse, error) {
+	return answer[*api.MintUILoginResponse](f, "MintUILogin", req)
 }
 
 // result is one run of the CLI.

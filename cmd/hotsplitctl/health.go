@@ -65,7 +65,7 @@ func (a *app) healthTable(resp *api.HealthResponse) error {
 		orDash(resp.GetClusterId()), strings.ReplaceAll(enumName(resp.GetStatus()), "_", " "), resp.GetServedBy(),
 		leader, resp.GetTerm(), resp.GetCommitIndex(), resp.GetVotersReachable(), resp.GetVoters(), resp.GetQuorum())
 	for _, r := range resp.GetReasons() {
-		fmt.Fprintf(a.out, "  %s\n", r)
+		fmt.Fprintf(a.out, "  %s\n", forPeople(r))
 	}
 	t := newTable(a.out, "NODE", "SUFFRAGE", "LEADER", "STATE", "REACHABLE", "LAST CONTACT", "APPLIED", "LAG", "BUILD", "REASON")
 	for _, m := range resp.GetMembers() {
@@ -74,8 +74,8 @@ func (a *app) healthTable(resp *api.HealthResponse) error {
 		if m.GetLeader() {
 			mark = "*"
 		}
-		t.row(m.GetMember().GetNodeId(), orDash(m.GetSuffrage()), mark, orDash(h.GetRaftState()), reachable(h), lastContact(h),
-			formatUint(h.GetAppliedIndex()), lagOf(h), orDash(buildOf(h.GetVersion())), orDash(h.GetReason()))
+		t.row(m.GetMember().GetNodeId(), orDash(m.GetSuffrage()), mark, memberState(h), reachable(h), lastContact(h),
+			formatUint(h.GetAppliedIndex()), lagOf(h), orDash(buildOf(h.GetVersion())), orDash(forPeople(h.GetReason())))
 	}
 	return t.flush()
 }
@@ -83,10 +83,12 @@ func (a *app) healthTable(resp *api.HealthResponse) error {
 // healthVerdict turns a non-healthy answer into its exit code.
 func healthVerdict(resp *api.HealthResponse) error {
 	var why []string
-	why = append(why, resp.GetReasons()...)
+	for _, r := range resp.GetReasons() {
+		why = append(why, forPeople(r))
+	}
 	for _, m := range resp.GetMembers() {
 		if r := m.GetHealth().GetReason(); r != "" {
-			why = append(why, m.GetMember().GetNodeId()+": "+r)
+			why = append(why, m.GetMember().GetNodeId()+": "+forPeople(r))
 		}
 	}
 	switch resp.GetStatus() {
@@ -107,6 +109,21 @@ func healthExit(err error) (int, bool) {
 		return exitDegraded, true
 	}
 	return exitNoQuorum, true
+}
+
+// memberState is a member's raft state as people should read it: the
+// state it reported, or, for a member not reachable now, the state it was
+// last seen in, said as such (a kill -9'd leader is not "leader"). JSON
+// keeps the raw last reported raft_state.
+func memberState(h *api.MemberHealth) string {
+	switch s := h.GetRaftState(); {
+	case s == "":
+		return "-"
+	case !h.GetReachable():
+		return "last seen as " + s
+	default:
+		return s
+	}
 }
 
 func reachable(h *api.MemberHealth) string {

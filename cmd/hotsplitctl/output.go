@@ -187,15 +187,39 @@ func withReadInfo(s string, r *api.ReadInfo) string {
 }
 
 // routeTable prints routes with the columns every route listing shares.
+// FROM and MADE AT say what made a route: the split of a parent ("5"), a
+// merge of two routes ("7+8"), or nothing for an initial route ("-").
+// PINNED "yes" marks a start boundary an operator placed (cluster version
+// 3), which automatic merges keep; a note under the table says so when
+// one is shown.
 func routeTable(w io.Writer, routes []*api.RouteDescriptor) error {
-	t := newTable(w, "ROUTE", "START", "END", "GROUP", "STATE", "PARENT", "SPLIT AT")
+	t := newTable(w, "ROUTE", "START", "END", "GROUP", "STATE", "FROM", "MADE AT", "PINNED")
+	pinned := false
 	for _, r := range routes {
+		from, at := formatUint(r.GetParentRouteId()), formatHLC(r.GetSplitAtHlc())
+		if r.GetMergedAtHlc() != 0 {
+			from = strconv.FormatUint(r.GetMergedFromLeft(), 10) + "+" + strconv.FormatUint(r.GetMergedFromRight(), 10)
+			at = formatHLC(r.GetMergedAtHlc())
+		}
+		pin := "-"
+		if r.GetOperatorStart() {
+			pin, pinned = "yes", true
+		}
 		t.row(strconv.FormatUint(r.GetRouteId(), 10), formatKey(r.GetStart()), formatEnd(r.GetEnd()),
-			strconv.FormatUint(r.GetGroupId(), 10), enumName(r.GetState()),
-			formatUint(r.GetParentRouteId()), formatHLC(r.GetSplitAtHlc()))
+			strconv.FormatUint(r.GetGroupId(), 10), enumName(r.GetState()), from, at, pin)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if pinned {
+		_, err := fmt.Fprintln(w, pinnedNote)
+		return err
+	}
+	return nil
 }
+
+// pinnedNote explains PINNED under a route table.
+const pinnedNote = "pinned: an operator placed the route's start (a bootstrap split key or a manual split); automatic merges keep it, `hotsplitctl merge` removes it"
 
 // formatKeys renders a list of keys separated by spaces.
 func formatKeys(keys [][]byte) string {

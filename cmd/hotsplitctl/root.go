@@ -70,7 +70,7 @@ func run(ctx context.Context, args []string, e env, stdout, stderr io.Writer) in
 func (a *app) rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "hotsplitctl",
-		Short: "Operate a hotsplit cluster: routes, splits, automatic splitting, membership",
+		Short: "Operate a hotsplit cluster: routes, splits and merges, automatic splitting, membership",
 		Long: `hotsplitctl talks to a hotsplit cluster over gRPC. Any member will do:
 followers forward mutations to the leader, and the client follows leader
 hints. Reads are linearizable unless --consistency stale.
@@ -127,7 +127,7 @@ started with --insecure. 'hotsplitctl certs' makes the certificates.`,
 	pf.StringVar(&a.token, "token", a.env.getenv("HOTSPLIT_TOKEN"), "a bearer token instead of a client certificate ($HOTSPLIT_TOKEN)")
 	pf.BoolVar(&a.insecure, "insecure", false, "plaintext, for a cluster started with --insecure (no TLS: anyone on the path can read and change the traffic)")
 
-	root.AddCommand(a.routesCmd(), a.splitCmd(), a.autosplitCmd(), a.clusterCmd(), a.snapshotCmd(), a.simCmd(), a.certsCmd(), a.versionCmd(), a.completionCmd())
+	root.AddCommand(a.routesCmd(), a.splitCmd(), a.mergeCmd(), a.autosplitCmd(), a.clusterCmd(), a.snapshotCmd(), a.simCmd(), a.certsCmd(), a.uiCmd(), a.versionCmd(), a.completionCmd())
 	return root
 }
 

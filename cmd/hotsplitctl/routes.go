@@ -169,13 +169,18 @@ func writeWatchEvent(w io.Writer, ev *api.WatchRoutesResponse) error {
 	d := ev.GetDelta()
 	var b strings.Builder
 	fmt.Fprintf(&b, "v%d ", d.GetVersion())
-	if len(d.GetRemovedRouteIds()) == 1 && len(d.GetAdded()) == 2 {
-		l, r := d.GetAdded()[0], d.GetAdded()[1]
+	switch removed, added := d.GetRemovedRouteIds(), d.GetAdded(); {
+	case len(removed) == 1 && len(added) == 2:
+		l, r := added[0], added[1]
 		fmt.Fprintf(&b, "split %s at %s -> %s %s %s %s",
-			formatRouteID(d.GetRemovedRouteIds()[0]), formatKey(r.GetStart()),
+			formatRouteID(removed[0]), formatKey(r.GetStart()),
 			formatRouteID(l.GetRouteId()), formatSpan(l.GetStart(), l.GetEnd()),
 			formatRouteID(r.GetRouteId()), formatSpan(r.GetStart(), r.GetEnd()))
-	} else {
+	case len(removed) == 2 && len(added) == 1 && added[0].GetMergedAtHlc() != 0:
+		m := added[0]
+		fmt.Fprintf(&b, "merge %s %s -> %s %s",
+			formatRouteID(removed[0]), formatRouteID(removed[1]), formatRouteID(m.GetRouteId()), formatSpan(m.GetStart(), m.GetEnd()))
+	default:
 		removed := make([]string, len(d.GetRemovedRouteIds()))
 		for i, id := range d.GetRemovedRouteIds() {
 			removed[i] = formatRouteID(id)

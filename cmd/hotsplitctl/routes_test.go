@@ -28,7 +28,8 @@ func fixtureRoutes() []*api.RouteDescriptor {
 	return []*api.RouteDescriptor{
 		{RouteId: 1, End: []byte("g"), GroupId: 1, State: active},
 		{RouteId: 5, Start: []byte("g"), End: []byte("user:42\x00"), GroupId: 1, State: active, ParentRouteId: 3, SplitAtHlc: splitHLC},
-		{RouteId: 6, Start: []byte("user:42\x00"), End: longKey, GroupId: 2, State: api.RouteState_ROUTE_STATE_WRITE_FENCED, ParentRouteId: 3, SplitAtHlc: splitHLC},
+		{RouteId: 6, Start: []byte("user:42\x00"), End: longKey, GroupId: 2, State: api.RouteState_ROUTE_STATE_WRITE_FENCED, ParentRouteId: 3, SplitAtHlc: splitHLC,
+			OperatorStart: true},
 		{RouteId: 4, Start: longKey, GroupId: 2, State: active},
 	}
 }
@@ -51,11 +52,12 @@ func TestRoutesListTable(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	want := lines(
-		`ROUTE  START                                                             END                                                               GROUP  STATE         PARENT  SPLIT AT`,
-		`1      ""                                                                "g"                                                               1      active        -       -`,
-		`5      "g"                                                               "user:42\x00"                                                     1      active        3       1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`6      "user:42\x00"                                                     "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3       1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`4      "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  +inf                                                              2      active        -       -`,
+		`ROUTE  START                                                             END                                                               GROUP  STATE         FROM  MADE AT                                     PINNED`,
+		`1      ""                                                                "g"                                                               1      active        -     -                                           -`,
+		`5      "g"                                                               "user:42\x00"                                                     1      active        3     1723456789012.3 (2024-08-12 09:59:49.012Z)  -`,
+		`6      "user:42\x00"                                                     "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3     1723456789012.3 (2024-08-12 09:59:49.012Z)  yes`,
+		`4      "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  +inf                                                              2      active        -     -                                           -`,
+		"pinned: an operator placed the route's start (a bootstrap split key or a manual split); automatic merges keep it, `hotsplitctl merge` removes it",
 		`catalog version 9, 4 routes (linearizable read by n1, applied index 120)`,
 	)
 	if r.stdout != want {
@@ -126,8 +128,9 @@ func TestRoutesGet(t *testing.T) {
 	}
 	r := ctl(t, f, "routes", "get", "user:42")
 	want := lines(
-		`ROUTE  START          END                                                               GROUP  STATE         PARENT  SPLIT AT`,
-		`6      "user:42\x00"  "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3       1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`ROUTE  START          END                                                               GROUP  STATE         FROM  MADE AT                                     PINNED`,
+		`6      "user:42\x00"  "zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz..."(100 bytes)  2      write_fenced  3     1723456789012.3 (2024-08-12 09:59:49.012Z)  yes`,
+		pinnedNote,
 		`catalog version 9 (stale read by n2, applied index 7)`,
 	)
 	if r.stdout != want {
@@ -147,16 +150,21 @@ func TestRoutesWatch(t *testing.T) {
 		{RouteId: 9, Start: []byte("g"), End: []byte("m"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE},
 		{RouteId: 10, Start: []byte("m"), End: []byte("user:42\x00"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE},
 	}}
+	merged := &api.CatalogDelta{Version: 10, RemovedRouteIds: []uint64{1, 9}, CommitHlc: splitHLC + 1, Added: []*api.RouteDescriptor{
+		{RouteId: 11, End: []byte("m"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE, MergedFromLeft: 1, MergedFromRight: 9, MergedAtHlc: splitHLC + 1},
+	}}
 	f.watch = []*api.WatchRoutesResponse{
 		{Event: &api.WatchRoutesResponse_SnapshotPage{SnapshotPage: snap}},
 		{Event: &api.WatchRoutesResponse_Delta{Delta: dl}},
+		{Event: &api.WatchRoutesResponse_Delta{Delta: merged}},
 	}
 	want := lines(
 		`v8 snapshot: r1 ["", "g") group 1 active`,
 		`v8 snapshot: r5 ["g", "user:42\x00") group 1 active`,
 		`v9 split r5 at "m" -> r9 ["g", "m") r10 ["m", "user:42\x00") at 1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`v10 merge r1 r9 -> r11 ["", "m") at 1723456789012.4 (2024-08-12 09:59:49.012Z)`,
 	)
-	r := watchUntil(t, f, 3, "routes", "watch")
+	r := watchUntil(t, f, 4, "routes", "watch")
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("routes watch: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)
 	}
@@ -164,9 +172,9 @@ func TestRoutesWatch(t *testing.T) {
 		t.Errorf("from_version %d, want 0", from)
 	}
 
-	r = watchUntil(t, f, 2, "routes", "watch", "-o", "json", "--from-version", "7")
+	r = watchUntil(t, f, 3, "routes", "watch", "-o", "json", "--from-version", "7")
 	out := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if r.code != 0 || len(out) != 2 {
+	if r.code != 0 || len(out) != 3 {
 		t.Fatalf("json watch: exit %d, %d lines:\n%s", r.code, len(out), r.stdout)
 	}
 	for i, line := range out {

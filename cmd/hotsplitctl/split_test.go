@@ -20,7 +20,9 @@ func splitResponse() *api.SplitRangeResponse {
 		CatalogVersion: 10,
 		CommitHlc:      splitHLC,
 		Left:           &api.RouteDescriptor{RouteId: 9, Start: []byte("g"), End: []byte("user:42"), GroupId: 1, State: active, ParentRouteId: 5, SplitAtHlc: splitHLC},
-		Right:          &api.RouteDescriptor{RouteId: 10, Start: []byte("user:42"), End: []byte("user:42\x00"), GroupId: 1, State: active, ParentRouteId: 5, SplitAtHlc: splitHLC},
+		// Cluster version 3: the operator's split key is pinned.
+		Right: &api.RouteDescriptor{RouteId: 10, Start: []byte("user:42"), End: []byte("user:42\x00"), GroupId: 1, State: active, ParentRouteId: 5, SplitAtHlc: splitHLC,
+			OperatorStart: true},
 	}
 }
 
@@ -30,9 +32,10 @@ func TestSplit(t *testing.T) {
 	r := ctl(t, f, "split", "r5", "user:42", "--expected-version", "9")
 	want := lines(
 		`split r5 at "user:42": catalog version 10, committed at 1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`ROUTE  START      END            GROUP  STATE   PARENT  SPLIT AT`,
-		`9      "g"        "user:42"      1      active  5       1723456789012.3 (2024-08-12 09:59:49.012Z)`,
-		`10     "user:42"  "user:42\x00"  1      active  5       1723456789012.3 (2024-08-12 09:59:49.012Z)`,
+		`ROUTE  START      END            GROUP  STATE   FROM  MADE AT                                     PINNED`,
+		`9      "g"        "user:42"      1      active  5     1723456789012.3 (2024-08-12 09:59:49.012Z)  -`,
+		`10     "user:42"  "user:42\x00"  1      active  5     1723456789012.3 (2024-08-12 09:59:49.012Z)  yes`,
+		pinnedNote,
 	)
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("split: exit %d stderr %q\n%s\nwant:\n%s", r.code, r.stderr, r.stdout, want)

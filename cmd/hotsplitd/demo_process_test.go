@@ -17,7 +17,9 @@ import (
 
 // TestIntegrationDemoIsolatesHotKey runs the README's demo command as a
 // process (hotsplitd --dev) and watches, through hotsplitctl, the hot key of
-// its first phase end up alone in a route [H, H·0x00).
+// its first phase end up alone in a route [H, H·0x00); then a headless
+// Chromium opens the login URL the demo printed and looks at the page
+// (checkDemoPage).
 func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: runs the demo")
@@ -91,6 +93,27 @@ func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 	if _, err := ctl(t, hotsplitctl, []string{"HOTSPLIT_CACERT=", "HOTSPLIT_CERT=", "HOTSPLIT_KEY="}, endpoints, "cluster", "leader"); err == nil || !strings.Contains(err.Error(), "--cacert") {
 		t.Fatalf("hotsplitctl without the export line: %v, want a refusal naming --cacert", err)
 	}
+	// The page's login URL follows; the lines after it are drained so the
+	// demo never blocks on its output.
+	var login string
+	for login == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("demo exited: %v", out)
+			}
+			out = append(out, l)
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "key visualizer: "); ok {
+				login = rest
+			}
+		case <-deadline:
+			t.Fatalf("no login URL in 30s: %v", out)
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
 	ks, err := sim.NewKeySpace(sim.DefaultKeySpace)
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +124,7 @@ func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 	}
 	lo, _, _ := w.Hotspot(0)
 	hot := ks.Key(lo)
+	var hotRoute string
 	testutil.Eventually(t, 60*time.Second, "the hot key isolated", func() error {
 		got, err := ctl(t, hotsplitctl, env, endpoints, "routes", "get", string(hot), "-o", "json")
 		if err != nil {
@@ -108,8 +132,9 @@ func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 		}
 		var r struct {
 			Route struct {
-				Start string `json:"start"`
-				End   string `json:"end"`
+				RouteID string `json:"route_id"`
+				Start   string `json:"start"`
+				End     string `json:"end"`
 			} `json:"route"`
 		}
 		if err := json.Unmarshal([]byte(got), &r); err != nil {
@@ -121,7 +146,11 @@ func TestIntegrationDemoIsolatesHotKey(t *testing.T) {
 		if r.Route.Start != want || r.Route.End != wantEnd {
 			return fmt.Errorf("route of %q is [%s, %s)", hot, r.Route.Start, r.Route.End)
 		}
+		hotRoute = r.Route.RouteID
 		return nil
+	})
+	t.Run("page", func(t *testing.T) {
+		checkDemoPage(t, login, hot, hotRoute, func(args ...string) (string, error) { return ctl(t, hotsplitctl, env, endpoints, args...) })
 	})
 }
 

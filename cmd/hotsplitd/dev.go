@@ -39,6 +39,12 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 		defer os.RemoveAll(tmp)
 		dir = tmp
 	}
+	// Before the nodes' log file takes over the logger: this refusal is
+	// for the terminal.
+	restart, err := devRestart(dir, o.devPorts)
+	if err != nil {
+		return err
+	}
 	demoDefaults(o)
 	certs, err := devPKI(filepath.Join(dir, "certs"))
 	if err != nil {
@@ -76,8 +82,12 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 			cfg.Bootstrap, cfg.Join = true, nil
 		} else {
 			cfg.Bootstrap, cfg.Join = false, []string{nodes[0].GRPCAddr()}
-			if err := admitDev(ctx, nodes[0], cfg.ID, listeners[3*i].Addr().String()); err != nil {
-				return err
+			// A restarted node is a member already; the leader needs it
+			// back before it can admit anyone.
+			if !restart {
+				if err := admitDev(ctx, nodes[0], cfg.ID, listeners[3*i].Addr().String()); err != nil {
+					return err
+				}
 			}
 		}
 		n, err := node.Start(cfg)
@@ -97,6 +107,9 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 	fmt.Fprintf(out, "metrics: curl --cacert %s --cert %s --key %s https://%s/metrics (and the other nodes at %s)\n", certs.file("ca.crt"), admin[0], admin[1], https[0], strings.Join(https[1:], ", "))
 	fmt.Fprintf(out, "look closer (TLS with the demo's throwaway CA; you are its admin):\n  export HOTSPLIT_ENDPOINTS=%s HOTSPLIT_CACERT=%s HOTSPLIT_CERT=%s HOTSPLIT_KEY=%s\n", ep, certs.file("ca.crt"), admin[0], admin[1])
 	fmt.Fprintf(out, "  go run ./cmd/hotsplitctl routes list\n  go run ./cmd/hotsplitctl autosplit status\n  go run ./cmd/hotsplitctl autosplit explain ROUTE_ID\n  go run ./cmd/hotsplitctl routes watch\n")
+	if err := printPageLogin(ctx, nodes[0], certs, out); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "data and certificates: %s   node logs: %s   (Ctrl-C stops the demo)\n", dir, logPath)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
@@ -114,6 +127,20 @@ func runDev(ctx context.Context, o *options, hup <-chan os.Signal, out io.Writer
 			}
 		}
 	}
+}
+
+// devRestart reports whether dir holds the demo cluster of an earlier run.
+// It restarts only at the ports it had (--devPorts): raft knows its
+// members by address.
+func devRestart(dir string, ports int) (bool, error) {
+	if _, err := os.Stat(filepath.Join(dir, "n1")); err != nil {
+		return false, nil
+	}
+	if ports == 0 {
+		return false, fmt.Errorf("--devDir %s holds the demo cluster of an earlier run: restart it with the --devPorts it had, or remove %s to start a new one (the CA in %s is kept)",
+			dir, strings.Join([]string{filepath.Join(dir, "n1"), "n2", "n3"}, ", "), filepath.Join(dir, "certs"))
+	}
+	return true, nil
 }
 
 // admitDev admits a demo node before it starts, as an admin would with
@@ -143,17 +170,15 @@ func (d devCerts) file(name string) string { return filepath.Join(string(d), nam
 // devPKI makes the demo's throwaway CA and, signed by it, a certificate
 // per node (127.0.0.1 and localhost), an admin client certificate for the
 // operator at the terminal and a reporter+reader one for the simulated data
-// plane. A --devDir kept from an earlier run gets fresh ones.
+// plane. A --devDir kept from an earlier run keeps its CA (a browser that
+// trusted it once keeps trusting the page) and gets fresh certificates.
 func devPKI(dir string) (devCerts, error) {
 	d := devCerts(dir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return d, fmt.Errorf("dev certificates: %w", err)
 	}
-	ca, err := pki.NewCA("hotsplit-dev", 0)
+	ca, err := devCA(d)
 	if err != nil {
-		return d, err
-	}
-	if err := ca.Write(d.file("ca.crt"), d.file("ca.key"), true); err != nil {
 		return d, err
 	}
 	for i := range devNodes {
@@ -176,6 +201,30 @@ func devPKI(dir string) (devCerts, error) {
 		}
 	}
 	return d, nil
+}
+
+// devCA loads the CA an earlier run left in d, unless it is missing or
+// expires within a day: then it makes and writes a new one.
+func devCA(d devCerts) (*pki.CA, error) {
+	_, errCert := os.Stat(d.file("ca.crt"))
+	_, errKey := os.Stat(d.file("ca.key"))
+	if errCert == nil && errKey == nil {
+		ca, err := pki.LoadCA(d.file("ca.crt"), d.file("ca.key"))
+		if err != nil {
+			return nil, fmt.Errorf("dev CA in %s (remove ca.crt and ca.key for a new one): %w", string(d), err)
+		}
+		if cs, err := pki.ParseCerts(ca.CertPEM()); err == nil && len(cs) > 0 && time.Until(cs[0].NotAfter) > 24*time.Hour {
+			return ca, nil
+		}
+	}
+	ca, err := pki.NewCA("hotsplit-dev", 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := ca.Write(d.file("ca.crt"), d.file("ca.key"), true); err != nil {
+		return nil, err
+	}
+	return ca, nil
 }
 
 // demoClient is the identity of the demo's simulated data plane.
@@ -214,4 +263,21 @@ func devListeners(base int) ([]net.Listener, error) {
 		lns = append(lns, ln)
 	}
 	return lns, nil
+}
+
+// devLoginTTL is how long the login URL the demo prints at start stays
+// valid: long enough to read the output first.
+const devLoginTTL = 15 * time.Minute
+
+// printPageLogin prints a one-time login URL to the first node's key
+// visualizer and how to make the browser trust the page.
+func printPageLogin(ctx context.Context, n *node.Node, certs devCerts, out io.Writer) error {
+	login, err := n.MintUILogin(ctx, devLoginTTL)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	fmt.Fprintf(out, "key visualizer: %s\n", login.GetUrl())
+	fmt.Fprintf(out, "  (one-time login to %s's page, valid %v; another: go run ./cmd/hotsplitctl ui. The page's certificate is signed by the demo's CA, %s, kept for the next run with --devDir: trust it once, docs/operations.md \"The key visualizer\")\n",
+		n.ID(), devLoginTTL, certs.file("ca.crt"))
+	return nil
 }

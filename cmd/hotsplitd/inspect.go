@@ -26,6 +26,9 @@ func inspect(w io.Writer, dataDir string) error {
 	fmt.Fprintf(w, "snapshot          index %d (term %d)\n", in.SnapshotIndex, in.SnapshotTerm)
 	fmt.Fprintf(w, "cluster version   %d\n", in.ClusterVersion)
 	fmt.Fprintf(w, "configuration     %s\n", orDash(strings.Join(servers, " ")))
+	if in.Recovered != "" {
+		fmt.Fprintf(w, "recovered         %s\n", in.Recovered)
+	}
 	if in.Removed != "" {
 		fmt.Fprintf(w, "removed           %s\n", in.Removed)
 	}

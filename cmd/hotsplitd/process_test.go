@@ -85,15 +85,19 @@ func (p *proc) start(t *testing.T, bin string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--id", p.id, "--dataDir", p.dataDir, "--raftAddr", p.raft, "--grpcAddr", p.grpc, "--httpAddr", p.http,
-		"--raftHeartbeatTimeout", "200ms", "--raftElectionTimeout", "200ms", "--raftLeaderLeaseTimeout", "100ms"}, p.args...)
-	p.cmd = exec.Command(bin, args...)
+	p.cmd = exec.Command(bin, p.argv()...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	p.exited = make(chan error, 1)
 	go func() { p.exited <- p.cmd.Wait(); logf.Close() }()
+}
+
+// argv is the command line p runs with (after the binary).
+func (p *proc) argv() []string {
+	return append([]string{"--id", p.id, "--dataDir", p.dataDir, "--raftAddr", p.raft, "--grpcAddr", p.grpc, "--httpAddr", p.http,
+		"--raftHeartbeatTimeout", "200ms", "--raftElectionTimeout", "200ms", "--raftLeaderLeaseTimeout", "100ms"}, p.args...)
 }
 
 func (p *proc) kill9(t *testing.T) {

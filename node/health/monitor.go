@@ -72,9 +72,16 @@ type Monitor struct {
 	// longer lists this node.
 	onRemoved func(reason string)
 
+	// recorded is the member table the node recorded in its data dir
+	// before it started (nil if none); see UseRecorded.
+	recorded *Recorded
+
 	mu      sync.Mutex
 	peers   map[string]*peerState
 	removed bool
+	// foreign remembers, per peer, the other cluster id it was last said
+	// to answer for, so the line is written once per change.
+	foreign map[string]string
 }
 
 // NewMonitor returns the monitor of node self: probe asks the member at a
@@ -82,7 +89,37 @@ type Monitor struct {
 // committed configuration no longer lists self. Run starts it; Note feeds
 // it raft's observations.
 func NewMonitor(self string, r Raft, f *fsm.FSM, probe func(ctx context.Context, addr string) (*api.ProgressResponse, error), log *slog.Logger, onRemoved func(reason string)) *Monitor {
-	return &Monitor{self: self, raft: r, fsm: f, probe: probe, log: log, now: time.Now, onRemoved: onRemoved, peers: map[string]*peerState{}}
+	return &Monitor{self: self, raft: r, fsm: f, probe: probe, log: log, now: time.Now, onRemoved: onRemoved, peers: map[string]*peerState{}, foreign: map[string]string{}}
+}
+
+// Recorded is the member table and cluster id a node recorded in its data
+// dir while it ran, read back when it starts again.
+type Recorded struct {
+	ClusterID string
+	// Index is the applied index the table was read at.
+	Index   uint64
+	Members []*api.Member
+}
+
+// UseRecorded gives the monitor the member table the node recorded before
+// it started. After a restart the FSM holds only the newest snapshot's
+// state until a leader commits an entry (raft applies its log only once it
+// learns the commit index), so a node restarted alone, or a whole cluster
+// restarted at once, would know no member to probe and no cluster id. Until
+// the FSM has applied past the record, health probes and lists the
+// recorded members, and says so. Call it before Run; r must be of the data
+// dir's cluster.
+func (h *Monitor) UseRecorded(r *Recorded) { h.recorded = r }
+
+// view is the cluster id and member table health works from: the FSM's,
+// or the recorded ones while the FSM has not applied up to them (then
+// recordedAt is the record's index, else 0).
+func (h *Monitor) view(st *fsm.State) (clusterID string, members []*api.Member, recordedAt uint64) {
+	r := h.recorded
+	if r == nil || (st.Bootstrapped() && (st.ClusterID() != r.ClusterID || st.Index() >= r.Index)) {
+		return st.ClusterID(), st.Members(), 0
+	}
+	return r.ClusterID, r.Members, r.Index
 }
 
 // Run probes every member until ctx ends.
@@ -107,7 +144,8 @@ func (h *Monitor) Run(ctx context.Context) {
 
 // probeAll starts one probe per member that has none in flight.
 func (h *Monitor) probeAll(ctx context.Context) {
-	for _, m := range h.fsm.State().Members() {
+	_, members, _ := h.view(h.fsm.State())
+	for _, m := range members {
 		if m.GetNodeId() == h.self || m.GetGrpcAddr() == "" {
 			continue
 		}
@@ -147,9 +185,45 @@ func (h *Monitor) probeOne(ctx context.Context, id, addr string) {
 		p.lastOK, p.lastErr, p.resp = now, nil, resp
 	}
 	h.mu.Unlock()
-	if err == nil {
+	if err == nil && !h.otherCluster(id, resp) {
 		h.checkRemoved(id, resp)
 	}
+}
+
+// otherCluster reports whether a member answered for another cluster than
+// this node's, and says so in one line per peer and cluster id. Such an
+// answer proves nothing here: its leadership, its configuration (the raft
+// port's admission reads NewestConfiguration) and its verdict that this
+// node was removed are ignored. It happens when a member's data dir was
+// turned into a new cluster (--forceNewCluster, --restoreSnapshot) while
+// this cluster still lists it. Ids conflict only when both are known.
+func (h *Monitor) otherCluster(from string, resp *api.ProgressResponse) bool {
+	own, _, _ := h.view(h.fsm.State())
+	theirs := resp.GetClusterId()
+	if foreignCluster(own, theirs) == "" {
+		h.mu.Lock()
+		delete(h.foreign, from)
+		h.mu.Unlock()
+		return false
+	}
+	h.mu.Lock()
+	said := h.foreign[from] == theirs
+	h.foreign[from] = theirs
+	h.mu.Unlock()
+	if !said {
+		h.log.Warn("member answers for another cluster: its leadership, configuration and removal verdicts are ignored (was its data dir recovered into a new cluster?)",
+			"peer_id", from, "peer_cluster_id", theirs, "cluster_id", own, "peer_raft_state", resp.GetRaftState(), "peer_term", resp.GetTerm())
+	}
+	return true
+}
+
+// foreignCluster returns the peer's cluster id when it names another
+// cluster than own, "" when they agree or either is unknown.
+func foreignCluster(own, theirs string) string {
+	if own == "" || theirs == "" || own == theirs {
+		return ""
+	}
+	return theirs
 }
 
 // checkRemoved stops this node once a leader at least as new as this
@@ -176,7 +250,11 @@ func (h *Monitor) NewestConfiguration() (uint64, []string) {
 	defer h.mu.Unlock()
 	var index uint64
 	var servers []string
+	own, _, _ := h.view(h.fsm.State())
 	for _, p := range h.peers {
+		if foreignCluster(own, p.resp.GetClusterId()) != "" {
+			continue
+		}
 		if i := p.resp.GetConfigurationIndex(); i > index {
 			index, servers = i, p.resp.GetConfiguration()
 		}
@@ -224,7 +302,8 @@ func (h *Monitor) Note(o raft.Observation) {
 // Report is this node's view of the cluster now (transport.HealthSource).
 func (h *Monitor) Report() *api.HealthResponse {
 	st := h.fsm.State()
-	in := healthInputs{self: h.self, clusterID: st.ClusterID(), now: h.now()}
+	clusterID, members, recordedAt := h.view(st)
+	in := healthInputs{self: h.self, clusterID: clusterID, now: h.now(), recordedAt: recordedAt}
 	if f := h.raft.GetConfiguration(); f.Error() == nil {
 		in.servers = f.Configuration().Servers
 	}
@@ -235,7 +314,7 @@ func (h *Monitor) Report() *api.HealthResponse {
 	in.selfApplied = st.Index()
 	in.selfCommit = h.raft.CommitIndex()
 	in.selfLeaderContact = h.raft.LastContact()
-	in.members = st.Members()
+	in.members = members
 	h.mu.Lock()
 	in.peers = make(map[string]peerState, len(h.peers))
 	for id, p := range h.peers {
@@ -281,6 +360,9 @@ type healthInputs struct {
 	selfCommit        uint64
 	selfLeaderContact time.Time // raft's last contact with the leader (followers)
 	peers             map[string]peerState
+	// recordedAt is the index of the recorded member table in use (0: the
+	// FSM's).
+	recordedAt uint64
 }
 
 // decideHealth builds the health report: per member whether it is
@@ -375,6 +457,10 @@ func decideHealth(in healthInputs) *api.HealthResponse {
 	default:
 		resp.Status = api.HealthStatus_HEALTH_STATUS_HEALTHY
 	}
+	if in.recordedAt > 0 {
+		resp.Reasons = append(resp.Reasons, fmt.Sprintf("%s has not applied its log since it started (applied index %d; no leader has committed an entry to it yet): members as it recorded them at index %d",
+			in.self, in.selfApplied, in.recordedAt))
+	}
 	if resp.Status != api.HealthStatus_HEALTH_STATUS_NO_QUORUM && resp.Voters > 1 && resp.VotersReachable == resp.Quorum {
 		resp.Reasons = append(resp.Reasons, fmt.Sprintf("quorum at risk: %d of %d voters reachable, one more failure loses the quorum", resp.VotersReachable, resp.Voters))
 	}
@@ -412,17 +498,29 @@ func memberHealth(in healthInputs, id string, commit uint64) *api.MemberHealth {
 		h.RaftState, h.Term, h.AppliedIndex, h.Version = r.GetRaftState(), r.GetTerm(), r.GetAppliedIndex(), r.GetVersion()
 		h.AppliedLag = lag(commit, r.GetAppliedIndex())
 	}
+	// Why it is unreachable, if it is: its raft state and term are then
+	// the ones it last reported, and the reason says so (a kill -9'd
+	// leader is not "leader" any more).
+	unreachable := ""
 	switch {
 	case p.lastErr != nil && !p.lastErrAt.Before(p.lastOK):
-		h.Reason = "unreachable: " + probeError(p.lastErr)
+		unreachable = probeError(p.lastErr)
+	case foreignCluster(in.clusterID, p.resp.GetClusterId()) != "":
+		h.Reason = fmt.Sprintf("answers for another cluster (%s): its data dir was recovered into a new cluster; it cannot vote here", p.resp.GetClusterId())
 	case p.lastOK.IsZero():
 		h.Reason = "no answer yet"
 	case in.now.Sub(p.lastOK) > staleContact:
-		h.Reason = fmt.Sprintf("unreachable: no answer for %v", in.now.Sub(p.lastOK).Round(time.Millisecond))
+		unreachable = fmt.Sprintf("no answer for %v", in.now.Sub(p.lastOK).Round(time.Millisecond))
 	case p.hbFailing:
-		h.Reason = fmt.Sprintf("unreachable: raft heartbeats failing since %s", p.hbSince.UTC().Format("15:04:05.000Z"))
+		unreachable = fmt.Sprintf("raft heartbeats failing since %s", p.hbSince.UTC().Format("15:04:05.000Z"))
 	case h.RaftState == transport.RaftStateName(raft.Shutdown):
 		h.Reason = "raft shut down: it cannot vote"
+	}
+	if unreachable != "" {
+		h.Reason = "unreachable: " + unreachable
+		if h.RaftState != "" {
+			h.Reason = fmt.Sprintf("last seen as %s (term %d), unreachable: %s", h.RaftState, h.Term, unreachable)
+		}
 	}
 	h.Reachable = h.Reason == ""
 	if h.Reachable && h.AppliedLag > maxHealthyLag {

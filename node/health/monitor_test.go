@@ -72,6 +72,13 @@ func TestDecideHealth(t *testing.T) {
 			p.resp.RaftState = "shutdown"
 			in.peers["n3"] = p
 		}, status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2, reasons: map[string]string{"n3": "raft shut down"}},
+		{name: "a kill -9'd leader from a follower: last seen as leader, unreachable", tweak: func(in *healthInputs) {
+			in.self, in.selfState = "n2", "follower"
+			dead := refused
+			dead.resp = &api.ProgressResponse{RaftState: "leader", Term: 3, AppliedIndex: 100, CommitIndex: 100}
+			in.peers = map[string]peerState{"n1": dead, "n3": ok(100, 100*time.Millisecond)}
+		}, status: api.HealthStatus_HEALTH_STATUS_DEGRADED, reachable: 2,
+			reasons: map[string]string{"n1": "last seen as leader (term 3), unreachable: dial tcp 127.0.0.1:1: connect: connection refused"}},
 		{name: "a single voter is healthy, not at risk", tweak: func(in *healthInputs) {
 			in.servers, in.members, in.peers = in.servers[:1], in.members[:1], nil
 		}, status: api.HealthStatus_HEALTH_STATUS_HEALTHY, reachable: 1},
@@ -140,6 +147,53 @@ func TestCheckRemoved(t *testing.T) {
 	}
 }
 
+// A leader of another cluster (a member's data dir forked into a new
+// cluster while this one still lists it) cannot remove this node: its
+// answer is ignored, said in one line per peer and cluster, and its
+// configuration is not taken as this cluster's newest; the member reads
+// as answering for another cluster. An answer of an unknown cluster, or
+// this node not knowing its own yet, binds nothing.
+func TestOtherClusterLeaderCannotRemove(t *testing.T) {
+	const term = 4
+	f := fsm.New(fsm.Options{})
+	data, err := fsm.EncodeCommand(&api.Command{MinVersion: fsm.Version2, Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c-own", GroupId: 1, ClusterVersion: fsm.Version2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Apply(&raft.Log{Index: 1, Data: data})
+	if f.State().ClusterID() != "c-own" {
+		t.Fatal("bootstrap did not apply")
+	}
+	var fired []string
+	logs := &strings.Builder{}
+	h := NewMonitor("n1", termOnly(term), f, nil, slog.New(slog.NewTextHandler(logs, nil)), func(reason string) { fired = append(fired, reason) })
+	fork := &api.ProgressResponse{RaftState: "leader", Term: term + 8, ClusterId: "c-fork", ConfigurationIndex: 1, Configuration: []string{"n3"}}
+	for range 3 {
+		if !h.otherCluster("n3", fork) {
+			t.Fatal("an answer of another cluster was taken as this cluster's")
+		}
+	}
+	h.peers["n3"] = &peerState{lastOK: h.now(), resp: fork}
+	if i, s := h.NewestConfiguration(); i != 0 || s != nil {
+		t.Fatalf("newest configuration %d %v taken from another cluster", i, s)
+	}
+	if len(fired) != 0 || strings.Count(logs.String(), "another cluster") != 1 || !strings.Contains(logs.String(), "c-fork") {
+		t.Fatalf("fired %q; log:\n%s", fired, logs)
+	}
+	in := healthInputs{self: "n1", clusterID: "c-own", now: h.now(), peers: map[string]peerState{"n3": *h.peers["n3"]}}
+	if mh := memberHealth(in, "n3", 0); mh.GetReachable() || !strings.Contains(mh.GetReason(), "another cluster (c-fork)") {
+		t.Fatalf("member health %v", mh)
+	}
+	for _, unknown := range []string{"", "c-own"} {
+		if h.otherCluster("n3", &api.ProgressResponse{ClusterId: unknown}) {
+			t.Fatalf("cluster id %q taken as another cluster", unknown)
+		}
+	}
+	if h2 := NewMonitor("n1", termOnly(term), fsm.New(fsm.Options{}), nil, slog.New(slog.DiscardHandler), nil); h2.otherCluster("n3", fork) {
+		t.Fatal("a node that does not know its cluster refused an answer")
+	}
+}
+
 // termOnly is a raft whose current term is all the test may read.
 type termOnly uint64
 
@@ -149,3 +203,37 @@ func (termOnly) CommitIndex() uint64                               { panic("not 
 func (termOnly) LastContact() time.Time                            { panic("not read") }
 func (termOnly) LeaderWithID() (raft.ServerAddress, raft.ServerID) { panic("not read") }
 func (termOnly) GetConfiguration() raft.ConfigurationFuture        { panic("not read") }
+
+// The recorded member table stands in while the FSM has not applied up to
+// it (empty after a restart, or an older snapshot), and only for its own
+// cluster; once the FSM is past it, the FSM's table rules.
+func TestRecordedMembersUntilTheLogApplies(t *testing.T) {
+	rec := &Recorded{ClusterID: "c-own", Index: 5, Members: []*api.Member{{NodeId: "n1"}, {NodeId: "n2"}, {NodeId: "n3"}}}
+	boot := func(f *fsm.FSM, index uint64, cluster string) {
+		data, err := fsm.EncodeCommand(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: cluster, GroupId: 1}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Apply(&raft.Log{Index: index, Data: data})
+	}
+	for _, tc := range []struct {
+		name    string
+		prepare func(f *fsm.FSM)
+		want    string // cluster id the view uses
+		useRec  bool
+	}{
+		{"an empty FSM after a restart", func(*fsm.FSM) {}, "c-own", true},
+		{"an FSM behind the record", func(f *fsm.FSM) { boot(f, 3, "c-own") }, "c-own", true},
+		{"an FSM at the record", func(f *fsm.FSM) { boot(f, 5, "c-own") }, "c-own", false},
+		{"an FSM of another cluster", func(f *fsm.FSM) { boot(f, 2, "c-new") }, "c-new", false},
+	} {
+		f := fsm.New(fsm.Options{})
+		tc.prepare(f)
+		h := NewMonitor("n1", termOnly(1), f, nil, slog.New(slog.DiscardHandler), nil)
+		h.UseRecorded(rec)
+		id, members, at := h.view(f.State())
+		if id != tc.want || (at != 0) != tc.useRec || (len(members) == 3) != tc.useRec {
+			t.Errorf("%s: view %q with %d members at %d", tc.name, id, len(members), at)
+		}
+	}
+}

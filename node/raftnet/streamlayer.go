@@ -107,8 +107,14 @@ type streamConfig struct {
 	// now; expectAt names the member raft knows at an address ("" if none).
 	admit    func(id string) bool
 	expectAt func(addr string) string
-	refused  func(reason string)
-	log      *slog.Logger
+	// clusterID is the cluster this node belongs to ("" while it does not
+	// know); nil turns the cluster id binding off (clusterid.go).
+	clusterID func() string
+	refused   func(reason string)
+	// otherCluster says, rate limited, that a connection from or to a node
+	// of another cluster was closed.
+	otherCluster func(peerID string, err error)
+	log          *slog.Logger
 	// Zero values take raftHandshakeTimeout, MaxHandshakes and
 	// raftSweepInterval.
 	handshakeTimeout time.Duration
@@ -124,6 +130,7 @@ const (
 	refusedNotNode      = "not_node_certificate"
 	refusedNotMember    = "not_member"
 	refusedRemoved      = "removed_member"
+	refusedOtherCluster = "other_cluster"
 )
 
 func newSecureStream(cfg streamConfig) *secureStream {
@@ -135,6 +142,9 @@ func newSecureStream(cfg streamConfig) *secureStream {
 	}
 	if cfg.sweepInterval <= 0 {
 		cfg.sweepInterval = raftSweepInterval
+	}
+	if cfg.otherCluster == nil {
+		cfg.otherCluster = func(string, error) {}
 	}
 	s := &secureStream{
 		streamConfig: cfg,
@@ -284,7 +294,7 @@ func (s *secureStream) handshake(raw net.Conn) {
 func (s *secureStream) verifyInbound(ctx context.Context, raw net.Conn) (*tls.Conn, string, string, error) {
 	// The deadline also bounds a peer that connects and sends nothing.
 	raw.SetDeadline(time.Now().Add(s.handshakeTimeout))
-	tc := tls.Server(raw, s.tls.ServerConfig(tls.RequireAndVerifyClientCert))
+	tc := tls.Server(raw, s.tls.ServerConfig(tls.RequireAndVerifyClientCert, s.protos()...))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return nil, "", refusedHandshake, err
 	}
@@ -292,6 +302,15 @@ func (s *secureStream) verifyInbound(ctx context.Context, raw net.Conn) (*tls.Co
 	id := leaf.Subject.CommonName
 	if !pki.IsNode(leaf) {
 		return nil, id, refusedNotNode, fmt.Errorf("certificate CN=%q O=%v is not a node certificate", id, leaf.Subject.Organization)
+	}
+	if tc.ConnectionState().NegotiatedProtocol == raftClusterALPN {
+		if err := acceptClusterID(tc, s.clusterID(), id); err != nil {
+			if errors.Is(err, ErrOtherCluster) {
+				s.otherCluster(id, err)
+				return nil, id, refusedOtherCluster, err
+			}
+			return nil, id, refusedHandshake, err
+		}
 	}
 	if !s.admit(id) {
 		return nil, id, refusedNotMember, fmt.Errorf("node %q is not a member of the raft configuration", id)
@@ -315,16 +334,36 @@ func (s *secureStream) Dial(address raft.ServerAddress, timeout time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(raw, s.tls.ClientConfig(host))
+	tc := tls.Client(raw, s.tls.ClientConfig(host, s.protos()...))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		return nil, fmt.Errorf("raft dial %s: TLS: %w", addr, err)
 	}
-	if err := CheckPeerNode(tc.ConnectionState().PeerCertificates[0], s.expectAt(addr), s.admit); err != nil {
+	leaf := tc.ConnectionState().PeerCertificates[0]
+	if err := CheckPeerNode(leaf, s.expectAt(addr), s.admit); err != nil {
 		tc.Close()
 		return nil, fmt.Errorf("raft dial %s: %w", addr, err)
 	}
+	if tc.ConnectionState().NegotiatedProtocol == raftClusterALPN {
+		deadline, _ := ctx.Deadline()
+		if err := dialClusterID(tc, s.clusterID(), leaf.Subject.CommonName, deadline); err != nil {
+			tc.Close()
+			if errors.Is(err, ErrOtherCluster) {
+				s.otherCluster(leaf.Subject.CommonName, err)
+			}
+			return nil, fmt.Errorf("raft dial %s: %w", addr, err)
+		}
+	}
 	return tc, nil
+}
+
+// protos are the TLS application protocols this node's raft connections
+// offer and accept: the cluster id binding's, when it is on.
+func (s *secureStream) protos() []string {
+	if s.clusterID == nil {
+		return nil
+	}
+	return []string{raftClusterALPN}
 }
 
 // sweepLoop closes accepted connections of peers the membership check no
@@ -399,7 +438,14 @@ type StreamConfig struct {
 	// runs too.
 	Admit    func(id string) bool
 	ExpectAt func(addr string) string
-	Logger   *slog.Logger
+	// ClusterID is the cluster this node belongs to, "" while it does not
+	// know yet (a fresh node before its first entries): raft connections
+	// to and from a node that names another cluster close before raft
+	// reads from them (TLS only, negotiated with older builds; see
+	// clusterid.go). nil turns the binding off. Called from the stream's
+	// goroutines, before raft runs too.
+	ClusterID func() string
+	Logger    *slog.Logger
 	// Registerer receives hotsplit_raft_conns_refused_total (TLS only).
 	Registerer prometheus.Registerer
 }
@@ -416,9 +462,9 @@ func NewStreamLayer(cfg StreamConfig) (raft.StreamLayer, error) {
 	}
 	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hotsplit_raft_conns_refused_total",
-		Help: "Raft connections refused or closed by reason: handshake_cap (too many still handshaking), handshake (TLS failed: no or bad certificate, timeout), not_node_certificate, not_member, removed_member.",
+		Help: "Raft connections refused or closed by reason: handshake_cap (too many still handshaking), handshake (TLS failed: no or bad certificate, timeout), not_node_certificate, not_member, removed_member, other_cluster (a node of another cluster id).",
 	}, []string{"reason"})
-	for _, r := range []string{refusedHandshakeCap, refusedHandshake, refusedNotNode, refusedNotMember, refusedRemoved} {
+	for _, r := range []string{refusedHandshakeCap, refusedHandshake, refusedNotNode, refusedNotMember, refusedRemoved, refusedOtherCluster} {
 		refusals.WithLabelValues(r)
 	}
 	cfg.Registerer.MustRegister(refusals)
@@ -429,7 +475,15 @@ func NewStreamLayer(cfg StreamConfig) (raft.StreamLayer, error) {
 			cfg.Logger.Warn("raft connections refused", "reason", reason, "count", held+1)
 		}
 	}
-	return newSecureStream(streamConfig{ln: cfg.Listener, advertise: addr, dialer: cfg.Dialer, tls: cfg.TLS, admit: cfg.Admit, expectAt: cfg.ExpectAt, refused: refused, log: cfg.Logger}), nil
+	peers := loglimit.New(refusalLogEvery, 16)
+	otherCluster := func(peerID string, err error) {
+		if ok, held := peers.Allow(peerID, time.Now()); ok {
+			cfg.Logger.Warn("raft connection with a node of another cluster closed: its votes, entries and answers count for nothing here",
+				"peer_id", peerID, "reason", err.Error(), "count", held+1)
+		}
+	}
+	return newSecureStream(streamConfig{ln: cfg.Listener, advertise: addr, dialer: cfg.Dialer, tls: cfg.TLS, admit: cfg.Admit, expectAt: cfg.ExpectAt,
+		clusterID: cfg.ClusterID, refused: refused, otherCluster: otherCluster, log: cfg.Logger}), nil
 }
 
 // refusalLogEvery spaces the WARN lines of one refusal reason: a flood of

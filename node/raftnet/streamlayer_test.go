@@ -2,9 +2,11 @@ package raftnet
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -295,4 +297,80 @@ func TestSecureStreamDialChecksPeer(t *testing.T) {
 		t.Fatalf("dial an admitted node: %v", err)
 	}
 	c.Close()
+}
+
+// TestSecureStreamBindsClusterID: raft connections between nodes of two
+// clusters close before raft sees them, in both directions, and each end
+// says so; nodes of one cluster, a node that does not know its cluster
+// yet, and nodes of a build without the binding (no ALPN offered or
+// accepted: a rolling upgrade) connect as before and carry raft's bytes.
+func TestSecureStreamBindsClusterID(t *testing.T) {
+	var mu sync.Mutex
+	var told []string
+	node := func(id, cluster string, bound bool) *streamFixture {
+		return newStreamFixture(t, id, []string{"n1", "n2", "n3"}, func(c *streamConfig) {
+			if bound {
+				c.clusterID = func() string { return cluster }
+			}
+			c.otherCluster = func(peer string, err error) {
+				mu.Lock()
+				told = append(told, id+" about "+peer+": "+err.Error())
+				mu.Unlock()
+			}
+		})
+	}
+	dialOK := func(t *testing.T, from, to *streamFixture, what string) {
+		t.Helper()
+		c, err := from.s.Dial(raft.ServerAddress(to.addr), 2*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("x")); err != nil {
+			t.Fatalf("%s: write: %v", what, err)
+		}
+		select {
+		case got := <-to.accepted:
+			defer got.Close()
+			buf := make([]byte, 1)
+			got.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(got, buf); err != nil || buf[0] != 'x' {
+				t.Fatalf("%s: raft read %q, %v: the exchange left bytes behind or ate raft's", what, buf, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: not accepted", what)
+		}
+	}
+	a1, a2 := node("n1", "aaaa", true), node("n2", "aaaa", true)
+	b3 := node("n3", "bbbb", true)
+	fresh := node("n3", "", true)
+	legacy := node("n3", "bbbb", false)
+
+	dialOK(t, a1, a2, "same cluster")
+	dialOK(t, fresh, a1, "a fresh dialer")
+	dialOK(t, a1, fresh, "to a fresh acceptor")
+	dialOK(t, legacy, a1, "a dialer without the binding")
+	dialOK(t, a1, legacy, "to an acceptor without the binding")
+
+	for _, tc := range []struct {
+		name     string
+		from, to *streamFixture
+	}{{"a node of another cluster dials", b3, a1}, {"dialling a node of another cluster", a1, b3}} {
+		before := tc.to.refused(refusedOtherCluster)
+		_, err := tc.from.s.Dial(raft.ServerAddress(tc.to.addr), 2*time.Second)
+		if !errors.Is(err, ErrOtherCluster) || !strings.Contains(err.Error(), "bbbb") || !strings.Contains(err.Error(), "aaaa") {
+			t.Fatalf("%s: %v, want ErrOtherCluster naming both clusters", tc.name, err)
+		}
+		tc.to.await(t, tc.name+": refused by the acceptor", func() bool { return tc.to.refused(refusedOtherCluster) == before+1 })
+		select {
+		case c := <-tc.to.accepted:
+			t.Fatalf("%s: raft was handed the connection from %v", tc.name, c.RemoteAddr())
+		default:
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 4 {
+		t.Fatalf("lines about the other cluster %q, want one per end per connection", told)
+	}
 }

@@ -105,8 +105,15 @@ func (r *raftLogger) Log(level hclog.Level, msg string, args ...any) {
 	r.log.LogAttrs(ctx, sl, r.name+": "+msg, attrs...)
 }
 
-// raftKey makes raft's keys ("last-index", "backoff time") snake_case.
+// raftKey makes raft's keys ("last-index", "backoff time") snake_case, and
+// renames the ones slog's handlers write themselves (raft's "failed to
+// contact" line carries a "time" that is a duration): a line never names a
+// key twice.
 func raftKey(k string) string {
+	switch k {
+	case slog.TimeKey, slog.LevelKey, slog.MessageKey, slog.SourceKey:
+		return "raft_" + k
+	}
 	return strings.Map(func(r rune) rune {
 		if r == '-' || r == ' ' {
 			return '_'
@@ -116,21 +123,47 @@ func raftKey(k string) string {
 }
 
 // raftValue renders raft's values the way our own lines do: a server by
-// its id, an error by its message.
+// its id, a configuration as "id=address(suffrage) …", an error by its
+// message, and hclog's deferred formats (hclog.Fmt: raft's "initial
+// configuration" line) formatted, never their verb left unexpanded.
 func raftValue(v any) any {
 	switch x := v.(type) {
 	case raft.Server:
 		return string(x.ID)
 	case *raft.Server:
 		return string(x.ID)
+	case []raft.Server:
+		return serversText(x)
 	case raft.ServerID:
 		return string(x)
 	case raft.ServerAddress:
 		return string(x)
 	case error:
 		return x.Error()
+	case hclog.Format:
+		if len(x) == 0 {
+			return ""
+		}
+		format, ok := x[0].(string)
+		if !ok {
+			return fmt.Sprint(x...)
+		}
+		args := make([]any, len(x)-1)
+		for i, a := range x[1:] {
+			args[i] = raftValue(a)
+		}
+		return fmt.Sprintf(format, args...)
 	}
 	return v
+}
+
+// serversText is a raft configuration as --inspect prints it.
+func serversText(servers []raft.Server) string {
+	parts := make([]string, len(servers))
+	for i, s := range servers {
+		parts[i] = fmt.Sprintf("%s=%s(%s)", s.ID, s.Address, strings.ToLower(s.Suffrage.String()))
+	}
+	return strings.Join(parts, " ")
 }
 
 func (r *raftLogger) Trace(msg string, args ...any) { r.Log(hclog.Trace, msg, args...) }

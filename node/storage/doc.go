@@ -6,8 +6,12 @@
 // doing the same, and the checks a data dir passes before raft starts —
 // the snapshot raft will restore must meet the log (CheckSnapshotCoverage),
 // the data dir must not have run at a newer cluster version
-// (CheckClusterVersion, RecordClusterVersion keep that mark), and a
-// snapshot refused at start stays refused (RestoreGuard).
+// (CheckClusterVersion, RecordClusterVersion keep that mark), a snapshot
+// refused at start stays refused (RestoreGuard), and a recovery flag runs
+// once per data dir (CheckRecoveryOnce, WriteRecoveryMark). It also keeps
+// the member table the node last applied in the data dir (RecordMembers,
+// ReadMemberRecord), which health uses after a restart until the log
+// applies again.
 //
 // It does not start raft, does not decide what a command does, and does
 // not recover a cluster: node does those with the stores it opens. The
