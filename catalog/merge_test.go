@@ -277,8 +277,8 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 		}
 		operator := map[string]bool{}
 		if rapid.Bool().Draw(t, "mark-initial") {
-			if c, _, err = c.MarkInitialStarts(); err != nil {
-				t.Fatalf("MarkInitialStarts: %v", err)
+			if c, _, err = c.MarkAllStarts(); err != nil {
+				t.Fatalf("MarkAllStarts: %v", err)
 			}
 			for _, k := range splits {
 				operator[string(k)] = true

@@ -16,7 +16,7 @@ package catalog
 //     never marked.
 //
 // The catalog does not know cluster versions: the caller passes
-// PlacedByOperator, and calls MarkInitialStarts, only where the cluster
+// PlacedByOperator, and calls MarkAllStarts, only where the cluster
 // version records placements, so a version 2 catalog carries no mark.
 
 // Placement says who placed the boundary a split makes.
@@ -30,18 +30,21 @@ const (
 	PlacedByOperator
 )
 
-// MarkInitialStarts returns c with the start of every route still as a
-// bootstrap made it — no split parent, no merge, a non-empty start — marked
-// as placed by an operator: those starts are the split keys the operator
-// gave at bootstrap. The version and next id stay (the layout is the same);
-// c itself is unchanged, and returned as is when no route needs the mark;
-// marked is how many routes got it. It rebuilds the indexes from the routes
-// in O(n): it runs once at a bootstrap and once at a cluster version raise.
-// An error means c broke an invariant (ErrInvariant).
-func (c *Catalog) MarkInitialStarts() (next *Catalog, marked int, err error) {
+// MarkAllStarts returns c with every boundary — the start of every route
+// but the first — marked as placed by an operator. At a bootstrap those are
+// the operator's split keys; at the raise to a version that records
+// placements they are every boundary the cluster has, since an older
+// catalog keeps no record of who placed one, and an automatic merge of a
+// boundary an operator placed would undo their layout unasked. The version
+// and next id stay (the layout is the same); c itself is unchanged, and
+// returned as is when no route needs the mark; marked is how many routes
+// got it. It rebuilds the indexes from the routes in O(n): it runs once at
+// a bootstrap and once at a cluster version raise. An error means c broke
+// an invariant (ErrInvariant).
+func (c *Catalog) MarkAllStarts() (next *Catalog, marked int, err error) {
 	routes := make([]*RouteDescriptor, 0, c.Len())
 	c.Ascend(func(r *RouteDescriptor) bool {
-		if r.ParentID == 0 && r.Merge == nil && len(r.Start) > 0 && !r.OperatorStart {
+		if len(r.Start) > 0 && !r.OperatorStart {
 			m := *r
 			m.OperatorStart = true
 			r = &m

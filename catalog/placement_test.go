@@ -27,7 +27,7 @@ func sameMarks(a, b []bool) bool {
 // The mark follows the boundary through every transition.
 func TestSplitPlacement(t *testing.T) {
 	base := mergeBase(t) // r1 ["", f) r2 [f, m) r3 [m, t) r4 [t, +inf)
-	marked, _, err := base.MarkInitialStarts()
+	marked, _, err := base.MarkAllStarts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestIsolationMiddleChildIsAutomaticOnBothSides(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c, _, err = c.MarkInitialStarts(); err != nil {
+	if c, _, err = c.MarkAllStarts(); err != nil {
 		t.Fatal(err)
 	}
 	c, ch1, err := c.Split(2, []byte("h"), 10)
@@ -132,7 +132,7 @@ func TestMergeKeepsTheLeftMark(t *testing.T) {
 		}
 	}
 	// Merging into the first route: never marked.
-	c, _, err := mergeBase(t).MarkInitialStarts()
+	c, _, err := mergeBase(t).MarkAllStarts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,12 +142,12 @@ func TestMergeKeepsTheLeftMark(t *testing.T) {
 	}
 }
 
-func TestMarkInitialStarts(t *testing.T) {
+func TestMarkAllStarts(t *testing.T) {
 	c := mergeBase(t)
 	if got := marks(c); !sameMarks(got, []bool{false, false, false, false}) {
 		t.Fatalf("New marks %v: a catalog is unmarked until the caller marks it", got)
 	}
-	m, n, err := c.MarkInitialStarts()
+	m, n, err := c.MarkAllStarts()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,12 +162,12 @@ func TestMarkInitialStarts(t *testing.T) {
 			t.Fatalf("Lookup(%q): %v before, %v after", k, a, b)
 		}
 	}
-	if again, n, err := m.MarkInitialStarts(); err != nil || again != m || n != 0 {
+	if again, n, err := m.MarkAllStarts(); err != nil || again != m || n != 0 {
 		t.Fatalf("marking twice: %v, %d marked, same catalog %v", err, n, again == m)
 	}
 
-	// Only routes still as the bootstrap made them: r2's boundary went
-	// into a split (its left child has a parent), r3 and r4 into a merge.
+	// Every boundary, whoever placed it: r2's split key and the left
+	// child's inherited start, and the merged route's start.
 	c, _, err = c.Split(2, []byte("h"), 10)
 	if err != nil {
 		t.Fatal(err)
@@ -176,26 +176,24 @@ func TestMarkInitialStarts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, n, err = c.MarkInitialStarts()
-	if err != nil || n != 0 {
-		t.Fatal(err, n)
+	// r1 ["", f), r5 [f, h), r6 [h, m), r7 [m, +inf).
+	m, n, err = c.MarkAllStarts()
+	if err != nil || n != 3 || !sameMarks(marks(m), []bool{false, true, true, true}) {
+		t.Fatalf("after a split and a merge: marks %v (%d, %v), want every start but the first", marks(m), n, err)
 	}
-	// r1 ["", f), r5 [f, h), r6 [h, m), r7 [m, +inf): nothing left to mark.
-	if m != c {
-		t.Fatalf("marked %v on a catalog whose initial routes all changed", marks(m))
-	}
-	c2, _, err := mergeBase(t).Split(3, []byte("p"), 10)
+	// A catalog partly marked already: only the unmarked starts count.
+	partly, _, err := m.Split(6, []byte("k"), 12)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, n, err = c2.MarkInitialStarts(); err != nil || n != 2 || !sameMarks(marks(m), []bool{false, true, false, false, true}) {
-		t.Fatalf("after a split of r3: marks %v (%d, %v), want r2 and r4 only", marks(m), n, err)
+	if m, n, err = partly.MarkAllStarts(); err != nil || n != 1 || !sameMarks(marks(m), []bool{false, true, true, true, true}) {
+		t.Fatalf("after an automatic split of a marked catalog: marks %v (%d, %v), want the new start marked alone", marks(m), n, err)
 	}
 }
 
 // The mark is part of a route: equality, the proto form, the encoding.
 func TestOperatorStartRoundTrip(t *testing.T) {
-	c, _, err := mergeBase(t).MarkInitialStarts()
+	c, _, err := mergeBase(t).MarkAllStarts()
 	if err != nil {
 		t.Fatal(err)
 	}

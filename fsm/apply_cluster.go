@@ -30,7 +30,7 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if OperatorBoundariesKept.EnabledAt(max(1, b.GetClusterVersion())) {
 		// The initial split keys are the operator's: automatic merges keep
 		// them.
-		if cat, _, err = cat.MarkInitialStarts(); err != nil {
+		if cat, _, err = cat.MarkAllStarts(); err != nil {
 			a.haltErr = fmt.Errorf("mark the initial split keys: %w", err)
 			return nil
 		}

@@ -27,24 +27,11 @@ func (a *applier) applyMergeOpStep(c *api.MergeRange) *api.CommandResult {
 	}
 	op := a.s.ops[i]
 	step := c.GetStep()
-	switch {
-	case !isMergeOp(op):
+	if !isMergeOp(op) {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "op_id: op %d splits; its steps are SplitRange", op.GetOpId())
-	case step == 0:
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: must be >= 1 for op %d", op.GetOpId())
-	case step < op.GetNextStep():
-		if int(step) <= len(op.GetStepResults()) {
-			return op.GetStepResults()[step-1]
-		}
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step %d of op %d has no recorded result", step, op.GetOpId())
-	case step > op.GetNextStep():
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: %d ahead of op %d's next step %d", step, op.GetOpId(), op.GetNextStep())
 	}
-	switch op.GetState() {
-	case api.OpState_OP_STATE_DONE:
-		return fail(api.ResultCode_RESULT_CODE_OP_FINISHED, "op %d is done", op.GetOpId())
-	case api.OpState_OP_STATE_ABORTED:
-		return fail(api.ResultCode_RESULT_CODE_OP_ABORTED, "op %d was aborted (%s): %s", op.GetOpId(), op.GetAbortReason(), op.GetDetail())
+	if r := answerOutOfOrderStep(op, step); r != nil {
+		return r
 	}
 	if c.GetLeftRouteId() != op.GetTargetRouteId() || c.GetRightRouteId() != op.GetRightRouteId() {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "left_route_id, right_route_id: %d and %d, but op %d merges %d and %d",

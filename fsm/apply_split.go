@@ -101,22 +101,8 @@ func (a *applier) applyOpStep(c *api.SplitRange) *api.CommandResult {
 	}
 	op := a.s.ops[i]
 	step := c.GetStep()
-	switch {
-	case step == 0:
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: must be >= 1 for op %d", op.GetOpId())
-	case step < op.GetNextStep():
-		if int(step) <= len(op.GetStepResults()) {
-			return op.GetStepResults()[step-1]
-		}
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step %d of op %d has no recorded result", step, op.GetOpId())
-	case step > op.GetNextStep():
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: %d ahead of op %d's next step %d", step, op.GetOpId(), op.GetNextStep())
-	}
-	switch op.GetState() {
-	case api.OpState_OP_STATE_DONE:
-		return fail(api.ResultCode_RESULT_CODE_OP_FINISHED, "op %d is done", op.GetOpId())
-	case api.OpState_OP_STATE_ABORTED:
-		return fail(api.ResultCode_RESULT_CODE_OP_ABORTED, "op %d was aborted (%s): %s", op.GetOpId(), op.GetAbortReason(), op.GetDetail())
+	if r := answerOutOfOrderStep(op, step); r != nil {
+		return r
 	}
 	// A live op's next step always has a planned key (checked on restore).
 	key := op.GetSplitKeys()[step-1]

@@ -42,3 +42,29 @@ func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Comm
 	}
 	return nil, nil
 }
+
+// answerOutOfOrderStep answers a step of op that is not the live op's next
+// one, the same for split and merge ops (SPEC §7): step 0; a duplicate (a
+// step below next_step answers its first result, even for a finished op);
+// a step from the future; a finished op. nil: step is the next step of a
+// live op.
+func answerOutOfOrderStep(op *api.Op, step uint32) *api.CommandResult {
+	switch {
+	case step == 0:
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: must be >= 1 for op %d", op.GetOpId())
+	case step < op.GetNextStep():
+		if int(step) <= len(op.GetStepResults()) {
+			return op.GetStepResults()[step-1]
+		}
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step %d of op %d has no recorded result", step, op.GetOpId())
+	case step > op.GetNextStep():
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: %d ahead of op %d's next step %d", step, op.GetOpId(), op.GetNextStep())
+	}
+	switch op.GetState() {
+	case api.OpState_OP_STATE_DONE:
+		return fail(api.ResultCode_RESULT_CODE_OP_FINISHED, "op %d is done", op.GetOpId())
+	case api.OpState_OP_STATE_ABORTED:
+		return fail(api.ResultCode_RESULT_CODE_OP_ABORTED, "op %d was aborted (%s): %s", op.GetOpId(), op.GetAbortReason(), op.GetDetail())
+	}
+	return nil
+}

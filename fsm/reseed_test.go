@@ -48,9 +48,15 @@ func TestReseed(t *testing.T) {
 	strip := func(q *api.StateSnapshot) *api.StateSnapshot {
 		q = proto.CloneOf(q)
 		q.ClusterId, q.PreviousClusterIds, q.Members, q.Admissions, q.ClusterVersion, q.CeilingMs = "", nil, nil, nil, 0, 0
-		// The raise hooks' changes, checked above.
+		// The raise hooks' changes, checked above (the boundary marks below).
 		q.Config, q.Decisions, q.NextDecisionSeq = nil, nil, 0
+		for _, r := range q.GetCatalog().GetRoutes() {
+			r.OperatorStart = false
+		}
 		return q
+	}
+	if rs := p.GetCatalog().GetRoutes(); len(rs) != 2 || rs[0].GetOperatorStart() || !rs[1].GetOperatorStart() {
+		t.Errorf("routes %v after the raise: want the boundary at m marked as an operator's", rs)
 	}
 	if !proto.Equal(strip(st.Proto()), strip(p)) {
 		t.Errorf("reseed changed more than identity, members and clock")

@@ -167,7 +167,7 @@ var features = [numFeatures]featureRow{
 		"the key visualizer's heat history: each column with route_loads adds its band totals, each split and merge a mark; in snapshots and the state hash",
 		0, nil},
 	OperatorBoundariesKept: {"operator_boundaries_kept", Version3,
-		"a bootstrap split key or a manual split's key marks the route it starts (operator_start); automatic merges never remove a marked boundary, a manual merge may; the raise marks the routes still as the bootstrap made them",
+		"a bootstrap split key or a manual split's key marks the route it starts (operator_start); automatic merges never remove a marked boundary, a manual merge may; the raise marks every boundary the catalog has",
 		0, raiseOperatorBoundaries},
 	BoundedEvidence: {"bounded_evidence", Version3,
 		"a column's rows (its evidence) total at most MaxColumnEvidenceBytes encoded; hot routes beyond it count through route_loads alone",
@@ -326,13 +326,13 @@ func raiseFloorFollowsThreshold(s *State) string {
 	return fmt.Sprintf("floor_follows_threshold=%v", c.GetFloorFollowsThreshold())
 }
 
-// raiseOperatorBoundaries: the routes still as the bootstrap made them
-// start at the split keys an operator gave; they are marked as a bootstrap
-// at version 3 marks them. Other boundaries of a version 2 catalog carry no
-// record of who placed them and stay unmarked. The catalog version does
+// raiseOperatorBoundaries: a version 2 catalog keeps no record of who
+// placed a boundary, so every boundary it has is marked as an operator's:
+// after an upgrade, automatic merges undo only what version 3 split by
+// itself, never an operator's version 2 layout. The catalog version does
 // not move: the layout is the same.
 func raiseOperatorBoundaries(s *State) string {
-	next, n, err := s.cat.MarkInitialStarts()
+	next, n, err := s.cat.MarkAllStarts()
 	if err != nil {
 		// A catalog that passed restore and every apply is valid; should
 		// it not be, every replica leaves it unmarked alike.

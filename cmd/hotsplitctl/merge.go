@@ -46,11 +46,8 @@ catalog that has changed since fails instead of applying.`,
 				return err
 			}
 			req := &api.MergeRangeRequest{LeftRouteId: left, RightRouteId: right, RequestId: requestID}
-			if cmd.Flags().Changed("expected-version") {
-				if expected == 0 {
-					return usageErrorf(cmd, "--expected-version 0: catalog versions start at 1")
-				}
-				req.ExpectedVersion = &expected
+			if req.ExpectedVersion, err = expectedVersion(cmd, expected); err != nil {
+				return err
 			}
 			cl, err := a.client(cmd)
 			if err != nil {

@@ -333,3 +333,15 @@ func checkRequestID(cmd *cobra.Command, id string) error {
 }
 
 const requestIDHelp = "re-send a mutation under this request id (printed by an earlier unknown-outcome error) to learn its result instead of applying it twice"
+
+// expectedVersion is --expected-version as a request carries it: nil when
+// the flag is not given (the mutation is unconditional).
+func expectedVersion(cmd *cobra.Command, v uint64) (*uint64, error) {
+	if !cmd.Flags().Changed("expected-version") {
+		return nil, nil
+	}
+	if v == 0 {
+		return nil, usageErrorf(cmd, "--expected-version 0: catalog versions start at 1")
+	}
+	return &v, nil
+}

@@ -43,11 +43,8 @@ catalog that has changed since fails instead of applying.
 				return err
 			}
 			req := &api.SplitRangeRequest{RouteId: routeID, SplitKey: key, RequestId: requestID}
-			if cmd.Flags().Changed("expected-version") {
-				if expected == 0 {
-					return usageErrorf(cmd, "--expected-version 0: catalog versions start at 1")
-				}
-				req.ExpectedVersion = &expected
+			if req.ExpectedVersion, err = expectedVersion(cmd, expected); err != nil {
+				return err
 			}
 			cl, err := a.client(cmd)
 			if err != nil {

@@ -444,12 +444,14 @@ type simRun struct {
 }
 
 // startSim runs bin's sim: one simulated data node, a uniform workload over
-// the split keys' key space, reporting as <identity>/<runID>-0.
-func startSim(t *testing.T, name, bin string, env []string, endpoints, runID string, duration time.Duration) *simRun {
+// the split keys' key space, reporting as <identity>/<runID>-0; flags in
+// workload (e.g. --workload hotkey --rate 1500) override those defaults.
+func startSim(t *testing.T, name, bin string, env []string, endpoints, runID string, duration time.Duration, workload ...string) *simRun {
 	t.Helper()
 	s := &simRun{name: name, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, "--endpoints", endpoints, "-o", "json", "sim", "--workload", "uniform", "--nodes", "1", "--rate", "200",
-		"--duration", duration.String(), "--key-space", "100000", "--run-id", runID, "--progress=false")
+	args := []string{"--endpoints", endpoints, "-o", "json", "sim", "--workload", "uniform", "--nodes", "1", "--rate", "200",
+		"--duration", duration.String(), "--key-space", "100000", "--run-id", runID, "--progress=false"}
+	s.cmd = exec.Command(bin, append(args, workload...)...)
 	s.cmd.Env = append(os.Environ(), env...)
 	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.errb
 	if err := s.cmd.Start(); err != nil {
@@ -839,4 +841,89 @@ func refuseNewerDataDir(t *testing.T, c *upgradeCluster, oldD, head string, vers
 	p.start(t, head)
 	c.waitReady(p)
 	c.waitHealthy()
+}
+
+// autoMergeAfterIsolation is the upgraded cluster's automatic round trip:
+// a head simulator drives one hot key until the detector isolates it (two
+// automatic boundaries, not pinned), then a cold load follows and the
+// cluster merges the isolation away by itself, back to the boundaries it
+// had, every one an operator placed still there and still pinned. The
+// boundaries an upgrade from version 2 pins cannot merge, so an automatic
+// merge after an upgrade needs an automatic split first. The cold load
+// may run on after the merges; the caller waits for it to end.
+func autoMergeAfterIsolation(t *testing.T, c *upgradeCluster, hotsplitctl string, env []string) (cold *simRun) {
+	t.Helper()
+	// Rates over the simulator's weights (writes 4, reads 1, half each):
+	// the hot key scores about 3.4 × this threshold, a fifth of the key
+	// space (one initial route) under the uniform loads about 0.2 ×, below
+	// the default cold fraction (a quarter).
+	const hotRate, threshold = 1500, 60_000
+	ctx, cancel := c.ctx()
+	_, err := c.cl.SetConfig(ctx, &api.SetConfigRequest{Actor: "upgrade-test", Patch: &api.ConfigPatch{
+		Threshold: ptr(uint64(threshold)), CandidateWindows: ptr(uint32(2)), CooldownMs: ptr(uint64(2 * upgradeStepMs)),
+		MergeWindows: ptr(uint32(3)), MergeDelayMs: ptr(uint64(0))}})
+	if err == nil { // the switch governs merges as it does splits
+		_, err = c.cl.SetEnabled(ctx, &api.SetEnabledRequest{Enabled: true, Actor: "upgrade-test", Reason: "automatic round trip", RequestId: "upgrade-enable"})
+	}
+	cancel()
+	if err != nil {
+		t.Fatalf("the automatic round trip's config: %v", err)
+	}
+	mergesApplied := func() int {
+		n := 0
+		for _, d := range c.decisions() {
+			if d.GetKind() == api.DecisionKind_DECISION_KIND_MERGE_APPLIED {
+				n++
+			}
+		}
+		return n
+	}
+	appliedBefore := mergesApplied()
+	before := c.routes().GetRoutes()
+	pinned := map[string]bool{}
+	for _, r := range before {
+		if r.GetOperatorStart() {
+			pinned[string(r.GetStart())] = true
+		}
+	}
+	if len(pinned) < strings.Count(upgradeSplitKeys, ",")+1 {
+		t.Fatalf("%d pinned boundaries after the upgrade, want at least the %d initial ones: %v", len(pinned), strings.Count(upgradeSplitKeys, ",")+1, before)
+	}
+
+	// The isolation takes two hot columns and the two-step op's commit.
+	hot := startSim(t, "hot key", hotsplitctl, env, c.endpoints(), "hot", 10*upgradeStepMs*time.Millisecond, "--workload", "hotkey", "--rate", fmt.Sprint(hotRate))
+	var isolated *api.RouteDescriptor
+	testutil.WaitFor(t, 60*time.Second, "the detector to isolate the hot key", func() bool {
+		for _, r := range c.routes().GetRoutes() {
+			if e := r.GetEnd(); len(e) == len(r.GetStart())+1 && e[len(e)-1] == 0 && bytes.HasPrefix(e, r.GetStart()) {
+				isolated = r
+				return true
+			}
+		}
+		return false
+	})
+	if isolated.GetOperatorStart() {
+		t.Fatalf("the isolated route %v is pinned: an automatic split's boundary", isolated)
+	}
+	t.Logf("the hot key %q isolated in route %d", isolated.GetStart(), isolated.GetRouteId())
+	hot.wait(t, 2*time.Minute)
+
+	// Two merges of three cold columns each, with room for a loaded machine.
+	cold = startSim(t, "cold", hotsplitctl, env, c.endpoints(), "cold", 20*upgradeStepMs*time.Millisecond)
+	testutil.Eventually(t, 90*time.Second, "the isolation merged away", func() error {
+		now := c.routes().GetRoutes()
+		if len(now) != len(before) {
+			return fmt.Errorf("%d routes, %d before the hot key", len(now), len(before))
+		}
+		for i, r := range now {
+			if !bytes.Equal(r.GetStart(), before[i].GetStart()) || r.GetOperatorStart() != pinned[string(r.GetStart())] {
+				return fmt.Errorf("route %d starts at %q (pinned %v), before at %q", r.GetRouteId(), r.GetStart(), r.GetOperatorStart(), before[i].GetStart())
+			}
+		}
+		return nil
+	})
+	if applied := mergesApplied() - appliedBefore; applied < 2 {
+		t.Errorf("%d MERGE_APPLIED decisions, want one per automatic boundary (2 or more)", applied)
+	}
+	return cold
 }

@@ -33,7 +33,9 @@ const mixedColdColumns = 12
 //   - the cluster version rises to 3 by itself when the last node is
 //     replaced (the SetMember of a member supporting 3), with version 3's
 //     raise hooks' decision if it has any;
-//   - a manual merge works (`hotsplitctl merge`);
+//   - a manual merge works (`hotsplitctl merge`), and an automatic one
+//     undoes an automatic isolation of a hot key, never an operator's
+//     boundary;
 //   - the version 2 binary refuses the data dir that has run at 3, in one
 //     line, with a non-zero exit.
 func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
@@ -45,7 +47,7 @@ func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
 	oldD, oldCtl := baselineBinaries(t, fsm.Version2)
 	built := time.Now()
 
-	c := startUpgradeCluster(t, oldD, hotsplitctl, false, "oldsim", "newsim")
+	c := startUpgradeCluster(t, oldD, hotsplitctl, false, "oldsim", "newsim", "hotsim")
 	c.waitHealthy()
 	if v := c.clusterVersion(); v != fsm.Version2 {
 		t.Fatalf("the version 2 release bootstrapped cluster version %d", v)
@@ -153,17 +155,18 @@ func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
 	// A manual merge of two of the operator's routes.
 	mergeTwo(t, c, hotsplitctl, "w/0000", "w/0001")
 
-	// Automatic merges, once they land: the initial routes are cold under
-	// the simulators' load and were never split, so a version 3 cluster
-	// merges them within its merge windows, while the load still runs.
-
 	// The old binary refuses a data dir that has run at 3 (under load: the
 	// node is a follower), and the old reporter is counted after the raise.
 	refuseNewerDataDir(t, c, oldD, hotsplitd, fsm.Version3)
 	cols.waitColumns(t, 3)
 
+	// Automatic merges: only of automatic boundaries (the upgrade pinned
+	// every boundary it found), while the version 2 reporter may still run.
+	cold := autoMergeAfterIsolation(t, c, hotsplitctl, simEnv("hotsim"))
+
 	oldSim.wait(t, simFor+2*time.Minute)
 	newSim.wait(t, 2*time.Minute)
+	cold.wait(t, 2*time.Minute)
 	seen, reporters := cols.finish()
 	first, last := -1, -1
 	for i, at := range seen {
