@@ -43,7 +43,8 @@ type Cell struct {
 	Columns uint64
 	// Band j covers rows [Rows[j], Rows[j+1]) (the last one up to the
 	// last row); Rows[0] is 0. A band that reaches beyond the key range
-	// is cut at its edge, its total is the whole band's.
+	// is cut at its edge, its total is the whole band's. Cells of one
+	// layout share their Rows slice: read it, never change it.
 	Rows   []uint32
 	Values []uint64
 }
@@ -96,8 +97,12 @@ func (h *History) Query(q Query) (Matrix, error) {
 	for i, k := range axis {
 		m.Keys[i] = []byte(k)
 	}
+	var sh cellShape
 	for i, s := range sel {
-		m.Cells[i] = queryCell(s, axis, start, end, q.Metric)
+		if sh.lay != s.c.lay {
+			sh = shapeOf(s.c.lay, axis, start, end, sh.into)
+		}
+		m.Cells[i] = queryCell(s, &sh, q.Metric)
 	}
 	return m, nil
 }
@@ -197,27 +202,49 @@ func mergeUses(dst, uses []keyUse, keys []string, cells int) []keyUse {
 	return dst
 }
 
-// queryCell projects one (possibly merged) column onto the axis.
-func queryCell(s queryColumn, axis []string, start, end string, m Metric) Cell {
-	c := s.c
-	in, first := interior(c.lay, start, end)
-	vals := c.values(m)
-	cell := Cell{StartMs: c.startMs, EndMs: c.endMs, CoveredMs: c.coveredMs, Columns: s.count,
-		Rows: make([]uint32, 1, len(in)+1), Values: make([]uint64, 1, len(in)+1)}
-	cell.Values[0] = vals[first]
+// cellShape maps the bands of one layout onto an answer's rows. Runs of
+// consecutive cells share a layout (it changes when routes split or merge
+// or the merged bands change), so a shape is worked out once per run and
+// its cells share one Rows slice.
+type cellShape struct {
+	lay *layout
+	// first is the layout's band holding the query's start.
+	first int
+	// rows are where the cell's bands start; into[j] is the cell band
+	// that the layout's band first+1+j (after interior boundary j) adds to.
+	rows []uint32
+	into []uint32
+}
+
+// shapeOf works out lay's shape; into is reused for the shape's into (a
+// shape is used until the next one is worked out, the rows stay).
+func shapeOf(lay *layout, axis []string, start, end string, into []uint32) cellShape {
+	in, first := interior(lay, start, end)
+	sh := cellShape{lay: lay, first: first, rows: make([]uint32, 1, len(in)+1), into: slices.Grow(into[:0], len(in))[:len(in)]}
 	k := 1
 	for j, b := range in {
-		v := vals[first+1+j]
 		for k < len(axis) && axis[k] < b {
 			k++
 		}
 		if k < len(axis) && axis[k] == b {
-			cell.Rows = append(cell.Rows, uint32(k))
-			cell.Values = append(cell.Values, v)
-			continue
+			sh.rows = append(sh.rows, uint32(k))
 		}
-		last := len(cell.Values) - 1
-		cell.Values[last] = satAdd(cell.Values[last], v)
+		// A boundary not on the axis (there were more than MaxBands):
+		// its band adds to the band below it.
+		sh.into[j] = uint32(len(sh.rows) - 1)
 	}
-	return cell
+	return sh
+}
+
+// queryCell projects one (possibly merged) column onto the axis through
+// its layout's shape.
+func queryCell(s queryColumn, sh *cellShape, m Metric) Cell {
+	c := s.c
+	vals := c.values(m)
+	out := make([]uint64, len(sh.rows))
+	out[0] = vals[sh.first]
+	for j, into := range sh.into {
+		out[into] = satAdd(out[into], vals[sh.first+1+j])
+	}
+	return Cell{StartMs: c.startMs, EndMs: c.endMs, CoveredMs: c.coveredMs, Columns: s.count, Rows: sh.rows, Values: out}
 }

@@ -18,6 +18,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/transport"
@@ -84,7 +87,7 @@ func newTestClusterIn(t testing.TB, dir string, n int, tweak func(*Config)) *tes
 			c.waitLeaderReady(10 * time.Second)
 		}
 	}
-	c.waitVoters(n, 20*time.Second)
+	c.waitVoters(n, 60*time.Second) // joins retry at a loaded machine's pace
 	return c
 }
 
@@ -127,10 +130,17 @@ func (c *testCluster) start(cfg Config) *Node {
 // with `hotsplitctl cluster add` (cluster version 2).
 func (c *testCluster) admit(id, raftAddr string) {
 	c.t.Helper()
-	lead := c.waitLeaderReady(20 * time.Second)
-	if _, err := c.clusterClient(lead).Admit(ctxT(c.t, 10*time.Second), &api.AdmitRequest{NodeId: id, RaftAddr: raftAddr}); err != nil {
-		c.t.Fatalf("admit %s: %v", id, err)
-	}
+	// A leader whose fence has not committed yet, or a leader change on a
+	// loaded machine, answers Unavailable or an unknown outcome: admitting
+	// again replaces the admission, which is harmless before the node runs.
+	testutil.WaitFor(c.t, 30*time.Second, "admission of "+id, func() bool {
+		lead := c.waitLeaderReady(20 * time.Second)
+		_, err := c.clusterClient(lead).Admit(ctxT(c.t, 10*time.Second), &api.AdmitRequest{NodeId: id, RaftAddr: raftAddr})
+		if code := status.Code(err); code != codes.OK && code != codes.Unavailable && code != codes.Unknown {
+			c.t.Fatalf("admit %s: %v", id, err)
+		}
+		return err == nil
+	})
 }
 
 func (c *testCluster) node(id string) *Node {

@@ -222,15 +222,22 @@ func TestIntegrationLeaderChangesKeepTimeMonotonic(t *testing.T) {
 	}
 	var splitHLCs []uint64
 	for i := range 20 {
-		leader := c.waitLeaderReady(5 * time.Second)
-		resp, err := c.clusterClient(c.followers()[0]).TransferLeadership(ctxT(t, 10*time.Second), &api.TransferLeadershipRequest{})
-		if err != nil {
-			t.Fatalf("transfer %d: %v", i, err)
-		}
-		testutil.WaitFor(t, 5*time.Second, "a different ready leader", func() bool { l := c.leader(); return l != "" && l != leader })
+		leader := c.waitLeaderReady(10 * time.Second)
+		// A loaded machine may time a transfer out (Unavailable) or elect
+		// someone else meanwhile: what the test needs is a new leader.
+		testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("transfer %d to a different ready leader", i), func() bool {
+			if l := c.leader(); l != "" && l != leader {
+				return true
+			}
+			_, err := c.clusterClient(c.followers()[0]).TransferLeadership(ctxT(t, 10*time.Second), &api.TransferLeadershipRequest{})
+			if err != nil && status.Code(err) != codes.Unavailable {
+				t.Fatalf("transfer %d: %v", i, err)
+			}
+			l := c.leader()
+			return l != "" && l != leader
+		})
 		s := c.mustSplit(c.followers()[0], fmt.Sprintf("t%03d", i))
 		splitHLCs = append(splitHLCs, s.CommitHlc)
-		_ = resp
 	}
 	cancel()
 	wg.Wait()

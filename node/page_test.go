@@ -114,7 +114,7 @@ func TestPageShowsNoBandsForColumnsWithoutRouteLoads(t *testing.T) {
 		t.Fatalf("after a column with route_loads: %+v, %d cells", a.History, len(a.Cells))
 	}
 	hot, ok := 0, false
-	for j, r := range a.Cells[0].Rows {
+	for j, r := range a.Rows(0) {
 		if a.Keys[r] == "m" {
 			hot, ok = j, true
 		}

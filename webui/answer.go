@@ -3,6 +3,7 @@ package webui
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,9 +42,15 @@ type HeatmapAnswer struct {
 	// History is what this node keeps, whatever was asked.
 	History HistorySpan `json:"history"`
 	// Keys[i] is where row i starts; rows are equally tall on the page.
-	Keys  []string `json:"keys"`
-	Cells []Cell   `json:"cells"`
-	Marks []Mark   `json:"marks"`
+	Keys []string `json:"keys"`
+	// Layouts are the distinct ways the cells divide the rows into bands,
+	// each a bitmap of the rows that start a band (layout.go: hexadecimal,
+	// four rows a digit, row 0 first). Runs of cells share one (bands
+	// follow route boundaries), and a layout is at most 256 digits, so the
+	// band values are nearly all of a large answer.
+	Layouts []string `json:"layouts"`
+	Cells   []Cell   `json:"cells"`
+	Marks   []Mark   `json:"marks"`
 	// Routes are the live routes overlapping the key range, at most
 	// MaxRoutes; RoutesOmitted counts them when there are more (the page
 	// asks to zoom in).
@@ -74,17 +81,31 @@ type HistorySpan struct {
 	Marks   int    `json:"marks"`
 }
 
-// Cell is one time cell: band j covers rows [Rows[j], Rows[j+1]) (the last
-// to the last row) and Values[j] is its total over CoveredMs; a rate per
-// minute is Values[j]·60000/CoveredMs. Columns counts the committed
-// columns summed in it.
+// Cell is one time cell divided into bands by Layouts[Layout]: with rows
+// the rows that start a band there (HeatmapAnswer.Rows), band j covers
+// rows [rows[j], rows[j+1]) (the last to the last row) and Values[j] is
+// its total over CoveredMs; a rate per minute is Values[j]·60000/CoveredMs.
+// Columns counts the committed columns summed in it.
 type Cell struct {
 	StartMs   uint64   `json:"start_ms"`
 	EndMs     uint64   `json:"end_ms"`
 	CoveredMs uint64   `json:"covered_ms"`
 	Columns   uint64   `json:"columns"`
-	Rows      []uint32 `json:"rows"`
+	Layout    int      `json:"layout"`
 	Values    []uint64 `json:"values"`
+}
+
+// Rows returns the rows that start a band in cell i (its layout read
+// back), nil when the answer has no such cell or layout.
+func (a *HeatmapAnswer) Rows(i int) []uint32 {
+	if i < 0 || i >= len(a.Cells) || a.Cells[i].Layout < 0 || a.Cells[i].Layout >= len(a.Layouts) {
+		return nil
+	}
+	rows, err := layoutRows(a.Layouts[a.Cells[i].Layout])
+	if err != nil {
+		return nil
+	}
+	return rows
 }
 
 // Mark is a split or merge. Kind is "split" or "merge"; Origin a
@@ -182,9 +203,19 @@ func buildHeatmap(s *Snapshot, p HeatmapParams) (*HeatmapAnswer, error) {
 	for i, k := range m.Keys {
 		a.Keys[i] = escape(k)
 	}
+	a.Layouts = []string{}
 	a.Cells = make([]Cell, len(m.Cells))
+	var last []uint32
 	for i, c := range m.Cells {
-		a.Cells[i] = Cell{StartMs: c.StartMs, EndMs: c.EndMs, CoveredMs: c.CoveredMs, Columns: c.Columns, Rows: c.Rows, Values: c.Values}
+		// Only the previous layout is compared: cells share layouts in
+		// runs (a layout changes when routes split or merge, or when the
+		// cheapest bands to merge change), so this finds nearly every
+		// repeat in one comparison per cell.
+		if i == 0 || !slices.Equal(last, c.Rows) {
+			a.Layouts = append(a.Layouts, layoutOf(c.Rows, len(m.Keys)))
+			last = c.Rows
+		}
+		a.Cells[i] = Cell{StartMs: c.StartMs, EndMs: c.EndMs, CoveredMs: c.CoveredMs, Columns: c.Columns, Layout: len(a.Layouts) - 1, Values: c.Values}
 	}
 	a.Marks = []Mark{}
 	for _, mk := range h.Marks(a.FromMs, a.ToMs, p.Start, p.End) {

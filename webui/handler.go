@@ -84,7 +84,20 @@ func (h *Handler) heatmap(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	writeJSON(w, a)
+	secureHeaders(w)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	// Written in chunks as it is encoded (an hour at a 1 s step is ~5 MB).
+	// A write error is the client gone: nothing to answer it.
+	var werr error
+	flush := func(b []byte) []byte {
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
+		return b[:0]
+	}
+	b := appendHeatmapAnswer(make([]byte, 0, flushAt+32<<10), a, flush)
+	flush(append(b, '\n'))
 }
 
 func (h *Handler) decisions(w http.ResponseWriter, r *http.Request) {

@@ -105,6 +105,7 @@
     try {
       const d = await getJSON(heatmapURL());
       if (seq !== state.seq) return; // a newer request took over
+      d.layoutRows = d.layouts.map(layoutRows);
       state.data = d;
       render();
       // Every step, unless fetching and painting take more than a quarter
@@ -115,6 +116,19 @@
       setStatus('cannot read the heat map: ' + err.message, true);
     }
     state.timer = setTimeout(refresh, delay);
+  }
+
+  // layoutRows reads a layout: a bitmap of the rows that start a band, in
+  // hexadecimal, four rows a digit, the highest bit first.
+  function layoutRows(hex) {
+    const rows = [];
+    for (let i = 0; i < hex.length; i++) {
+      const v = parseInt(hex[i], 16);
+      for (let b = 0; b < 4; b++) {
+        if (v & (8 >> b)) rows.push(4 * i + b);
+      }
+    }
+    return rows;
   }
 
   // pollDelay is one step (the pending step when it is shorter), bounded.
@@ -156,7 +170,10 @@
   function colourRGB(rate, maxRate) {
     if (!(rate > 0) || !(maxRate > 0)) return null;
     // Log scale; the faintest load still shows.
-    let t = Math.log10(1 + rate) / Math.log10(1 + maxRate);
+    return rampRGB(Math.log10(1 + rate) / Math.log10(1 + maxRate));
+  }
+
+  function rampRGB(t) {
     t = 0.08 + 0.92 * Math.min(1, Math.max(0, t));
     for (let i = 1; i < RAMP.length; i++) {
       if (t <= RAMP[i][0]) {
@@ -169,11 +186,23 @@
     return RAMP[RAMP.length - 1][1];
   }
 
+  // RAMP_RGB is the ramp in RAMP_STEPS steps (r, g, b each), finer than
+  // its 8-bit channels tell apart: painting a million bands looks their
+  // colours up instead of interpolating each.
+  const RAMP_STEPS = 1024;
+  const RAMP_RGB = (() => {
+    const t = new Uint8Array(3 * RAMP_STEPS);
+    for (let i = 0; i < RAMP_STEPS; i++) t.set(rampRGB(i / (RAMP_STEPS - 1)), 3 * i);
+    return t;
+  })();
+
   // paintBands draws every cell's bands into the plot as one image, in
   // device pixels: a pixel row shows the hottest band that touches it, so
   // a hot band thinner than a pixel still shows. One fillRect per band
   // took seconds for an hour of 1000 routes at a 1 s step (a million
-  // bands); this is one pass over the bands and one over the pixels.
+  // bands); this is one pass over the values and one over the pixels.
+  // Cells name one of the answer's layouts (where their bands start), so
+  // the pixel rows of a layout's bands are worked out once.
   function paintBands(d, g, x, y, rows, maxRate) {
     const dpr = canvas.width / g.w;
     const pw = Math.max(1, Math.round(g.width * dpr));
@@ -187,36 +216,51 @@
       px[i + 2] = bg[2];
       px[i + 3] = 255;
     }
+    const pixels = d.layoutRows.map((l) => {
+      const py0 = new Int32Array(l.length);
+      const py1 = new Int32Array(l.length);
+      for (let j = 0; j < l.length; j++) {
+        const r1 = j + 1 < l.length ? l[j + 1] : rows;
+        py0[j] = Math.min(ph - 1, Math.floor((y(l[j]) - g.top) * dpr));
+        py1[j] = Math.min(ph, Math.max(py0[j] + 1, Math.round((y(r1) - g.top) * dpr)));
+      }
+      return { py0: py0, py1: py1 };
+    });
+    // The hottest value per pixel row: within a cell a rate is its value
+    // over the same covered time, so values compare as rates do.
     const hottest = new Float64Array(ph);
-    const rgbs = new Array(ph);
+    const logMax = maxRate > 0 ? Math.log10(1 + maxRate) : 0;
     for (const c of d.cells) {
       const cx0 = Math.min(pw - 1, Math.max(0, Math.floor((x(c.start_ms) - g.left) * dpr)));
       const cx1 = Math.min(pw, Math.max(cx0 + 1, Math.round((x(c.end_ms) - g.left) * dpr)));
+      const { py0, py1 } = pixels[c.layout];
+      const vs = c.values;
       hottest.fill(0);
-      for (let j = 0; j < c.rows.length; j++) {
-        const rate = ratePerMin(c.values[j], c.covered_ms);
-        if (!(rate > 0)) continue;
-        const r1 = j + 1 < c.rows.length ? c.rows[j + 1] : rows;
-        const py0 = Math.min(ph - 1, Math.floor((y(c.rows[j]) - g.top) * dpr));
-        const py1 = Math.min(ph, Math.max(py0 + 1, Math.round((y(r1) - g.top) * dpr)));
-        for (let py = py0; py < py1; py++) {
-          if (rate > hottest[py]) hottest[py] = rate;
+      for (let j = 0; j < vs.length; j++) {
+        const v = vs[j];
+        if (!(v > 0)) continue;
+        for (let py = py0[j], end = py1[j]; py < end; py++) {
+          if (v > hottest[py]) hottest[py] = v;
         }
       }
+      // colourRGB's log scale, looked up in RAMP_RGB.
+      const perMin = c.covered_ms > 0 ? 60000 / c.covered_ms : 0;
       let last = -1;
+      let at = -1;
       for (let py = 0; py < ph; py++) {
         if (hottest[py] !== last) {
           last = hottest[py];
-          rgbs[py] = colourRGB(last, maxRate);
-        } else {
-          rgbs[py] = rgbs[py - 1];
+          const rate = last * perMin;
+          at = rate > 0 && logMax > 0 ? 3 * Math.round(Math.min(1, Math.log10(1 + rate) / logMax) * (RAMP_STEPS - 1)) : -1;
         }
-        const rgb = rgbs[py];
-        if (!rgb) continue;
+        if (at < 0) continue;
+        const r = RAMP_RGB[at];
+        const gr = RAMP_RGB[at + 1];
+        const b = RAMP_RGB[at + 2];
         for (let px0 = cx0, i = (py * pw + cx0) * 4; px0 < cx1; px0++, i += 4) {
-          px[i] = rgb[0];
-          px[i + 1] = rgb[1];
-          px[i + 2] = rgb[2];
+          px[i] = r;
+          px[i + 1] = gr;
+          px[i + 2] = b;
         }
       }
     }
@@ -225,9 +269,9 @@
 
   // bandsOf lists a cell's bands with their rows, pixel rows and rates
   // (built when asked: a large answer has a million of them).
-  function bandsOf(c, rows, y) {
-    return c.rows.map((r0, j) => {
-      const r1 = j + 1 < c.rows.length ? c.rows[j + 1] : rows;
+  function bandsOf(c, layout, rows, y) {
+    return layout.map((r0, j) => {
+      const r1 = j + 1 < layout.length ? layout[j + 1] : rows;
       return { row0: r0, row1: r1, y0: y(r0), y1: y(r1), value: c.values[j], rate: ratePerMin(c.values[j], c.covered_ms) };
     });
   }
@@ -261,20 +305,23 @@
       rows: rows, keys: d.keys, cells: [], marks: [], routes: [], maxRate: 0, paints: 0,
     };
     for (const c of d.cells) {
-      for (const v of c.values) view.maxRate = Math.max(view.maxRate, ratePerMin(v, c.covered_ms));
+      let top = 0;
+      for (const v of c.values) if (v > top) top = v;
+      view.maxRate = Math.max(view.maxRate, ratePerMin(top, c.covered_ms));
     }
     paintBands(d, g, x, y, rows, view.maxRate);
     for (const c of d.cells) {
       const x0 = x(c.start_ms);
       const x1 = Math.max(x0 + 1, x(c.end_ms));
+      const layout = d.layoutRows[c.layout];
       const cell = { startMs: c.start_ms, endMs: c.end_ms, coveredMs: c.covered_ms, columns: c.columns, x0: x0, x1: x1 };
-      Object.defineProperty(cell, 'bands', { get: () => bandsOf(c, rows, y), enumerable: true });
+      Object.defineProperty(cell, 'bands', { get: () => bandsOf(c, layout, rows, y), enumerable: true });
       if (x1 - x0 >= 4) {
         // Band edges inside a wide cell: where this cell's boundaries were.
         ctx.fillStyle = 'rgba(0,0,0,0.35)';
-        for (let j = 1; j < c.rows.length; j++) {
-          const y0 = y(c.rows[j]);
-          const y1 = j + 1 < c.rows.length ? y(c.rows[j + 1]) : y(rows);
+        for (let j = 1; j < layout.length; j++) {
+          const y0 = y(layout[j]);
+          const y1 = j + 1 < layout.length ? y(layout[j + 1]) : y(rows);
           if (y1 - y0 >= 3) ctx.fillRect(x0, y0, x1 - x0, 1);
         }
       }
