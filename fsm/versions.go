@@ -66,6 +66,7 @@ const (
 	HeatHistory
 	OperatorBoundariesKept
 	BoundedEvidence
+	PooledEvidence
 	numFeatures
 )
 
@@ -172,6 +173,9 @@ var features = [numFeatures]featureRow{
 	BoundedEvidence: {"bounded_evidence", Version3,
 		"a column's rows (its evidence) total at most MaxColumnEvidenceBytes encoded; hot routes beyond it count through route_loads alone",
 		0, nil},
+	PooledEvidence: {"pooled_evidence", Version3,
+		"a cut inside a bucket weighs each key by its evidence over the route's last 3 counted columns, not one (tracked pool of up to 512 keys, 16 KiB; in snapshots and the state hash)",
+		detector.RulePooledEvidence, nil},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature
