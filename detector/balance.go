@@ -55,8 +55,9 @@ type balanceItem struct {
 	sample bool
 }
 
-// chooseBalancedSplit is chooseSplit under RuleBalanceSplit.
-func chooseBalancedSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, rules Rules) splitChoice {
+// chooseBalancedSplit is chooseSplit under RuleBalanceSplit; pool is the
+// route's pooled evidence (RulePooledEvidence; nil without it).
+func chooseBalancedSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, pool []PooledKey, durMs uint64, rules Rules) splitChoice {
 	var c splitChoice
 	c.sampleRate = row.SampleRate
 	if catalog.IsSingleKey(r.Start, r.End) {
@@ -71,7 +72,7 @@ func chooseBalancedSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs
 		return c
 	}
 	if rules.Has(RuleEvidenceCuts) {
-		evidenceCut(cfg, r, row, &c)
+		evidenceCut(cfg, r, row, pool, &c)
 	} else {
 		balance(r, row, cfg, &c)
 	}

@@ -134,11 +134,16 @@ const (
 	// confidence bound of its own load clears the threshold (and the
 	// floor), whatever its share of the route.
 	RuleHeavyKeyIsolation
+	// RulePooledEvidence: with RuleEvidenceCuts, a cut inside a bucket is
+	// placed on the key evidence of the route's last PoolColumns counted
+	// columns, not of one column alone (pool.go); the tracked entry keeps
+	// the earlier columns' keys (Tracked.Pool).
+	RulePooledEvidence
 )
 
 // AllRules is every rule this build's detector knows.
 const AllRules = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations |
-	RuleMerge | RuleEvidenceCuts | RuleHeavyKeyIsolation
+	RuleMerge | RuleEvidenceCuts | RuleHeavyKeyIsolation | RulePooledEvidence
 
 // Has reports whether every rule of x is in r.
 func (r Rules) Has(x Rules) bool { return r&x == x }
@@ -247,6 +252,21 @@ type Tracked struct {
 	// Merge is the last merge explanation (RuleMerge): why the route was or
 	// was not merged with a neighbour; zero when there is none.
 	Merge Explanation
+	// Pool is the key evidence of the route's previous counted columns
+	// (RulePooledEvidence, pool.go): at most PoolColumns−1 columns and
+	// MaxPooledKeys keys, in (age, key) order; nil without the rule.
+	Pool []PooledKey
+}
+
+// PooledKey is one key's evidence from an earlier column of a route
+// (RulePooledEvidence): its evidence weight and variance as that column's
+// evidence had them (evidence.go), whether its load was known from the
+// top-K counts, and its age (0: the column before the current one).
+type PooledKey struct {
+	Key              []byte
+	Weight, Variance uint64
+	Known            bool
+	Age              uint32
 }
 
 // KeyEstimate bounds one key's weighted operations in a column, already

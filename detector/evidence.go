@@ -30,6 +30,10 @@ import (
 //     it errs wide);
 //   - a loaded bucket no item fell into, as an interval no cut enters.
 //
+// With RulePooledEvidence the keys' weights and variances are summed over
+// the route's last counted columns (pool.go); bucket loads stay this
+// column's.
+//
 // A bucket's exact load is spread over its items in proportion to their
 // weights. A cut between two buckets has exact side shares (bucket
 // loads); a cut inside a bucket moves the fraction f = X_L/X of that
@@ -67,6 +71,7 @@ type evItem struct {
 	bucket int
 	x, v   uint64 // evidence weight and its variance
 	known  bool   // a top-K key of known load
+	pooled bool   // from an earlier column (withPool's bookkeeping)
 }
 
 // evidenceSet is a row's evidence for one route, laid out.
@@ -109,10 +114,11 @@ func (c cut) better(d cut) bool {
 	return c.balance() > d.balance()
 }
 
-// evidenceCut is the RuleEvidenceCuts cut of row for route r: it fills c
-// with the plan or the decline, and the numbers either way.
-func evidenceCut(cfg Config, r *catalog.RouteDescriptor, row *Row, c *splitChoice) {
-	ev := newEvidence(cfg, r, row)
+// evidenceCut is the RuleEvidenceCuts cut of row for route r, its keys
+// pooled with pool's (nil without RulePooledEvidence): it fills c with the
+// plan or the decline, and the numbers either way.
+func evidenceCut(cfg Config, r *catalog.RouteDescriptor, row *Row, pool []PooledKey, c *splitChoice) {
+	ev := newEvidence(cfg, r, row, pool)
 	c.samplePoints, c.knownKeys = ev.sample, ev.known
 	if ev.sample == 0 && ev.known == 0 && !ev.exact {
 		c.decline = ReasonNoEvidence
@@ -153,22 +159,14 @@ func evidenceCut(cfg Config, r *catalog.RouteDescriptor, row *Row, c *splitChoic
 	c.origin, c.keys, c.delta = OriginBalance, [][]byte{bytes.Clone(key)}, 1
 }
 
-// newEvidence lays out row's evidence for route r (see the file comment).
-func newEvidence(cfg Config, r *catalog.RouteDescriptor, row *Row) *evidenceSet {
+// newEvidence lays out row's evidence for route r (see the file comment),
+// with the keys of pool (RulePooledEvidence, pool.go) added to the row's.
+func newEvidence(cfg Config, r *catalog.RouteDescriptor, row *Row, pool []PooledKey) *evidenceSet {
 	ev := &evidenceSet{}
 	n := len(row.Buckets)
 	ev.layout = catalog.NewLayout(r.Start, r.End, max(n, 1))
 	ev.exact = n > 0 && ev.layout.K() == n
-	points := append(knownKeys(r, row), sampledKeys(r, row)...)
-	// A sampled key that is also a known key: the known key, sorted first,
-	// carries its load (the sample is some of the same operations).
-	slices.SortFunc(points, func(a, b evItem) int {
-		if c := bytes.Compare(a.lo, b.lo); c != 0 {
-			return c
-		}
-		return compareBool(b.known, a.known)
-	})
-	points = slices.CompactFunc(points, func(a, b evItem) bool { return bytes.Equal(a.lo, b.lo) })
+	points := withPool(columnPoints(r, row), pool, r)
 	for _, p := range points {
 		if p.known {
 			ev.known++

@@ -318,7 +318,7 @@ func TestCutIntervalCoverage(t *testing.T) {
 			}
 			row.Buckets = buckets(16, map[int]uint64{7: total})
 			var c splitChoice
-			evidenceCut(cfg, r, &row, &c)
+			evidenceCut(cfg, r, &row, nil, &c)
 			if c.decline != ReasonUnspecified {
 				continue
 			}
@@ -366,14 +366,14 @@ func TestEvidenceCutProperties(t *testing.T) {
 		}
 		row.SampleRate = uint32(rapid.SampledFrom([]int{0, 1, 16}).Draw(t, "rate"))
 		var a splitChoice
-		evidenceCut(cfg, r, &row, &a)
+		evidenceCut(cfg, r, &row, nil, &a)
 		shuffled := row
 		shuffled.TopKeys = slices.Clone(row.TopKeys)
 		shuffled.Samples = slices.Clone(row.Samples)
 		slices.Reverse(shuffled.TopKeys)
 		slices.Reverse(shuffled.Samples)
 		var b splitChoice
-		evidenceCut(cfg, r, &shuffled, &b)
+		evidenceCut(cfg, r, &shuffled, nil, &b)
 		if fmt.Sprintf("%+v", a) != fmt.Sprintf("%+v", b) {
 			t.Fatalf("order changed the outcome:\n%+v\n%+v", a, b)
 		}
@@ -415,6 +415,6 @@ func BenchmarkEvidenceCut(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var c splitChoice
-		evidenceCut(cfg, r, &row, &c)
+		evidenceCut(cfg, r, &row, nil, &c)
 	}
 }

@@ -75,6 +75,7 @@ type candidate struct {
 	score uint64
 	route *catalog.RouteDescriptor
 	row   *Row
+	pool  []PooledKey // RulePooledEvidence: the earlier columns' keys
 }
 
 func newObservation(in Input, s *State, col Column, order []int) *observation {
@@ -180,6 +181,7 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	if o.gap {
 		counter, recent = 0, nil
 	}
+	prevScore := e.LastScore
 	e.LastScore = score
 	e.RecentScores = o.recentScores(recent, score)
 	active := route.State == catalog.StateActive
@@ -194,6 +196,16 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	var cooldownLeft uint64
 	if e.CooldownUntilMs > o.in.NowMs {
 		cooldownLeft = e.CooldownUntilMs - o.in.NowMs
+	}
+	var pool []PooledKey // the earlier columns' evidence, for this column's cut
+	if o.in.Rules.Has(RulePooledEvidence) {
+		if !o.gap && row != nil && sameLoad(prevScore, score, row, o.cfg, o.durMs) {
+			pool = e.Pool
+		}
+		e.Pool = nil
+		if active && row != nil && e.ConsecutiveOver > 0 {
+			e.Pool = nextPool(columnPoints(route, row), pool)
+		}
 	}
 	pos := len(o.out)
 	o.out = append(o.out, e)
@@ -216,7 +228,7 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	case cooldownLeft > 0:
 		o.explain(pos, x, ReasonCooldown)
 	default:
-		o.cands = append(o.cands, candidate{pos: pos, score: score, route: route, row: row})
+		o.cands = append(o.cands, candidate{pos: pos, score: score, route: route, row: row, pool: pool})
 	}
 }
 
@@ -319,7 +331,7 @@ func (o *observation) decide() []Plan {
 		x := o.explanation(cd.score, e.ConsecutiveOver, 0)
 		var ch splitChoice
 		if o.in.Rules.Has(RuleBalanceSplit) {
-			ch = chooseBalancedSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)
+			ch = chooseBalancedSplit(o.cfg, cd.route, cd.row, cd.pool, o.durMs, o.in.Rules)
 			ch.explainBalance(&x, o.in.Rules)
 		} else {
 			ch = chooseSplit(o.cfg, cd.route, cd.row, o.durMs, o.in.Rules)

@@ -64,6 +64,9 @@ func NewState(tracked []Tracked, lastColumnAtMs uint64) (*State, error) {
 			return nil, fmt.Errorf("%w: tracked[%d]: route_id %d not above route_id %d of tracked[%d]",
 				ErrInvalidState, i, tracked[i].RouteID, tracked[i-1].RouteID, i-1)
 		}
+		if err := checkPool(tracked[i].Pool); err != nil {
+			return nil, fmt.Errorf("%w: tracked[%d]: pool: %w", ErrInvalidState, i, err)
+		}
 	}
 	out := make([]Tracked, len(tracked))
 	for i, t := range tracked {
@@ -80,6 +83,14 @@ func fromBase(base []Tracked, lastColumnAtMs uint64, cold *coldState) *State {
 // cloneTracked deep-copies t so that a restored State owns its slices.
 func cloneTracked(t Tracked) Tracked {
 	t.RecentScores = slices.Clone(t.RecentScores)
+	if t.Pool != nil {
+		pool := make([]PooledKey, len(t.Pool))
+		for i, p := range t.Pool {
+			pool[i] = p
+			pool[i].Key = slices.Clone(p.Key)
+		}
+		t.Pool = pool
+	}
 	for _, e := range []*Explanation{&t.Explanation, &t.Merge} {
 		e.HotKey = slices.Clone(e.HotKey)
 		if e.SplitKeys != nil {
@@ -280,7 +291,8 @@ func (s *State) StartCooldown(cfg Config, routeID uint64, atMs uint64) *State {
 
 // ResetHysteresis returns s with every consecutive_over at 0 (a SetConfig
 // committed: evidence earned under the old settings proves nothing under the
-// new ones). Cooldowns, scores and explanations are kept. The cold state
+// new ones), and every pooled evidence (RulePooledEvidence: the weights
+// may have changed). Cooldowns, scores and explanations are kept. The cold state
 // (RuleMerge) restarts too: no route has been cold under the new settings
 // yet. s is not modified. SetConfig is rare, so this folds the patch into a
 // new base.
@@ -291,6 +303,7 @@ func (s *State) ResetHysteresis() *State {
 	base := slices.Clone(s.entries())
 	for i := range base {
 		base[i].ConsecutiveOver = 0
+		base[i].Pool = nil // evidence weighed under the old settings
 	}
 	return fromBase(base, s.lastColumnAtMs, s.cold.restart())
 }

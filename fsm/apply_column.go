@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
@@ -111,6 +113,9 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 	if r := checkRouteLoads(c, version); r != nil {
 		return r
 	}
+	if r := checkEvidenceBytes(c, version); r != nil {
+		return r
+	}
 	for i, row := range c.GetRows() {
 		if len(row.GetBuckets()) > catalog.MaxBuckets {
 			return invalid("rows[%d].buckets: %d above %d", i, len(row.GetBuckets()), catalog.MaxBuckets)
@@ -179,6 +184,24 @@ func checkRouteLoads(c *api.ObserveColumn, version uint32) *api.CommandResult {
 	}
 	if i < len(rows) {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "rows[%d]: route %d is not in route_loads, or rows are not sorted by route id", i, rows[i].GetRouteId())
+	}
+	return nil
+}
+
+// checkEvidenceBytes: with BoundedEvidence on, a column that lists
+// route_loads (one assembled at version 3) holds at most
+// api.MaxColumnEvidenceBytes of rows, measured as the sum of each row's
+// encoded size. A column without route_loads was assembled before the
+// version rose (checkRouteLoads) and applies as before.
+func checkEvidenceBytes(c *api.ObserveColumn, version uint32) *api.CommandResult {
+	if c.GetRouteLoads() == nil || !BoundedEvidence.EnabledAt(version) {
+		return nil
+	}
+	total := 0
+	for i, row := range c.GetRows() {
+		if total += proto.Size(row); total > api.MaxColumnEvidenceBytes {
+			return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "rows[%d]: the rows' evidence passes %d bytes, the limit of %s", i, api.MaxColumnEvidenceBytes, BoundedEvidence)
+		}
 	}
 	return nil
 }

@@ -329,6 +329,9 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if src := sw.GetSource(); src != api.SwitchSource_SWITCH_SOURCE_BOOTSTRAP_FLAG && src != api.SwitchSource_SWITCH_SOURCE_OPERATOR {
 		return fmt.Errorf("switch source %s", src)
 	}
+	if err := checkPooledEvidence(p); err != nil {
+		return err
+	}
 	det, err := detector.NewState(trackedFromProto(p.GetTracked()), p.GetLastColumnAtMs())
 	if err != nil {
 		return fmt.Errorf("tracked routes: %w", err)
@@ -367,6 +370,22 @@ func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
 		return err == nil
 	})
 	return err
+}
+
+// checkPooledEvidence: below the version that pools split evidence, no
+// tracked route holds any (no replica of that version writes it). The
+// detector checks the pool's bounds (detector.NewState).
+func checkPooledEvidence(p *api.StateSnapshot) error {
+	if PooledEvidence.EnabledAt(p.GetClusterVersion()) {
+		return nil
+	}
+	for i, t := range p.GetTracked() {
+		if len(t.GetPooledEvidence()) > 0 {
+			return fmt.Errorf("tracked[%d]: pooled_evidence, which needs cluster version %d (%s), at cluster version %d",
+				i, PooledEvidence.Version(), PooledEvidence, p.GetClusterVersion())
+		}
+	}
+	return nil
 }
 
 // restoreCold adds the cold state to det: only where AutoMerge is on (no

@@ -13,7 +13,8 @@ import (
 // Explanation message (empty when the detector has none), so that
 // proto -> detector -> proto is the identity on the encoded bytes. The
 // merge explanation (cluster version 3) is present exactly when it has a
-// reason (restore refuses one without), so a version 2 state encodes as
+// reason (restore refuses one without), and the pooled evidence (cluster
+// version 3) only when there is some, so a version 2 state encodes as
 // before.
 
 func trackedToProto(ts []detector.Tracked) []*api.TrackedRoute {
@@ -33,6 +34,31 @@ func trackedToProto(ts []detector.Tracked) []*api.TrackedRoute {
 		if t.Merge.Reason != detector.ReasonUnspecified {
 			out[i].MergeExplanation = explanationToProto(t.Merge)
 		}
+		out[i].PooledEvidence = poolToProto(t.Pool)
+	}
+	return out
+}
+
+// poolToProto converts a tracked entry's pooled evidence (nil when empty:
+// a version 2 state encodes as before).
+func poolToProto(pool []detector.PooledKey) []*api.PooledKey {
+	if len(pool) == 0 {
+		return nil
+	}
+	out := make([]*api.PooledKey, len(pool))
+	for i, p := range pool {
+		out[i] = &api.PooledKey{Key: p.Key, Weight: p.Weight, Variance: p.Variance, Known: p.Known, Age: p.Age}
+	}
+	return out
+}
+
+func poolFromProto(ps []*api.PooledKey) []detector.PooledKey {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make([]detector.PooledKey, len(ps))
+	for i, p := range ps {
+		out[i] = detector.PooledKey{Key: p.GetKey(), Weight: p.GetWeight(), Variance: p.GetVariance(), Known: p.GetKnown(), Age: p.GetAge()}
 	}
 	return out
 }
@@ -93,6 +119,7 @@ func trackedFromProto(ps []*api.TrackedRoute) []detector.Tracked {
 			RecentScores:    p.GetRecentScores(),
 			Explanation:     explanationFromProto(p.GetExplanation()),
 			Merge:           explanationFromProto(p.GetMergeExplanation()),
+			Pool:            poolFromProto(p.GetPooledEvidence()),
 		}
 	}
 	return out

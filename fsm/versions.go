@@ -65,6 +65,8 @@ const (
 	HeavyKeyIsolation
 	HeatHistory
 	OperatorBoundariesKept
+	BoundedEvidence
+	PooledEvidence
 	numFeatures
 )
 
@@ -168,6 +170,12 @@ var features = [numFeatures]featureRow{
 	OperatorBoundariesKept: {"operator_boundaries_kept", Version3,
 		"a bootstrap split key or a manual split's key marks the route it starts (operator_start); automatic merges never remove a marked boundary, a manual merge may; the raise marks every boundary the catalog has",
 		0, raiseOperatorBoundaries},
+	BoundedEvidence: {"bounded_evidence", Version3,
+		"a column's rows (its evidence) total at most MaxColumnEvidenceBytes encoded; hot routes beyond it count through route_loads alone",
+		0, nil},
+	PooledEvidence: {"pooled_evidence", Version3,
+		"a cut inside a bucket weighs each key by its evidence over the route's last 3 counted columns, not one (tracked pool of up to 512 keys, 16 KiB; in snapshots and the state hash)",
+		detector.RulePooledEvidence, nil},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature

@@ -3,118 +3,95 @@ package node
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/encoding"
-	"google.golang.org/grpc/mem"
-	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/loadgen"
+	"github.com/hotsplit/hotsplit/transport"
 )
 
-// BenchmarkLoadScale: 50 reporters × 10k routes at a 1 s step on loopback
-// (issue 5). Every column must commit within step + grace. Run:
+// BenchmarkLoadScale: N reporters × 10k routes at a 1 s step on loopback,
+// every reporter reporting every route (the worst case: every route's
+// summed load is hot), rows of the version 1 or version 2 shape
+// (internal/loadgen). Reports declare their size, as keyviz's do. Every
+// column must commit within step + grace, list all N reporters, and no
+// report may be refused; the run samples the process's peak live heap and
+// reports the entry's size. All in one process (3 nodes and the
+// reporters): the CPU figure bounds the leader's from above; the leader
+// alone is measured by TestLongLoadScaleProcesses (cmd/hotsplitd). Run:
 //
-//	go test -run '^$' -bench LoadScale -benchtime 1x ./node/
+//	go test -run '^$' -bench LoadScale -benchtime 1x -timeout 30m ./node/
 func BenchmarkLoadScale(b *testing.B) {
-	for _, tc := range []struct {
-		name     string
-		replicas int // reporters per route; 50 = every reporter reports every route
-	}{{"replicas=3", 3}, {"replicas=50", 50}} {
-		b.Run(tc.name, func(b *testing.B) { loadScale(b, tc.replicas) })
+	for _, shape := range []loadgen.Shape{loadgen.V1, loadgen.V2} {
+		for _, n := range []int{50, 100} {
+			b.Run(fmt.Sprintf("%v/reporters=%d", shape, n), func(b *testing.B) { loadScale(b, shape, n) })
+		}
 	}
 }
 
-func loadScale(b *testing.B, replicas int) {
-	const reporters, routes, stepMs, graceMs, columns = 50, 10_000, 1000, 500, 8
+func loadScale(b *testing.B, shape loadgen.Shape, reporters int) {
+	const routes, stepMs, graceMs, columns = 10_000, 1000, 500, 8
 	var splits [][]byte
 	for i := 1; i < routes; i++ {
 		splits = append(splits, fmt.Appendf(nil, "r%05d", i))
 	}
+	cat, err := catalog.New(splits, 1) // what the bootstrap builds
+	if err != nil {
+		b.Fatal(err)
+	}
+	rows, err := loadgen.Build(shape, cat)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The budget an operator sizes for this fleet: every reporter's report
+	// in flight at once, and at least the default.
+	budget := max(transport.DefaultReportBudgetBytes, int64(reporters)*int64(loadgen.Parts{rows.Encoded[0]}.Len()+64<<10))
 	c := newTestCluster(b, 3, func(n *Config) {
 		n.InitialSplits = splits
 		n.BootstrapConfig = &api.Config{StepMs: stepMs, GraceMs: graceMs, Threshold: 60_000}
 		n.CeilingWindow = 2 * time.Second
+		n.HeartbeatTimeout, n.ElectionTimeout, n.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+		n.Limits.ReportBudgetBytes = budget
 	})
 	leader := c.leaderNode()
-	cat := leader.FSM().State().Catalog()
-	var descs []*catalog.RouteDescriptor
-	cat.Ascend(func(r *catalog.RouteDescriptor) bool { descs = append(descs, r); return true })
-
-	// rows[r] are reporter r's rows: routes it serves, ~1% hot with evidence.
-	rng := rand.New(rand.NewPCG(1, 2))
-	rows := make([][]*api.ReportRow, reporters)
-	for i, d := range descs {
-		for k := range replicas {
-			rep := (i + k*(reporters/replicas+1)) % reporters
-			if replicas == reporters {
-				rep = k
-			}
-			w := uint64(1 + rng.IntN(50))
-			if i%100 == 0 {
-				w = 2000 // hot: 2000 writes/step x 4 x 60 per reporter
-			}
-			nb := catalog.NewLayout(d.Start, d.End, 16).K()
-			buckets := make([]uint64, nb)
-			buckets[rng.IntN(nb)] = 4 * w
-			row := &api.ReportRow{RouteId: d.ID, Writes: w, Buckets: buckets, SampleRate: 16}
-			if w == 2000 {
-				for j := range 8 {
-					row.TopKeys = append(row.TopKeys, &api.TopKeyCount{Key: fmt.Appendf(nil, "%s-key%d", d.Start, j), Count: uint64(400 - j)})
-				}
-			}
-			rows[rep] = append(rows[rep], row)
-		}
-	}
-	// Reporters are data nodes: encoding their reports is their CPU, not
-	// the leader's. Every report is encoded before the clock starts and
-	// sent as bytes, so the two shared cores go to the cluster.
 	cc, err := grpc.NewClient(leader.GRPCAddr(), adminCreds(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cc.Close()
-	ctx := context.Background()
-	// Each report is the encoded rows, encoded once, behind a small
-	// header that names the window: protobuf merges the two parts of the
-	// column, so the leader decodes exactly what a marshalled request
-	// would give it.
-	rowBytes := make([][]byte, reporters)
-	for r := range reporters {
-		if rowBytes[r], err = proto.Marshal(&api.ReportColumn{Rows: rows[r]}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	// Window 0 warms up: the leader learns whom to wait for (a column waits
+	// for the reporters seen in the last steps), as in steady state; windows
+	// 1..columns are measured.
 	first := uint64(time.Now().UnixMilli())/stepMs*stepMs + 2*stepMs
-	encoded := make([][]preEncoded, reporters)
+	heads := make([][][]byte, reporters)
 	for r := range reporters {
-		for k := range columns {
-			head, err := proto.Marshal(&api.ReportColumn{WindowStartMs: first + uint64(k)*stepMs, StepMs: stepMs, Buckets: 16, WriteWeight: 4, ReadWeight: 1})
+		for k := range columns + 1 {
+			h, err := loadgen.Head(fmt.Sprintf("%s/scale-%d", testAdmin, r), first+uint64(k)*stepMs, stepMs, rows.Encoded[r%loadgen.Variants])
 			if err != nil {
 				b.Fatal(err)
 			}
-			req, err := proto.Marshal(&api.ReportRequest{ReporterId: fmt.Sprintf("%s/scale-%d", testAdmin, r)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			req = protowire.AppendTag(req, 2, protowire.BytesType)
-			req = protowire.AppendVarint(req, uint64(len(head)+len(rowBytes[r])))
-			encoded[r] = append(encoded[r], append(append(req, head...), rowBytes[r]...))
+			heads[r] = append(heads[r], h)
 		}
 	}
 	if now := uint64(time.Now().UnixMilli()); now >= first {
 		b.Fatalf("encoding the reports took until %d ms past the first window", now-first)
 	}
 
+	runtime.GC()
+	heap := newHeapSampler()
 	var ru0 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	t0 := time.Now()
@@ -137,97 +114,138 @@ func loadScale(b *testing.B, replicas int) {
 			}
 		}
 	}()
+	var refused, late atomic.Int64
 	var wg sync.WaitGroup
 	for r := range reporters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for k := range columns {
+		wg.Go(func() {
+			enc := rows.Encoded[r%loadgen.Variants]
+			for k := range columns + 1 {
 				w := first + uint64(k)*stepMs
-				waitWindowEnd(w, time.Duration(r)*time.Millisecond) // reporters spread over 50 ms
-				for attempt := 0; attempt < 3; attempt++ {
+				// Reporters close the window together, spread over 50 ms.
+				time.Sleep(time.Until(time.UnixMilli(int64(w + stepMs)).Add(time.Duration(r) * 50 * time.Millisecond / time.Duration(reporters))))
+				p := loadgen.Parts{heads[r][k], enc}
+				ctx := metadata.AppendToOutgoingContext(context.Background(), api.ReportBytesHeader, strconv.Itoa(p.Len()))
+				for attempt := 0; attempt < 5; attempt++ {
 					var resp api.ReportResponse
-					if cc.Invoke(ctx, api.Load_Report_FullMethodName, encoded[r][k], &resp, grpc.ForceCodecV2(preEncodedCodec{})) == nil {
-						break
+					if err := cc.Invoke(ctx, api.Load_Report_FullMethodName, p, &resp, grpc.ForceCodecV2(loadgen.Codec{})); err != nil {
+						if refused.Add(1) <= 3 {
+							b.Logf("reporter %d window %d: %v", r, w, err)
+						}
+						time.Sleep(50 * time.Millisecond)
+						continue
 					}
+					if len(resp.LateWindowStarts) > 0 && k > 0 {
+						late.Add(1)
+					}
+					break
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	wall := time.Since(t0)
 	close(stop)
+	peak := heap.stop()
 	var ru1 syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime)-syscall.TimevalToNsec(ru0.Utime)) + time.Duration(syscall.TimevalToNsec(ru1.Stime)-syscall.TimevalToNsec(ru0.Stime))
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
 
 	var lags []time.Duration
-	late := 0
+	lateCols := 0
 	mu.Lock()
-	for k := range columns {
+	for k := 1; k <= columns; k++ {
 		end := first + uint64(k+1)*stepMs
 		at, ok := committedAt[end]
 		if !ok {
-			late++
+			lateCols++
 			continue
 		}
 		lag := at.Sub(time.UnixMilli(int64(end)))
 		lags = append(lags, lag)
 		if lag > (stepMs+graceMs)*time.Millisecond {
-			late++
+			lateCols++
 		}
 	}
 	mu.Unlock()
-	var sizes []int
-	rowsPerEntry := 0
+	var sizes, counted []int
+	evidenceRows := 0
 	for _, e := range commands(b, leader) {
-		if col := e.cmd.GetObserveColumn(); col != nil && col.WindowStartMs >= first {
+		if col := e.cmd.GetObserveColumn(); col != nil && col.WindowStartMs > first {
 			sizes = append(sizes, proto.Size(e.cmd))
-			rowsPerEntry = len(col.Rows)
+			counted = append(counted, len(col.Reporters))
+			evidenceRows = len(col.Rows)
 		}
 	}
 	slices.Sort(lags)
-	rowsSent := 0
-	for _, r := range rows {
-		rowsSent += len(r)
+	b.ReportMetric(float64(lateCols), "late-columns")
+	b.ReportMetric(float64(refused.Load()), "refused")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-live-MiB")
+	b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cpu-cores")
+	b.ReportMetric(cpu.Seconds()*1e6/float64(reporters*rows.Count*(columns+1)), "cpu-µs/row")
+	if len(sizes) > 0 {
+		b.ReportMetric(float64(slices.Max(sizes)), "entry-bytes")
 	}
-	b.ReportMetric(float64(late), "late-columns")
 	if len(lags) > 0 {
 		b.ReportMetric(float64(lags[len(lags)/2].Milliseconds()), "p50-lag-ms")
 		b.ReportMetric(float64(lags[len(lags)-1].Milliseconds()), "max-lag-ms")
 	}
-	b.Logf("%d reporters, %d routes, %d rows/step (replicas %d): %d/%d columns committed within step+grace; commit lag after window end %v",
-		reporters, routes, rowsSent, replicas, len(lags)-late, columns, lags)
-	b.Logf("process CPU %.2f cores over %v (cluster of 3 + 50 reporters sending pre-encoded reports, in one process: an upper bound for the leader); heap in use %d MiB; ObserveColumn entries %v bytes, %d rows each",
-		cpu.Seconds()/wall.Seconds(), wall.Round(time.Millisecond), ms.HeapInuse>>20, sizes, rowsPerEntry)
-	if late > 0 {
-		b.Logf("TARGET MISSED: %d of %d columns committed later than step + grace", late, columns)
+	b.Logf("%v rows, %d reporters × %d routes (%d rows with evidence, %d bytes a report), budget %d MiB: %d/%d columns within step+grace, lag %v; reporters per column %v; %d refusals, %d late acks",
+		shape, reporters, rows.Count, rows.WithEvidence, loadgen.Parts{heads[0][0], rows.Encoded[0]}.Len(), budgetOf(c)>>20,
+		len(lags)-lateCols, columns, lags, counted, refused.Load(), late.Load())
+	b.Logf("process CPU %.2f cores over %v (3 nodes + %d reporters in one process: an upper bound for the leader); peak live heap %d MiB (%d MiB before the run); entries %v bytes, %d rows with evidence",
+		cpu.Seconds()/wall.Seconds(), wall.Round(time.Millisecond), reporters, peak>>20, heap.base>>20, sizes, evidenceRows)
+	if lateCols > 0 {
+		b.Errorf("%d of %d columns committed later than step + grace", lateCols, columns)
+	}
+	if refused.Load() > 0 || late.Load() > 0 {
+		b.Errorf("%d reports refused, %d acknowledged late", refused.Load(), late.Load())
+	}
+	if len(counted) != columns || slices.Min(counted) != reporters {
+		b.Errorf("columns counted %v reporters, want %d columns of %d", counted, columns, reporters)
 	}
 }
 
-// preEncoded is a request already in wire form.
-type preEncoded []byte
-
-// preEncodedCodec sends a preEncoded request as it is and decodes
-// responses with protobuf.
-type preEncodedCodec struct{}
-
-func (preEncodedCodec) Marshal(v any) (mem.BufferSlice, error) {
-	b, ok := v.(preEncoded)
-	if !ok {
-		return nil, fmt.Errorf("preEncodedCodec: cannot send %T", v)
+func budgetOf(c *testCluster) int64 {
+	for _, cfg := range c.cfgs {
+		return cfg.Limits.ReportBudgetBytes
 	}
-	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	return 0
 }
 
-func (preEncodedCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(proto.Message)
-	if !ok {
-		return fmt.Errorf("preEncodedCodec: cannot decode into %T", v)
-	}
-	return proto.Unmarshal(data.Materialize(), m)
+// heapSampler samples the live heap (/gc/heap/live:bytes, as of the last
+// GC) every 10 ms until stopped, and keeps the peak.
+type heapSampler struct {
+	base uint64
+	done chan struct{}
+	peak chan uint64
 }
 
-func (preEncodedCodec) Name() string { return encoding.GetCodecV2("proto").Name() }
+func newHeapSampler() *heapSampler {
+	h := &heapSampler{base: liveHeap(), done: make(chan struct{}), peak: make(chan uint64, 1)}
+	go func() {
+		peak := h.base
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				peak = max(peak, liveHeap())
+			case <-h.done:
+				h.peak <- max(peak, liveHeap())
+				return
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapSampler) stop() uint64 {
+	close(h.done)
+	return <-h.peak
+}
+
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}

@@ -57,6 +57,12 @@ func invalidReport(r *rejection) error {
 	return &reportError{code: codes.InvalidArgument, err: &fieldError{msg: r.msg}}
 }
 
+// malformedReport is the InvalidArgument error of report bytes protobuf
+// would not decode; it wraps ErrInvalidReport and api.ErrMalformedReport.
+func malformedReport(err error) error {
+	return &reportError{code: codes.InvalidArgument, err: fmt.Errorf("load report does not decode: %w (%w)", err, ErrInvalidReport)}
+}
+
 // fieldError is a validation message that wraps ErrInvalidReport without
 // prefixing its text.
 type fieldError struct{ msg string }

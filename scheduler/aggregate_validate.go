@@ -7,8 +7,6 @@ import (
 	"math/bits"
 	"slices"
 
-	"google.golang.org/protobuf/proto"
-
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/fsm"
@@ -42,12 +40,13 @@ const (
 	rejectBacklog         = "backlog"
 	rejectConflict        = "conflict"
 	rejectSamples         = "samples"
+	rejectMalformed       = "malformed"
 )
 
 var rejectReasons = []string{
 	rejectTooLarge, rejectReporterID, rejectStep, rejectAlignment, rejectFuture, rejectDuplicateColumn,
 	rejectDuplicateRoute, rejectSampleRate, rejectBuckets, rejectTopKeys, rejectKeySize, rejectOverflow, rejectBacklog,
-	rejectConflict, rejectSamples,
+	rejectConflict, rejectSamples, rejectMalformed,
 }
 
 // rejection is why a report was refused: reason is the metric label, msg
@@ -61,43 +60,90 @@ func reject(reason, format string, args ...any) *rejection {
 	return &rejection{reason: reason, msg: fmt.Sprintf(format, args...)}
 }
 
+// wireReport is a report in wire form, its top level read: what the
+// leader validates and merges, without decoding it into messages.
+type wireReport struct {
+	reporter string
+	columns  [][]byte // each column's encoding, in order
+	size     int      // the report's encoded size
+}
+
+// readReport reads the top level of an encoded ReportRequest; it fails with
+// api.ErrMalformedReport where proto.Unmarshal would fail.
+func readReport(b []byte) (wireReport, error) {
+	id, cols, err := api.ReadReportRequest(b)
+	return wireReport{reporter: id, columns: cols, size: len(b)}, err
+}
+
 // validateReport checks a whole report before anything of it is applied
 // (SPEC §8, §12) against the replicated catalog and config and the leader's
-// wall clock, and returns the first problem, or nil. cfg must be a valid
-// replicated config (step_ms > 0). It is pure and linear in the report's
-// size.
+// wall clock, and returns the first problem, or nil. The size checked is
+// the report's encoded size as it arrived. cfg must be a valid replicated
+// config (step_ms > 0). It is pure and linear in the report's size, and
+// walks the report once: on the way it computes each column's content
+// digest (see digester); cols[i] describes columns[i]. A column or row that
+// does not decode is refused as malformed (it cannot come through the
+// transport, whose codec refuses it first).
 //
 // Rows of routes that are not live are checked for everything that does not
 // need the route (they are dropped later, not rejected); rows of live routes
 // must also carry exactly the route's bucket count under the replicated
 // config.
-func validateReport(req *api.ReportRequest, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
-	if n := proto.Size(req); n > api.MaxReportBytes {
-		return reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", n, api.MaxReportBytes)
+func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) (cols []columnInfo, rej *rejection) {
+	if r.size > api.MaxReportBytes {
+		return nil, reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", r.size, api.MaxReportBytes)
 	}
-	if req.GetReporterId() == "" {
-		return reject(rejectReporterID, "reporter_id: must be set")
+	if r.reporter == "" {
+		return nil, reject(rejectReporterID, "reporter_id: must be set")
 	}
-	cols := req.GetColumns()
-	for i, c := range cols {
-		if r := validateColumn(c, i, cat, cfg, nowMs); r != nil {
-			return r
+	cols = make([]columnInfo, len(r.columns))
+	var row api.WireRow
+	for i, b := range r.columns {
+		c, err := api.ReadColumn(b)
+		if err != nil {
+			return nil, reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: -1}, err)
 		}
+		d := newDigester()
+		rows := make([]rowRef, 0, c.NumRows)
+		if rej := validateColumn(c, i, cat, cfg, nowMs, &d, &row, &rows); rej != nil {
+			return nil, rej
+		}
+		cols[i] = columnInfo{window: c.WindowStartMs, step: c.StepMs, digest: d.sum(), wire: b, ww: c.WriteWeight, wr: c.ReadWeight, rows: rows}
 	}
-	if i, j, dup := duplicateWindow(cols); dup {
-		return reject(rejectDuplicateColumn, "columns[%d].window_start_ms: %d repeats columns[%d]", j, cols[j].GetWindowStartMs(), i)
+	if i, j, dup := firstDuplicate(len(cols), func(i int) uint64 { return cols[i].window }); dup {
+		return nil, reject(rejectDuplicateColumn, "columns[%d].window_start_ms: %d repeats columns[%d]", j, cols[j].window, i)
 	}
-	return nil
+	return cols, nil
 }
 
-// validateColumn checks columns[i].
-func validateColumn(c *api.ReportColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) *rejection {
+// columnInfo is a validated column: its window and step, its content
+// digest, its encoding, its weights and where each row lies in it.
+type columnInfo struct {
+	window, step, digest uint64
+	wire                 []byte
+	ww, wr               uint32
+	rows                 []rowRef
+}
+
+// rowRef is a validated row: its route, whether that route was live in
+// the catalog validated against, and where the row lies in its column's
+// encoding (wire[off:end]).
+type rowRef struct {
+	route    uint64
+	off, end int32
+	live     bool
+}
+
+// validateColumn checks columns[i], feeds its content to d and appends
+// each row's reference to rows; row is scratch space reused from column to
+// column.
+func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, d *digester, row *api.WireRow, rows *[]rowRef) *rejection {
 	path := fieldPath{col: i, row: -1}
-	w := c.GetWindowStartMs()
+	w := c.WindowStartMs
 	// A scheduled step change applies from its boundary on (fsm.StepAt).
 	step := fsm.StepAt(cfg, w)
-	if c.GetStepMs() != step {
-		return reject(rejectStep, "%s.step_ms: %d differs from the replicated step of %d for window %d", path, c.GetStepMs(), step, w)
+	if c.StepMs != step {
+		return reject(rejectStep, "%s.step_ms: %d differs from the replicated step of %d for window %d", path, c.StepMs, step, w)
 	}
 	if w%step != 0 {
 		return reject(rejectAlignment, "%s.window_start_ms: %d is not a multiple of step_ms %d", path, w, step)
@@ -108,14 +154,27 @@ func validateColumn(c *api.ReportColumn, i int, cat *catalog.Catalog, cfg *api.C
 		return reject(rejectFuture, "%s.window_start_ms: window [%d, %d) ends more than %d steps after the leader's clock (%d)",
 			path, w, w+step, maxFutureSteps, nowMs)
 	}
-	rows := c.GetRows()
-	for j, row := range rows {
-		if r := validateRow(row, fieldPath{col: i, row: j}, cat, cfg, c); r != nil {
-			return r
+	d.header(c)
+	var rej *rejection
+	c.Rows(func(j int, b []byte, off, end int) bool {
+		if err := row.Read(b); err != nil {
+			rej = reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: j}, err)
+			return false
 		}
+		var live bool
+		if live, rej = validateRow(row, fieldPath{col: i, row: j}, cat, cfg, c); rej != nil {
+			return false
+		}
+		d.row(row)
+		*rows = append(*rows, rowRef{route: row.RouteID, off: int32(off), end: int32(end), live: live})
+		return true
+	})
+	if rej != nil {
+		return rej
 	}
-	if a, b, dup := duplicateRoute(rows); dup {
-		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, rows[b].GetRouteId(), a)
+	refs := *rows
+	if a, b, dup := firstDuplicate(len(refs), func(i int) uint64 { return refs[i].route }); dup {
+		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, refs[b].route, a)
 	}
 	return nil
 }
@@ -131,19 +190,26 @@ func (p fieldPath) String() string {
 	return fmt.Sprintf("columns[%d].rows[%d]", p.col, p.row)
 }
 
-// validateRow checks one row; path names it.
-func validateRow(row *api.ReportRow, path fieldPath, cat *catalog.Catalog, cfg *api.Config, c *api.ReportColumn) *rejection {
-	if row.GetSampleRate() == 0 {
+// validateRow checks one row; path names it. live says whether its route
+// is live in cat.
+func validateRow(row *api.WireRow, path fieldPath, cat *catalog.Catalog, cfg *api.Config, c api.WireColumn) (live bool, rej *rejection) {
+	rej = checkRow(row, path, cat, cfg, c, &live)
+	return live, rej
+}
+
+func checkRow(row *api.WireRow, path fieldPath, cat *catalog.Catalog, cfg *api.Config, c api.WireColumn, live *bool) *rejection {
+	if row.SampleRate == 0 {
 		return reject(rejectSampleRate, "%s.sample_rate: must be at least 1", path)
 	}
-	b := row.GetBuckets()
+	b := row.Buckets
 	if len(b) > catalog.MaxBuckets {
 		return reject(rejectBuckets, "%s.buckets: %d buckets exceeds the limit of %d", path, len(b), catalog.MaxBuckets)
 	}
-	if route, live := cat.Route(row.GetRouteId()); live {
+	var route *catalog.RouteDescriptor
+	if route, *live = cat.Route(row.RouteID); *live {
 		if k := catalog.NewLayout(route.Start, route.End, int(cfg.GetBuckets())).K(); len(b) != k {
 			return reject(rejectBuckets, "%s.buckets: %d buckets, but route %d has %d under the replicated config",
-				path, len(b), row.GetRouteId(), k)
+				path, len(b), row.RouteID, k)
 		}
 	}
 	var sum uint64
@@ -153,26 +219,26 @@ func validateRow(row *api.ReportRow, path fieldPath, cat *catalog.Catalog, cfg *
 			return reject(rejectOverflow, "%s.buckets: the bucket sum overflows uint64", path)
 		}
 	}
-	for _, w := range [][2]uint32{{c.GetWriteWeight(), c.GetReadWeight()}, {cfg.GetWriteWeight(), cfg.GetReadWeight()}} {
-		if !weightedFits(row.GetReads(), row.GetWrites(), w[0], w[1]) {
+	for _, w := range [][2]uint32{{c.WriteWeight, c.ReadWeight}, {cfg.GetWriteWeight(), cfg.GetReadWeight()}} {
+		if !weightedFits(row.Reads, row.Writes, w[0], w[1]) {
 			return reject(rejectOverflow, "%s: %d writes × %d + %d reads × %d overflows uint64",
-				path, row.GetWrites(), w[0], row.GetReads(), w[1])
+				path, row.Writes, w[0], row.Reads, w[1])
 		}
 	}
-	top := row.GetTopKeys()
+	top := row.TopKeys
 	if len(top) > api.MaxReportTopKeys {
 		return reject(rejectTopKeys, "%s.top_keys: %d entries exceeds the limit of %d", path, len(top), api.MaxReportTopKeys)
 	}
-	rate := uint64(row.GetSampleRate())
+	rate := uint64(row.SampleRate)
 	for k, e := range top {
-		if n := len(e.GetKey()); n > catalog.MaxKeyLen {
+		if n := len(e.Key); n > catalog.MaxKeyLen {
 			return reject(rejectKeySize, "%s.top_keys[%d].key: %d bytes exceeds the limit of %d", path, k, n, catalog.MaxKeyLen)
 		}
-		if e.GetError() > e.GetCount() {
-			return reject(rejectTopKeys, "%s.top_keys[%d].error: %d exceeds count %d", path, k, e.GetError(), e.GetCount())
+		if e.Error > e.Count {
+			return reject(rejectTopKeys, "%s.top_keys[%d].error: %d exceeds count %d", path, k, e.Error, e.Count)
 		}
-		if hi, _ := bits.Mul64(e.GetCount(), rate); hi != 0 {
-			return reject(rejectOverflow, "%s.top_keys[%d].count: %d × sample_rate %d overflows uint64", path, k, e.GetCount(), rate)
+		if hi, _ := bits.Mul64(e.Count, rate); hi != 0 {
+			return reject(rejectOverflow, "%s.top_keys[%d].count: %d × sample_rate %d overflows uint64", path, k, e.Count, rate)
 		}
 	}
 	if i, j, dup := duplicateKey(top); dup {
@@ -184,22 +250,22 @@ func validateRow(row *api.ReportRow, path fieldPath, cat *catalog.Catalog, cfg *
 // validateSamples checks a row's raw sampled counts and operation sample:
 // a key's sampled events fit in its count (each weighs at least 1), and
 // the sample is bounded, with short keys and something in every entry.
-func validateSamples(row *api.ReportRow, path fieldPath) *rejection {
-	for k, e := range row.GetTopKeys() {
-		if ev, carry := bits.Add64(e.GetSampledReads(), e.GetSampledWrites(), 0); carry != 0 || ev > e.GetCount()-e.GetError() {
+func validateSamples(row *api.WireRow, path fieldPath) *rejection {
+	for k, e := range row.TopKeys {
+		if ev, carry := bits.Add64(e.SampledReads, e.SampledWrites, 0); carry != 0 || ev > e.Count-e.Error {
 			return reject(rejectTopKeys, "%s.top_keys[%d]: %d sampled reads and %d sampled writes exceed count - error %d",
-				path, k, e.GetSampledReads(), e.GetSampledWrites(), e.GetCount()-e.GetError())
+				path, k, e.SampledReads, e.SampledWrites, e.Count-e.Error)
 		}
 	}
-	ss := row.GetSamples()
+	ss := row.Samples
 	if len(ss) > api.MaxReportSamples {
 		return reject(rejectSamples, "%s.samples: %d entries exceeds the limit of %d", path, len(ss), api.MaxReportSamples)
 	}
 	for k, e := range ss {
-		if n := len(e.GetKey()); n > catalog.MaxKeyLen {
+		if n := len(e.Key); n > catalog.MaxKeyLen {
 			return reject(rejectKeySize, "%s.samples[%d].key: %d bytes exceeds the limit of %d", path, k, n, catalog.MaxKeyLen)
 		}
-		if e.GetReads() == 0 && e.GetWrites() == 0 {
+		if e.Reads == 0 && e.Writes == 0 {
 			return reject(rejectSamples, "%s.samples[%d]: no reads and no writes", path, k)
 		}
 	}
@@ -214,19 +280,9 @@ func weightedFits(reads, writes uint64, ww, wr uint32) bool {
 	return wHi == 0 && rHi == 0 && carry == 0
 }
 
-// duplicateWindow returns the first pair i < j of columns with the same
-// window.
-func duplicateWindow(cols []*api.ReportColumn) (int, int, bool) {
-	return firstDuplicate(len(cols), func(i int) uint64 { return cols[i].GetWindowStartMs() })
-}
-
-// duplicateRoute returns the first pair i < j of rows with the same route.
-// Reporters send rows sorted by route id, which is checked without
+// firstDuplicate returns the first pair i < j of n values with at(i) ==
+// at(j). Reporters send rows sorted by route id, which is checked without
 // allocating.
-func duplicateRoute(rows []*api.ReportRow) (int, int, bool) {
-	return firstDuplicate(len(rows), func(i int) uint64 { return rows[i].GetRouteId() })
-}
-
 func firstDuplicate(n int, at func(int) uint64) (int, int, bool) {
 	increasing := true
 	for i := 1; i < n && increasing; i++ {
@@ -258,11 +314,11 @@ func firstDuplicate(n int, at func(int) uint64) (int, int, bool) {
 // duplicateKey returns the first pair i < j of top-K entries with the same
 // key (a Space-Saving summary never has one; merging it would count the
 // key twice).
-func duplicateKey(top []*api.TopKeyCount) (int, int, bool) {
+func duplicateKey(top []api.WireTopKey) (int, int, bool) {
 	if len(top) <= quadraticDupLimit {
 		for j := 1; j < len(top); j++ {
 			for i := range j {
-				if bytes.Equal(top[i].GetKey(), top[j].GetKey()) {
+				if bytes.Equal(top[i].Key, top[j].Key) {
 					return i, j, true
 				}
 			}
@@ -273,10 +329,10 @@ func duplicateKey(top []*api.TopKeyCount) (int, int, bool) {
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return bytes.Compare(top[a].GetKey(), top[b].GetKey()) })
+	slices.SortStableFunc(idx, func(a, b int) int { return bytes.Compare(top[a].Key, top[b].Key) })
 	i, j, found := 0, math.MaxInt, false
 	for n := 1; n < len(idx); n++ {
-		if bytes.Equal(top[idx[n-1]].GetKey(), top[idx[n]].GetKey()) && idx[n] < j {
+		if bytes.Equal(top[idx[n-1]].Key, top[idx[n]].Key) && idx[n] < j {
 			// Stable sort: idx[n-1] < idx[n]; report the earliest second
 			// occurrence, like the quadratic path.
 			i, j, found = idx[n-1], idx[n], true

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -13,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // validNowMs is the leader's clock in the pure validation tests: window
@@ -134,7 +136,7 @@ func TestValidateReportAcceptsValid(t *testing.T) {
 	r.Columns[1].Rows = append(r.Columns[1].Rows, &api.ReportRow{RouteId: 4, Reads: 1, SampleRate: 1, Buckets: make([]uint64, 3)})
 	// The last window not too far ahead: [12000, 13000) ends two steps after now.
 	r.Columns = append(r.Columns, reportCol(12000))
-	if rej := validateReport(r, cat, validateConfig(), validNowMs); rej != nil {
+	if _, rej := validateReport(wireOf(t, r), cat, validateConfig(), validNowMs); rej != nil {
 		t.Fatalf("valid report rejected: %s", rej.msg)
 	}
 }
@@ -145,7 +147,7 @@ func TestValidateReportRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := validReport()
 			tc.mutate(r)
-			rej := validateReport(r, cat, validateConfig(), validNowMs)
+			_, rej := validateReport(wireOf(t, r), cat, validateConfig(), validNowMs)
 			if rej == nil {
 				t.Fatalf("accepted")
 			}
@@ -156,9 +158,14 @@ func TestValidateReportRejects(t *testing.T) {
 	}
 }
 
-// FuzzReportValidation decodes arbitrary bytes as a report and validates
-// it against a fixed catalog and config: it never panics, a rejection names
-// a field, and an accepted report satisfies every limit and merges into an
+// FuzzReportValidation takes arbitrary bytes as a report, in wire form as
+// the leader does, against a fixed catalog and config, and holds it to what
+// decoding it with protobuf gives: the bytes are refused as malformed
+// exactly when proto.Unmarshal refuses them; otherwise they validate and
+// merge exactly as the message's own encoding does (the same rejection —
+// reason and message naming the field — or the same digests and, at every
+// cluster version, the same entry). It never panics, a rejection names a
+// field, and an accepted report satisfies every limit and merges into an
 // entry the FSM's checks would accept.
 func FuzzReportValidation(f *testing.F) {
 	seed := func(r *api.ReportRequest) {
@@ -182,34 +189,85 @@ func FuzzReportValidation(f *testing.F) {
 	cfg := validateConfig()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req := &api.ReportRequest{}
-		if proto.Unmarshal(b, req) != nil {
+		perr := proto.Unmarshal(b, req)
+		if _, cerr := api.CheckReportRequest(b); (perr == nil) != (cerr == nil) {
+			t.Fatalf("protobuf says %v, the wire reader %v", perr, cerr)
+		}
+		// What the leader does with the bytes: bytes protobuf refuses are
+		// refused as malformed, whatever else is wrong with them.
+		_, _, crej, cerr := checkReport(b, cat, cfg, validNowMs)
+		if (perr != nil) != (cerr != nil) || (cerr != nil && (!errors.Is(cerr, api.ErrMalformedReport) || crej.reason != rejectMalformed)) {
+			t.Fatalf("protobuf says %v; the leader rejects with %+v, %v", perr, crej, cerr)
+		}
+		if perr != nil {
 			return
 		}
-		rej := validateReport(req, cat, cfg, validNowMs)
+		canon, err := proto.MarshalOptions{Deterministic: true}.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asSent, err := readReport(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asMsg, err := readReport(canon)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asMsg.size = asSent.size // the limit is on what arrived
+		cols, rej := validateReport(asSent, cat, cfg, validNowMs)
+		mcols, mrej := validateReport(asMsg, cat, cfg, validNowMs)
+		if (rej == nil) != (crej == nil) || (rej != nil && *rej != *crej) {
+			t.Fatalf("validation gives %+v, the leader %+v", rej, crej)
+		}
+		if (rej == nil) != (mrej == nil) || (rej != nil && *rej != *mrej) {
+			t.Fatalf("the bytes give %+v, the message's encoding %+v", rej, mrej)
+		}
 		if rej != nil {
-			if !strings.Contains(rej.msg, ": ") || rej.reason == "" {
-				t.Fatalf("rejection without field or reason: %q (%q)", rej.msg, rej.reason)
+			if !strings.Contains(rej.msg, ": ") || rej.reason == "" || rej.reason == rejectMalformed {
+				t.Fatalf("rejection without field or reason, or malformed: %q (%q)", rej.msg, rej.reason)
 			}
 			return
 		}
 		if err := checkLimits(req, cat, cfg); err != nil {
 			t.Fatalf("accepted a report that breaks a limit: %v", err)
 		}
-		sums := map[uint64]*columnSum{}
-		for _, c := range req.GetColumns() {
-			s := newColumnSum(c.GetWindowStartMs(), c.GetStepMs())
-			s.add(req.GetReporterId(), 0, c, cat)
-			sums[c.GetWindowStartMs()] = s
-		}
 		dc := detector.DefaultConfig()
 		dc.Threshold = 1 // every row keeps its evidence
-		for _, s := range sums {
-			e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, 1)
-			if err := checkEntry(e); err != nil {
-				t.Fatalf("entry from an accepted report: %v", err)
+		for i, c := range cols {
+			if c.digest != mcols[i].digest || c.window != req.GetColumns()[i].GetWindowStartMs() {
+				t.Fatalf("columns[%d]: digests %x and %x, window %d", i, c.digest, mcols[i].digest, c.window)
+			}
+			s, m := newColumnSum(c.window, c.step), newColumnSum(c.window, c.step)
+			s.claim(asSent.reporter, c.digest)
+			s.merge(asSent.reporter, c)
+			m.add(req.GetReporterId(), c.digest, req.GetColumns()[i], cat)
+			for _, v := range fsm.Versions() {
+				e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, v, nil)
+				em, _ := m.entry(cat, dc, DefaultBelowThresholdRows, v, nil)
+				if !proto.Equal(e, em) {
+					t.Fatalf("columns[%d], version %d: the bytes merge into\n%v\nthe message into\n%v", i, v, e, em)
+				}
+				if err := checkEntry(e); err != nil {
+					t.Fatalf("entry from an accepted report: %v", err)
+				}
 			}
 		}
 	})
+}
+
+// wireOf is req in wire form, as the leader takes it.
+func wireOf(t testing.TB, req *api.ReportRequest) wireReport {
+	t.Helper()
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := readReport(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // checkLimits restates every SPEC §8/§12 limit independently of

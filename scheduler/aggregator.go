@@ -3,14 +3,17 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -87,11 +90,17 @@ type ColumnProposer interface {
 // ErrNotLeader: the reporter resends to the next leader, whose state after
 // its barrier says what happened.
 //
-// Concurrency: Report is safe for concurrent use and may be called at any
-// time; it answers ErrNotLeader while no term runs. RunTerm runs one term;
-// calls must not overlap (the scheduler runs one term at a time). Open
-// columns and the reporters seen are guarded by mu; a sealed column's sum is
-// read-only and read by the committer without it.
+// Concurrency: Report and Take are safe for concurrent use and may be
+// called at any time; they answer ErrNotLeader while no term runs. RunTerm
+// runs one term; calls must not overlap (the scheduler runs one term at a
+// time). Open columns, the reporters seen and each column's contributors
+// are guarded by mu, held only for the bookkeeping of a report: a
+// contribution is claimed under mu (once per (reporter, window)) and then
+// merged outside it, into the column's sum, whose shards have their own
+// locks — so reporters merge in parallel and never wait for one another's
+// merge under mu. The committer seals a column under mu (no claim after
+// that) and waits for the merges claimed before the seal to finish before
+// it reads the sum, which is read-only from then on.
 type Aggregator struct {
 	prop      ColumnProposer
 	fsm       *fsm.FSM
@@ -132,8 +141,12 @@ type committedColumn struct {
 // openColumn is one window being assembled. done is closed once the column
 // is settled; result is written before that and read only after it.
 type openColumn struct {
+	window uint64
+	// sum is dropped (nil) once the column is settled, so the reports
+	// still waiting for their answer do not keep it alive.
 	sum      *columnSum
-	sealed   bool // handed to the committer: no more merging
+	sealed   bool           // handed to the committer: no more claims
+	merging  sync.WaitGroup // merges claimed and not finished
 	attempts int
 	retryAt  time.Time
 	done     chan struct{}
@@ -188,15 +201,39 @@ func (a *Aggregator) nowMs() uint64 {
 	return uint64(max(a.now().UnixMilli(), 0))
 }
 
-// Report is the Load.Report handler on the leader. It validates the whole
-// report first (a rejected report changes nothing and fails with
-// ErrInvalidReport, status InvalidArgument, naming the field), merges each
-// column not yet counted, and waits until every column of the report is
-// committed or found late, at most until ctx ends or step + grace + 1 s
-// have passed; it then answers with the columns acknowledged so far. A
-// report that was waiting when the term ended, with nothing acknowledged,
-// fails with ErrNotLeader (status Unavailable): the reporter resends.
+// Report is the Load.Report handler on the leader for an in-process
+// caller: Take of the encoded request, then wait for the answer.
 func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error) {
+	b, err := proto.Marshal(req)
+	if err != nil {
+		return nil, invalidReport(reject(rejectMalformed, "report: %v", err))
+	}
+	wait, err := a.Take(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return wait(ctx)
+}
+
+// Take takes an encoded ReportRequest as it arrived. It validates the whole
+// report first (a rejected report changes nothing and fails with
+// ErrInvalidReport, status InvalidArgument, naming the field; bytes that
+// protobuf would not decode fail with an error wrapping
+// api.ErrMalformedReport, whatever else is wrong with them, so the caller
+// can refuse them as it refuses any request that does not decode) and
+// merges each column not yet
+// counted, straight from the encoding. It returns a function that waits
+// until every column of the report is committed or found late, at most
+// until its ctx ends or step + grace + 1 s have passed since Take, and then
+// answers with the columns acknowledged so far; a report that was waiting
+// when the term ended, with nothing acknowledged, fails with ErrNotLeader
+// (status Unavailable): the reporter resends.
+//
+// Neither Take, once it has returned, nor the wait function refers to
+// report: the caller may reuse or free its buffer, and release what its
+// admission charged for it, as soon as Take returns — acknowledgement
+// needs only the windows. The size limit is checked against len(report).
+func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Context) (*api.ReportResponse, error), error) {
 	a.mu.Lock()
 	t := a.term
 	a.mu.Unlock()
@@ -210,67 +247,103 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
-	if r := validateReport(req, st.Catalog(), cfg, a.nowMs()); r != nil {
-		a.m.rejectedReport(r.reason)
-		a.m.dropped(dropInvalid, reportRows(req))
-		a.refused.record(a.log, a.nowMs(), r.reason, req.GetReporterId(), r.msg)
-		return nil, invalidReport(r)
+	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs())
+	if rej != nil {
+		a.m.rejectedReport(rej.reason)
+		a.m.dropped(dropInvalid, reportRows(r))
+		a.refused.record(a.log, a.nowMs(), rej.reason, r.reporter, rej.msg)
+		if err != nil {
+			return nil, malformedReport(err)
+		}
+		return nil, invalidReport(rej)
 	}
 	resp := &api.ReportResponse{Config: cfg}
-	if len(req.GetColumns()) == 0 {
-		return resp, nil
+	if len(cols) == 0 {
+		return func(context.Context) (*api.ReportResponse, error) { return resp, nil }, nil
 	}
-	tickets, err := a.admit(t, req, st)
+	tickets, err := a.admit(t, r.reporter, cols, st)
 	if err != nil {
 		return nil, err
 	}
-	wait := time.Duration(cfg.GetStepMs()+graceMs(cfg, cfg.GetStepMs()))*time.Millisecond + reportMargin
-	awaitTickets(ctx, tickets, wait)
-	return a.answer(resp, req.GetReporterId(), tickets)
+	reporter := r.reporter
+	deadline := time.Now().Add(time.Duration(cfg.GetStepMs()+graceMs(cfg, cfg.GetStepMs()))*time.Millisecond + reportMargin)
+	return func(ctx context.Context) (*api.ReportResponse, error) {
+		awaitTickets(ctx, tickets, time.Until(deadline))
+		return a.answer(resp, reporter, tickets)
+	}, nil
 }
 
-// admit merges the columns of a validated report into term t, oldest
-// window first. A window not yet open needs one of maxOpenColumns slots;
-// when none is left, that window and every later one of the report are
-// left out — not merged, not acknowledged, and not counted as seen (the
-// reporter resends them) — so a long backlog drains oldest first instead
-// of being refused as a whole forever. A report of which nothing could be
-// taken fails with ErrReportBacklog, having changed nothing. st is the state
-// the report was validated against: its catalog decides which rows are
-// dead.
+// checkReport reads and validates an encoded report (validateReport). A
+// report that protobuf would not decode is rejected as malformed, with err
+// wrapping api.ErrMalformedReport, whatever else is wrong with it — as if
+// decoding came first; validation reads every row, so it finds out.
+func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) (r wireReport, cols []columnInfo, rej *rejection, err error) {
+	r, err = readReport(report)
+	if err == nil {
+		cols, rej = validateReport(r, cat, cfg, nowMs)
+		switch {
+		case rej == nil:
+			return r, cols, nil, nil
+		case rej.reason == rejectMalformed:
+			err = fmt.Errorf("%w: %s", api.ErrMalformedReport, rej.msg)
+		default:
+			// Validation stopped at its first problem; the bytes may not
+			// decode further on.
+			_, err = api.CheckReportRequest(report)
+		}
+	}
+	if err != nil {
+		return r, nil, reject(rejectMalformed, "report: %v", err), err
+	}
+	return r, nil, rej, nil
+}
+
+// admit merges the validated columns of reporter's report into term t,
+// oldest window first. A window not yet open needs one of maxOpenColumns
+// slots; when none is left, that window and every later one of the report
+// are left out — not merged, not acknowledged, and not counted as seen
+// (the reporter resends them) — so a long backlog drains oldest first
+// instead of being refused as a whole forever. A report of which nothing
+// could be taken fails with ErrReportBacklog, having changed nothing. st is
+// the state the report was validated against: its catalog decides which
+// rows are dead.
 //
 // A report that contradicts one already taken — the same (reporter, window)
 // with other content — is refused as a whole with ErrConflictingReport
 // (AlreadyExists), changing nothing; an identical resend only waits for
 // its column, as before.
-func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([]ticket, error) {
-	cols := slices.SortedFunc(slices.Values(req.GetColumns()), func(x, y *api.ReportColumn) int {
-		return cmp.Compare(x.GetWindowStartMs(), y.GetWindowStartMs())
-	})
-	digests := make([]uint64, len(cols))
-	for i, c := range cols {
-		digests[i] = columnDigest(c)
+//
+// The bookkeeping — conflicts, claims, the reporters seen — happens under
+// a.mu; the merges of the claimed columns after it is released.
+func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *fsm.State) ([]ticket, error) {
+	cols = slices.Clone(cols)
+	slices.SortFunc(cols, func(x, y columnInfo) int { return cmp.Compare(x.window, y.window) })
+	type claimed struct {
+		oc  *openColumn
+		sum *columnSum // read under mu: settling drops oc.sum
+		col columnInfo
 	}
-	reporter := req.GetReporterId()
+	var claims []claimed
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.term != t {
+		a.mu.Unlock()
 		return nil, notLeaderReport("leadership term ended")
 	}
 	// The freshest state: a column that committed since validation makes
 	// its window late.
 	fresh := a.fsm.State()
 	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
-	for i, c := range cols {
-		if err := t.conflict(reporter, c.GetWindowStartMs(), digests[i]); err != nil {
+	for _, c := range cols {
+		if err := t.conflict(reporter, c.window, c.digest); err != nil {
+			a.mu.Unlock()
 			a.m.rejectedReport(rejectConflict)
 			a.refused.record(a.log, a.nowMs(), rejectConflict, reporter, err.Error())
 			return nil, err
 		}
 	}
 	tickets := make([]ticket, 0, len(cols))
-	for i, c := range cols {
-		w, step := c.GetWindowStartMs(), c.GetStepMs()
+	for _, c := range cols {
+		w, step := c.window, c.step
 		if w < mark {
 			t.saw(reporter, w)
 			tickets = append(tickets, ticket{window: w, late: !t.counted(fresh, reporter, w, step)})
@@ -281,7 +354,7 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([
 			if len(t.open) >= maxOpenColumns {
 				break
 			}
-			oc = &openColumn{sum: newColumnSum(w, step), done: make(chan struct{})}
+			oc = &openColumn{window: w, sum: newColumnSum(w, step), done: make(chan struct{})}
 			t.open[w] = oc
 		}
 		t.saw(reporter, w)
@@ -290,17 +363,26 @@ func (a *Aggregator) admit(t *aggTerm, req *api.ReportRequest, st *fsm.State) ([
 		// step that changed since the column opened, is not merged: it is
 		// acknowledged as late when the column settles.
 		if _, merged := oc.sum.digestOf(reporter); !merged && !oc.sealed && oc.sum.stepMs == step {
-			a.m.dropped(dropDeadRoute, oc.sum.add(reporter, digests[i], c, st.Catalog()))
+			oc.sum.claim(reporter, c.digest)
+			oc.merging.Add(1)
+			claims = append(claims, claimed{oc, oc.sum, c})
 		}
 		tickets = append(tickets, ticket{window: w, col: oc})
 	}
 	if len(tickets) == 0 {
+		open := len(t.open)
+		a.mu.Unlock()
 		a.m.rejectedReport(rejectBacklog)
-		err := backlogReport(len(t.open))
+		err := backlogReport(open)
 		a.refused.record(a.log, a.nowMs(), rejectBacklog, reporter, err.Error())
 		return nil, err
 	}
 	a.m.openColumns(len(t.open))
+	a.mu.Unlock()
+	for _, c := range claims {
+		a.m.dropped(dropDeadRoute, c.sum.merge(reporter, c.col))
+		c.oc.merging.Done()
+	}
 	t.poke()
 	return tickets, nil
 }
@@ -465,10 +547,20 @@ func (a *Aggregator) nextDue(t *aggTerm) (*openColumn, time.Duration) {
 	return nil, maxLoopWait
 }
 
-// commit proposes a sealed column once and settles it by the outcome.
+// commit proposes a sealed column once and settles it by the outcome. It
+// first waits for the merges claimed before the seal: they run without
+// blocking, so the wait is as long as the slowest report's merge.
 func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
+	oc.merging.Wait()
+	a.mu.Lock()
+	sum := oc.sum // nil once the term's end settled it
+	a.mu.Unlock()
+	if sum == nil {
+		return
+	}
 	st := a.fsm.State()
-	entry, stats := oc.sum.entry(st.Catalog(), st.DetectorConfig(), a.belowRows, st.ClusterVersion())
+	entry, stats := sum.entry(st.Catalog(), st.DetectorConfig(), a.belowRows, st.ClusterVersion(),
+		candidacyOf(st, sum.windowStartMs, sum.windowStartMs+sum.stepMs))
 	w, step := entry.WindowStartMs, entry.StepMs
 	res, err := a.prop.Propose(ctx, &api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: entry}})
 
@@ -488,13 +580,15 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 		a.log.Warn("load column proposal failed; retrying", "window_start_ms", w, "attempt", oc.attempts, "reason", proposalFailure(err))
 	case res.GetCode() == api.ResultCode_RESULT_CODE_OK:
 		t.doneAtMs = max(t.doneAtMs, entry.AtMs)
-		t.remember(w, entry.Reporters, oc.sum)
+		t.remember(w, entry.Reporters, sum)
 		t.forget(w, a.seenSteps*step)
+		a.m.dropped(dropDeadRoute, stats.deadRows-sum.deadRows.Load()) // the rest were counted on admission
 		a.settleLocked(t, oc, columnResult{counted: entry.Reporters})
 		a.m.columnCommitted(len(entry.Reporters), time.Duration(int64(a.nowMs())-int64(entry.AtMs))*time.Millisecond)
-		a.m.dropped(dropDeadRoute, stats.deadRows-oc.sum.deadRows) // the rest were counted on admission
+		a.m.withoutEvidence(stats.withoutEvidence)
 		a.log.Debug("load column committed", "window_start_ms", w, "reporters", len(entry.Reporters),
-			"rows", len(entry.Rows), "dropped_rows", entry.DroppedRows)
+			"rows", len(entry.Rows), "dropped_rows", entry.DroppedRows, "evidence_bytes", stats.evidenceBytes,
+			"hot_rows_without_evidence", stats.withoutEvidence)
 	case res.GetCode() == api.ResultCode_RESULT_CODE_STALE_COLUMN:
 		a.settleLocked(t, oc, columnResult{counted: lastCounted(a.fsm.State(), w, step)})
 		a.log.Warn("load column already committed past; its reports are acknowledged as late unless the last column counted them",
@@ -511,11 +605,13 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 	}
 }
 
-// settleLocked removes oc from the open columns and wakes its waiters.
+// settleLocked removes oc from the open columns, drops its sum and wakes
+// its waiters.
 func (a *Aggregator) settleLocked(t *aggTerm, oc *openColumn, res columnResult) {
-	if t.open[oc.sum.windowStartMs] == oc {
-		delete(t.open, oc.sum.windowStartMs)
+	if t.open[oc.window] == oc {
+		delete(t.open, oc.window)
 	}
+	oc.sum = nil
 	oc.result = res
 	close(oc.done)
 	a.m.openColumns(len(t.open))
@@ -526,7 +622,7 @@ func (a *Aggregator) settleLocked(t *aggTerm, oc *openColumn, res columnResult) 
 func (t *aggTerm) head() *openColumn {
 	var h *openColumn
 	for w, oc := range t.open {
-		if h == nil || w < h.sum.windowStartMs {
+		if h == nil || w < h.window {
 			h = oc
 		}
 	}
@@ -670,10 +766,13 @@ func proposalFailure(err error) string {
 	return "proposer returned no result"
 }
 
-func reportRows(req *api.ReportRequest) uint64 {
+// reportRows counts the rows of a report's columns that decode.
+func reportRows(r wireReport) uint64 {
 	var n uint64
-	for _, c := range req.GetColumns() {
-		n += uint64(len(c.GetRows()))
+	for _, b := range r.columns {
+		if c, err := api.ReadColumn(b); err == nil {
+			n += uint64(c.NumRows)
+		}
 	}
 	return n
 }

@@ -2,6 +2,9 @@ package scheduler
 
 import (
 	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"syscall"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -9,6 +12,8 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/internal/loadgen"
 )
 
 const (
@@ -54,10 +59,11 @@ func BenchmarkValidateReport(b *testing.B) {
 	}
 	req := &api.ReportRequest{ReporterId: "r0", Columns: []*api.ReportColumn{benchColumn(100_000, 0)}}
 	cfg := testConfig()
-	b.SetBytes(int64(proto.Size(req)))
+	w := wireOf(b, req)
+	b.SetBytes(int64(w.size))
 	b.ReportAllocs()
 	for b.Loop() {
-		if rej := validateReport(req, c, cfg, 101_000); rej != nil {
+		if _, rej := validateReport(w, c, cfg, 101_000); rej != nil {
 			b.Fatal(rej.msg)
 		}
 	}
@@ -95,7 +101,7 @@ func BenchmarkAssembleEntry(b *testing.B) {
 	b.ReportAllocs()
 	var e *api.ObserveColumn
 	for b.Loop() {
-		e, _ = s.entry(c, detector.DefaultConfig(), DefaultBelowThresholdRows, 1)
+		e, _ = s.entry(c, detector.DefaultConfig(), DefaultBelowThresholdRows, 1, nil)
 	}
 	b.ReportMetric(float64(proto.Size(e)), "entry-bytes")
 	b.ReportMetric(float64(len(e.GetRows())), "entry-rows")
@@ -143,4 +149,134 @@ func BenchmarkAggregatorColumn50x10k(b *testing.B) {
 		w += testStep
 	}
 	b.ReportMetric(float64(entryBytes), "entry-bytes")
+}
+
+// BenchmarkIngestReport is the leader's work on one reporter's report of
+// 10k rows, from the bytes that arrived: validation (limits, digest) and
+// the merge into a window that already holds 8 other reporters' reports,
+// in the version 1 and version 2 row shapes of the load benchmarks
+// (internal/loadgen). ns/row is per reporter row.
+func BenchmarkIngestReport(b *testing.B) {
+	var splits [][]byte
+	for i := 1; i < benchRoutes; i++ {
+		splits = append(splits, fmt.Appendf(nil, "r%05d", i))
+	}
+	cat, err := catalog.New(splits, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Buckets = loadgen.Buckets
+	for _, shape := range []loadgen.Shape{loadgen.V1, loadgen.V2} {
+		b.Run(shape.String(), func(b *testing.B) {
+			rows, err := loadgen.Build(shape, cat)
+			if err != nil {
+				b.Fatal(err)
+			}
+			const w = 100_000
+			reports := make([][]byte, loadgen.Variants)
+			for v := range reports {
+				head, err := loadgen.Head(fmt.Sprint("r", v), w, testStep, rows.Encoded[v])
+				if err != nil {
+					b.Fatal(err)
+				}
+				reports[v] = append(head, rows.Encoded[v]...)
+			}
+			s := newColumnSum(w, testStep)
+			ingest := func(reporter string, report []byte) {
+				rep, err := readReport(report)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cols, rej := validateReport(rep, cat, cfg, w+testStep)
+				if rej != nil {
+					b.Fatal(rej.msg)
+				}
+				s.merge(reporter, cols[0])
+			}
+			for r := range 8 {
+				ingest(fmt.Sprint("warm", r), reports[r%loadgen.Variants])
+			}
+			b.SetBytes(int64(len(reports[0])))
+			b.ReportAllocs()
+			i := 0
+			cpu0 := processCPU()
+			for b.Loop() {
+				ingest(fmt.Sprint("r", i), reports[i%loadgen.Variants])
+				i++
+			}
+			// CPU time, not wall time: the machine these run on is shared.
+			b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*rows.Count), "cpu-ns/row")
+		})
+	}
+}
+
+// processCPU is the process's user + system CPU time so far, in ns.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime)
+}
+
+// BenchmarkColumnSumMemory is the live heap one open column holds after
+// N reporters' 10k-row reports of each shape are merged into it, and what
+// its entry is: the memory bound of docs/design.md. sum-MiB must not grow
+// with reporters once each row's sample is full.
+func BenchmarkColumnSumMemory(b *testing.B) {
+	var splits [][]byte
+	for i := 1; i < benchRoutes; i++ {
+		splits = append(splits, fmt.Appendf(nil, "r%05d", i))
+	}
+	cat, err := catalog.New(splits, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.Buckets = loadgen.Buckets
+	for _, shape := range []loadgen.Shape{loadgen.V1, loadgen.V2} {
+		rows, err := loadgen.Build(shape, cat)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range []int{10, 50, 100} {
+			b.Run(fmt.Sprintf("%v/reporters=%d", shape, n), func(b *testing.B) {
+				const w = 100_000
+				var sum *columnSum
+				for b.Loop() {
+					runtime.GC()
+					before := liveHeap()
+					sum = newColumnSum(w, testStep)
+					for r := range n {
+						v := r % loadgen.Variants
+						head, err := loadgen.Head(fmt.Sprint("r", r), w, testStep, rows.Encoded[v])
+						if err != nil {
+							b.Fatal(err)
+						}
+						rep, err := readReport(append(head, rows.Encoded[v]...))
+						if err != nil {
+							b.Fatal(err)
+						}
+						cols, rej := validateReport(rep, cat, cfg, w+testStep)
+						if rej != nil {
+							b.Fatal(rej.msg)
+						}
+						sum.claim(rep.reporter, cols[0].digest)
+						sum.merge(rep.reporter, cols[0])
+					}
+					runtime.GC()
+					b.ReportMetric(float64(liveHeap()-before)/(1<<20), "sum-MiB")
+				}
+				e, _ := sum.entry(cat, detector.DefaultConfig(), DefaultBelowThresholdRows, fsm.SupportedVersion, nil)
+				b.ReportMetric(float64(proto.Size(e)), "entry-bytes")
+				b.ReportMetric(float64(len(e.GetRows())), "evidence-rows")
+				runtime.KeepAlive(sum)
+			})
+		}
+	}
+}
+
+func liveHeap() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

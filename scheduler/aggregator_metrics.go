@@ -25,6 +25,7 @@ type aggregatorMetrics struct {
 	reporters   prometheus.Histogram
 	commitLag   prometheus.Histogram
 	open        prometheus.Gauge
+	noEvidence  prometheus.Counter
 }
 
 func newAggregatorMetrics(reg prometheus.Registerer) *aggregatorMetrics {
@@ -49,13 +50,15 @@ func newAggregatorMetrics(reg prometheus.Registerer) *aggregatorMetrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14)}),
 		open: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_columns_open",
 			Help: "Load columns open on this leader (reported, not yet committed)."}),
+		noEvidence: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_columns_rows_without_evidence_total",
+			Help: "Hot rows this leader committed with their counts only, their evidence over the column's evidence budget (cluster version 3, bounded_evidence)."}),
 	}
 	m.droppedRows.WithLabelValues(dropDeadRoute)
 	m.droppedRows.WithLabelValues(dropInvalid)
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(r)
 	}
-	reg.MustRegister(m.committed, m.late, m.droppedRows, m.rejected, m.reporters, m.commitLag, m.open)
+	reg.MustRegister(m.committed, m.late, m.droppedRows, m.rejected, m.reporters, m.commitLag, m.open, m.noEvidence)
 	return m
 }
 
@@ -89,5 +92,11 @@ func (m *aggregatorMetrics) rejectedReport(reason string) {
 func (m *aggregatorMetrics) openColumns(n int) {
 	if m != nil {
 		m.open.Set(float64(n))
+	}
+}
+
+func (m *aggregatorMetrics) withoutEvidence(rows int) {
+	if m != nil && rows > 0 {
+		m.noEvidence.Add(float64(rows))
 	}
 }

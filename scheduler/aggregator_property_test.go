@@ -86,10 +86,11 @@ func TestAggregatorExactlyOnceProperty(t *testing.T) {
 				req.Columns = append(req.Columns, reportCol(w, row(2, propReads(r.id, w), 0)))
 			}
 			st := h.f.State()
-			if rej := validateReport(req, st.Catalog(), st.Config(), now); rej != nil {
+			cols, rej := validateReport(wireOf(t, req), st.Catalog(), st.Config(), now)
+			if rej != nil {
 				rt.Fatalf("valid report rejected: %s", rej.msg)
 			}
-			tickets, err := h.a.admit(h.term, req, st)
+			tickets, err := h.a.admit(h.term, req.GetReporterId(), cols, st)
 			if err != nil {
 				if status.Code(err) != codes.Unavailable || !errors.Is(err, ErrReportBacklog) {
 					rt.Fatalf("report %v: %v", ws, err)

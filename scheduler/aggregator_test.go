@@ -655,7 +655,8 @@ func TestAggregatorStepChangeWindows(t *testing.T) {
 		{"new step at the boundary", nu(at), true},
 		{"old step at the boundary", old(at), false},
 	} {
-		r := validateReport(&api.ReportRequest{ReporterId: "a", Columns: []*api.ReportColumn{tc.col}}, cat, cfg, at)
+		req := &api.ReportRequest{ReporterId: "a", Columns: []*api.ReportColumn{tc.col}}
+		_, r := validateReport(wireOf(t, req), cat, cfg, at)
 		if (r == nil) != tc.ok || (r != nil && r.reason != rejectStep) {
 			t.Errorf("%s: rejection %+v", tc.name, r)
 		}

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/protobuf/proto"
 
@@ -33,12 +35,13 @@ const (
 	// minKeyTable is the slot count of a row's first key table; tables
 	// double when three quarters full.
 	minKeyTable = 16
-	// mergedSamples bounds a committed row's operation sample; more are
-	// thinned by key order (see thinSamples). maxRowSamples bounds what
-	// one row collects from its reporters (128 reporters' worth); later
-	// samples are ignored.
+	// mergedSamples bounds a row's merged operation sample, while merging
+	// and in the committed column (see rowSample).
 	mergedSamples = 128
-	maxRowSamples = 4096
+	// sumShards is how many independently locked parts a column's sum has
+	// (a power of two): reporters merging the same window at once mostly
+	// work in different parts.
+	sumShards = 16
 )
 
 // keyHashSeed seeds the key tables of every column. Hash values never
@@ -47,17 +50,26 @@ var keyHashSeed = maphash.MakeSeed()
 
 // columnSum merges every accepted contribution to one window as it
 // arrives, into flat tables that hold no reference to the reports: counts
-// and bucket sums per route, and one entry per distinct (route, key) with
-// the key's bytes copied into an arena. Each row finds its keys through
-// its own small open-addressing table of (hash, entry) slots, kept in a
-// shared slot arena, so merging one row's keys touches a cache line or
-// two rather than a column-wide map. Memory is bounded by the routes
-// reported (live ones only) times their distinct keys (at most
-// maxMergeKeys each), independent of the number of reporters.
+// and bucket sums per route, one entry per distinct (route, key) with the
+// key's bytes copied into an arena, and a bounded operation sample per
+// route. Each row finds its keys through its own small open-addressing
+// table of (hash, entry) slots, kept in a shared slot arena, so merging one
+// row's keys touches a cache line or two rather than a column-wide map.
 //
-// It is mutated only while its column is open and under the Aggregator's
-// mutex; once the column is sealed it is read-only, so the committer may
-// read it unlocked.
+// Memory is bounded by the routes reported (live ones only), independent
+// of the number of reporters: per route its counts and buckets, at most
+// maxMergeKeys distinct keys, and at most mergedSamples sampled keys
+// (rowSample) — about 3 KiB plus twice the sampled keys' bytes for a route
+// whose sample is full.
+//
+// Concurrency. The rows live in sumShards shards by route id, each with its
+// own mutex, so reporters merging the same window at once contend only
+// when they touch the same shard at the same moment. reporters is guarded
+// by the Aggregator's mutex (a contribution is claimed there, then merged
+// outside it); the Aggregator seals a column and waits for the merges
+// claimed before the seal (openColumn.merging) before it reads the sum,
+// which is read-only from then on. Merging is commutative: the entry does
+// not depend on which merge ran first.
 type columnSum struct {
 	windowStartMs uint64
 	stepMs        uint64
@@ -66,16 +78,21 @@ type columnSum struct {
 	// from a resend.
 	reporters map[string]uint64
 
+	shards [sumShards]sumShard
+	// deadRows counts reporter rows dropped on admission because their
+	// route was no longer live.
+	deadRows atomic.Uint64
+}
+
+// sumShard holds the rows of the routes that hash to it, guarded by mu.
+type sumShard struct {
+	mu       sync.Mutex
 	rowIndex map[uint64]int32 // route id -> rows
 	rows     []rowSum
 	buckets  []uint64  // arena of the rows' bucket sums
 	slots    []keySlot // arena of the rows' key tables
 	keys     []keySum
 	keyBytes []byte // arena of the keys' bytes
-
-	// deadRows counts reporter rows dropped on admission because their
-	// route was no longer live.
-	deadRows uint64
 }
 
 // rowSum is one route's merged load. Sums saturate at 2^64-1: validation
@@ -101,24 +118,17 @@ type rowSum struct {
 	// (tableLen 0 or a power of two) holding nkeys keys.
 	tableOff, tableLen int
 	nkeys              int
-	// sampleRate is the largest reporter sample rate merged; samples are
-	// the reporters' operation samples, each key weighted by its share of
-	// its reporter's load (keys in keyBytes).
+	// sampleRate is the largest reporter sample rate merged; sample holds
+	// the reporters' sampled keys, each weighted by its share of its
+	// reporter's load.
 	sampleRate uint32
-	samples    []sampleSum
+	sample     rowSample
 	// sampledTotal and sampledVar sum the reporters' sampled operations
 	// scaled and weighted like the keys' lower estimates, and their
 	// variance; sampledUnknown: a reporter with top keys sent no sampled
 	// counts (a version 1 build), so the sums are no denominator.
 	sampledTotal, sampledVar uint64
 	sampledUnknown           bool
-}
-
-// sampleSum is one reporter's sampled key with the weighted operations of
-// the column it stands for.
-type sampleSum struct {
-	off, n int
-	weight uint64
 }
 
 // keySlot is one slot of a row's key table: entry is 1 + the index in keys,
@@ -140,94 +150,192 @@ type keySum struct {
 }
 
 func newColumnSum(windowStartMs, stepMs uint64) *columnSum {
-	return &columnSum{
+	c := &columnSum{
 		windowStartMs: windowStartMs,
 		stepMs:        stepMs,
 		reporters:     make(map[string]uint64),
-		rowIndex:      make(map[uint64]int32),
 	}
+	for i := range c.shards {
+		c.shards[i].rowIndex = make(map[uint64]int32)
+	}
+	return c
+}
+
+// shardOf is the shard of a route: a multiplicative hash, so that
+// consecutive ids spread over every shard.
+func shardOf(routeID uint64) int {
+	return int((routeID * 0x9e3779b97f4a7c15) >> (64 - 4)) // log2(sumShards)
 }
 
 // digestOf returns the content digest reporter's contribution was merged
-// with, and whether it was merged.
+// with, and whether it was merged. Must hold Aggregator.mu (or own the sum
+// alone).
 func (c *columnSum) digestOf(reporter string) (uint64, bool) {
 	d, ok := c.reporters[reporter]
 	return d, ok
 }
 
-// add merges one reporter's validated column (its content digest d).
-// Rows of routes that are not live in cat are dropped; add returns how
-// many.
+// claim records reporter's contribution (its content digest d) as merged
+// into the column. Must hold Aggregator.mu (or own the sum alone); the
+// merge itself follows outside it.
+func (c *columnSum) claim(reporter string, d uint64) { c.reporters[reporter] = d }
+
+// add claims and merges one contribution given as a message: for a sum
+// with a single owner (MergeColumn, tests). The column is taken as
+// validated; a column that does not encode or decode merges nothing.
 func (c *columnSum) add(reporter string, d uint64, col *api.ReportColumn, cat *catalog.Catalog) (dead uint64) {
-	c.reporters[reporter] = d
-	if c.rows == nil {
-		c.reserve(col)
+	info, err := columnOf(col, cat)
+	if err != nil {
+		return 0
 	}
-	for _, row := range col.GetRows() {
-		if _, live := cat.Route(row.GetRouteId()); !live {
+	c.claim(reporter, d)
+	return c.merge(reporter, info)
+}
+
+// columnOf encodes col and reads where its rows lie and which are live in
+// cat, as validation does.
+func columnOf(col *api.ReportColumn, cat *catalog.Catalog) (columnInfo, error) {
+	b, err := proto.Marshal(col)
+	if err != nil {
+		return columnInfo{}, err
+	}
+	wc, err := api.ReadColumn(b)
+	if err != nil {
+		return columnInfo{}, err
+	}
+	info := columnInfo{window: wc.WindowStartMs, step: wc.StepMs, wire: b, ww: wc.WriteWeight, wr: wc.ReadWeight, rows: make([]rowRef, 0, wc.NumRows)}
+	info.digest = columnDigest(b)
+	wc.Rows(func(_ int, row []byte, off, end int) bool {
+		id := api.ReadRouteID(row)
+		_, live := cat.Route(id)
+		info.rows = append(info.rows, rowRef{route: id, off: int32(off), end: int32(end), live: live})
+		return true
+	})
+	return info, nil
+}
+
+// merge merges one reporter's validated column, claimed before. Rows of
+// routes that were not live in the catalog it was validated against are
+// dropped; merge returns how many. It keeps no reference to col's
+// encoding. It may run concurrently with other merges into c: it reads the
+// rows in report order (the encoding stays in cache) into small batches,
+// one per shard, and applies a batch under its shard's lock when it fills,
+// so concurrent merges contend only when they flush into the same shard at
+// the same moment.
+func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
+	rh := sampleHash(0, []byte(reporter))
+	bs := batchPool.Get().(*shardBatches)
+	defer batchPool.Put(bs)
+	for _, r := range col.rows {
+		if !r.live {
 			dead++
 			continue
 		}
-		c.addRow(row, col.GetWriteWeight(), col.GetReadWeight())
+		s := shardOf(r.route)
+		b := &bs[s]
+		if b.rows[b.n].Read(col.wire[r.off:r.end]) != nil {
+			continue // validated: cannot happen
+		}
+		if b.n++; b.n == mergeBatch {
+			c.shards[s].apply(b, col.ww, col.wr, rh)
+		}
 	}
-	c.deadRows += dead
+	for s := range bs {
+		if bs[s].n > 0 {
+			c.shards[s].apply(&bs[s], col.ww, col.wr, rh)
+		}
+	}
+	c.deadRows.Add(dead)
 	return dead
+}
+
+// mergeBatch is how many rows of one shard a merge reads before it takes
+// the shard's lock to apply them.
+const mergeBatch = 32
+
+// shardBatch is a merge's rows read for one shard and not yet applied.
+type shardBatch struct {
+	rows [mergeBatch]api.WireRow
+	n    int
+}
+
+type shardBatches [sumShards]shardBatch
+
+// batchPool keeps the merges' batches, whose rows' slices are reused.
+var batchPool = sync.Pool{New: func() any { return new(shardBatches) }}
+
+// apply merges a batch into the shard under its lock and empties it.
+func (c *sumShard) apply(b *shardBatch, ww, wr uint32, rh uint64) {
+	c.mu.Lock()
+	for i := range b.n {
+		c.addRow(&b.rows[i], ww, wr, rh)
+	}
+	c.mu.Unlock()
+	for i := range b.n {
+		// Drop the keys' references into the report (the batch is
+		// pooled, the report's buffer is not ours to keep).
+		r := &b.rows[i]
+		clear(r.TopKeys[:cap(r.TopKeys)])
+		clear(r.Samples[:cap(r.Samples)])
+	}
+	b.n = 0
 }
 
 // addRow merges one reporter's row (SPEC §8): plain sums of counts, bytes
 // and buckets; per key, lower += (count-error)·rate and upper += count·rate,
 // plus, for every full sketch that lacks the key, that sketch's smallest
 // count·rate (Space-Saving: an absent key's count is at most the minimum);
-// degraded if any input is.
+// degraded if any input is. rh is the reporter's hash (for its samples'
+// priorities).
 //
 // "Full" is read off the sketch itself, since a report does not carry the
 // sketch capacity: a Space-Saving summary that has replaced an entry always
 // holds an entry with error > 0 (each replacement inserts one), and one
 // that never replaced an entry holds every key it was fed, so a key absent
 // from it had a sampled count of zero.
-func (c *columnSum) addRow(row *api.ReportRow, ww, wr uint32) {
-	i, ok := c.rowIndex[row.GetRouteId()]
+func (c *sumShard) addRow(row *api.WireRow, ww, wr uint32, rh uint64) {
+	i, ok := c.rowIndex[row.RouteID]
 	if !ok {
 		i = int32(len(c.rows))
-		c.rowIndex[row.GetRouteId()] = i
-		c.rows = append(c.rows, rowSum{id: row.GetRouteId()})
+		c.rowIndex[row.RouteID] = i
+		c.rows = append(c.rows, rowSum{id: row.RouteID})
 	}
 	r := &c.rows[i]
 	r.inputs++
-	r.reads = saturate.Add(r.reads, row.GetReads())
-	r.writes = saturate.Add(r.writes, row.GetWrites())
-	r.readBytes = saturate.Add(r.readBytes, row.GetReadBytes())
-	r.writeBytes = saturate.Add(r.writeBytes, row.GetWriteBytes())
-	r.degraded = r.degraded || row.GetTopKDegraded()
-	r.sampleRate = max(r.sampleRate, row.GetSampleRate())
-	c.addBuckets(r, row.GetBuckets())
-	c.addSamples(r, row, ww, wr)
-	c.addSampled(r, row, ww, wr)
+	r.reads = saturate.Add(r.reads, row.Reads)
+	r.writes = saturate.Add(r.writes, row.Writes)
+	r.readBytes = saturate.Add(r.readBytes, row.ReadBytes)
+	r.writeBytes = saturate.Add(r.writeBytes, row.WriteBytes)
+	r.degraded = r.degraded || row.TopKDegraded
+	r.sampleRate = max(r.sampleRate, row.SampleRate)
+	c.addBuckets(r, row.Buckets)
+	addSamples(r, row, ww, wr, rh)
+	addSampled(r, row, ww, wr)
 
-	top := row.GetTopKeys()
+	top := row.TopKeys
 	if len(top) == 0 {
 		return
 	}
-	rate := uint64(row.GetSampleRate())
-	full := row.GetTopKDegraded()
+	rate := uint64(row.SampleRate)
+	full := row.TopKDegraded
 	minScaled := uint64(math.MaxUint64)
 	for _, k := range top {
-		full = full || k.GetError() > 0
-		minScaled = min(minScaled, k.GetCount()*rate) // validated: no overflow
+		full = full || k.Error > 0
+		minScaled = min(minScaled, k.Count*rate) // validated: no overflow
 	}
 	if full {
 		r.absentUpper = saturate.Add(r.absentUpper, minScaled)
 	}
 	for _, k := range top {
-		e := c.key(r, k.GetKey())
+		e := c.key(r, k.Key)
 		if e == nil {
 			r.degraded = true // past maxMergeKeys
 			continue
 		}
-		e.lower = saturate.Add(e.lower, (k.GetCount()-k.GetError())*rate)
-		e.upper = saturate.Add(e.upper, k.GetCount()*rate)
-		e.sampledReads = saturate.Add(e.sampledReads, k.GetSampledReads())
-		e.sampledWrites = saturate.Add(e.sampledWrites, k.GetSampledWrites())
+		e.lower = saturate.Add(e.lower, (k.Count-k.Error)*rate)
+		e.upper = saturate.Add(e.upper, k.Count*rate)
+		e.sampledReads = saturate.Add(e.sampledReads, k.SampledReads)
+		e.sampledWrites = saturate.Add(e.sampledWrites, k.SampledWrites)
 		e.variance = saturate.Add(e.variance, keyVariance(k, rate, ww, wr))
 		if full {
 			e.ownAbsent = saturate.Add(e.ownAbsent, minScaled)
@@ -240,124 +348,62 @@ func (c *columnSum) addRow(row *api.ReportRow, ww, wr uint32) {
 // wr²·reads) from the raw sampled events. A reporter that sends no raw
 // counts (a version 1 build) is taken to have sampled events of the larger
 // weight: rate²·max(ww, wr)·(count − error), which errs high.
-func keyVariance(k *api.TopKeyCount, rate uint64, ww, wr uint32) uint64 {
+func keyVariance(k api.WireTopKey, rate uint64, ww, wr uint32) uint64 {
 	r2 := u128mul(rate, rate)
-	if k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 {
-		w := u128add(u128mul(uint64(ww)*uint64(ww), k.GetSampledWrites()), u128mul(uint64(wr)*uint64(wr), k.GetSampledReads()))
+	if k.SampledReads != 0 || k.SampledWrites != 0 {
+		w := u128add(u128mul(uint64(ww)*uint64(ww), k.SampledWrites), u128mul(uint64(wr)*uint64(wr), k.SampledReads))
 		return u128mulSat(r2, w)
 	}
-	return u128mulSat(r2, u128mul(uint64(max(ww, wr)), k.GetCount()-k.GetError()))
+	return u128mulSat(r2, u128mul(uint64(max(ww, wr)), k.Count-k.Error))
 }
 
 // addSampled adds one reporter's sampled operations to r's sampled total
 // and its variance.
-func (c *columnSum) addSampled(r *rowSum, row *api.ReportRow, ww, wr uint32) {
-	sr, sw := row.GetSampledReads(), row.GetSampledWrites()
+func addSampled(r *rowSum, row *api.WireRow, ww, wr uint32) {
+	sr, sw := row.SampledReads, row.SampledWrites
 	if sr == 0 && sw == 0 {
-		r.sampledUnknown = r.sampledUnknown || len(row.GetTopKeys()) > 0
+		r.sampledUnknown = r.sampledUnknown || len(row.TopKeys) > 0
 		return
 	}
-	rate := uint64(row.GetSampleRate())
+	rate := uint64(row.SampleRate)
 	w := u128add(u128mul(uint64(ww), sw), u128mul(uint64(wr), sr))
 	r.sampledTotal = saturate.Add(r.sampledTotal, u128mulSat(u128{0, rate}, w))
 	v := u128add(u128mul(uint64(ww)*uint64(ww), sw), u128mul(uint64(wr)*uint64(wr), sr))
 	r.sampledVar = saturate.Add(r.sampledVar, u128mulSat(u128mul(rate, rate), v))
 }
 
-// addSamples collects one reporter's operation sample for r: each sampled
-// key weighted by its share of the reporter's sampled weight times the
-// reporter's weighted load (its bucket sum), so samples of reporters with
-// more load count for more.
-func (c *columnSum) addSamples(r *rowSum, row *api.ReportRow, ww, wr uint32) {
-	ss := row.GetSamples()
+// addSamples offers one reporter's operation sample to r's merged sample:
+// each sampled key weighted by its share of the reporter's sampled weight
+// times the reporter's weighted load (its bucket sum), so samples of
+// reporters with more load count for more. rh is the reporter's hash; a
+// key's priority also depends on its position in the reporter's sample.
+func addSamples(r *rowSum, row *api.WireRow, ww, wr uint32, rh uint64) {
+	ss := row.Samples
 	if len(ss) == 0 {
 		return
 	}
 	var load, sampled uint64
-	for _, b := range row.GetBuckets() {
+	for _, b := range row.Buckets {
 		load = saturate.Add(load, b) // validated: no overflow
 	}
 	for _, s := range ss {
-		sampled = saturate.Add(sampled, saturate.Add(saturate.Mul(uint64(ww), uint64(s.GetWrites())), saturate.Mul(uint64(wr), uint64(s.GetReads()))))
+		sampled = saturate.Add(sampled, saturate.Add(saturate.Mul(uint64(ww), uint64(s.Writes)), saturate.Mul(uint64(wr), uint64(s.Reads))))
 	}
 	if load == 0 || sampled == 0 {
 		return
 	}
-	for _, s := range ss {
-		if len(r.samples) >= maxRowSamples {
-			return
-		}
-		w := saturate.Add(saturate.Mul(uint64(ww), uint64(s.GetWrites())), saturate.Mul(uint64(wr), uint64(s.GetReads())))
+	for pos, s := range ss {
+		w := saturate.Add(saturate.Mul(uint64(ww), uint64(s.Writes)), saturate.Mul(uint64(wr), uint64(s.Reads)))
 		hi, lo := bits.Mul64(load, w)
 		q, _ := bits.Div64(hi, lo, sampled) // w <= sampled: q <= load
 		if q == 0 {
 			continue
 		}
-		r.samples = append(r.samples, sampleSum{off: len(c.keyBytes), n: len(s.GetKey()), weight: q})
-		c.keyBytes = append(c.keyBytes, s.GetKey()...)
+		r.sample.offer(q, sampleU(sampleHash(sampleSeed(rh, pos), s.Key)), s.Key)
 	}
 }
 
-// samplesOf returns r's merged sample for a committed column: keys in
-// order, duplicates summed, thinned to mergedSamples. Keys share the
-// column's arena.
-func (c *columnSum) samplesOf(r *rowSum) []*api.WeightedKey {
-	if len(r.samples) == 0 {
-		return nil
-	}
-	key := func(s sampleSum) []byte { return c.keyBytes[s.off : s.off+s.n : s.off+s.n] }
-	ss := slices.Clone(r.samples)
-	slices.SortFunc(ss, func(a, b sampleSum) int { return bytes.Compare(key(a), key(b)) })
-	out := make([]*api.WeightedKey, 0, min(len(ss), mergedSamples))
-	for _, s := range ss {
-		if n := len(out); n > 0 && bytes.Equal(out[n-1].Key, key(s)) {
-			out[n-1].Weight = saturate.Add(out[n-1].Weight, s.weight)
-			continue
-		}
-		out = append(out, &api.WeightedKey{Key: key(s), Weight: s.weight})
-	}
-	return thinSamples(out, mergedSamples)
-}
-
-// thinSamples reduces a sorted sample to at most limit keys by systematic
-// sampling on its cumulative weight: key i is kept for every target
-// (2j+1)·W/(2·limit) that falls in its stretch of the total W, carrying
-// W/limit per target, so the cumulative weight at every kept key stays
-// within W/limit of the original's. Deterministic: the same input always
-// gives the same output.
-func thinSamples(in []*api.WeightedKey, limit int) []*api.WeightedKey {
-	if len(in) <= limit {
-		return in
-	}
-	var total uint64
-	for _, s := range in {
-		total = saturate.Add(total, s.Weight)
-	}
-	out := make([]*api.WeightedKey, 0, limit)
-	var cum uint64
-	j := uint64(0)
-	for _, s := range in {
-		cum = saturate.Add(cum, s.Weight)
-		for j < uint64(limit) {
-			// target (2j+1)·W/(2·limit), without overflow
-			hi, lo := bits.Mul64(2*j+1, total)
-			t, _ := bits.Div64(hi, lo, 2*uint64(limit))
-			if t >= cum {
-				break
-			}
-			per := total / uint64(limit)
-			if n := len(out); n > 0 && bytes.Equal(out[n-1].Key, s.Key) {
-				out[n-1].Weight = saturate.Add(out[n-1].Weight, per)
-			} else {
-				out = append(out, &api.WeightedKey{Key: s.Key, Weight: per})
-			}
-			j++
-		}
-	}
-	return out
-}
-
-func (c *columnSum) addBuckets(r *rowSum, b []uint64) {
+func (c *sumShard) addBuckets(r *rowSum, b []uint64) {
 	switch {
 	case r.bucketsMixed:
 	case r.inputs == 1: // the first row merged (addRow counts it first)
@@ -368,32 +414,11 @@ func (c *columnSum) addBuckets(r *rowSum, b []uint64) {
 	default:
 		sums := c.buckets[r.bucketOff : r.bucketOff+r.bucketLen]
 		for i, v := range b {
-			sums[i] = saturate.Add(sums[i], v)
+			if v != 0 { // most of a route's buckets are empty
+				sums[i] = saturate.Add(sums[i], v)
+			}
 		}
 	}
-}
-
-// reserve sizes the tables for a window whose reports look like the first
-// one, so that later reports rarely grow them.
-func (c *columnSum) reserve(col *api.ReportColumn) {
-	var nb, nk, kb, ns int
-	for _, r := range col.GetRows() {
-		nb += len(r.GetBuckets())
-		nk += len(r.GetTopKeys())
-		for _, k := range r.GetTopKeys() {
-			kb += len(k.GetKey())
-		}
-		if n := len(r.GetTopKeys()); n > 0 {
-			ns += tableFor(2 * n) // room for other reporters' keys
-		}
-	}
-	n := len(col.GetRows())
-	c.rowIndex = make(map[uint64]int32, n)
-	c.rows = make([]rowSum, 0, n)
-	c.buckets = make([]uint64, 0, nb)
-	c.keys = make([]keySum, 0, 2*nk)
-	c.keyBytes = make([]byte, 0, 2*kb)
-	c.slots = make([]keySlot, 0, 2*ns) // growth leaves old tables behind
 }
 
 // tableFor is the table size that holds n keys at most three quarters
@@ -408,7 +433,7 @@ func tableFor(n int) int {
 
 // key returns the entry of key in row r, adding it if the row has room,
 // else nil.
-func (c *columnSum) key(r *rowSum, key []byte) *keySum {
+func (c *sumShard) key(r *rowSum, key []byte) *keySum {
 	h := maphash.Bytes(keyHashSeed, key)
 	if i, found := c.lookup(r, h, key); found {
 		return &c.keys[i]
@@ -428,7 +453,7 @@ func (c *columnSum) key(r *rowSum, key []byte) *keySum {
 }
 
 // lookup finds key (hash h) in r's table.
-func (c *columnSum) lookup(r *rowSum, h uint64, key []byte) (int32, bool) {
+func (c *sumShard) lookup(r *rowSum, h uint64, key []byte) (int32, bool) {
 	if r.tableLen == 0 {
 		return 0, false
 	}
@@ -447,7 +472,7 @@ func (c *columnSum) lookup(r *rowSum, h uint64, key []byte) (int32, bool) {
 
 // place puts entry i (hash h) into the first free slot of r's table, which
 // has one (tables stay at most three quarters full).
-func (c *columnSum) place(r *rowSum, h uint64, i int32) {
+func (c *sumShard) place(r *rowSum, h uint64, i int32) {
 	table := c.slots[r.tableOff : r.tableOff+r.tableLen]
 	mask := uint64(r.tableLen - 1)
 	p := h & mask
@@ -460,7 +485,7 @@ func (c *columnSum) place(r *rowSum, h uint64, i int32) {
 // growTable moves r's keys to a table twice the size at the end of the
 // arena. The old slots are left behind: the arena is at most twice the
 // live tables.
-func (c *columnSum) growTable(r *rowSum) {
+func (c *sumShard) growTable(r *rowSum) {
 	old := c.slots[r.tableOff : r.tableOff+r.tableLen]
 	n := max(minKeyTable, 2*r.tableLen)
 	off := len(c.slots)
@@ -473,7 +498,7 @@ func (c *columnSum) growTable(r *rowSum) {
 	}
 }
 
-func (c *columnSum) keyOf(i int32) []byte {
+func (c *sumShard) keyOf(i int32) []byte {
 	k := c.keys[i]
 	return c.keyBytes[k.off : k.off+k.n : k.off+k.n]
 }
@@ -481,7 +506,7 @@ func (c *columnSum) keyOf(i int32) []byte {
 // estimates returns row r's merged key estimates, highest upper bound first
 // (ties: higher lower bound, then key), at most limit of them. The keys
 // share the column's arena. sampled adds the fsm.SampledEvidence fields.
-func (c *columnSum) estimates(r *rowSum, limit int, sampled bool) []*api.KeyEstimate {
+func (c *sumShard) estimates(r *rowSum, limit int, sampled bool) []*api.KeyEstimate {
 	if r.nkeys == 0 {
 		return nil
 	}
@@ -525,7 +550,14 @@ type entryStats struct {
 	// inputs are the reporter rows merged (for rows dropped with a refused
 	// column).
 	inputs uint64
+	// Under fsm.BoundedEvidence: the hot rows given evidence, their
+	// encoded bytes, and the hot rows left with their counts alone.
+	evidenceRows, evidenceBytes, withoutEvidence int
 }
+
+// mayPlan says whether a hot route may become a split candidate in the
+// column being assembled (see candidacyOf); nil: every hot route may.
+type mayPlan func(routeID uint64) bool
 
 // entry assembles the ObserveColumn of a sealed sum against the current
 // catalog and detector config (SPEC §8): rows scoring at or above the
@@ -539,49 +571,53 @@ type entryStats struct {
 // rates, raw counts and variances — is left out: replicas of that version
 // refuse it. With fsm.ColumnRouteLoads the counts of every live row go into
 // route_loads and rows hold only the hot ones (no display rows: the loads
-// cover them).
-func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int, version uint32) (*api.ObserveColumn, entryStats) {
+// cover them). With fsm.BoundedEvidence the rows' encoded bytes stay within
+// api.MaxColumnEvidenceBytes: hot rows get their evidence in the order of
+// evidenceOrder (those plan says may be planned first, then by score)
+// until the next one would not fit; the rest count only through
+// route_loads.
+func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int, version uint32, plan mayPlan) (*api.ObserveColumn, entryStats) {
 	sampled := fsm.SampledEvidence.EnabledAt(version)
 	var loads []api.RouteLoad
 	if fsm.ColumnRouteLoads.EnabledAt(version) {
-		loads = make([]api.RouteLoad, 0, len(c.rows))
+		loads = make([]api.RouteLoad, 0, c.rowCount())
 		belowRows = 0
 	}
-	stats := entryStats{deadRows: c.deadRows}
-	type scored struct {
-		row   *rowSum
-		score uint64
-	}
-	var hot, below []scored
+	bounded := loads != nil && fsm.BoundedEvidence.EnabledAt(version)
+	stats := entryStats{deadRows: c.deadRows.Load()}
+	var hot, below []scoredRow
 	groups := map[uint64]*api.GroupLoad{}
-	for i := range c.rows {
-		r := &c.rows[i]
-		stats.inputs += r.inputs
-		route, live := cat.Route(r.id)
-		if !live {
-			stats.deadRows += r.inputs
-			continue
-		}
-		g := groups[route.GroupID]
-		if g == nil {
-			g = &api.GroupLoad{GroupId: route.GroupID}
-			groups[route.GroupID] = g
-		}
-		g.Reads = saturate.Add(g.Reads, r.reads)
-		g.Writes = saturate.Add(g.Writes, r.writes)
-		g.ReadBytes = saturate.Add(g.ReadBytes, r.readBytes)
-		g.WriteBytes = saturate.Add(g.WriteBytes, r.writeBytes)
-		if loads != nil {
-			loads = append(loads, api.RouteLoad{RouteID: r.id, Reads: r.reads, Writes: r.writes, ReadBytes: r.readBytes, WriteBytes: r.writeBytes})
-		}
-		s := scored{r, detector.Score(r.reads, r.writes, dc, c.stepMs)}
-		if s.score >= dc.Threshold {
-			hot = append(hot, s)
-		} else {
-			below = append(below, s)
+	for si := range c.shards {
+		sh := &c.shards[si]
+		for i := range sh.rows {
+			r := &sh.rows[i]
+			stats.inputs += r.inputs
+			route, live := cat.Route(r.id)
+			if !live {
+				stats.deadRows += r.inputs
+				continue
+			}
+			g := groups[route.GroupID]
+			if g == nil {
+				g = &api.GroupLoad{GroupId: route.GroupID}
+				groups[route.GroupID] = g
+			}
+			g.Reads = saturate.Add(g.Reads, r.reads)
+			g.Writes = saturate.Add(g.Writes, r.writes)
+			g.ReadBytes = saturate.Add(g.ReadBytes, r.readBytes)
+			g.WriteBytes = saturate.Add(g.WriteBytes, r.writeBytes)
+			if loads != nil {
+				loads = append(loads, api.RouteLoad{RouteID: r.id, Reads: r.reads, Writes: r.writes, ReadBytes: r.readBytes, WriteBytes: r.writeBytes})
+			}
+			s := scoredRow{row: r, shard: sh, score: detector.Score(r.reads, r.writes, dc, c.stepMs)}
+			if s.score >= dc.Threshold {
+				hot = append(hot, s)
+			} else {
+				below = append(below, s)
+			}
 		}
 	}
-	slices.SortFunc(below, func(a, b scored) int {
+	slices.SortFunc(below, func(a, b scoredRow) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {
 			return c
 		}
@@ -590,22 +626,24 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 	below = below[:min(len(below), belowRows)]
 
 	rows := make([]*api.ColumnRow, 0, len(hot)+len(below))
-	for _, s := range hot {
-		row := s.row.counts()
-		if !s.row.bucketsMixed && s.row.bucketLen > 0 {
-			end := s.row.bucketOff + s.row.bucketLen
-			row.Buckets = c.buckets[s.row.bucketOff:end:end]
-		}
-		row.TopKeys = c.estimates(s.row, mergedTopKeys, sampled)
-		row.TopKDegraded = s.row.degraded
-		if sampled {
-			row.Samples = c.samplesOf(s.row)
-			row.SampleRate = s.row.sampleRate
-			if !s.row.sampledUnknown {
-				row.SampledTotal, row.SampledVariance = s.row.sampledTotal, s.row.sampledVar
+	if bounded {
+		evidenceOrder(hot, plan)
+		stats.evidenceRows, stats.evidenceBytes = len(hot), 0
+		for i, s := range hot {
+			row := s.evidence(sampled)
+			n := proto.Size(row)
+			if stats.evidenceBytes+n > api.MaxColumnEvidenceBytes {
+				stats.evidenceRows = i
+				break
 			}
+			stats.evidenceBytes += n
+			rows = append(rows, row)
 		}
-		rows = append(rows, row)
+		stats.withoutEvidence = len(hot) - stats.evidenceRows
+	} else {
+		for _, s := range hot {
+			rows = append(rows, s.evidence(sampled))
+		}
 	}
 	for _, s := range below {
 		rows = append(rows, s.row.counts())
@@ -633,6 +671,98 @@ func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows in
 		Reporters:     c.sortedReporters(),
 		DroppedRows:   stats.deadRows,
 	}, stats
+}
+
+// scoredRow is a merged row with its score, while an entry is assembled;
+// tier orders evidence (evidenceOrder).
+type scoredRow struct {
+	row   *rowSum
+	shard *sumShard
+	score uint64
+	tier  int
+}
+
+// evidence is the row's counts with its evidence.
+func (s scoredRow) evidence(sampled bool) *api.ColumnRow {
+	r := s.row
+	row := r.counts()
+	if !r.bucketsMixed && r.bucketLen > 0 {
+		end := r.bucketOff + r.bucketLen
+		row.Buckets = s.shard.buckets[r.bucketOff:end:end]
+	}
+	row.TopKeys = s.shard.estimates(r, mergedTopKeys, sampled)
+	row.TopKDegraded = r.degraded
+	if sampled {
+		row.Samples = r.sample.weighted()
+		row.SampleRate = r.sampleRate
+		if !r.sampledUnknown {
+			row.SampledTotal, row.SampledVariance = r.sampledTotal, r.sampledVar
+		}
+	}
+	return row
+}
+
+// evidenceOrder sorts hot rows into the order their evidence goes into a
+// bounded entry: the routes plan says may be planned in this column first
+// (only a candidate's evidence is read by the detector), each group by
+// score, highest first — the detector's own order — then by route id.
+func evidenceOrder(hot []scoredRow, plan mayPlan) {
+	for i := range hot {
+		if plan != nil && !plan(hot[i].row.id) {
+			hot[i].tier = 1
+		}
+	}
+	slices.SortFunc(hot, func(a, b scoredRow) int {
+		if c := cmp.Compare(a.tier, b.tier); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.score, a.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.row.id, b.row.id)
+	})
+}
+
+// candidacyOf is the mayPlan of a column [windowStartMs, atMs) under the
+// replicated state st: a hot route may become a candidate unless what the
+// detector knows rules it out — its counter cannot reach the candidate
+// windows with this column, it is in cooldown at the column's end, it is
+// the target of a live op, or it is not active. It is a hint for ordering
+// evidence only: the state that applies the entry may have moved on, and
+// then a candidate without evidence is declined for this column
+// (no_split_key) and gets it in a later one.
+func candidacyOf(st *fsm.State, windowStartMs, atMs uint64) mayPlan {
+	det := st.Detector()
+	cfg := st.DetectorConfig()
+	cat := st.Catalog()
+	gap := det.LastColumnAtMs() != 0 && det.LastColumnAtMs() != windowStartMs
+	var inOp []uint64
+	for _, op := range st.LiveOps() {
+		inOp = append(inOp, op.GetTargetRouteId())
+	}
+	slices.Sort(inOp)
+	return func(id uint64) bool {
+		if route, ok := cat.Route(id); !ok || route.State != catalog.StateActive {
+			return false
+		}
+		if _, ok := slices.BinarySearch(inOp, id); ok {
+			return false
+		}
+		t, tracked := det.Get(id)
+		var counter uint64
+		if tracked && !gap {
+			counter = uint64(t.ConsecutiveOver)
+		}
+		return counter+1 >= uint64(cfg.CandidateWindows) && (!tracked || t.CooldownUntilMs <= atMs)
+	}
+}
+
+func (c *columnSum) rowCount() int {
+	n := 0
+	for i := range c.shards {
+		n += len(c.shards[i].rows)
+	}
+	return n
 }
 
 func (r *rowSum) counts() *api.ColumnRow {
@@ -677,22 +807,6 @@ func u128mulSat(x, y u128) uint64 {
 	return saturate.Mul(x.lo, y.lo)
 }
 
-// digestSeed seeds the content digests of reported columns; digests are
-// compared only within this process.
-var digestSeed = maphash.MakeSeed()
-
-// columnDigest fingerprints a reported column by its deterministic
-// encoding: a resend of the same column has the same digest.
-func columnDigest(c *api.ReportColumn) uint64 {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c)
-	if err != nil {
-		// A message that came off the wire always marshals; if it ever
-		// did not, every such column compares equal to itself only.
-		return 0
-	}
-	return maphash.Bytes(digestSeed, b)
-}
-
 // Contribution is one reporter's column of a window.
 type Contribution struct {
 	Reporter string
@@ -701,10 +815,13 @@ type Contribution struct {
 
 // MergeColumn is the entry the leader commits for one window of valid
 // reports (SPEC §8), for tools that replay the load pipeline without a
-// cluster (simlab): the same merge, thinning and version gating as
+// cluster (simlab): the same merge, sampling and version gating as
 // Aggregator, in one call. The contributions must share one window and step
 // and pass validation (Aggregator.Report's checks); rows of routes not in
 // cat are dropped. The result does not depend on the contributions' order.
+// Under fsm.BoundedEvidence it ranks hot rows for evidence by score alone:
+// it has no replicated detector state to tell candidates (see
+// candidacyOf).
 func MergeColumn(contribs []Contribution, cat *catalog.Catalog, dc detector.Config, clusterVersion uint32) *api.ObserveColumn {
 	if len(contribs) == 0 {
 		return nil
@@ -712,8 +829,13 @@ func MergeColumn(contribs []Contribution, cat *catalog.Catalog, dc detector.Conf
 	first := contribs[0].Column
 	sum := newColumnSum(first.GetWindowStartMs(), first.GetStepMs())
 	for _, c := range contribs {
-		sum.add(c.Reporter, columnDigest(c.Column), c.Column, cat)
+		info, err := columnOf(c.Column, cat)
+		if err != nil {
+			continue // a message built in this process always encodes
+		}
+		sum.claim(c.Reporter, info.digest)
+		sum.merge(c.Reporter, info)
 	}
-	entry, _ := sum.entry(cat, dc, DefaultBelowThresholdRows, clusterVersion)
+	entry, _ := sum.entry(cat, dc, DefaultBelowThresholdRows, clusterVersion, nil)
 	return entry
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -54,6 +55,15 @@ func estimates(r *api.ColumnRow) map[string][2]uint64 {
 	return out
 }
 
+// row is the merged row of a route (nil if none); the sum must be at rest.
+func (c *columnSum) row(id uint64) *rowSum {
+	sh := &c.shards[shardOf(id)]
+	if i, ok := sh.rowIndex[id]; ok {
+		return &sh.rows[i]
+	}
+	return nil
+}
+
 func findRow(t *testing.T, c *api.ObserveColumn, id uint64) *api.ColumnRow {
 	t.Helper()
 	for _, r := range c.GetRows() {
@@ -76,7 +86,7 @@ func TestMergeCountsAndBuckets(t *testing.T) {
 		&api.ReportRow{RouteId: 2, Reads: 10, Writes: 20, ReadBytes: 100, WriteBytes: 200, Buckets: buckets16(10, 0, 30), SampleRate: 16},
 		&api.ReportRow{RouteId: 3, Writes: 5, WriteBytes: 50, SampleRate: 16, Buckets: buckets16(0, 20)},
 	), cat)
-	e, stats := s.entry(cat, detector.DefaultConfig(), 64, 1)
+	e, stats := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 
 	if e.GetWindowStartMs() != 5000 || e.GetAtMs() != 6000 || e.GetStepMs() != testStep {
 		t.Fatalf("window fields: %v", e)
@@ -123,7 +133,7 @@ func TestMergeTopK(t *testing.T) {
 	s.add("a", 0, reportCol(0, hot(1, key("x", 100, 0), key("y", 50, 0))), cat)
 	// b: rate 16, full (an entry with error > 0); smallest count 5.
 	s.add("b", 0, reportCol(0, hot(16, key("x", 10, 2), key("z", 5, 5))), cat)
-	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	got := estimates(findRow(t, e, 2))
 	want := map[string][2]uint64{
 		// x is in both: lower 100 + (10-2)·16, upper 100 + 10·16.
@@ -153,7 +163,7 @@ func TestMergeTopK(t *testing.T) {
 	r := hot(1, key("y", 7, 3))
 	r.TopKDegraded = true
 	s2.add("c", 0, reportCol(0, r), cat)
-	e2, _ := s2.entry(cat, detector.DefaultConfig(), 64, 1)
+	e2, _ := s2.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	got2 := estimates(findRow(t, e2, 2))
 	want2 := map[string][2]uint64{"x": {228, 267}, "y": {54, 137}, "z": {0, 87}}
 	if fmt.Sprint(got2) != fmt.Sprint(want2) || !findRow(t, e2, 2).GetTopKDegraded() {
@@ -169,7 +179,7 @@ func TestMergeTopKBounded(t *testing.T) {
 	}
 	s := newColumnSum(0, testStep)
 	s.add("a", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
-	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	got := findRow(t, e, 2).GetTopKeys()
 	if len(got) != mergedTopKeys {
 		t.Fatalf("%d keys, want %d", len(got), mergedTopKeys)
@@ -190,11 +200,11 @@ func TestMergeKeyCapDegrades(t *testing.T) {
 		}
 		s.add(fmt.Sprint("rep", r), 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
 	}
-	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	if r := findRow(t, e, 2); !r.GetTopKDegraded() || len(r.GetTopKeys()) != mergedTopKeys {
 		t.Fatalf("a row past the key cap must be degraded, with %d keys: %v, %d", mergedTopKeys, r.GetTopKDegraded(), len(r.GetTopKeys()))
 	}
-	if n := s.rows[s.rowIndex[2]].nkeys; n != maxMergeKeys {
+	if n := s.row(2).nkeys; n != maxMergeKeys {
 		t.Fatalf("%d keys tracked, want the cap %d", n, maxMergeKeys)
 	}
 }
@@ -205,7 +215,7 @@ func TestMergeBucketCountsDisagree(t *testing.T) {
 	s.add("a", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
 	s.add("b", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: make([]uint64, 32)}), cat)
 	s.add("c", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
-	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	if r := findRow(t, e, 2); r.GetBuckets() != nil || r.GetWrites() != 30000 {
 		t.Fatalf("mixed layouts must give no bucket evidence but full counts: %v", r)
 	}
@@ -226,7 +236,7 @@ func TestMergeDeadRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, stats := s.entry(after, detector.DefaultConfig(), 64, 1)
+	e, stats := s.entry(after, detector.DefaultConfig(), 64, 1, nil)
 	if e.GetDroppedRows() != 2 || stats.deadRows != 2 {
 		t.Fatalf("dropped %d (stats %d), want 2", e.GetDroppedRows(), stats.deadRows)
 	}
@@ -268,7 +278,7 @@ func TestMergeBelowThresholdRows(t *testing.T) {
 	}
 	rows[9].Writes = 1000 // route 10: (4000 + 100)·60 = 246000, hot
 	s.add("a", 0, reportCol(0, rows...), cat)
-	e, _ := s.entry(cat, detector.DefaultConfig(), 3, 1)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 3, 1, nil)
 	var ids []uint64
 	for _, r := range e.GetRows() {
 		ids = append(ids, r.GetRouteId())
@@ -299,7 +309,7 @@ func TestMergeRouteLoads(t *testing.T) {
 		&api.ReportRow{RouteId: 99, Reads: 5}, // gone
 	), cat)
 	s.add("b", 1, reportCol(0, &api.ReportRow{RouteId: 1, Reads: 2, Writes: 1}), cat)
-	e, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version3)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version3, nil)
 	if err := e.GetRouteLoads().Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -315,30 +325,55 @@ func TestMergeRouteLoads(t *testing.T) {
 		t.Fatalf("rows %v, want only the hot route 3 with its evidence", rows)
 	}
 	// Below version 3 the same sum has no loads and keeps display rows.
-	if e2, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version2); e2.GetRouteLoads() != nil || len(e2.GetRows()) != 2 {
+	if e2, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version2, nil); e2.GetRouteLoads() != nil || len(e2.GetRows()) != 2 {
 		t.Fatalf("version 2 entry: loads %v rows %v", e2.GetRouteLoads(), e2.GetRows())
 	}
 }
 
 // TestMergeOrderIndependentProperty: the committed entry does not depend on
-// the order reports arrive in, and every estimate has lower <= upper.
+// the order reports arrive in, nor on merges running at once (the second
+// sum merges every report in its own goroutine), at every version; every
+// estimate has lower <= upper; and a row's merged sample stays within
+// mergedSamples however many reporters sample it (up to 12 × 40 here).
 func TestMergeOrderIndependentProperty(t *testing.T) {
 	cat := mergeCatalog(t)
+	sampleKeys := make([]string, 60)
+	for i := range sampleKeys {
+		sampleKeys[i] = fmt.Sprintf("s%02d", i)
+	}
 	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(1, 5).Draw(t, "reporters")
+		// Crowded: enough reporters sampling route 2 to overflow its
+		// merged sample (at least 6 × 30 > mergedSamples).
+		crowded := rapid.Bool().Draw(t, "crowded")
+		n, minSamples := rapid.IntRange(1, 12).Draw(t, "reporters"), 0
+		if crowded {
+			n, minSamples = rapid.IntRange(6, 12).Draw(t, "reporters"), 30
+		}
 		var cols []*api.ReportColumn
 		for i := range n {
 			var rows []*api.ReportRow
-			for _, id := range rapid.SliceOfDistinct(rapid.Uint64Range(1, 4), func(v uint64) uint64 { return v }).Draw(t, fmt.Sprint("routes", i)) {
+			ids := rapid.SliceOfDistinct(rapid.Uint64Range(1, 4), func(v uint64) uint64 { return v }).Draw(t, fmt.Sprint("routes", i))
+			if crowded && !slices.Contains(ids, 2) {
+				ids = append(ids, 2)
+			}
+			for _, id := range ids {
 				var keys []*api.TopKeyCount
 				for _, k := range rapid.SliceOfDistinct(rapid.SampledFrom([]string{"h", "i", "j", "k", "l"}), func(s string) string { return s }).Draw(t, fmt.Sprint("keys", i, id)) {
 					c := rapid.Uint64Range(1, 1000).Draw(t, "count")
 					keys = append(keys, key(k, c, rapid.Uint64Range(0, c).Draw(t, "err")))
 				}
+				var samples []*api.SampledKey
+				lo := 0
+				if id == 2 {
+					lo = minSamples
+				}
+				for _, k := range rapid.SliceOfNDistinct(rapid.SampledFrom(sampleKeys), lo, 40, func(s string) string { return s }).Draw(t, fmt.Sprint("samples", i, id)) {
+					samples = append(samples, &api.SampledKey{Key: []byte(k), Reads: rapid.Uint32Range(0, 3).Draw(t, "sr"), Writes: rapid.Uint32Range(1, 3).Draw(t, "sw")})
+				}
 				rows = append(rows, &api.ReportRow{
 					RouteId: id, Reads: rapid.Uint64Range(0, 1e6).Draw(t, "r"), Writes: rapid.Uint64Range(0, 1e6).Draw(t, "w"),
-					SampleRate: rapid.SampledFrom([]uint32{1, 16}).Draw(t, "rate"), Buckets: buckets16(rapid.Uint64Range(0, 100).Draw(t, "b")),
-					TopKeys: keys, TopKDegraded: rapid.Bool().Draw(t, "deg"),
+					SampleRate: rapid.SampledFrom([]uint32{1, 16}).Draw(t, "rate"), Buckets: buckets16(rapid.Uint64Range(1, 1e6).Draw(t, "b")),
+					TopKeys: keys, TopKDegraded: rapid.Bool().Draw(t, "deg"), Samples: samples,
 				})
 			}
 			cols = append(cols, reportCol(0, rows...))
@@ -349,21 +384,38 @@ func TestMergeOrderIndependentProperty(t *testing.T) {
 		}
 		perm := rapid.Permutation(idx).Draw(t, "order")
 		a, b := newColumnSum(0, testStep), newColumnSum(0, testStep)
+		var wg sync.WaitGroup
 		for i := range n {
 			a.add(fmt.Sprint("r", i), 0, cols[i], cat)
-			b.add(fmt.Sprint("r", perm[i]), 0, cols[perm[i]], cat)
+			b.claim(fmt.Sprint("r", perm[i]), 0)
+			wire, err := columnOf(cols[perm[i]], cat)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { b.merge(fmt.Sprint("r", perm[i]), wire) })
+		}
+		wg.Wait()
+		for id := uint64(1); id <= 3; id++ {
+			if r := a.row(id); r != nil && len(r.sample.items) > mergedSamples {
+				t.Fatalf("route %d holds %d sampled keys, more than %d", id, len(r.sample.items), mergedSamples)
+			}
 		}
 		dc := detector.DefaultConfig()
 		dc.Threshold = 1
-		ea, _ := a.entry(cat, dc, 64, 1)
-		eb, _ := b.entry(cat, dc, 64, 1)
-		if !proto.Equal(ea, eb) {
-			t.Fatalf("order changed the entry:\n%v\n%v", ea, eb)
-		}
-		for _, r := range ea.GetRows() {
-			for _, k := range r.GetTopKeys() {
-				if k.GetLower() > k.GetUpper() {
-					t.Fatalf("route %d key %q: lower %d > upper %d", r.GetRouteId(), k.GetKey(), k.GetLower(), k.GetUpper())
+		for _, v := range fsm.Versions() {
+			ea, _ := a.entry(cat, dc, 64, v, nil)
+			eb, _ := b.entry(cat, dc, 64, v, nil)
+			if !proto.Equal(ea, eb) {
+				t.Fatalf("version %d: order changed the entry:\n%v\n%v", v, ea, eb)
+			}
+			for _, r := range ea.GetRows() {
+				for _, k := range r.GetTopKeys() {
+					if k.GetLower() > k.GetUpper() {
+						t.Fatalf("route %d key %q: lower %d > upper %d", r.GetRouteId(), k.GetKey(), k.GetLower(), k.GetUpper())
+					}
+				}
+				if len(r.GetSamples()) > mergedSamples {
+					t.Fatalf("route %d: %d samples", r.GetRouteId(), len(r.GetSamples()))
 				}
 			}
 		}
@@ -423,44 +475,5 @@ func TestMergeKeepsSampledEvidence(t *testing.T) {
 	v1 := findRow(t, MergeColumn([]Contribution{{"a", a}, {"b", b}}, cat, detector.DefaultConfig(), fsm.Version1), 2)
 	if len(v1.GetSamples()) != 0 || v1.GetSampleRate() != 0 || v1.GetTopKeys()[0].GetVariance() != 0 || v1.GetTopKeys()[0].GetSampledWrites() != 0 {
 		t.Fatalf("version 1 entry carries version 2 evidence: %v", v1)
-	}
-}
-
-// Thinning keeps at most the limit, keeps the cumulative weight at every
-// kept key within W/limit of the original's, and is deterministic.
-func TestThinSamples(t *testing.T) {
-	var in []*api.WeightedKey
-	var total uint64
-	for i := range 1000 {
-		w := uint64(1 + i%7)
-		in = append(in, &api.WeightedKey{Key: []byte(fmt.Sprintf("k%04d", i)), Weight: w})
-		total += w
-	}
-	out := thinSamples(in, mergedSamples)
-	if len(out) > mergedSamples || len(out) < mergedSamples/2 {
-		t.Fatalf("%d samples kept", len(out))
-	}
-	cumIn := map[string]uint64{}
-	var c uint64
-	for _, s := range in {
-		c += s.Weight
-		cumIn[string(s.Key)] = c
-	}
-	var cumOut uint64
-	for _, s := range out {
-		cumOut += s.Weight
-		d := int64(cumOut) - int64(cumIn[string(s.Key)])
-		if d < 0 {
-			d = -d
-		}
-		if uint64(d) > total/mergedSamples+1 {
-			t.Fatalf("at %s the thinned cumulative weight is %d, the original %d (tolerance %d)", s.Key, cumOut, cumIn[string(s.Key)], total/mergedSamples)
-		}
-	}
-	again := thinSamples(in, mergedSamples)
-	for i := range out {
-		if !proto.Equal(out[i], again[i]) {
-			t.Fatal("thinning is not deterministic")
-		}
 	}
 }

@@ -69,7 +69,7 @@ func TestFinishedOps(t *testing.T) {
 
 type refusalSink struct{ refs []scheduler.Refusal }
 
-func (r refusalSink) Report(context.Context, *api.ReportRequest) (*api.ReportResponse, error) {
+func (r refusalSink) Take(context.Context, []byte) (func(context.Context) (*api.ReportResponse, error), error) {
 	return nil, nil
 }
 func (r refusalSink) RecentRefusals() []scheduler.Refusal { return r.refs }

@@ -1,15 +1,20 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"unicode/utf8"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
 // requestCodec is the servers' "proto" codec. gRPC turns any decode error
@@ -20,13 +25,46 @@ import (
 // wrong and reports success; the interceptors (decodeFailure) then answer
 // InvalidArgument naming the field before any handler runs.
 //
-// Concurrency: safe for concurrent use. A failure is recorded under the
-// message pointer and taken out by the interceptor of the same call, so the
-// table holds at most one entry per call in flight.
+// A load report is not decoded into messages at all: the codec keeps the
+// bytes that arrived (a buffer from gRPC's pool), reads only the request's
+// top level — reporter_id, what authorization and the handler's checks
+// need, and where each column lies — and leaves the bytes for the leader's
+// aggregator, which validates and merges them in place (reportWire). The
+// aggregator reads every row anyway: bytes protobuf would not decode
+// further down are refused there, with the refusal this codec would have
+// given (takeReport), so a report is parsed twice on the leader, not three
+// times. Bytes whose top level does not decode take the standard path.
+//
+// Concurrency: safe for concurrent use. A failure or a report's bytes are
+// recorded under the message pointer and taken out by the interceptor of
+// the same call, so the tables hold at most one entry per call in flight.
 type requestCodec struct {
 	inner encoding.CodecV2
 
 	failures sync.Map // message pointer (any) -> string
+	reports  sync.Map // *api.ReportRequest -> *reportWire
+}
+
+// reportWire is a load report's bytes as they arrived, in a pooled buffer:
+// given back (free) once the report is merged or forwarded, exactly once.
+//
+// Concurrency: free and bytes are called by the one goroutine handling the
+// call.
+type reportWire struct {
+	buf mem.Buffer // nil once freed
+}
+
+// bytes is the report's encoding, valid until free.
+func (w *reportWire) bytes() []byte { return w.buf.ReadOnlyData() }
+
+func (w *reportWire) len() int { return w.buf.Len() }
+
+// free gives the buffer back; later calls do nothing.
+func (w *reportWire) free() {
+	if w != nil && w.buf != nil {
+		w.buf.Free()
+		w.buf = nil
+	}
 }
 
 func newRequestCodec() *requestCodec {
@@ -38,6 +76,16 @@ func (c *requestCodec) Name() string { return c.inner.Name() }
 func (c *requestCodec) Marshal(v any) (mem.BufferSlice, error) { return c.inner.Marshal(v) }
 
 func (c *requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*api.ReportRequest); ok {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		if id, _, err := api.ReadReportRequest(buf.ReadOnlyData()); err == nil {
+			proto.Reset(r)
+			r.ReporterId = id
+			c.reports.Store(r, &reportWire{buf: buf})
+			return nil
+		}
+		buf.Free() // the standard path names what is wrong
+	}
 	err := c.inner.Unmarshal(data, v)
 	if err == nil {
 		return nil
@@ -59,6 +107,26 @@ func (c *requestCodec) decodeFailure(req any) string {
 		return why.(string)
 	}
 	return ""
+}
+
+// reportWire returns the bytes req arrived as, or nil if it did not come
+// through the codec's report path; it forgets them.
+func (c *requestCodec) reportWire(req *api.ReportRequest) *reportWire {
+	if w, ok := c.reports.LoadAndDelete(req); ok {
+		return w.(*reportWire)
+	}
+	return nil
+}
+
+// decodeRefusal is the refusal of report bytes protobuf does not decode,
+// as the codec words it for any request.
+func decodeRefusal(b []byte) error {
+	var m api.ReportRequest
+	err := proto.Unmarshal(b, &m)
+	if err == nil {
+		err = errors.New("the report does not decode") // the wire reader's word against protobuf's
+	}
+	return status.Error(codes.InvalidArgument, describeDecodeError(b, m.ProtoReflect().Descriptor(), err))
 }
 
 // describeDecodeError names the first field of b that a strict protobuf

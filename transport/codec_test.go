@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -80,6 +82,33 @@ func FuzzRequestCodec(f *testing.F) {
 		want := typ.ProtoReflect().New().Interface()
 		werr := proto.Unmarshal(b, want)
 		why := c.decodeFailure(m)
+		if r, ok := m.(*api.ReportRequest); ok {
+			// A report keeps its bytes, and only its reporter id is set:
+			// the bytes are what protobuf decodes, to the same content —
+			// or, if protobuf refuses them further down than the codec
+			// reads, the leader's full read refuses them too, and the
+			// refusal is the one the codec gives any request that does
+			// not decode.
+			if w := c.reportWire(r); w != nil {
+				defer w.free()
+				if werr != nil {
+					if _, cerr := api.CheckReportRequest(w.bytes()); cerr == nil {
+						t.Fatalf("protobuf refuses it (%v), the wire reader accepts it", werr)
+					}
+					// What the codec's standard path records for these bytes.
+					want := describeDecodeError(b, r.ProtoReflect().Descriptor(), werr)
+					if st := status.Convert(decodeRefusal(w.bytes())); st.Code() != codes.InvalidArgument || st.Message() != want {
+						t.Fatalf("refused as %v %q, the codec says %q", st.Code(), st.Message(), want)
+					}
+					return
+				}
+				var got api.ReportRequest
+				if err := proto.Unmarshal(w.bytes(), &got); err != nil || !proto.Equal(&got, want) || r.GetReporterId() != got.GetReporterId() {
+					t.Fatalf("the kept bytes decode to other content (%v), or reporter id %q", err, r.GetReporterId())
+				}
+				return
+			}
+		}
 		switch {
 		case werr == nil && why != "":
 			t.Fatalf("protobuf decodes it, codec says %q", why)

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
@@ -73,6 +72,20 @@ func (s *Server) isMember(id string) bool {
 // decoded, the caller is authenticated and authorized, and (on the node the
 // call entered) within its rate limit. req is nil for streams.
 func (s *Server) admit(ctx context.Context, method string, req any) (context.Context, error) {
+	var wire *reportWire
+	if r, ok := req.(*api.ReportRequest); ok {
+		wire = s.codec.reportWire(r) // taken first: every path forgets it
+	}
+	ctx, err := s.admitCall(ctx, method, req, wire)
+	if err != nil {
+		wire.free()
+	}
+	return ctx, err
+}
+
+// admitCall is admit with the report's bytes, if the call is a report that
+// came through the codec's report path.
+func (s *Server) admitCall(ctx context.Context, method string, req any, wire *reportWire) (context.Context, error) {
 	if req != nil {
 		if why := s.codec.decodeFailure(req); why != "" {
 			s.cfg.Metrics.refuse(refusedBadRequest)
@@ -89,11 +102,12 @@ func (s *Server) admit(ctx context.Context, method string, req any) (context.Con
 		s.log.Warn("call refused", "identity", p.Name, "via", p.Via, "method", method, "reason", status.Convert(err).Message())
 		return ctx, err
 	}
-	if method == api.Load_Report_FullMethodName && req != nil {
-		if err := checkReportSize(ctx, proto.Size(req.(proto.Message))); err != nil {
+	if wire != nil {
+		if err := checkReportSize(ctx, wire.len()); err != nil {
 			s.cfg.Metrics.refuse(refusedBadRequest)
 			return ctx, err
 		}
+		ctx = context.WithValue(ctx, reportWireKey{}, wire)
 	}
 	if !forwarded && p != insecurePrincipal && !s.limits.allow(p.Name, authzTable[method].limit) {
 		s.cfg.Metrics.refuse(refusedRateLimited)

@@ -102,10 +102,35 @@ func (b *reportBudget) acquire(n int64) bool {
 
 func (b *reportBudget) release(n int64) { b.used.Add(-n) }
 
+// reportCharge is what admission charged one report: given back once, when
+// the report has been merged (the handler calls release) or when the call
+// ends, whichever comes first.
+type reportCharge struct {
+	b        *reportBudget
+	n        int64
+	released atomic.Bool
+}
+
+func (c *reportCharge) release() {
+	if c.released.CompareAndSwap(false, true) {
+		c.b.release(c.n)
+	}
+}
+
+// releaseReportCharge gives back the charge of the report whose call ctx
+// belongs to, if it has one and has not given it back yet: the handler
+// calls it once the report is merged and its request no longer held.
+func releaseReportCharge(ctx context.Context) {
+	if c, ok := ctx.Value(reportChargeKey{}).(*reportCharge); ok {
+		c.release()
+	}
+}
+
 // tapHandle runs when a call's headers arrive, before any of its body is
 // read: it refuses callers without credentials or without the role the
 // method needs, and admits Load.Report calls against the byte budget. The
-// charge is released when the call ends, however it ends.
+// charge is released once the report is merged (releaseReportCharge), or
+// when the call ends, however it ends.
 func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context, error) {
 	p, _, err := s.caller(ctx)
 	if err != nil {
@@ -119,20 +144,31 @@ func (s *Server) tapHandle(ctx context.Context, info *tap.Info) (context.Context
 	if info.FullMethodName != api.Load_Report_FullMethodName {
 		return ctx, nil
 	}
-	charge := reportCharge(info.Header, s.lim.MaxMessageBytes)
-	if !s.budget.acquire(charge) {
+	charge := &reportCharge{b: s.budget, n: chargeOf(info.Header, s.lim.MaxMessageBytes)}
+	if !s.budget.acquire(charge.n) {
 		s.cfg.Metrics.refuse(refusedReportBudget)
 		return ctx, status.Errorf(codes.ResourceExhausted, "node %s holds %d bytes of reports, its budget is %d: back off and send this report again", s.cfg.NodeID, s.budget.used.Load(), s.budget.limit)
 	}
-	context.AfterFunc(ctx, func() { s.budget.release(charge) })
+	context.AfterFunc(ctx, charge.release)
 	return context.WithValue(ctx, reportChargeKey{}, charge), nil
 }
 
 type reportChargeKey struct{}
 
-// reportCharge is what a report is charged: its declared size, within
+// reportWireKey carries a report's bytes from the interceptor to the
+// handler.
+type reportWireKey struct{}
+
+// reportWireOf is the bytes the report of the call ctx belongs to arrived
+// as, or nil.
+func reportWireOf(ctx context.Context) *reportWire {
+	w, _ := ctx.Value(reportWireKey{}).(*reportWire)
+	return w
+}
+
+// chargeOf is what a report is charged: its declared size, within
 // [minReportCharge, maxBytes], or maxBytes when it declares none.
-func reportCharge(md metadata.MD, maxBytes int) int64 {
+func chargeOf(md metadata.MD, maxBytes int) int64 {
 	if v := md.Get(api.ReportBytesHeader); len(v) > 0 {
 		if n, err := strconv.ParseInt(v[0], 10, 64); err == nil && n >= 0 {
 			return min(max(n, minReportCharge), int64(maxBytes))
@@ -143,9 +179,9 @@ func reportCharge(md metadata.MD, maxBytes int) int64 {
 
 // checkReportSize refuses a report larger than admission charged it for.
 func checkReportSize(ctx context.Context, size int) error {
-	charge, ok := ctx.Value(reportChargeKey{}).(int64)
-	if ok && int64(size) > charge {
-		return status.Errorf(codes.InvalidArgument, "report of %d bytes exceeds the %d it declared in %s", size, charge, api.ReportBytesHeader)
+	charge, ok := ctx.Value(reportChargeKey{}).(*reportCharge)
+	if ok && int64(size) > charge.n {
+		return status.Errorf(codes.InvalidArgument, "report of %d bytes exceeds the %d it declared in %s", size, charge.n, api.ReportBytesHeader)
 	}
 	return nil
 }

@@ -73,9 +73,12 @@ type Config struct {
 	UILogin UILogin
 }
 
-// LoadSink takes load reports on the leader (the column aggregator).
+// LoadSink takes load reports on the leader (the column aggregator,
+// scheduler.Aggregator.Take): Take validates and merges an encoded
+// ReportRequest and returns the wait for its answer; once Take has
+// returned the bytes are no longer needed.
 type LoadSink interface {
-	Report(ctx context.Context, req *api.ReportRequest) (*api.ReportResponse, error)
+	Take(ctx context.Context, report []byte) (func(context.Context) (*api.ReportResponse, error), error)
 }
 
 // Server implements the four hotsplit.v1 services for one node.

@@ -12,6 +12,13 @@ const (
 	MaxReportTopKeys = 256
 	// MaxReportSamples bounds the operation sample of one report row.
 	MaxReportSamples = 64
+	// MaxColumnEvidenceBytes bounds the evidence of one committed load
+	// column from cluster version 3 (bounded_evidence): the sum over its
+	// rows of each row's encoded size (proto.Size, without the field's own
+	// tag and length). With route_loads (about 15–25 bytes a route) and the
+	// reporter list beside it, a column of 10,000 loaded routes stays under
+	// 1 MB whatever the reporters send.
+	MaxColumnEvidenceBytes = 512 << 10
 	// MaxMessageBytes is the largest gRPC message a node sends or
 	// receives: a full report plus room for gRPC's framing and metadata.
 	MaxMessageBytes = MaxReportBytes + 64<<10

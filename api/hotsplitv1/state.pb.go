@@ -1344,8 +1344,13 @@ type TrackedRoute struct {
 	// Cluster version 3: the detector's last word on merging this route with
 	// a neighbour (absent when there is none).
 	MergeExplanation *Explanation `protobuf:"bytes,10,opt,name=merge_explanation,json=mergeExplanation,proto3" json:"merge_explanation,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Cluster version 3 (pooled_evidence): the key evidence of the route's
+	// previous counted columns, which its next cut weighs with the current
+	// column's; at most 512 keys and 16 KiB of key bytes, in (age, key)
+	// order. Empty below version 3.
+	PooledEvidence []*PooledKey `protobuf:"bytes,11,rep,name=pooled_evidence,json=pooledEvidence,proto3" json:"pooled_evidence,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TrackedRoute) Reset() {
@@ -1427,6 +1432,93 @@ func (x *TrackedRoute) GetMergeExplanation() *Explanation {
 	return nil
 }
 
+func (x *TrackedRoute) GetPooledEvidence() []*PooledKey {
+	if x != nil {
+		return x.PooledEvidence
+	}
+	return nil
+}
+
+// PooledKey is one key's split evidence from an earlier column of a route:
+// its evidence weight and variance as that column had them, whether its
+// load was known from the top-K counts, and its age in columns before the
+// current one (0: the one just before).
+type PooledKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Weight        uint64                 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	Variance      uint64                 `protobuf:"varint,3,opt,name=variance,proto3" json:"variance,omitempty"`
+	Known         bool                   `protobuf:"varint,4,opt,name=known,proto3" json:"known,omitempty"`
+	Age           uint32                 `protobuf:"varint,5,opt,name=age,proto3" json:"age,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PooledKey) Reset() {
+	*x = PooledKey{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PooledKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PooledKey) ProtoMessage() {}
+
+func (x *PooledKey) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PooledKey.ProtoReflect.Descriptor instead.
+func (*PooledKey) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PooledKey) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *PooledKey) GetWeight() uint64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *PooledKey) GetVariance() uint64 {
+	if x != nil {
+		return x.Variance
+	}
+	return 0
+}
+
+func (x *PooledKey) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
+func (x *PooledKey) GetAge() uint32 {
+	if x != nil {
+		return x.Age
+	}
+	return 0
+}
+
 // Op is a split operation planned by the detector: one or two SplitRange
 // steps. The next step's expected route shape is recorded so a step is
 // validated structurally, not by catalog version.
@@ -1468,7 +1560,7 @@ type Op struct {
 
 func (x *Op) Reset() {
 	*x = Op{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[3]
+	mi := &file_hotsplitv1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1572,7 @@ func (x *Op) String() string {
 func (*Op) ProtoMessage() {}
 
 func (x *Op) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[3]
+	mi := &file_hotsplitv1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1585,7 @@ func (x *Op) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Op.ProtoReflect.Descriptor instead.
 func (*Op) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{3}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Op) GetOpId() uint64 {
@@ -1663,7 +1755,7 @@ type Admission struct {
 
 func (x *Admission) Reset() {
 	*x = Admission{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[4]
+	mi := &file_hotsplitv1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1767,7 @@ func (x *Admission) String() string {
 func (*Admission) ProtoMessage() {}
 
 func (x *Admission) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[4]
+	mi := &file_hotsplitv1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1780,7 @@ func (x *Admission) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Admission.ProtoReflect.Descriptor instead.
 func (*Admission) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{4}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Admission) GetNodeId() string {
@@ -1733,7 +1825,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[5]
+	mi := &file_hotsplitv1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +1837,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[5]
+	mi := &file_hotsplitv1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +1850,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{5}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Member) GetNodeId() string {
@@ -1822,7 +1914,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[6]
+	mi := &file_hotsplitv1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1834,7 +1926,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[6]
+	mi := &file_hotsplitv1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1847,7 +1939,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Decision) GetSeq() uint64 {
@@ -1970,7 +2062,7 @@ type CommandResult struct {
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	mi := &file_hotsplitv1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2074,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	mi := &file_hotsplitv1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2087,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CommandResult) GetCode() ResultCode {
@@ -2088,7 +2180,7 @@ type RequestRecord struct {
 
 func (x *RequestRecord) Reset() {
 	*x = RequestRecord{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[8]
+	mi := &file_hotsplitv1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2192,7 @@ func (x *RequestRecord) String() string {
 func (*RequestRecord) ProtoMessage() {}
 
 func (x *RequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[8]
+	mi := &file_hotsplitv1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2205,7 @@ func (x *RequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRecord.ProtoReflect.Descriptor instead.
 func (*RequestRecord) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RequestRecord) GetRequestId() string {
@@ -2198,7 +2290,7 @@ type StateSnapshot struct {
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[9]
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2302,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[9]
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2315,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StateSnapshot) GetFormatVersion() uint32 {
@@ -2425,7 +2517,7 @@ type ColdState struct {
 
 func (x *ColdState) Reset() {
 	*x = ColdState{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2529,7 @@ func (x *ColdState) String() string {
 func (*ColdState) ProtoMessage() {}
 
 func (x *ColdState) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2542,7 @@ func (x *ColdState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColdState.ProtoReflect.Descriptor instead.
 func (*ColdState) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ColdState) GetRunColumns() uint64 {
@@ -2525,7 +2617,7 @@ type HeatmapPages struct {
 
 func (x *HeatmapPages) Reset() {
 	*x = HeatmapPages{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2537,7 +2629,7 @@ func (x *HeatmapPages) String() string {
 func (*HeatmapPages) ProtoMessage() {}
 
 func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2550,7 +2642,7 @@ func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapPages.ProtoReflect.Descriptor instead.
 func (*HeatmapPages) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HeatmapPages) GetBoundaries() uint64 {
@@ -2594,7 +2686,7 @@ type HeatmapHistory struct {
 
 func (x *HeatmapHistory) Reset() {
 	*x = HeatmapHistory{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +2698,7 @@ func (x *HeatmapHistory) String() string {
 func (*HeatmapHistory) ProtoMessage() {}
 
 func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +2711,7 @@ func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapHistory.ProtoReflect.Descriptor instead.
 func (*HeatmapHistory) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeatmapHistory) GetFormatVersion() uint32 {
@@ -2660,7 +2752,7 @@ type HeatmapLevel struct {
 
 func (x *HeatmapLevel) Reset() {
 	*x = HeatmapLevel{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2672,7 +2764,7 @@ func (x *HeatmapLevel) String() string {
 func (*HeatmapLevel) ProtoMessage() {}
 
 func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2685,7 +2777,7 @@ func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapLevel.ProtoReflect.Descriptor instead.
 func (*HeatmapLevel) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeatmapLevel) GetColumns() []*HeatmapColumn {
@@ -2726,7 +2818,7 @@ type HeatmapColumn struct {
 
 func (x *HeatmapColumn) Reset() {
 	*x = HeatmapColumn{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +2830,7 @@ func (x *HeatmapColumn) String() string {
 func (*HeatmapColumn) ProtoMessage() {}
 
 func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +2843,7 @@ func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapColumn.ProtoReflect.Descriptor instead.
 func (*HeatmapColumn) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeatmapColumn) GetStartMs() uint64 {
@@ -2842,7 +2934,7 @@ type HeatmapMark struct {
 
 func (x *HeatmapMark) Reset() {
 	*x = HeatmapMark{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	mi := &file_hotsplitv1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2854,7 +2946,7 @@ func (x *HeatmapMark) String() string {
 func (*HeatmapMark) ProtoMessage() {}
 
 func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	mi := &file_hotsplitv1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2867,7 +2959,7 @@ func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapMark.ProtoReflect.Descriptor instead.
 func (*HeatmapMark) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeatmapMark) GetAtHlc() uint64 {
@@ -2984,7 +3076,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x11right_share_lo_bp\x18I \x01(\rR\x0erightShareLoBp\x12)\n" +
 	"\x11right_share_hi_bp\x18J \x01(\rR\x0erightShareHiBp\x12\x1d\n" +
 	"\n" +
-	"known_keys\x18K \x01(\rR\tknownKeys\"\xc7\x02\n" +
+	"known_keys\x18K \x01(\rR\tknownKeys\"\x88\x03\n" +
 	"\fTrackedRoute\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12)\n" +
 	"\x10consecutive_over\x18\x02 \x01(\rR\x0fconsecutiveOver\x12\x1d\n" +
@@ -2994,7 +3086,14 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\rrecent_scores\x18\x05 \x03(\x04R\frecentScores\x12:\n" +
 	"\vexplanation\x18\x06 \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\x12E\n" +
 	"\x11merge_explanation\x18\n" +
-	" \x01(\v2\x18.hotsplit.v1.ExplanationR\x10mergeExplanation\"\x8e\x06\n" +
+	" \x01(\v2\x18.hotsplit.v1.ExplanationR\x10mergeExplanation\x12?\n" +
+	"\x0fpooled_evidence\x18\v \x03(\v2\x16.hotsplit.v1.PooledKeyR\x0epooledEvidence\"y\n" +
+	"\tPooledKey\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x04R\x06weight\x12\x1a\n" +
+	"\bvariance\x18\x03 \x01(\x04R\bvariance\x12\x14\n" +
+	"\x05known\x18\x04 \x01(\bR\x05known\x12\x10\n" +
+	"\x03age\x18\x05 \x01(\rR\x03age\"\x8e\x06\n" +
 	"\x02Op\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12&\n" +
 	"\x0fparent_route_id\x18\x02 \x01(\x04R\rparentRouteId\x12\x1d\n" +
@@ -3284,7 +3383,7 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
@@ -3301,22 +3400,23 @@ var file_hotsplitv1_state_proto_goTypes = []any{
 	(*AutoSplitSwitch)(nil), // 12: hotsplit.v1.AutoSplitSwitch
 	(*Explanation)(nil),     // 13: hotsplit.v1.Explanation
 	(*TrackedRoute)(nil),    // 14: hotsplit.v1.TrackedRoute
-	(*Op)(nil),              // 15: hotsplit.v1.Op
-	(*Admission)(nil),       // 16: hotsplit.v1.Admission
-	(*Member)(nil),          // 17: hotsplit.v1.Member
-	(*Decision)(nil),        // 18: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 19: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 20: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 21: hotsplit.v1.StateSnapshot
-	(*ColdState)(nil),       // 22: hotsplit.v1.ColdState
-	(*HeatmapPages)(nil),    // 23: hotsplit.v1.HeatmapPages
-	(*HeatmapHistory)(nil),  // 24: hotsplit.v1.HeatmapHistory
-	(*HeatmapLevel)(nil),    // 25: hotsplit.v1.HeatmapLevel
-	(*HeatmapColumn)(nil),   // 26: hotsplit.v1.HeatmapColumn
-	(*HeatmapMark)(nil),     // 27: hotsplit.v1.HeatmapMark
-	(*RouteDescriptor)(nil), // 28: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 29: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 30: hotsplit.v1.CatalogSnapshot
+	(*PooledKey)(nil),       // 15: hotsplit.v1.PooledKey
+	(*Op)(nil),              // 16: hotsplit.v1.Op
+	(*Admission)(nil),       // 17: hotsplit.v1.Admission
+	(*Member)(nil),          // 18: hotsplit.v1.Member
+	(*Decision)(nil),        // 19: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 20: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 21: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 22: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 23: hotsplit.v1.ColdState
+	(*HeatmapPages)(nil),    // 24: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),  // 25: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),    // 26: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),   // 27: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),     // 28: hotsplit.v1.HeatmapMark
+	(*RouteDescriptor)(nil), // 29: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 30: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 31: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
@@ -3326,46 +3426,47 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	3,  // 4: hotsplit.v1.Explanation.split_evidence:type_name -> hotsplit.v1.SplitEvidence
 	13, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
 	13, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
-	1,  // 7: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
-	4,  // 8: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
-	5,  // 9: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	19, // 10: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
-	6,  // 11: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
-	7,  // 12: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	8,  // 13: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
-	1,  // 14: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
-	2,  // 15: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
-	5,  // 16: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	13, // 17: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
-	9,  // 18: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	28, // 19: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	29, // 20: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	12, // 21: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	15, // 22: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	19, // 23: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	30, // 24: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	29, // 25: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	12, // 26: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	17, // 27: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	14, // 28: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	15, // 29: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	18, // 30: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	20, // 31: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	16, // 32: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	24, // 33: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
-	23, // 34: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
-	22, // 35: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
-	25, // 36: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
-	27, // 37: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
-	26, // 38: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
-	10, // 39: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
-	1,  // 40: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
-	11, // 41: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	15, // 7: hotsplit.v1.TrackedRoute.pooled_evidence:type_name -> hotsplit.v1.PooledKey
+	1,  // 8: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
+	4,  // 9: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
+	5,  // 10: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	20, // 11: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	6,  // 12: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
+	7,  // 13: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	8,  // 14: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	1,  // 15: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
+	2,  // 16: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
+	5,  // 17: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	13, // 18: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	9,  // 19: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	29, // 20: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	30, // 21: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	12, // 22: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	16, // 23: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	20, // 24: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	31, // 25: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	30, // 26: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	12, // 27: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	18, // 28: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	14, // 29: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	16, // 30: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	19, // 31: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	21, // 32: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	17, // 33: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	25, // 34: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	24, // 35: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	23, // 36: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	26, // 37: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	28, // 38: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	27, // 39: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	10, // 40: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	1,  // 41: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
+	11, // 42: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -3381,7 +3482,7 @@ func file_hotsplitv1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

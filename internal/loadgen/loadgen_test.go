@@ -1,0 +1,63 @@
+package loadgen
+
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
+)
+
+// Head followed by the rows decodes to one full report within the size
+// limit, of the shape asked for.
+func TestReportsDecodeWithinTheLimit(t *testing.T) {
+	// The benchmarks' 10,000 routes at the real limit, or (-short) 1,500
+	// routes within 600 KB: trimmed alike.
+	routes, limit := 10_000, api.MaxReportBytes
+	if testing.Short() {
+		routes, limit = 1_500, 600<<10
+	}
+	var splits [][]byte
+	for i := 1; i < routes; i++ {
+		splits = append(splits, fmt.Appendf(nil, "r%05d", i))
+	}
+	cat, err := catalog.New(splits, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, shape := range []Shape{V1, V2} {
+		rows, err := BuildWithin(shape, cat, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := string(make([]byte, MaxReporterID))
+		head, err := Head(id, 1<<41, 1000, rows.Encoded[3])
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := Parts{head, rows.Encoded[3]}
+		var req api.ReportRequest
+		if err := proto.Unmarshal(append(append([]byte(nil), head...), rows.Encoded[3]...), &req); err != nil {
+			t.Fatal(err)
+		}
+		c := req.GetColumns()
+		if len(c) != 1 || len(c[0].GetRows()) != routes || c[0].GetWindowStartMs() != 1<<41 || req.GetReporterId() != id {
+			t.Fatalf("%v: decoded %d columns", shape, len(c))
+		}
+		if p.Len() > limit {
+			t.Fatalf("%v: %d bytes, over the limit", shape, p.Len())
+		}
+		withSamples := 0
+		for _, r := range c[0].GetRows() {
+			if len(r.GetSamples()) == 32 && len(r.GetTopKeys()) == 8 {
+				withSamples++
+			}
+		}
+		t.Logf("%v: %d bytes, %d rows with evidence (%d with 32 samples and 8 top keys)", shape, p.Len(), rows.WithEvidence, withSamples)
+		if shape == V2 && (withSamples < routes/5 || withSamples == routes || p.Len() < limit-16<<10) {
+			t.Fatalf("v2: %d of %d rows sampled in %d bytes: want a report trimmed to the limit, full of sampled rows", withSamples, routes, p.Len())
+		}
+	}
+}

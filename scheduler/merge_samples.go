@@ -1,0 +1,227 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"slices"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/saturate"
+)
+
+// rowSample is one row's merged operation sample: a priority sample
+// (Duffield, Lund and Thorup) of at most mergedSamples of the reporters'
+// sampled keys. Every reporter's sampled key is an item with a weight w
+// (its share of the reporter's load, see addSamples) and a pseudo-random
+// u in (0, 1] drawn from a fixed hash of (reporter, position, key); its
+// priority is w/u. The sample keeps the mergedSamples items of highest
+// priority and the highest priority of any item it left out, τ; a kept
+// item then stands for max(w, τ) — an unbiased estimate of the weight of
+// any set of keys. Which items are kept and τ are functions of the set of
+// items alone (priorities are totally ordered, ties by weight then key),
+// so the sample does not depend on the order reports arrive in; and until
+// more than mergedSamples items arrive it keeps every item with its own
+// weight, exactly what merging them all would.
+//
+// Memory is O(mergedSamples) per row whatever the number of reporters:
+// the items (24 bytes each) and their keys, copied into a per-row buffer
+// that is compacted when evicted keys make up half of it.
+type rowSample struct {
+	items []sampleItem // a min-heap by priority: items[0] is dropped first
+	keys  []byte       // the items' key bytes, and evicted garbage
+	live  int          // bytes of keys still referenced
+	// tw, tu are the highest priority left out (weight, u); tu == 0: none.
+	tw, tu uint64
+}
+
+// sampleItem is one reporter's sampled key: weight w, u·2^63 in [1, 2^63].
+type sampleItem struct {
+	w, u   uint64
+	off, n uint32 // key bytes in rowSample.keys
+}
+
+func (s *rowSample) key(it sampleItem) []byte {
+	return s.keys[it.off : it.off+it.n : it.off+it.n]
+}
+
+// less orders items by priority w/u, lowest first: w_a·u_b < w_b·u_a in
+// 128 bits; equal priorities by weight, then key, so the order is total up
+// to items that are indistinguishable in the output.
+func (s *rowSample) less(a, b sampleItem) bool {
+	return cmpPriority(a.w, a.u, b.w, b.u, func() int { return bytes.Compare(s.key(a), s.key(b)) }) < 0
+}
+
+func cmpPriority(aw, au, bw, bu uint64, keys func() int) int {
+	ah, al := bits.Mul64(aw, bu)
+	bh, bl := bits.Mul64(bw, au)
+	switch {
+	case ah != bh:
+		return cmpU64(ah, bh)
+	case al != bl:
+		return cmpU64(al, bl)
+	case aw != bw:
+		return cmpU64(aw, bw)
+	}
+	return keys()
+}
+
+func cmpU64(a, b uint64) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// offer adds one item (weight w > 0, hash u in [1, 2^63], key k).
+func (s *rowSample) offer(w, u uint64, k []byte) {
+	if len(s.items) < mergedSamples {
+		s.items = append(s.items, s.store(w, u, k))
+		s.up(len(s.items) - 1)
+		return
+	}
+	// Full: the new item replaces the lowest if it ranks above it; either
+	// way the loser is left out and may raise τ.
+	low := s.items[0]
+	if cmpPriority(w, u, low.w, low.u, func() int { return bytes.Compare(k, s.key(low)) }) <= 0 {
+		s.leaveOut(w, u)
+		return
+	}
+	s.leaveOut(low.w, low.u)
+	s.live -= int(low.n)
+	s.items[0] = s.store(w, u, k)
+	s.down(0)
+	if len(s.keys) > 2*s.live+1024 {
+		s.compact()
+	}
+}
+
+func (s *rowSample) leaveOut(w, u uint64) {
+	if s.tu == 0 || cmpPriority(w, u, s.tw, s.tu, func() int { return 0 }) > 0 {
+		s.tw, s.tu = w, u
+	}
+}
+
+func (s *rowSample) store(w, u uint64, k []byte) sampleItem {
+	it := sampleItem{w: w, u: u, off: uint32(len(s.keys)), n: uint32(len(k))}
+	s.keys = append(s.keys, k...)
+	s.live += len(k)
+	return it
+}
+
+// compact copies the kept items' keys into a fresh buffer.
+func (s *rowSample) compact() {
+	keys := make([]byte, 0, 2*s.live)
+	for i := range s.items {
+		it := &s.items[i]
+		off := uint32(len(keys))
+		keys = append(keys, s.key(*it)...)
+		it.off = off
+	}
+	s.keys = keys
+}
+
+func (s *rowSample) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(s.items[i], s.items[p]) {
+			return
+		}
+		s.items[i], s.items[p] = s.items[p], s.items[i]
+		i = p
+	}
+}
+
+func (s *rowSample) down(i int) {
+	n := len(s.items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && s.less(s.items[r], s.items[l]) {
+			m = r
+		}
+		if !s.less(s.items[m], s.items[i]) {
+			return
+		}
+		s.items[i], s.items[m] = s.items[m], s.items[i]
+		i = m
+	}
+}
+
+// threshold is τ as a weight: tw/u with u = tu/2^63, saturated; 0 when
+// nothing was left out.
+func (s *rowSample) threshold() uint64 {
+	if s.tu == 0 {
+		return 0
+	}
+	hi, lo := s.tw>>1, s.tw<<63 // tw·2^63
+	if hi >= s.tu {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, s.tu)
+	return q
+}
+
+// weighted returns the sample for a committed column: keys in order,
+// duplicates summed, each item weighing max(w, τ). Keys share the row's
+// buffer.
+func (s *rowSample) weighted() []*api.WeightedKey {
+	if len(s.items) == 0 {
+		return nil
+	}
+	tau := s.threshold()
+	items := slices.Clone(s.items)
+	slices.SortFunc(items, func(a, b sampleItem) int { return bytes.Compare(s.key(a), s.key(b)) })
+	out := make([]*api.WeightedKey, 0, len(items))
+	for _, it := range items {
+		w := max(it.w, tau)
+		if n := len(out); n > 0 && bytes.Equal(out[n-1].Key, s.key(it)) {
+			out[n-1].Weight = saturate.Add(out[n-1].Weight, w)
+			continue
+		}
+		out = append(out, &api.WeightedKey{Key: s.key(it), Weight: w})
+	}
+	return out
+}
+
+// bytes is the memory the sample holds.
+func (s *rowSample) size() int {
+	return cap(s.items)*24 + cap(s.keys)
+}
+
+// sampleHash is a fixed 64-bit hash (wyhash-style multiply-fold mixing),
+// the same in every process so that a merge is reproducible: the priority
+// of a reporter's sampled key depends only on what was reported.
+func sampleHash(seed uint64, b []byte) uint64 {
+	const p0, p1, p2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+	h := seed ^ p0 ^ uint64(len(b))*p1
+	for len(b) >= 8 {
+		h = mix(h^binary.LittleEndian.Uint64(b), p1)
+		b = b[8:]
+	}
+	if len(b) > 0 {
+		var t [8]byte
+		copy(t[:], b)
+		h = mix(h^binary.LittleEndian.Uint64(t[:]), p2)
+	}
+	return mix(h, p0^p2)
+}
+
+// sampleSeed is the hash seed of one reporter's item at position pos of
+// its row's sample.
+func sampleSeed(reporter uint64, pos int) uint64 {
+	return mix(reporter^uint64(pos)*0x9e3779b97f4a7c15, 0xe7037ed1a0b428db)
+}
+
+// mix folds the 128-bit product of a and b.
+func mix(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// sampleU maps a hash to u·2^63 in [1, 2^63].
+func sampleU(h uint64) uint64 { return h>>1 + 1 }

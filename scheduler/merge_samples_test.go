@@ -1,0 +1,145 @@
+package scheduler
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/fsm"
+)
+
+// sampledRow is a hot route-2 row whose reporter sampled keys[i] with
+// writes[i] writes each, its load the sum of the sampled weights (so every
+// key's weight is exactly 4·writes).
+func sampledRow(keys []string, writes []uint32) *api.ReportRow {
+	var load uint64
+	row := &api.ReportRow{RouteId: 2, Writes: 100_000, SampleRate: 16}
+	for i, k := range keys {
+		row.Samples = append(row.Samples, &api.SampledKey{Key: []byte(k), Writes: writes[i]})
+		load += 4 * uint64(writes[i])
+	}
+	row.Buckets = buckets16(load)
+	return row
+}
+
+// Many reporters: the row's sample stays within mergedSamples items and
+// the key buffer within a small multiple of their bytes, however many
+// keys arrive; the estimate of the total weight and of any key range stays
+// close to the truth (priority sampling is unbiased; the hash is fixed, so
+// this run is the same on every machine).
+func TestMergeSampleBoundedAndUnbiased(t *testing.T) {
+	cat := mergeCatalog(t)
+	const reporters, perReporter = 300, 64
+	s := newColumnSum(0, testStep)
+	var total, lowHalf uint64
+	for r := range reporters {
+		keys := make([]string, perReporter)
+		writes := make([]uint32, perReporter)
+		for i := range keys {
+			k := (r*perReporter + i) % 5000
+			// Long keys so that the buffer bound is what it says.
+			keys[i] = fmt.Sprintf("k%04d-%s", k, bytes.Repeat([]byte{'x'}, 200))
+			writes[i] = uint32(1 + (k*7)%13)
+			total += 4 * uint64(writes[i])
+			if k < 2500 {
+				lowHalf += 4 * uint64(writes[i])
+			}
+		}
+		s.add(fmt.Sprint("r", r), 0, reportCol(0, sampledRow(keys, writes)), cat)
+	}
+	row := s.row(2)
+	if n := len(row.sample.items); n != mergedSamples {
+		t.Fatalf("%d sampled keys kept, want %d", n, mergedSamples)
+	}
+	keyBytes := 0
+	for _, it := range row.sample.items {
+		keyBytes += int(it.n)
+	}
+	if c := cap(row.sample.keys); c > 4*keyBytes+2048 {
+		t.Fatalf("key buffer of %d bytes for %d bytes of kept keys", c, keyBytes)
+	}
+	dc := detector.DefaultConfig()
+	dc.Threshold = 1
+	e, _ := s.entry(cat, dc, 64, fsm.Version2, nil)
+	var est, estLow uint64
+	for _, w := range findRow(t, e, 2).GetSamples() {
+		est += w.GetWeight()
+		if string(w.GetKey()) < "k2500" {
+			estLow += w.GetWeight()
+		}
+	}
+	within := func(what string, got, want uint64, tol float64) {
+		if d := float64(got)/float64(want) - 1; d > tol || d < -tol {
+			t.Errorf("%s: estimated %d, true %d (%.1f%%)", what, got, want, 100*d)
+		}
+	}
+	within("total weight", est, total, 0.10)
+	within("weight of the lower half of the keys", estLow, lowHalf, 0.15)
+}
+
+// Up to mergedSamples items the merged sample is exact: every key with its
+// own weight, duplicates summed — what merging every sample gives.
+func TestMergeSampleExactWhenItFits(t *testing.T) {
+	cat := mergeCatalog(t)
+	s := newColumnSum(0, testStep)
+	want := map[string]uint64{}
+	for r := range 4 { // 4 × 32 = mergedSamples
+		keys := make([]string, 32)
+		writes := make([]uint32, 32)
+		for i := range keys {
+			keys[i] = fmt.Sprintf("k%02d", (r*11+i)%40)
+			writes[i] = uint32(1 + i%5)
+			want[keys[i]] += 4 * uint64(writes[i])
+		}
+		s.add(fmt.Sprint("r", r), 0, reportCol(0, sampledRow(keys, writes)), cat)
+	}
+	dc := detector.DefaultConfig()
+	dc.Threshold = 1
+	e, _ := s.entry(cat, dc, 64, fsm.Version2, nil)
+	got := findRow(t, e, 2).GetSamples()
+	if len(got) != len(want) {
+		t.Fatalf("%d keys, want %d", len(got), len(want))
+	}
+	for i, w := range got {
+		if i > 0 && bytes.Compare(got[i-1].GetKey(), w.GetKey()) >= 0 {
+			t.Fatalf("samples not in key order at %d", i)
+		}
+		if want[string(w.GetKey())] != w.GetWeight() {
+			t.Fatalf("key %s weighs %d, want %d", w.GetKey(), w.GetWeight(), want[string(w.GetKey())])
+		}
+	}
+	// One more item and the sample is full: priorities decide.
+	s.add("r4", 0, reportCol(0, sampledRow([]string{"zz"}, []uint32{1})), cat)
+	if n := len(s.row(2).sample.items); n != mergedSamples || s.row(2).sample.tu == 0 {
+		t.Fatalf("%d items, threshold %d: the 129th item must leave one out", n, s.row(2).sample.tu)
+	}
+}
+
+// A merge costs nothing per reporter once the sample is full: the work of
+// a report's samples is a hash and a comparison each.
+func BenchmarkMergeSamples(b *testing.B) {
+	cat := mergeCatalog(b)
+	keys := make([]string, 32)
+	writes := make([]uint32, 32)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user:%08d", i*7919)
+		writes[i] = uint32(1 + i%3)
+	}
+	col := reportCol(0, sampledRow(keys, writes))
+	wire, err := columnOf(col, cat)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := newColumnSum(0, testStep)
+	for r := range 8 {
+		s.add(fmt.Sprint("warm", r), 0, col, cat)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		s.merge(fmt.Sprint("r", i), wire)
+		i++
+	}
+}
