@@ -66,15 +66,9 @@ func resolveSplit(op *history.Op, replay *model.Replay) []error {
 				op.Version, op.LeftID, op.RightID, op.CommitHLC, res.Version, res.Children[0].ID, res.Children[1].ID, res.HLC, res.Index)
 		}
 	case history.Fail:
-		switch {
-		case neverLoggedCodes[op.Code] && logged:
-			return bad("the client was told %s (never applied), but the request is in the log at index %d (%s)", op.Code, res.Index, res.Code)
-		case fsmRefusalCodes[op.Code] && !logged:
-			return bad("the client was told %s by the FSM, but the request is not in the committed log", op.Code)
-		case logged && res.Code == model.OK:
-			return bad("the client was told %s, but the log applies it at index %d (version %d)", op.Code, res.Index, res.Version)
+		if errs := resolveFailed(op, res, logged, bad); errs != nil {
+			return errs
 		}
-		op.FromFSM = logged
 	case history.Unknown:
 		switch {
 		case !logged:
@@ -86,6 +80,23 @@ func resolveSplit(op *history.Op, replay *model.Replay) []error {
 			op.Resolution = fmt.Sprintf("refused at index %d: %s", res.Index, res.Code)
 		}
 	}
+	return nil
+}
+
+// resolveFailed checks a split's or merge's definite failure against the
+// log, the same for both: a never-applied code for a logged request, an
+// FSM refusal absent from the log, or a refusal the log applies are
+// violations; otherwise it records whether the FSM gave the refusal.
+func resolveFailed(op *history.Op, res model.Outcome, logged bool, bad func(string, ...any) []error) []error {
+	switch {
+	case neverLoggedCodes[op.Code] && logged:
+		return bad("the client was told %s (never applied), but the request is in the log at index %d (%s)", op.Code, res.Index, res.Code)
+	case fsmRefusalCodes[op.Code] && !logged:
+		return bad("the client was told %s by the FSM, but the request is not in the committed log", op.Code)
+	case logged && res.Code == model.OK:
+		return bad("the client was told %s, but the log applies it at index %d (version %d)", op.Code, res.Index, res.Version)
+	}
+	op.FromFSM = logged
 	return nil
 }
 
@@ -106,15 +117,9 @@ func resolveMerge(op *history.Op, replay *model.Replay) []error {
 				op.Version, op.MergedID, op.CommitHLC, res.Version, res.Merged.ID, res.HLC, res.Index)
 		}
 	case history.Fail:
-		switch {
-		case neverLoggedCodes[op.Code] && logged:
-			return bad("the client was told %s (never applied), but the request is in the log at index %d (%s)", op.Code, res.Index, res.Code)
-		case fsmRefusalCodes[op.Code] && !logged:
-			return bad("the client was told %s by the FSM, but the request is not in the committed log", op.Code)
-		case logged && res.Code == model.OK:
-			return bad("the client was told %s, but the log applies it at index %d (version %d)", op.Code, res.Index, res.Version)
+		if errs := resolveFailed(op, res, logged, bad); errs != nil {
+			return errs
 		}
-		op.FromFSM = logged
 	case history.Unknown:
 		switch {
 		case !logged:
