@@ -2,14 +2,10 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // TestIntegrationProcessHonestAnswers: what hotsplitctl prints from a real
@@ -23,24 +19,8 @@ func TestIntegrationProcessHonestAnswers(t *testing.T) {
 		t.Skip("integration test: builds and runs a hotsplitd process")
 	}
 	hotsplitd, hotsplitctl := binaries(t)
-	dir := t.TempDir()
-	certs := makeCerts(t, hotsplitctl, filepath.Join(dir, "certs"), "n1")
-	env := certs.adminEnv()
-	n1 := &proc{id: "n1", dataDir: filepath.Join(dir, "n1"), raft: freePort(t), grpc: freePort(t), http: freePort(t),
-		logPath: filepath.Join(dir, "n1.log"), args: append(certs.nodeArgs("n1"), "--bootstrap")}
-	t.Cleanup(func() {
-		n1.stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(n1.logPath)
-			t.Logf("--- n1 log ---\n%s", b)
-		}
-	})
-	n1.start(t, hotsplitd)
+	n1, env := startSecureNode(t, hotsplitd, hotsplitctl, t.TempDir())
 	ep := n1.grpc
-	testutil.Eventually(t, 30*time.Second, "the node healthy", func() error {
-		_, err := ctl(t, hotsplitctl, env, ep, "cluster", "health")
-		return err
-	})
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
 		return ctlExit(t, hotsplitctl, env, ep, "15s", args...)

@@ -94,6 +94,40 @@ func (p *proc) start(t *testing.T, bin string) {
 	go func() { p.exited <- p.cmd.Wait(); logf.Close() }()
 }
 
+// stopOnCleanup stops procs when the test ends and, if it failed, logs
+// each one's log.
+func stopOnCleanup(t *testing.T, procs ...*proc) {
+	t.Cleanup(func() {
+		for _, p := range procs {
+			p.stop()
+		}
+		if t.Failed() {
+			for _, p := range procs {
+				b, _ := os.ReadFile(p.logPath)
+				t.Logf("--- %s log ---\n%s", p.id, b)
+			}
+		}
+	})
+}
+
+// startSecureNode starts one bootstrapping node n1 under mutual TLS in dir,
+// with extra flags, and waits until `cluster health` answers; env is the
+// admin's hotsplitctl environment.
+func startSecureNode(t *testing.T, hotsplitd, hotsplitctl, dir string, extra ...string) (n1 *proc, env []string) {
+	t.Helper()
+	certs := makeCerts(t, hotsplitctl, filepath.Join(dir, "certs"), "n1")
+	env = certs.adminEnv()
+	n1 = &proc{id: "n1", dataDir: filepath.Join(dir, "n1"), raft: freePort(t), grpc: freePort(t), http: freePort(t),
+		logPath: filepath.Join(dir, "n1.log"), args: append(append(certs.nodeArgs("n1"), "--bootstrap"), extra...)}
+	stopOnCleanup(t, n1)
+	n1.start(t, hotsplitd)
+	testutil.Eventually(t, 30*time.Second, "the node healthy", func() error {
+		_, err := ctl(t, hotsplitctl, env, n1.grpc, "cluster", "health")
+		return err
+	})
+	return n1, env
+}
+
 // argv is the command line p runs with (after the binary).
 func (p *proc) argv() []string {
 	return append([]string{"--id", p.id, "--dataDir", p.dataDir, "--raftAddr", p.raft, "--grpcAddr", p.grpc, "--httpAddr", p.http,
@@ -210,17 +244,9 @@ func TestIntegrationProcessCluster(t *testing.T) {
 	procs["n1"].args = append(certs.nodeArgs("n1"), "--bootstrap")
 	procs["n2"].args = append(certs.nodeArgs("n2"), "--join", procs["n1"].grpc)
 	procs["n3"].args = append(certs.nodeArgs("n3"), "--join", procs["n1"].grpc)
-	t.Cleanup(func() {
-		for _, id := range ids {
-			procs[id].stop()
-		}
-		if t.Failed() {
-			for _, id := range ids {
-				b, _ := os.ReadFile(procs[id].logPath)
-				t.Logf("--- %s log ---\n%s", id, b)
-			}
-		}
-	})
+	for _, id := range ids {
+		stopOnCleanup(t, procs[id])
+	}
 	procs["n1"].start(t, hotsplitd)
 	for _, id := range ids[1:] {
 		admit(t, hotsplitctl, env, procs["n1"].grpc, procs[id])

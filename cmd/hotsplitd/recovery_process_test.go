@@ -34,17 +34,9 @@ func TestIntegrationProcessRecoveryIsOneShot(t *testing.T) {
 		procs[id] = &proc{id: id, dataDir: filepath.Join(dir, id), raft: freePort(t), grpc: freePort(t), http: freePort(t),
 			logPath: filepath.Join(dir, id+".log"), args: certs.nodeArgs(id)}
 	}
-	t.Cleanup(func() {
-		for _, id := range ids {
-			procs[id].stop()
-		}
-		if t.Failed() {
-			for _, id := range ids {
-				b, _ := os.ReadFile(procs[id].logPath)
-				t.Logf("--- %s log ---\n%s", id, b)
-			}
-		}
-	})
+	for _, id := range ids {
+		stopOnCleanup(t, procs[id])
+	}
 	with := func(id string, extra ...string) { procs[id].args = append(certs.nodeArgs(id), extra...) }
 	all := procs["n1"].grpc + "," + procs["n2"].grpc + "," + procs["n3"].grpc
 	healthy := func(endpoints string, voters int) {

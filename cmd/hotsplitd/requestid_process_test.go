@@ -2,13 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // TestIntegrationProcessRequestIDBoundToItsRequest: through hotsplitctl
@@ -22,24 +17,8 @@ func TestIntegrationProcessRequestIDBoundToItsRequest(t *testing.T) {
 		t.Skip("integration test: builds and runs a hotsplitd process")
 	}
 	hotsplitd, hotsplitctl := binaries(t)
-	dir := t.TempDir()
-	certs := makeCerts(t, hotsplitctl, filepath.Join(dir, "certs"), "n1")
-	env := certs.adminEnv()
-	n1 := &proc{id: "n1", dataDir: filepath.Join(dir, "n1"), raft: freePort(t), grpc: freePort(t), http: freePort(t),
-		logPath: filepath.Join(dir, "n1.log"), args: append(certs.nodeArgs("n1"), "--bootstrap", "--initialSplits", "user:5")}
-	t.Cleanup(func() {
-		n1.stop()
-		if t.Failed() {
-			b, _ := os.ReadFile(n1.logPath)
-			t.Logf("--- n1 log ---\n%s", b)
-		}
-	})
-	n1.start(t, hotsplitd)
+	n1, env := startSecureNode(t, hotsplitd, hotsplitctl, t.TempDir(), "--initialSplits", "user:5")
 	ep := n1.grpc
-	testutil.Eventually(t, 30*time.Second, "the node healthy", func() error {
-		_, err := ctl(t, hotsplitctl, env, ep, "cluster", "health")
-		return err
-	})
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
 		return ctlExit(t, hotsplitctl, env, ep, "15s", args...)
