@@ -116,12 +116,7 @@ func (p *replayer) mergeOpStep(e raftlog.Entry, cmd *api.Command, m *api.MergeRa
 		return Outcome{Code: InvalidArgument}, nil
 	}
 	if !p.enabled {
-		if op.state != opPaused {
-			op.state = opPaused
-			if op.pausedAt == 0 {
-				op.pausedAt = now
-			}
-		}
+		op.pause(now)
 		return Outcome{Code: OpPaused}, nil
 	}
 	if !p.fence(e, cmd, prevHLC) {

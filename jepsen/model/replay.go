@@ -189,6 +189,16 @@ type opTrack struct {
 	ambiguous string
 }
 
+// pause puts op in PAUSED, keeping the time it first paused at (its TTL
+// runs from there), as the FSM does for a step under a disabled switch and
+// for a disable.
+func (op *opTrack) pause(now uint64) {
+	op.state = opPaused
+	if op.pausedAt == 0 {
+		op.pausedAt = now
+	}
+}
+
 type replayer struct {
 	r            *Replay
 	bootstrapped bool
@@ -468,12 +478,7 @@ func (p *replayer) opStep(e raftlog.Entry, cmd *api.Command, s *api.SplitRange, 
 		return Outcome{Code: InvalidArgument}, nil
 	}
 	if !p.enabled {
-		if op.state != opPaused {
-			op.state = opPaused
-			if op.pausedAt == 0 {
-				op.pausedAt = now
-			}
-		}
+		op.pause(now)
 		return Outcome{Code: OpPaused}, nil
 	}
 	if !p.fence(e, cmd, prevHLC) {
@@ -543,10 +548,7 @@ func (p *replayer) setAutoSplit(e raftlog.Entry, cmd *api.Command, c *api.SetAut
 		p.lastDisable = now
 		for _, op := range p.ops {
 			if op.state == opLive {
-				op.state = opPaused
-				if op.pausedAt == 0 {
-					op.pausedAt = now
-				}
+				op.pause(now)
 			}
 		}
 		return Outcome{Code: OK}, nil
