@@ -1,12 +1,10 @@
 package node
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"runtime/metrics"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -14,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -121,23 +118,14 @@ func loadScale(b *testing.B, shape loadgen.Shape, reporters int) {
 			enc := rows.Encoded[r%loadgen.Variants]
 			for k := range columns + 1 {
 				w := first + uint64(k)*stepMs
-				// Reporters close the window together, spread over 50 ms.
-				time.Sleep(time.Until(time.UnixMilli(int64(w + stepMs)).Add(time.Duration(r) * 50 * time.Millisecond / time.Duration(reporters))))
-				p := loadgen.Parts{heads[r][k], enc}
-				ctx := metadata.AppendToOutgoingContext(context.Background(), api.ReportBytesHeader, strconv.Itoa(p.Len()))
-				for attempt := 0; attempt < 5; attempt++ {
-					var resp api.ReportResponse
-					if err := cc.Invoke(ctx, api.Load_Report_FullMethodName, p, &resp, grpc.ForceCodecV2(loadgen.Codec{})); err != nil {
-						if refused.Add(1) <= 3 {
-							b.Logf("reporter %d window %d: %v", r, w, err)
-						}
-						time.Sleep(50 * time.Millisecond)
-						continue
+				time.Sleep(time.Until(loadgen.SendAt(w, stepMs, r, reporters)))
+				resp, ok := loadgen.Send(cc, loadgen.Parts{heads[r][k], enc}, func(err error) {
+					if refused.Add(1) <= 3 {
+						b.Logf("reporter %d window %d: %v", r, w, err)
 					}
-					if len(resp.LateWindowStarts) > 0 && k > 0 {
-						late.Add(1)
-					}
-					break
+				})
+				if ok && len(resp.GetLateWindowStarts()) > 0 && k > 0 {
+					late.Add(1)
 				}
 			}
 		})

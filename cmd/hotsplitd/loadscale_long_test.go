@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
@@ -214,31 +213,25 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 			enc := rows.Encoded[r%loadgen.Variants]
 			for k := range windows {
 				w := first + uint64(k)*stepMs
-				time.Sleep(time.Until(time.UnixMilli(int64(w + stepMs)).Add(time.Duration(r) * 50 * time.Millisecond / time.Duration(c.reporters))))
+				time.Sleep(time.Until(loadgen.SendAt(w, stepMs, r, c.reporters)))
 				head, err := loadgen.Head(fmt.Sprintf("%sscale-%d", prefix, r), w, stepMs, enc)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				p := loadgen.Parts{head, enc}
-				ctx := metadata.AppendToOutgoingContext(context.Background(), api.ReportBytesHeader, strconv.Itoa(p.Len()))
-				for attempt := 0; attempt < 5; attempt++ {
-					var resp api.ReportResponse
-					if err := conns[r].Invoke(ctx, api.Load_Report_FullMethodName, p, &resp, grpc.ForceCodecV2(loadgen.Codec{})); err != nil {
-						if refused.Add(1) <= 3 {
-							t.Logf("reporter %d window %d: %v", r, k, err)
-						}
-						time.Sleep(50 * time.Millisecond)
-						continue
+				resp, ok := loadgen.Send(conns[r], loadgen.Parts{head, enc}, func(err error) {
+					if refused.Add(1) <= 3 {
+						t.Logf("reporter %d window %d: %v", r, k, err)
 					}
-					if len(resp.GetLateWindowStarts()) > 0 {
-						if k >= columns { // round 0 warms up: its first column waits for nobody
-							late.Add(1)
-						}
-					} else if slices.Contains(resp.GetAckedWindowStarts(), w) {
-						counted[k].Add(1)
+				})
+				switch {
+				case !ok:
+				case len(resp.GetLateWindowStarts()) > 0:
+					if k >= columns { // round 0 warms up: its first column waits for nobody
+						late.Add(1)
 					}
-					break
+				case slices.Contains(resp.GetAckedWindowStarts(), w):
+					counted[k].Add(1)
 				}
 			}
 		})

@@ -8,17 +8,23 @@
 // reporter and the window, and the encoded rows, shared by every report of
 // one row variant — through Codec, which hands gRPC the parts without
 // copying them. Protobuf decodes the concatenation exactly as it would a
-// marshalled ReportRequest.
+// marshalled ReportRequest. Send and SendAt send them as data nodes do:
+// with the declared size, as the window closes, a failed call resent.
 package loadgen
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -235,3 +241,31 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // Name is the proto codec's name, so the server decodes with its own.
 func (Codec) Name() string { return encoding.GetCodecV2("proto").Name() }
+
+// SendAt is when reporter r of n sends its report of window [w, w+step):
+// as the window closes, the n reporters spread over 50 ms, as data nodes
+// closing the same window are.
+func SendAt(w, stepMs uint64, r, n int) time.Time {
+	return time.UnixMilli(int64(w + stepMs)).Add(time.Duration(r) * 50 * time.Millisecond / time.Duration(n))
+}
+
+// Send sends the report p through cc with its declared size, as a data
+// node does, and returns the first answer. A failed call is reported to
+// failed and resent after 50 ms, at most sendAttempts times in all; ok is
+// false when none answered.
+func Send(cc grpc.ClientConnInterface, p Parts, failed func(error)) (resp *api.ReportResponse, ok bool) {
+	ctx := metadata.AppendToOutgoingContext(context.Background(), api.ReportBytesHeader, strconv.Itoa(p.Len()))
+	for range sendAttempts {
+		resp = &api.ReportResponse{}
+		err := cc.Invoke(ctx, api.Load_Report_FullMethodName, p, resp, grpc.ForceCodecV2(Codec{}))
+		if err == nil {
+			return resp, true
+		}
+		failed(err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, false
+}
+
+// sendAttempts bounds Send's calls of one report.
+const sendAttempts = 5
