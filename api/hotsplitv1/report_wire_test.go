@@ -1,6 +1,7 @@
 package hotsplitv1
 
 import (
+	"reflect"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -125,4 +126,39 @@ func FuzzReportWire(f *testing.F) {
 			t.Fatalf("read\n%v\nprotobuf decodes\n%v", got, &want)
 		}
 	})
+}
+
+// TestReadResetsEveryField: Read resets the row field by field (it is hot);
+// a field added to WireRow and not reset would carry one row's value into
+// the next. Every field is set, then an empty row is read.
+func TestReadResetsEveryField(t *testing.T) {
+	var r WireRow
+	full := &ReportRow{RouteId: 1, Reads: 2, Writes: 3, ReadBytes: 4, WriteBytes: 5, Buckets: []uint64{6}, SampleRate: 7, TopKDegraded: true,
+		TopKeys: []*TopKeyCount{{Key: []byte("k"), Count: 8}}, Samples: []*SampledKey{{Key: []byte("s"), Reads: 9}}, SampledReads: 10, SampledWrites: 11}
+	b, err := proto.Marshal(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	v := reflect.ValueOf(r)
+	for i := range v.NumField() {
+		if v.Field(i).IsZero() {
+			t.Fatalf("the full row leaves WireRow.%s unset: set it in this test", v.Type().Field(i).Name)
+		}
+	}
+	if err := r.Read(nil); err != nil {
+		t.Fatal(err)
+	}
+	v = reflect.ValueOf(r)
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() == reflect.Slice && f.Len() == 0 {
+			continue // reused, emptied
+		}
+		if !f.IsZero() {
+			t.Errorf("WireRow.%s = %v after reading an empty row", v.Type().Field(i).Name, f)
+		}
+	}
 }
