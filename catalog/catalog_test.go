@@ -137,6 +137,9 @@ func TestLayoutProperty(t *testing.T) {
 		if l.K() < 1 || l.K() > max(min(k, MaxBuckets), 1) {
 			t.Fatalf("K() = %d for k %d", l.K(), k)
 		}
+		if n := BucketCount(start, end, k); n != l.K() {
+			t.Fatalf("BucketCount = %d, NewLayout's K() = %d", n, l.K())
+		}
 		bounds := BucketBoundaries(start, end, k)
 		if len(bounds) != l.K()-1 {
 			t.Fatalf("%d boundaries for K %d", len(bounds), l.K())
@@ -480,4 +483,30 @@ func TestEscapeKeyRoundTrip(t *testing.T) {
 	if got := FormatKey([]byte("user:1\x00\xc4\xb0")); got != `"user:1\x00\xc4\xb0"` {
 		t.Fatalf("FormatKey = %s", got)
 	}
+}
+
+// TestBucketCountNarrowRoutes: BucketCount agrees with NewLayout on the
+// routes its shortcut must not take — those whose first differing bytes
+// are adjacent, or whose unbounded start begins with 0xff, and whose span
+// may then be under k window values.
+func TestBucketCountNarrowRoutes(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		prefix := keyGen(3).Draw(t, "prefix")
+		// Runs of 0xff leave the route a few window values wide.
+		fill := bytes.Repeat([]byte{0xff}, rapid.IntRange(0, 9).Draw(t, "fill"))
+		tail := keyGen(3).Draw(t, "tail")
+		k := rapid.IntRange(1, MaxBuckets).Draw(t, "k")
+		var start, end []byte
+		if rapid.Bool().Draw(t, "bounded") {
+			c := rapid.ByteRange(0, 0xfd).Draw(t, "c")
+			d := rapid.ByteRange(1, 2).Draw(t, "d")
+			start = append(append(append(bytes.Clone(prefix), c), fill...), tail...)
+			end = append(append(bytes.Clone(prefix), c+d), tail...)
+		} else {
+			start = append(append([]byte{0xff}, fill...), tail...)
+		}
+		if n, want := BucketCount(start, end, k), NewLayout(start, end, k).K(); n != want {
+			t.Fatalf("BucketCount(%x, %x, %d) = %d, NewLayout's K() = %d", start, end, k, n, want)
+		}
+	})
 }

@@ -59,6 +59,23 @@ func NewLayout(start, end []byte, k int) Layout {
 // K is the effective number of buckets, at least 1.
 func (l Layout) K() int { return int(l.k) }
 
+// BucketCount is NewLayout(start, end, k).K() without building the layout:
+// the leader checks it for every row of every report. A route is narrower
+// than k window values only when its first differing byte (or, unbounded,
+// its start's first byte) leaves less than 2^56 values, which real key
+// shapes almost never do; only then is the layout built.
+func BucketCount(start, end []byte, k int) int {
+	k = min(max(k, 1), MaxBuckets)
+	if len(end) == 0 {
+		if len(start) == 0 || start[0] < 0xff {
+			return k // span = 2^64 - window(start) > 2^56
+		}
+	} else if p := commonPrefix(start, end); p < len(start) && p < len(end) && end[p]-start[p] >= 2 {
+		return k // span > (end[p] - start[p] - 1)·2^56 >= 2^56
+	}
+	return NewLayout(start, end, k).K()
+}
+
 // Bucket returns the bucket of key, in [0, K()). Keys outside the route are
 // clamped to the first or last bucket.
 func (l Layout) Bucket(key []byte) int {

@@ -207,7 +207,7 @@ func checkRow(row *api.WireRow, path fieldPath, cat *catalog.Catalog, cfg *api.C
 	}
 	var route *catalog.RouteDescriptor
 	if route, *live = cat.Route(row.RouteID); *live {
-		if k := catalog.NewLayout(route.Start, route.End, int(cfg.GetBuckets())).K(); len(b) != k {
+		if k := catalog.BucketCount(route.Start, route.End, int(cfg.GetBuckets())); len(b) != k {
 			return reject(rejectBuckets, "%s.buckets: %d buckets, but route %d has %d under the replicated config",
 				path, len(b), row.RouteID, k)
 		}
