@@ -64,11 +64,15 @@ func loadScale(b *testing.B, shape loadgen.Shape, reporters int) {
 		n.Limits.ReportBudgetBytes = budget
 	})
 	leader := c.leaderNode()
-	cc, err := grpc.NewClient(leader.GRPCAddr(), adminCreds(b))
-	if err != nil {
-		b.Fatal(err)
+	// A connection per reporter, as data nodes have: one shared connection
+	// would push every report through one reader and one TLS stream.
+	conns := make([]*grpc.ClientConn, reporters)
+	for r := range conns {
+		if conns[r], err = grpc.NewClient(leader.GRPCAddr(), adminCreds(b)); err != nil {
+			b.Fatal(err)
+		}
+		defer conns[r].Close()
 	}
-	defer cc.Close()
 	// Window 0 warms up: the leader learns whom to wait for (a column waits
 	// for the reporters seen in the last steps), as in steady state; windows
 	// 1..columns are measured.
@@ -119,7 +123,7 @@ func loadScale(b *testing.B, shape loadgen.Shape, reporters int) {
 			for k := range columns + 1 {
 				w := first + uint64(k)*stepMs
 				time.Sleep(time.Until(loadgen.SendAt(w, stepMs, r, reporters)))
-				resp, ok := loadgen.Send(cc, loadgen.Parts{heads[r][k], enc}, func(err error) {
+				resp, ok := loadgen.Send(conns[r], loadgen.Parts{heads[r][k], enc}, func(err error) {
 					if refused.Add(1) <= 3 {
 						b.Logf("reporter %d window %d: %v", r, w, err)
 					}

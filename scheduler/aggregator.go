@@ -5,11 +5,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -100,7 +102,9 @@ type ColumnProposer interface {
 // locks — so reporters merge in parallel and never wait for one another's
 // merge under mu. The committer seals a column under mu (no claim after
 // that) and waits for the merges claimed before the seal to finish before
-// it reads the sum, which is read-only from then on.
+// it reads the sum, which is read-only from then on. At most GOMAXPROCS
+// reports are validated and merged at once (ingest); the others wait their
+// turn in Take, holding only the bytes that arrived.
 type Aggregator struct {
 	prop      ColumnProposer
 	fsm       *fsm.FSM
@@ -111,6 +115,11 @@ type Aggregator struct {
 	seenSteps uint64
 
 	refused refusals
+	// ingest holds a slot per report being validated and merged. More
+	// reports at once than CPUs cannot finish sooner: fifty 4 MiB reports
+	// at once convoyed on the sum's shard locks and left the CPUs idle
+	// while their columns went late.
+	ingest chan struct{}
 
 	mu   sync.Mutex
 	term *aggTerm // nil while no term runs
@@ -181,6 +190,7 @@ func NewAggregator(cfg AggregatorConfig, p ColumnProposer, f *fsm.FSM) *Aggregat
 		now:       cfg.Now,
 		belowRows: cfg.BelowThresholdRows,
 		seenSteps: uint64(cfg.SeenSteps),
+		ingest:    make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -247,6 +257,12 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
+	select {
+	case a.ingest <- struct{}{}:
+		defer func() { <-a.ingest }()
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
 	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs())
 	if rej != nil {
 		a.m.rejectedReport(rej.reason)

@@ -560,6 +560,40 @@ func TestAggregatorReportTimeout(t *testing.T) {
 	}
 }
 
+// TestAggregatorIngestWaitsForASlot: with every ingest slot taken, a
+// report waits for one; one whose call ends first is answered with the
+// call's own status and nothing of it is merged; once a slot frees, the
+// next report goes through.
+func TestAggregatorIngestWaitsForASlot(t *testing.T) {
+	h := newAggHarness(t, 0)
+	h.begin()
+	defer h.end()
+	h.clock.set(100_500)
+	for range cap(h.a.ingest) {
+		h.a.ingest <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := h.a.Report(ctx, &api.ReportRequest{ReporterId: "a", Columns: []*api.ReportColumn{reportCol(100_000, row(2, 1, 0))}})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("err %v, want DeadlineExceeded while every slot is taken", err)
+	}
+	h.a.mu.Lock()
+	oc := h.term.open[100_000]
+	h.a.mu.Unlock()
+	if oc != nil {
+		t.Fatalf("a report that never got a slot opened window %d", oc.window)
+	}
+	ch := h.report("a", reportCol(100_000, row(2, 1, 0)))
+	<-h.a.ingest // one slot frees
+	h.admitted(100_000, "a")
+	h.clock.set(101_000)
+	h.step()
+	if res := h.result(ch); res.err != nil || !slices.Equal(res.resp.GetAckedWindowStarts(), []uint64{100_000}) {
+		t.Fatalf("after a slot freed: %v %v", res.resp, res.err)
+	}
+}
+
 func TestAggregatorNotLeaderOrNotBootstrapped(t *testing.T) {
 	h := newAggHarness(t, 0)
 	_, err := h.a.Report(context.Background(), &api.ReportRequest{ReporterId: "a"})

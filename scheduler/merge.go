@@ -226,7 +226,19 @@ func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
 	rh := sampleHash(0, []byte(reporter))
 	bs := batchPool.Get().(*shardBatches)
 	defer batchPool.Put(bs)
-	for _, r := range col.rows {
+	// Each reporter starts at its own row: reporters send routes in the
+	// same order, and merges that walked them in step would take the same
+	// shard locks one after another.
+	n := len(col.rows)
+	i := 0
+	if n > 0 {
+		i = int(rh % uint64(n))
+	}
+	for range n {
+		r := col.rows[i]
+		if i++; i == n {
+			i = 0
+		}
 		if !r.live {
 			dead++
 			continue
