@@ -61,17 +61,24 @@ func (l Layout) K() int { return int(l.k) }
 
 // BucketCount is NewLayout(start, end, k).K() without building the layout:
 // the leader checks it for every row of every report. A route is narrower
-// than k window values only when its first differing byte (or, unbounded,
-// its start's first byte) leaves less than 2^56 values, which real key
-// shapes almost never do; only then is the layout built.
+// than k <= 256 window values only when it ends just past a run of 0xff
+// bytes in its start, which real key shapes almost never do; only then is
+// the layout built.
 func BucketCount(start, end []byte, k int) int {
 	k = min(max(k, 1), MaxBuckets)
 	if len(end) == 0 {
 		if len(start) == 0 || start[0] < 0xff {
 			return k // span = 2^64 - window(start) > 2^56
 		}
-	} else if p := commonPrefix(start, end); p < len(start) && p < len(end) && end[p]-start[p] >= 2 {
-		return k // span > (end[p] - start[p] - 1)·2^56 >= 2^56
+	} else if p := commonPrefix(start, end); p < len(start) && p < len(end) {
+		// span = (end[p] - start[p])·2^56 + rest(end) - rest(start), rest
+		// being the 7 window bytes after p.
+		switch d := end[p] - start[p]; {
+		case d >= 2:
+			return k // span > 2^56
+		case d == 1 && (len(start) == p+1 || start[p+1] < 0xff):
+			return k // rest(start) < 0xff·2^48: span > 2^48
+		}
 	}
 	return NewLayout(start, end, k).K()
 }

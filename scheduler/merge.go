@@ -87,7 +87,7 @@ type columnSum struct {
 // sumShard holds the rows of the routes that hash to it, guarded by mu.
 type sumShard struct {
 	mu       sync.Mutex
-	rowIndex map[uint64]int32 // route id -> rows
+	rowIndex routeIndex // route id -> rows
 	rows     []rowSum
 	buckets  []uint64  // arena of the rows' bucket sums
 	slots    []keySlot // arena of the rows' key tables
@@ -150,15 +150,7 @@ type keySum struct {
 }
 
 func newColumnSum(windowStartMs, stepMs uint64) *columnSum {
-	c := &columnSum{
-		windowStartMs: windowStartMs,
-		stepMs:        stepMs,
-		reporters:     make(map[string]uint64),
-	}
-	for i := range c.shards {
-		c.shards[i].rowIndex = make(map[uint64]int32)
-	}
-	return c
+	return &columnSum{windowStartMs: windowStartMs, stepMs: stepMs, reporters: make(map[string]uint64)}
 }
 
 // shardOf is the shard of a route: a multiplicative hash, so that
@@ -306,10 +298,10 @@ func (c *sumShard) apply(b *shardBatch, ww, wr uint32, rh uint64) {
 // that never replaced an entry holds every key it was fed, so a key absent
 // from it had a sampled count of zero.
 func (c *sumShard) addRow(row *api.WireRow, ww, wr uint32, rh uint64) {
-	i, ok := c.rowIndex[row.RouteID]
+	i, ok := c.rowIndex.get(row.RouteID)
 	if !ok {
 		i = int32(len(c.rows))
-		c.rowIndex[row.RouteID] = i
+		c.rowIndex.put(row.RouteID, i)
 		c.rows = append(c.rows, rowSum{id: row.RouteID})
 	}
 	r := &c.rows[i]

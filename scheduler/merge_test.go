@@ -58,7 +58,7 @@ func estimates(r *api.ColumnRow) map[string][2]uint64 {
 // row is the merged row of a route (nil if none); the sum must be at rest.
 func (c *columnSum) row(id uint64) *rowSum {
 	sh := &c.shards[shardOf(id)]
-	if i, ok := sh.rowIndex[id]; ok {
+	if i, ok := sh.rowIndex.get(id); ok {
 		return &sh.rows[i]
 	}
 	return nil
