@@ -257,12 +257,10 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
-	select {
-	case a.ingest <- struct{}{}:
-		defer func() { <-a.ingest }()
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
+	if err := a.takeSlot(ctx); err != nil {
+		return nil, err
 	}
+	defer func() { <-a.ingest }()
 	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs())
 	if rej != nil {
 		a.m.rejectedReport(rej.reason)
@@ -287,6 +285,23 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		awaitTickets(ctx, tickets, time.Until(deadline))
 		return a.answer(resp, reporter, tickets)
 	}, nil
+}
+
+// takeSlot takes an ingest slot, waiting for one while the call lasts. A
+// free slot is taken whatever ctx says, as before there were slots: only
+// waiting ends with the call.
+func (a *Aggregator) takeSlot(ctx context.Context) error {
+	select {
+	case a.ingest <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case a.ingest <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 // checkReport reads and validates an encoded report (validateReport). A
