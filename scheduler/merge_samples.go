@@ -50,10 +50,17 @@ func (s *rowSample) key(it sampleItem) []byte {
 // 128 bits; equal priorities by weight, then key, so the order is total up
 // to items that are indistinguishable in the output.
 func (s *rowSample) less(a, b sampleItem) bool {
-	return cmpPriority(a.w, a.u, b.w, b.u, func() int { return bytes.Compare(s.key(a), s.key(b)) }) < 0
+	if c := cmpPriority(a.w, a.u, b.w, b.u); c != 0 {
+		return c < 0
+	}
+	return bytes.Compare(s.key(a), s.key(b)) < 0
 }
 
-func cmpPriority(aw, au, bw, bu uint64, keys func() int) int {
+// cmpPriority orders (weight, u) pairs by priority w/u, then by weight; 0
+// when both are equal (the caller breaks the tie by key where it must).
+// No closure for the tie: the sample's heap compares a few times per item,
+// and building one each time cost more than the comparison.
+func cmpPriority(aw, au, bw, bu uint64) int {
 	ah, al := bits.Mul64(aw, bu)
 	bh, bl := bits.Mul64(bw, au)
 	switch {
@@ -64,7 +71,7 @@ func cmpPriority(aw, au, bw, bu uint64, keys func() int) int {
 	case aw != bw:
 		return cmpU64(aw, bw)
 	}
-	return keys()
+	return 0
 }
 
 func cmpU64(a, b uint64) int {
@@ -84,7 +91,11 @@ func (s *rowSample) offer(w, u uint64, k []byte) {
 	// Full: the new item replaces the lowest if it ranks above it; either
 	// way the loser is left out and may raise τ.
 	low := s.items[0]
-	if cmpPriority(w, u, low.w, low.u, func() int { return bytes.Compare(k, s.key(low)) }) <= 0 {
+	c := cmpPriority(w, u, low.w, low.u)
+	if c == 0 {
+		c = bytes.Compare(k, s.key(low))
+	}
+	if c <= 0 {
 		s.leaveOut(w, u)
 		return
 	}
@@ -98,7 +109,7 @@ func (s *rowSample) offer(w, u uint64, k []byte) {
 }
 
 func (s *rowSample) leaveOut(w, u uint64) {
-	if s.tu == 0 || cmpPriority(w, u, s.tw, s.tu, func() int { return 0 }) > 0 {
+	if s.tu == 0 || cmpPriority(w, u, s.tw, s.tu) > 0 {
 		s.tw, s.tu = w, u
 	}
 }
