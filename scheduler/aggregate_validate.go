@@ -90,6 +90,31 @@ func readReport(b []byte) (wireReport, error) {
 // must also carry exactly the route's bucket count under the replicated
 // config.
 func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) (cols []columnInfo, rej *rejection) {
+	return validateReportInto(r, cat, cfg, nowMs, new(rowScratch))
+}
+
+// rowScratch holds the rows validation read, for the merge that follows:
+// each row is read from the wire once. One is reused report after report
+// (the Aggregator keeps one per ingest slot), so its rows' slices keep
+// their capacity and reading allocates nothing once warm. Its rows' keys
+// alias the last report read into it until the next overwrites them.
+type rowScratch struct {
+	rows []api.WireRow
+	refs []rowRef // refs[i] is rows[i]'s
+}
+
+// next returns the scratch row after the n already used.
+func (sc *rowScratch) next(n int) *api.WireRow {
+	if n == len(sc.rows) {
+		sc.rows = append(sc.rows, api.WireRow{})
+		sc.rows = sc.rows[:cap(sc.rows)]
+	}
+	return &sc.rows[n]
+}
+
+// validateReportInto is validateReport reading the rows into sc, which the
+// returned columns' parsed rows then share.
+func validateReportInto(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (cols []columnInfo, rej *rejection) {
 	if r.size > api.MaxReportBytes {
 		return nil, reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", r.size, api.MaxReportBytes)
 	}
@@ -97,18 +122,26 @@ func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs u
 		return nil, reject(rejectReporterID, "reporter_id: must be set")
 	}
 	cols = make([]columnInfo, len(r.columns))
-	var row api.WireRow
+	sc.refs = sc.refs[:0]
+	ends := make([]int, len(r.columns))
 	for i, b := range r.columns {
 		c, err := api.ReadColumn(b)
 		if err != nil {
 			return nil, reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: -1}, err)
 		}
 		d := newDigester()
-		rows := make([]rowRef, 0, c.NumRows)
-		if rej := validateColumn(c, i, cat, cfg, nowMs, &d, &row, &rows); rej != nil {
+		if rej := validateColumn(c, i, cat, cfg, nowMs, &d, sc); rej != nil {
 			return nil, rej
 		}
-		cols[i] = columnInfo{window: c.WindowStartMs, step: c.StepMs, digest: d.sum(), wire: b, ww: c.WriteWeight, wr: c.ReadWeight, rows: rows}
+		cols[i] = columnInfo{window: c.WindowStartMs, step: c.StepMs, digest: d.sum(), ww: c.WriteWeight, wr: c.ReadWeight}
+		ends[i] = len(sc.refs)
+	}
+	// Slice the scratch only now: reading a later column may have grown it.
+	start := 0
+	for i, end := range ends {
+		cols[i].rows = sc.refs[start:end:end]
+		cols[i].parsed = sc.rows[start:end:end]
+		start = end
 	}
 	if i, j, dup := firstDuplicate(len(cols), func(i int) uint64 { return cols[i].window }); dup {
 		return nil, reject(rejectDuplicateColumn, "columns[%d].window_start_ms: %d repeats columns[%d]", j, cols[j].window, i)
@@ -117,27 +150,24 @@ func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs u
 }
 
 // columnInfo is a validated column: its window and step, its content
-// digest, its encoding, its weights and where each row lies in it.
+// digest, its weights, and its rows as read (parsed[i] is rows[i]'s).
 type columnInfo struct {
 	window, step, digest uint64
-	wire                 []byte
 	ww, wr               uint32
 	rows                 []rowRef
+	parsed               []api.WireRow
 }
 
-// rowRef is a validated row: its route, whether that route was live in
-// the catalog validated against, and where the row lies in its column's
-// encoding (wire[off:end]).
+// rowRef is a validated row: its route and whether that route was live in
+// the catalog validated against.
 type rowRef struct {
-	route    uint64
-	off, end int32
-	live     bool
+	route uint64
+	live  bool
 }
 
-// validateColumn checks columns[i], feeds its content to d and appends
-// each row's reference to rows; row is scratch space reused from column to
-// column.
-func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, d *digester, row *api.WireRow, rows *[]rowRef) *rejection {
+// validateColumn checks columns[i], feeds its content to d and reads its
+// rows into sc, after the rows already there.
+func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, d *digester, sc *rowScratch) *rejection {
 	path := fieldPath{col: i, row: -1}
 	w := c.WindowStartMs
 	// A scheduled step change applies from its boundary on (fsm.StepAt).
@@ -156,7 +186,9 @@ func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Conf
 	}
 	d.header(c)
 	var rej *rejection
-	c.Rows(func(j int, b []byte, off, end int) bool {
+	first := len(sc.refs)
+	c.Rows(func(j int, b []byte, _, _ int) bool {
+		row := sc.next(first + j)
 		if err := row.Read(b); err != nil {
 			rej = reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: j}, err)
 			return false
@@ -166,13 +198,13 @@ func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Conf
 			return false
 		}
 		d.row(row)
-		*rows = append(*rows, rowRef{route: row.RouteID, off: int32(off), end: int32(end), live: live})
+		sc.refs = append(sc.refs, rowRef{route: row.RouteID, live: live})
 		return true
 	})
 	if rej != nil {
 		return rej
 	}
-	refs := *rows
+	refs := sc.refs[first:]
 	if a, b, dup := firstDuplicate(len(refs), func(i int) uint64 { return refs[i].route }); dup {
 		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, refs[b].route, a)
 	}

@@ -115,11 +115,12 @@ type Aggregator struct {
 	seenSteps uint64
 
 	refused refusals
-	// ingest holds a slot per report being validated and merged. More
-	// reports at once than CPUs cannot finish sooner: fifty 4 MiB reports
-	// at once convoyed on the sum's shard locks and left the CPUs idle
-	// while their columns went late.
-	ingest chan struct{}
+	// ingest holds a slot per report that may be validated and merged at
+	// once, each with the scratch its rows are read into. More reports at
+	// once than CPUs cannot finish sooner: fifty 4 MiB reports at once
+	// convoyed on the sum's shard locks and left the CPUs idle while their
+	// columns went late.
+	ingest chan *rowScratch
 
 	mu   sync.Mutex
 	term *aggTerm // nil while no term runs
@@ -190,7 +191,10 @@ func NewAggregator(cfg AggregatorConfig, p ColumnProposer, f *fsm.FSM) *Aggregat
 		now:       cfg.Now,
 		belowRows: cfg.BelowThresholdRows,
 		seenSteps: uint64(cfg.SeenSteps),
-		ingest:    make(chan struct{}, runtime.GOMAXPROCS(0)),
+		ingest:    make(chan *rowScratch, runtime.GOMAXPROCS(0)),
+	}
+	for range cap(a.ingest) {
+		a.ingest <- new(rowScratch)
 	}
 	if a.log == nil {
 		a.log = slog.Default()
@@ -257,11 +261,12 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
-	if err := a.takeSlot(ctx); err != nil {
+	sc, err := a.takeSlot(ctx)
+	if err != nil {
 		return nil, err
 	}
-	defer func() { <-a.ingest }()
-	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs())
+	defer func() { a.ingest <- sc }()
+	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs(), sc)
 	if rej != nil {
 		a.m.rejectedReport(rej.reason)
 		a.m.dropped(dropInvalid, reportRows(r))
@@ -287,20 +292,20 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 	}, nil
 }
 
-// takeSlot takes an ingest slot, waiting for one while the call lasts. A
-// free slot is taken whatever ctx says, as before there were slots: only
-// waiting ends with the call.
-func (a *Aggregator) takeSlot(ctx context.Context) error {
+// takeSlot takes an ingest slot and its scratch, waiting for one while the
+// call lasts. A free slot is taken whatever ctx says, as before there were
+// slots: only waiting ends with the call.
+func (a *Aggregator) takeSlot(ctx context.Context) (*rowScratch, error) {
 	select {
-	case a.ingest <- struct{}{}:
-		return nil
+	case sc := <-a.ingest:
+		return sc, nil
 	default:
 	}
 	select {
-	case a.ingest <- struct{}{}:
-		return nil
+	case sc := <-a.ingest:
+		return sc, nil
 	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
 }
 
@@ -308,10 +313,10 @@ func (a *Aggregator) takeSlot(ctx context.Context) error {
 // report that protobuf would not decode is rejected as malformed, with err
 // wrapping api.ErrMalformedReport, whatever else is wrong with it — as if
 // decoding came first; validation reads every row, so it finds out.
-func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) (r wireReport, cols []columnInfo, rej *rejection, err error) {
+func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (r wireReport, cols []columnInfo, rej *rejection, err error) {
 	r, err = readReport(report)
 	if err == nil {
-		cols, rej = validateReport(r, cat, cfg, nowMs)
+		cols, rej = validateReportInto(r, cat, cfg, nowMs, sc)
 		switch {
 		case rej == nil:
 			return r, cols, nil, nil

@@ -183,12 +183,13 @@ func BenchmarkIngestReport(b *testing.B) {
 				reports[v] = append(head, rows.Encoded[v]...)
 			}
 			s := newColumnSum(w, testStep)
+			var sc rowScratch // as an ingest slot's, reused
 			ingest := func(reporter string, report []byte) {
 				rep, err := readReport(report)
 				if err != nil {
 					b.Fatal(err)
 				}
-				cols, rej := validateReport(rep, cat, cfg, w+testStep)
+				cols, rej := validateReportInto(rep, cat, cfg, w+testStep, &sc)
 				if rej != nil {
 					b.Fatal(rej.msg)
 				}

@@ -569,8 +569,9 @@ func TestAggregatorIngestWaitsForASlot(t *testing.T) {
 	h.begin()
 	defer h.end()
 	h.clock.set(100_500)
+	var held []*rowScratch
 	for range cap(h.a.ingest) {
-		h.a.ingest <- struct{}{}
+		held = append(held, <-h.a.ingest)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -585,7 +586,7 @@ func TestAggregatorIngestWaitsForASlot(t *testing.T) {
 		t.Fatalf("a report that never got a slot opened window %d", oc.window)
 	}
 	ch := h.report("a", reportCol(100_000, row(2, 1, 0)))
-	<-h.a.ingest // one slot frees
+	h.a.ingest <- held[0] // one slot frees
 	h.admitted(100_000, "a")
 	h.clock.set(101_000)
 	h.step()

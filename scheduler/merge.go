@@ -184,8 +184,8 @@ func (c *columnSum) add(reporter string, d uint64, col *api.ReportColumn, cat *c
 	return c.merge(reporter, info)
 }
 
-// columnOf encodes col and reads where its rows lie and which are live in
-// cat, as validation does.
+// columnOf encodes col and reads its rows and which are live in cat, as
+// validation does.
 func columnOf(col *api.ReportColumn, cat *catalog.Catalog) (columnInfo, error) {
 	b, err := proto.Marshal(col)
 	if err != nil {
@@ -195,25 +195,27 @@ func columnOf(col *api.ReportColumn, cat *catalog.Catalog) (columnInfo, error) {
 	if err != nil {
 		return columnInfo{}, err
 	}
-	info := columnInfo{window: wc.WindowStartMs, step: wc.StepMs, wire: b, ww: wc.WriteWeight, wr: wc.ReadWeight, rows: make([]rowRef, 0, wc.NumRows)}
+	info := columnInfo{window: wc.WindowStartMs, step: wc.StepMs, ww: wc.WriteWeight, wr: wc.ReadWeight,
+		rows: make([]rowRef, 0, wc.NumRows), parsed: make([]api.WireRow, wc.NumRows)}
 	info.digest = columnDigest(b)
-	wc.Rows(func(_ int, row []byte, off, end int) bool {
-		id := api.ReadRouteID(row)
-		_, live := cat.Route(id)
-		info.rows = append(info.rows, rowRef{route: id, off: int32(off), end: int32(end), live: live})
+	wc.Rows(func(i int, row []byte, _, _ int) bool {
+		if err = info.parsed[i].Read(row); err != nil {
+			return false
+		}
+		_, live := cat.Route(info.parsed[i].RouteID)
+		info.rows = append(info.rows, rowRef{route: info.parsed[i].RouteID, live: live})
 		return true
 	})
-	return info, nil
+	return info, err
 }
 
 // merge merges one reporter's validated column, claimed before. Rows of
 // routes that were not live in the catalog it was validated against are
-// dropped; merge returns how many. It keeps no reference to col's
-// encoding. It may run concurrently with other merges into c: it reads the
-// rows in report order (the encoding stays in cache) into small batches,
-// one per shard, and applies a batch under its shard's lock when it fills,
-// so concurrent merges contend only when they flush into the same shard at
-// the same moment.
+// dropped; merge returns how many. It keeps no reference to col's rows or
+// the report they alias. It may run concurrently with other merges into c:
+// it sorts the rows into small batches, one per shard, and applies a batch
+// under its shard's lock when it fills, so concurrent merges contend only
+// when they flush into the same shard at the same moment.
 func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
 	rh := sampleHash(0, []byte(reporter))
 	bs := batchPool.Get().(*shardBatches)
@@ -222,24 +224,23 @@ func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
 	// same order, and merges that walked them in step would take the same
 	// shard locks one after another.
 	n := len(col.rows)
-	i := 0
+	start := 0
 	if n > 0 {
-		i = int(rh % uint64(n))
+		start = int(rh % uint64(n))
 	}
-	for range n {
-		r := col.rows[i]
-		if i++; i == n {
-			i = 0
+	for k := range n {
+		i := start + k
+		if i >= n {
+			i -= n
 		}
+		r := col.rows[i]
 		if !r.live {
 			dead++
 			continue
 		}
 		s := shardOf(r.route)
 		b := &bs[s]
-		if b.rows[b.n].Read(col.wire[r.off:r.end]) != nil {
-			continue // validated: cannot happen
-		}
+		b.rows[b.n] = &col.parsed[i]
 		if b.n++; b.n == mergeBatch {
 			c.shards[s].apply(b, col.ww, col.wr, rh)
 		}
@@ -257,31 +258,25 @@ func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
 // the shard's lock to apply them.
 const mergeBatch = 32
 
-// shardBatch is a merge's rows read for one shard and not yet applied.
+// shardBatch is a merge's rows for one shard not yet applied.
 type shardBatch struct {
-	rows [mergeBatch]api.WireRow
+	rows [mergeBatch]*api.WireRow
 	n    int
 }
 
 type shardBatches [sumShards]shardBatch
 
-// batchPool keeps the merges' batches, whose rows' slices are reused.
+// batchPool keeps the merges' batches.
 var batchPool = sync.Pool{New: func() any { return new(shardBatches) }}
 
 // apply merges a batch into the shard under its lock and empties it.
 func (c *sumShard) apply(b *shardBatch, ww, wr uint32, rh uint64) {
 	c.mu.Lock()
-	for i := range b.n {
-		c.addRow(&b.rows[i], ww, wr, rh)
+	for _, r := range b.rows[:b.n] {
+		c.addRow(r, ww, wr, rh)
 	}
 	c.mu.Unlock()
-	for i := range b.n {
-		// Drop the keys' references into the report (the batch is
-		// pooled, the report's buffer is not ours to keep).
-		r := &b.rows[i]
-		clear(r.TopKeys[:cap(r.TopKeys)])
-		clear(r.Samples[:cap(r.Samples)])
-	}
+	clear(b.rows[:b.n]) // the batch is pooled; the rows are not its to keep
 	b.n = 0
 }
 

@@ -188,13 +188,13 @@ func TestUndecodableBeatsOtherRejections(t *testing.T) {
 	// A last column whose row is a truncated field.
 	bad := protowire.AppendBytes(protowire.AppendTag(nil, 6, protowire.BytesType), []byte{0x08})
 	b = protowire.AppendBytes(protowire.AppendTag(b, 2, protowire.BytesType), bad)
-	_, _, rej, err := checkReport(b, cat, validateConfig(), validNowMs)
+	_, _, rej, err := checkReport(b, cat, validateConfig(), validNowMs, new(rowScratch))
 	if !errors.Is(err, api.ErrMalformedReport) || rej == nil || rej.reason != rejectMalformed {
 		t.Fatalf("rejection %+v, err %v: want malformed", rej, err)
 	}
 	// The same report that decodes: the step.
 	good, _ := proto.Marshal(r)
-	if _, _, rej, err := checkReport(good, cat, validateConfig(), validNowMs); err != nil || rej == nil || rej.reason != rejectStep {
+	if _, _, rej, err := checkReport(good, cat, validateConfig(), validNowMs, new(rowScratch)); err != nil || rej == nil || rej.reason != rejectStep {
 		t.Fatalf("rejection %+v, err %v: want the step", rej, err)
 	}
 }
