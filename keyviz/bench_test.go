@@ -358,6 +358,32 @@ func BenchmarkObserveSize(b *testing.B) {
 	}
 }
 
+// BenchmarkObserveSizeStriped is BenchmarkObserveSize's serial run on a
+// route striped from its first observation: the striped path's own cost on
+// one core. Against it, the parallel runs of BenchmarkObserveSize show what
+// the two goroutines still share (their CPU per observation beyond this),
+// and against the unstriped serial run, what the striped path itself adds.
+//
+//	go test -run '^$' -bench 'ObserveSize' -benchmem -count 6 ./keyviz/
+func BenchmarkObserveSizeStriped(b *testing.B) {
+	for _, shape := range []string{"hot-key", "spread-keys"} {
+		for _, buckets := range []int{16, 64} {
+			b.Run(fmt.Sprintf("%s/buckets-%d/serial", shape, buckets), func(b *testing.B) {
+				s, keys, id := observeSizeSampler(b, buckets, shape)
+				s.stripeAll = true
+				i := 0
+				cpu0 := cpuNanos()
+				for b.Loop() {
+					s.ObserveSize(id, keys[i&1023], i&3 == 0, uint64(64+i&255))
+					i++
+				}
+				report(b, cpu0, 0)
+				b.ReportMetric(float64(s.Stats().StripedRoutes), "striped")
+			})
+		}
+	}
+}
+
 // observeSizeSampler returns a default-rate sampler, the keys to observe and
 // the hot route's id: the same key 1024 times for "hot-key", keys spread
 // over all the route's buckets otherwise.
