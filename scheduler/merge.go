@@ -262,6 +262,7 @@ const mergeBatch = 32
 type shardBatch struct {
 	rows [mergeBatch]*api.WireRow
 	n    int
+	next int32 // where the shard's next row likely is (addRow's hint)
 }
 
 type shardBatches [sumShards]shardBatch
@@ -273,7 +274,7 @@ var batchPool = sync.Pool{New: func() any { return new(shardBatches) }}
 func (c *sumShard) apply(b *shardBatch, ww, wr uint32, rh uint64) {
 	c.mu.Lock()
 	for _, r := range b.rows[:b.n] {
-		c.addRow(r, ww, wr, rh)
+		b.next = c.addRow(r, b.next, ww, wr, rh) + 1
 	}
 	c.mu.Unlock()
 	clear(b.rows[:b.n]) // the batch is pooled; the rows are not its to keep
@@ -292,9 +293,14 @@ func (c *sumShard) apply(b *shardBatch, ww, wr uint32, rh uint64) {
 // holds an entry with error > 0 (each replacement inserts one), and one
 // that never replaced an entry holds every key it was fed, so a key absent
 // from it had a sampled count of zero.
-func (c *sumShard) addRow(row *api.WireRow, ww, wr uint32, rh uint64) {
-	i, ok := c.rowIndex.get(row.RouteID)
-	if !ok {
+//
+// hint is where the row may be: every reporter sends the routes in the same
+// order, so a batch's rows follow one another in the shard as the first
+// reporter's did, and the row after the last one merged is usually the
+// next. addRow returns where the row is.
+func (c *sumShard) addRow(row *api.WireRow, hint int32, ww, wr uint32, rh uint64) int32 {
+	i := c.find(row.RouteID, hint)
+	if i < 0 {
 		i = int32(len(c.rows))
 		c.rowIndex.put(row.RouteID, i)
 		c.rows = append(c.rows, rowSum{id: row.RouteID})
@@ -310,7 +316,24 @@ func (c *sumShard) addRow(row *api.WireRow, ww, wr uint32, rh uint64) {
 	c.addBuckets(r, row.Buckets)
 	addSamples(r, row, ww, wr, rh)
 	addSampled(r, row, ww, wr)
+	c.addTopKeys(r, row, ww, wr)
+	return i
+}
 
+// find returns the row of route id, or -1: rows[hint] if it is that
+// route's, else through the index.
+func (c *sumShard) find(id uint64, hint int32) int32 {
+	if int(hint) < len(c.rows) && c.rows[hint].id == id {
+		return hint
+	}
+	if i, ok := c.rowIndex.get(id); ok {
+		return i
+	}
+	return -1
+}
+
+// addTopKeys merges one reporter's top keys into r.
+func (c *sumShard) addTopKeys(r *rowSum, row *api.WireRow, ww, wr uint32) {
 	top := row.TopKeys
 	if len(top) == 0 {
 		return
