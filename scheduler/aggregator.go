@@ -261,11 +261,25 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
+	late := func() (func(context.Context) (*api.ReportResponse, error), bool) {
+		reporter, tickets := a.lateOnly(t, report, cfg)
+		if tickets == nil {
+			return nil, false
+		}
+		resp := &api.ReportResponse{Config: cfg}
+		return func(context.Context) (*api.ReportResponse, error) { return a.answer(resp, reporter, tickets) }, true
+	}
+	if answer, ok := late(); ok {
+		return answer, nil
+	}
 	sc, err := a.takeSlot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { a.ingest <- sc }()
+	if answer, ok := late(); ok { // its windows settled while it waited
+		return answer, nil
+	}
 	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs(), sc)
 	if rej != nil {
 		a.m.rejectedReport(rej.reason)
@@ -290,6 +304,56 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		awaitTickets(ctx, tickets, time.Until(deadline))
 		return a.answer(resp, reporter, tickets)
 	}, nil
+}
+
+// lateOnly answers a report that can only be late without validating or
+// merging it: every one of its columns is for a window already settled, to
+// which the reporter is not known to have contributed (so neither a
+// counted resend nor a conflict can be at stake), under the replicated
+// step. It returns the late tickets, or nil when the report takes the full
+// path. A leader that fell behind — after a stall, or under more reports
+// than it can merge in a step — then spends nothing on reports that cannot
+// count any more, instead of validating each (a third of a merge's work)
+// and falling further behind. The report is not checked beyond its
+// columns' windows and steps: nothing of it is applied either way, and a
+// late window is dropped by the reporter whatever else is wrong with it.
+func (a *Aggregator) lateOnly(t *aggTerm, report []byte, cfg *api.Config) (string, []ticket) {
+	r, err := readReport(report)
+	if err != nil || r.reporter == "" || len(r.columns) == 0 || r.size > api.MaxReportBytes {
+		return "", nil
+	}
+	type window struct{ start, step uint64 }
+	ws := make([]window, len(r.columns))
+	for i, b := range r.columns {
+		c, err := api.ReadColumn(b)
+		if err != nil || c.StepMs == 0 || c.StepMs != fsm.StepAt(cfg, c.WindowStartMs) {
+			return "", nil
+		}
+		ws[i] = window{c.WindowStartMs, c.StepMs}
+		for _, o := range ws[:i] {
+			if o.start == c.WindowStartMs {
+				return "", nil // a duplicate column: validation refuses it
+			}
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.term != t {
+		return "", nil
+	}
+	fresh := a.fsm.State()
+	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
+	for _, w := range ws {
+		if w.start >= mark || t.open[w.start] != nil || t.counted(fresh, r.reporter, w.start, w.step) {
+			return "", nil
+		}
+	}
+	tickets := make([]ticket, len(ws))
+	for i, w := range ws {
+		t.saw(r.reporter, w.start)
+		tickets[i] = ticket{window: w.start, late: true}
+	}
+	return r.reporter, tickets
 }
 
 // takeSlot takes an ingest slot and its scratch, waiting for one while the

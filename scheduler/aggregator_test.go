@@ -595,6 +595,41 @@ func TestAggregatorIngestWaitsForASlot(t *testing.T) {
 	}
 }
 
+// TestAggregatorLateReportTakesNoSlot: a report whose every window is
+// settled, from a reporter not counted in them, is answered late at once —
+// without an ingest slot or validation (here every slot is held and the
+// row's bucket count is wrong) — and counts nowhere; a counted reporter's
+// resend of a settled window still takes the full path.
+func TestAggregatorLateReportTakesNoSlot(t *testing.T) {
+	h := newAggHarness(t, 0)
+	h.begin()
+	defer h.end()
+	h.commitTwoReporters(100_000)
+	var held []*rowScratch
+	for range cap(h.a.ingest) {
+		held = append(held, <-h.a.ingest)
+	}
+	bad := row(2, 50, 0)
+	bad.Buckets = []uint64{1, 2, 3}
+	wantAck(t, h.result(h.report("c", reportCol(100_000, bad))), []uint64{100_000}, []uint64{100_000})
+	if got := h.metric("hotsplit_columns_late_total", ""); got != 1 {
+		t.Fatalf("late columns %v, want 1", got)
+	}
+	// a was counted in 100000: its resend needs the digest, so a slot.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := h.a.Report(ctx, &api.ReportRequest{ReporterId: "a", Columns: []*api.ReportColumn{reportCol(100_000, row(2, 10, 0))}}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a counted reporter's resend: %v, want to wait for a slot", err)
+	}
+	for _, sc := range held {
+		h.a.ingest <- sc
+	}
+	wantAck(t, h.result(h.report("a", reportCol(100_000, row(2, 10, 0)))), []uint64{100_000}, nil)
+	if r, _ := totals(h.prop.columns()); r != 15 {
+		t.Fatalf("reads committed %d, want 15: nothing late may count", r)
+	}
+}
+
 func TestAggregatorNotLeaderOrNotBootstrapped(t *testing.T) {
 	h := newAggHarness(t, 0)
 	_, err := h.a.Report(context.Background(), &api.ReportRequest{ReporterId: "a"})
