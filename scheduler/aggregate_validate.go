@@ -66,6 +66,9 @@ type wireReport struct {
 	reporter string
 	columns  [][]byte // each column's encoding, in order
 	size     int      // the report's encoded size
+	// heads[i] is columns[i]'s own fields, when every column's were read
+	// (readHeads); nil otherwise.
+	heads []api.WireColumn
 }
 
 // readReport reads the top level of an encoded ReportRequest; it fails with
@@ -73,6 +76,29 @@ type wireReport struct {
 func readReport(b []byte) (wireReport, error) {
 	id, cols, err := api.ReadReportRequest(b)
 	return wireReport{reporter: id, columns: cols, size: len(b)}, err
+}
+
+// readHeads reads every column's own fields into r.heads, once for both the
+// late check and validation; it leaves heads nil if a column does not read
+// (validation then says why).
+func (r *wireReport) readHeads() {
+	heads := make([]api.WireColumn, len(r.columns))
+	for i, b := range r.columns {
+		c, err := api.ReadColumn(b)
+		if err != nil {
+			return
+		}
+		heads[i] = c
+	}
+	r.heads = heads
+}
+
+// head returns columns[i]'s own fields.
+func (r *wireReport) head(i int) (api.WireColumn, error) {
+	if r.heads != nil {
+		return r.heads[i], nil
+	}
+	return api.ReadColumn(r.columns[i])
 }
 
 // validateReport checks a whole report before anything of it is applied
@@ -124,8 +150,8 @@ func validateReportInto(r wireReport, cat *catalog.Catalog, cfg *api.Config, now
 	cols = make([]columnInfo, len(r.columns))
 	sc.refs = sc.refs[:0]
 	ends := make([]int, len(r.columns))
-	for i, b := range r.columns {
-		c, err := api.ReadColumn(b)
+	for i := range r.columns {
+		c, err := r.head(i)
 		if err != nil {
 			return nil, reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: -1}, err)
 		}

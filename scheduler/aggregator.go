@@ -261,13 +261,17 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 		return nil, notReadyReport()
 	}
 	cfg := st.Config()
+	r, rerr := readReport(report)
+	if rerr == nil {
+		r.readHeads()
+	}
 	late := func() (func(context.Context) (*api.ReportResponse, error), bool) {
-		reporter, tickets := a.lateOnly(t, report, cfg)
+		tickets := a.lateOnly(t, r, cfg)
 		if tickets == nil {
 			return nil, false
 		}
 		resp := &api.ReportResponse{Config: cfg}
-		return func(context.Context) (*api.ReportResponse, error) { return a.answer(resp, reporter, tickets) }, true
+		return func(context.Context) (*api.ReportResponse, error) { return a.answer(resp, r.reporter, tickets) }, true
 	}
 	if answer, ok := late(); ok {
 		return answer, nil
@@ -280,7 +284,7 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 	if answer, ok := late(); ok { // its windows settled while it waited
 		return answer, nil
 	}
-	r, cols, rej, err := checkReport(report, st.Catalog(), cfg, a.nowMs(), sc)
+	cols, rej, err := checkRead(report, r, rerr, st.Catalog(), cfg, a.nowMs(), sc)
 	if rej != nil {
 		a.m.rejectedReport(rej.reason)
 		a.m.dropped(dropInvalid, reportRows(r))
@@ -317,43 +321,39 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 // and falling further behind. The report is not checked beyond its
 // columns' windows and steps: nothing of it is applied either way, and a
 // late window is dropped by the reporter whatever else is wrong with it.
-func (a *Aggregator) lateOnly(t *aggTerm, report []byte, cfg *api.Config) (string, []ticket) {
-	r, err := readReport(report)
-	if err != nil || r.reporter == "" || len(r.columns) == 0 || r.size > api.MaxReportBytes {
-		return "", nil
+func (a *Aggregator) lateOnly(t *aggTerm, r wireReport, cfg *api.Config) []ticket {
+	if r.heads == nil || r.reporter == "" || len(r.heads) == 0 || r.size > api.MaxReportBytes {
+		return nil
 	}
-	type window struct{ start, step uint64 }
-	ws := make([]window, len(r.columns))
-	for i, b := range r.columns {
-		c, err := api.ReadColumn(b)
-		if err != nil || c.StepMs == 0 || c.StepMs != fsm.StepAt(cfg, c.WindowStartMs) {
-			return "", nil
+	for i, c := range r.heads {
+		if c.StepMs == 0 || c.StepMs != fsm.StepAt(cfg, c.WindowStartMs) {
+			return nil
 		}
-		ws[i] = window{c.WindowStartMs, c.StepMs}
-		for _, o := range ws[:i] {
-			if o.start == c.WindowStartMs {
-				return "", nil // a duplicate column: validation refuses it
+		for _, o := range r.heads[:i] {
+			if o.WindowStartMs == c.WindowStartMs {
+				return nil // a duplicate column: validation refuses it
 			}
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.term != t {
-		return "", nil
+		return nil
 	}
 	fresh := a.fsm.State()
 	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
-	for _, w := range ws {
-		if w.start >= mark || t.open[w.start] != nil || t.counted(fresh, r.reporter, w.start, w.step) {
-			return "", nil
+	for _, c := range r.heads {
+		w := c.WindowStartMs
+		if w >= mark || t.open[w] != nil || t.counted(fresh, r.reporter, w, c.StepMs) {
+			return nil
 		}
 	}
-	tickets := make([]ticket, len(ws))
-	for i, w := range ws {
-		t.saw(r.reporter, w.start)
-		tickets[i] = ticket{window: w.start, late: true}
+	tickets := make([]ticket, len(r.heads))
+	for i, c := range r.heads {
+		t.saw(r.reporter, c.WindowStartMs)
+		tickets[i] = ticket{window: c.WindowStartMs, late: true}
 	}
-	return r.reporter, tickets
+	return tickets
 }
 
 // takeSlot takes an ingest slot and its scratch, waiting for one while the
@@ -379,11 +379,18 @@ func (a *Aggregator) takeSlot(ctx context.Context) (*rowScratch, error) {
 // decoding came first; validation reads every row, so it finds out.
 func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (r wireReport, cols []columnInfo, rej *rejection, err error) {
 	r, err = readReport(report)
+	cols, rej, err = checkRead(report, r, err, cat, cfg, nowMs, sc)
+	return r, cols, rej, err
+}
+
+// checkRead is checkReport of a report whose top level was read already
+// (r, or the error reading it).
+func checkRead(report []byte, r wireReport, err error, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (cols []columnInfo, rej *rejection, _ error) {
 	if err == nil {
 		cols, rej = validateReportInto(r, cat, cfg, nowMs, sc)
 		switch {
 		case rej == nil:
-			return r, cols, nil, nil
+			return cols, nil, nil
 		case rej.reason == rejectMalformed:
 			err = fmt.Errorf("%w: %s", api.ErrMalformedReport, rej.msg)
 		default:
@@ -393,9 +400,9 @@ func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uin
 		}
 	}
 	if err != nil {
-		return r, nil, reject(rejectMalformed, "report: %v", err), err
+		return nil, reject(rejectMalformed, "report: %v", err), err
 	}
-	return r, nil, rej, nil
+	return nil, rej, nil
 }
 
 // admit merges the validated columns of reporter's report into term t,
