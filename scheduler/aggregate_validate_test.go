@@ -218,7 +218,7 @@ func FuzzReportValidation(f *testing.F) {
 			t.Fatal(err)
 		}
 		asMsg.size = asSent.size // the limit is on what arrived
-		asSent.readHeads() // as Take does, for its late check
+		asSent.readHeads()       // as Take does, for its late check
 		cols, rej := validateReportInto(asSent, cat, cfg, validNowMs, &sc)
 		mcols, mrej := validateReport(asMsg, cat, cfg, validNowMs)
 		if (rej == nil) != (crej == nil) || (rej != nil && *rej != *crej) {
