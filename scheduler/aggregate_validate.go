@@ -126,7 +126,7 @@ func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs u
 // alias the last report read into it until the next overwrites them.
 type rowScratch struct {
 	rows []api.WireRow
-	refs []rowRef // refs[i] is rows[i]'s
+	live []bool // live[i]: rows[i]'s route was live in the catalog
 }
 
 // next returns the scratch row after the n already used.
@@ -148,7 +148,7 @@ func validateReportInto(r wireReport, cat *catalog.Catalog, cfg *api.Config, now
 		return nil, reject(rejectReporterID, "reporter_id: must be set")
 	}
 	cols = make([]columnInfo, len(r.columns))
-	sc.refs = sc.refs[:0]
+	sc.live = sc.live[:0]
 	ends := make([]int, len(r.columns))
 	for i := range r.columns {
 		c, err := r.head(i)
@@ -160,13 +160,13 @@ func validateReportInto(r wireReport, cat *catalog.Catalog, cfg *api.Config, now
 			return nil, rej
 		}
 		cols[i] = columnInfo{window: c.WindowStartMs, step: c.StepMs, digest: d.sum(), ww: c.WriteWeight, wr: c.ReadWeight}
-		ends[i] = len(sc.refs)
+		ends[i] = len(sc.live)
 	}
 	// Slice the scratch only now: reading a later column may have grown it.
 	start := 0
 	for i, end := range ends {
-		cols[i].rows = sc.refs[start:end:end]
-		cols[i].parsed = sc.rows[start:end:end]
+		cols[i].rows = sc.rows[start:end:end]
+		cols[i].live = sc.live[start:end:end]
 		start = end
 	}
 	if i, j, dup := firstDuplicate(len(cols), func(i int) uint64 { return cols[i].window }); dup {
@@ -176,19 +176,13 @@ func validateReportInto(r wireReport, cat *catalog.Catalog, cfg *api.Config, now
 }
 
 // columnInfo is a validated column: its window and step, its content
-// digest, its weights, and its rows as read (parsed[i] is rows[i]'s).
+// digest, its weights, and its rows as read; live[i] says whether rows[i]'s
+// route was live in the catalog validated against.
 type columnInfo struct {
 	window, step, digest uint64
 	ww, wr               uint32
-	rows                 []rowRef
-	parsed               []api.WireRow
-}
-
-// rowRef is a validated row: its route and whether that route was live in
-// the catalog validated against.
-type rowRef struct {
-	route uint64
-	live  bool
+	rows                 []api.WireRow
+	live                 []bool
 }
 
 // validateColumn checks columns[i], feeds its content to d and reads its
@@ -212,8 +206,8 @@ func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Conf
 	}
 	d.header(c)
 	var rej *rejection
-	first := len(sc.refs)
-	c.Rows(func(j int, b []byte, _, _ int) bool {
+	first := len(sc.live)
+	c.Rows(func(j int, b []byte) bool {
 		row := sc.next(first + j)
 		if err := row.Read(b); err != nil {
 			rej = reject(rejectMalformed, "%s: %v", fieldPath{col: i, row: j}, err)
@@ -224,15 +218,15 @@ func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Conf
 			return false
 		}
 		d.row(row)
-		sc.refs = append(sc.refs, rowRef{route: row.RouteID, live: live})
+		sc.live = append(sc.live, live)
 		return true
 	})
 	if rej != nil {
 		return rej
 	}
-	refs := sc.refs[first:]
-	if a, b, dup := firstDuplicate(len(refs), func(i int) uint64 { return refs[i].route }); dup {
-		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, refs[b].route, a)
+	rows := sc.rows[first:len(sc.live)]
+	if a, b, dup := firstDuplicate(len(rows), func(i int) uint64 { return rows[i].RouteID }); dup {
+		return reject(rejectDuplicateRoute, "%s.route_id: route %d repeats rows[%d]", fieldPath{col: i, row: b}, rows[b].RouteID, a)
 	}
 	return nil
 }

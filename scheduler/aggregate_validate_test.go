@@ -218,7 +218,8 @@ func FuzzReportValidation(f *testing.F) {
 			t.Fatal(err)
 		}
 		asMsg.size = asSent.size // the limit is on what arrived
-		asSent.readHeads()       // as Take does, for its late check
+		// Through the column heads, as Take validates after its late check.
+		asSent.readHeads()
 		cols, rej := validateReportInto(asSent, cat, cfg, validNowMs, &sc)
 		mcols, mrej := validateReport(asMsg, cat, cfg, validNowMs)
 		if (rej == nil) != (crej == nil) || (rej != nil && *rej != *crej) {
@@ -258,6 +259,14 @@ func FuzzReportValidation(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkReport is what Take does with a report's bytes: read, then
+// checkRead.
+func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (r wireReport, cols []columnInfo, rej *rejection, err error) {
+	r, err = readReport(report)
+	cols, rej, err = checkRead(report, r, err, cat, cfg, nowMs, sc)
+	return r, cols, rej, err
 }
 
 // wireOf is req in wire form, as the leader takes it.

@@ -325,15 +325,13 @@ func (a *Aggregator) lateOnly(t *aggTerm, r wireReport, cfg *api.Config) []ticke
 	if r.heads == nil || r.reporter == "" || len(r.heads) == 0 || r.size > api.MaxReportBytes {
 		return nil
 	}
-	for i, c := range r.heads {
+	for _, c := range r.heads {
 		if c.StepMs == 0 || c.StepMs != fsm.StepAt(cfg, c.WindowStartMs) {
 			return nil
 		}
-		for _, o := range r.heads[:i] {
-			if o.WindowStartMs == c.WindowStartMs {
-				return nil // a duplicate column: validation refuses it
-			}
-		}
+	}
+	if _, _, dup := firstDuplicate(len(r.heads), func(i int) uint64 { return r.heads[i].WindowStartMs }); dup {
+		return nil // validation refuses a duplicate column
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -373,18 +371,11 @@ func (a *Aggregator) takeSlot(ctx context.Context) (*rowScratch, error) {
 	}
 }
 
-// checkReport reads and validates an encoded report (validateReport). A
-// report that protobuf would not decode is rejected as malformed, with err
-// wrapping api.ErrMalformedReport, whatever else is wrong with it — as if
-// decoding came first; validation reads every row, so it finds out.
-func checkReport(report []byte, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (r wireReport, cols []columnInfo, rej *rejection, err error) {
-	r, err = readReport(report)
-	cols, rej, err = checkRead(report, r, err, cat, cfg, nowMs, sc)
-	return r, cols, rej, err
-}
-
-// checkRead is checkReport of a report whose top level was read already
-// (r, or the error reading it).
+// checkRead validates an encoded report whose top level was read already
+// (r, or the error reading it) with validateReportInto. A report that
+// protobuf would not decode is rejected as malformed, with err wrapping
+// api.ErrMalformedReport, whatever else is wrong with it — as if decoding
+// came first; validation reads every row, so it finds out.
 func checkRead(report []byte, r wireReport, err error, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (cols []columnInfo, rej *rejection, _ error) {
 	if err == nil {
 		cols, rej = validateReportInto(r, cat, cfg, nowMs, sc)
@@ -876,8 +867,8 @@ func proposalFailure(err error) string {
 // reportRows counts the rows of a report's columns that decode.
 func reportRows(r wireReport) uint64 {
 	var n uint64
-	for _, b := range r.columns {
-		if c, err := api.ReadColumn(b); err == nil {
+	for i := range r.columns {
+		if c, err := r.head(i); err == nil {
 			n += uint64(c.NumRows)
 		}
 	}

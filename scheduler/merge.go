@@ -196,14 +196,13 @@ func columnOf(col *api.ReportColumn, cat *catalog.Catalog) (columnInfo, error) {
 		return columnInfo{}, err
 	}
 	info := columnInfo{window: wc.WindowStartMs, step: wc.StepMs, ww: wc.WriteWeight, wr: wc.ReadWeight,
-		rows: make([]rowRef, 0, wc.NumRows), parsed: make([]api.WireRow, wc.NumRows)}
+		rows: make([]api.WireRow, wc.NumRows), live: make([]bool, wc.NumRows)}
 	info.digest = columnDigest(b)
-	wc.Rows(func(i int, row []byte, _, _ int) bool {
-		if err = info.parsed[i].Read(row); err != nil {
+	wc.Rows(func(i int, row []byte) bool {
+		if err = info.rows[i].Read(row); err != nil {
 			return false
 		}
-		_, live := cat.Route(info.parsed[i].RouteID)
-		info.rows = append(info.rows, rowRef{route: info.parsed[i].RouteID, live: live})
+		_, info.live[i] = cat.Route(info.rows[i].RouteID)
 		return true
 	})
 	return info, err
@@ -233,14 +232,13 @@ func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
 		if i >= n {
 			i -= n
 		}
-		r := col.rows[i]
-		if !r.live {
+		if !col.live[i] {
 			dead++
 			continue
 		}
-		s := shardOf(r.route)
+		s := shardOf(col.rows[i].RouteID)
 		b := &bs[s]
-		b.rows[b.n] = &col.parsed[i]
+		b.rows[b.n] = &col.rows[i]
 		if b.n++; b.n == mergeBatch {
 			c.shards[s].apply(b, col.ww, col.wr, rh)
 		}

@@ -123,7 +123,7 @@ func columnDigest(b []byte) uint64 {
 	d := newDigester()
 	d.header(c)
 	var row api.WireRow
-	c.Rows(func(_ int, rb []byte, _, _ int) bool {
+	c.Rows(func(_ int, rb []byte) bool {
 		if err = row.Read(rb); err != nil {
 			return false
 		}

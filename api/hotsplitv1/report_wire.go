@@ -147,11 +147,9 @@ func ReadColumn(b []byte) (WireColumn, error) {
 	return c, err
 }
 
-// Rows calls fn with each row's encoding and where it lies in the column's
-// (row == col[off:end] for the bytes ReadColumn was given), in order, until
-// fn returns false. The column was read by ReadColumn, so its fields are
-// well formed.
-func (c WireColumn) Rows(fn func(i int, row []byte, off, end int) bool) {
+// Rows calls fn with each row's encoding, in order, until fn returns
+// false. The column was read by ReadColumn, so its fields are well formed.
+func (c WireColumn) Rows(fn func(i int, row []byte) bool) {
 	i := 0
 	for pos := 0; pos < len(c.rows); {
 		f, n, err := quickField(c.rows[pos:])
@@ -159,27 +157,13 @@ func (c WireColumn) Rows(fn func(i int, row []byte, off, end int) bool) {
 			return // ReadColumn checked the fields
 		}
 		if f.num == 6 && f.typ == protowire.BytesType {
-			end := pos + n
-			if !fn(i, f.b, end-len(f.b), end) {
+			if !fn(i, f.b) {
 				return
 			}
 			i++
 		}
 		pos += n
 	}
-}
-
-// ReadRouteID reads only a row's route id (the last one given, 0 if none)
-// from a row that ReadRow accepts.
-func ReadRouteID(row []byte) uint64 {
-	var id uint64
-	eachField(row, func(f wireField) error {
-		if f.num == 1 && f.typ == protowire.VarintType {
-			id = f.v
-		}
-		return nil
-	})
-	return id
 }
 
 // WireRow is a ReportRow read from its wire form. Its slices are reused
@@ -440,7 +424,7 @@ func CheckReportRequest(b []byte) (reporterID string, err error) {
 			return "", err
 		}
 		var rowErr error
-		c.Rows(func(_ int, row []byte, _, _ int) bool {
+		c.Rows(func(_ int, row []byte) bool {
 			rowErr = r.Read(row)
 			return rowErr == nil
 		})
