@@ -59,7 +59,7 @@ var keyHashSeed = maphash.MakeSeed()
 // Memory is bounded by the routes reported (live ones only), independent
 // of the number of reporters: per route its counts and buckets, at most
 // maxMergeKeys distinct keys, and at most mergedSamples sampled keys
-// (rowSample) — about 3 KiB plus twice the sampled keys' bytes for a route
+// (rowSample) — about 6 KiB plus twice the sampled keys' bytes for a route
 // whose sample is full.
 //
 // Concurrency. The rows live in sumShards shards by route id, each with its

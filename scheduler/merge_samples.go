@@ -25,16 +25,36 @@ import (
 // more than mergedSamples items arrive it keeps every item with its own
 // weight, exactly what merging them all would.
 //
-// Memory is O(mergedSamples) per row whatever the number of reporters:
+// A merge offers a row's items while walking a report of thousands of
+// rows, so the row's sample is cold in cache at every offer. A heap cost a
+// handful of cache misses per kept item (half of a version 2 merge);
+// instead kept items are appended to a buffer of sampleBuffer, and when it
+// is full the mergedSamples of highest priority are selected in place and
+// the rest left out (cut). The lowest item kept by the last cut is the
+// floor a later item must beat to be appended. The kept set and τ are
+// those a heap would keep: the same order decides, only later.
+//
+// Memory is O(sampleBuffer) per row whatever the number of reporters:
 // the items (24 bytes each) and their keys, copied into a per-row buffer
 // that is compacted when evicted keys make up half of it.
 type rowSample struct {
-	items []sampleItem // a min-heap by priority: items[0] is dropped first
+	items []sampleItem // unordered past index mergedSamples-1 once cut
 	keys  []byte       // the items' key bytes, and evicted garbage
 	live  int          // bytes of keys still referenced
+	// cut: items[:mergedSamples] are the highest of the items offered
+	// before the last cut and items[mergedSamples-1] the lowest of them,
+	// the floor; fw, fu are its weight and u, here so that the common
+	// test against the floor does not touch the cold items.
+	cut    bool
+	fw, fu uint64
 	// tw, tu are the highest priority left out (weight, u); tu == 0: none.
 	tw, tu uint64
 }
+
+// sampleBuffer is how many items a row's sample holds before it cuts back
+// to mergedSamples: twice as many, so a cut's selection work is spread
+// over at least mergedSamples kept items.
+const sampleBuffer = 2 * mergedSamples
 
 // sampleItem is one reporter's sampled key: weight w, u·2^63 in [1, 2^63].
 type sampleItem struct {
@@ -58,8 +78,8 @@ func (s *rowSample) less(a, b sampleItem) bool {
 
 // cmpPriority orders (weight, u) pairs by priority w/u, then by weight; 0
 // when both are equal (the caller breaks the tie by key where it must).
-// No closure for the tie: the sample's heap compares a few times per item,
-// and building one each time cost more than the comparison.
+// No closure for the tie: the sample compares a few times per item, and
+// building one each time cost more than the comparison.
 func cmpPriority(aw, au, bw, bu uint64) int {
 	ah, al := bits.Mul64(aw, bu)
 	bh, bl := bits.Mul64(bw, au)
@@ -83,28 +103,66 @@ func cmpU64(a, b uint64) int {
 
 // offer adds one item (weight w > 0, hash u in [1, 2^63], key k).
 func (s *rowSample) offer(w, u uint64, k []byte) {
-	if len(s.items) < mergedSamples {
-		s.items = append(s.items, s.store(w, u, k))
-		s.up(len(s.items) - 1)
+	if s.cut {
+		c := cmpPriority(w, u, s.fw, s.fu)
+		if c == 0 {
+			c = bytes.Compare(k, s.key(s.items[mergedSamples-1]))
+		}
+		if c <= 0 { // at least mergedSamples items rank above it
+			s.leaveOut(w, u)
+			return
+		}
+	}
+	s.items = append(s.items, s.store(w, u, k))
+	if len(s.items) == sampleBuffer {
+		s.cutBack()
+	}
+}
+
+// cutBack keeps the mergedSamples items of highest priority and leaves
+// the rest out.
+func (s *rowSample) cutBack() {
+	if len(s.items) <= mergedSamples {
 		return
 	}
-	// Full: the new item replaces the lowest if it ranks above it; either
-	// way the loser is left out and may raise τ.
-	low := s.items[0]
-	c := cmpPriority(w, u, low.w, low.u)
-	if c == 0 {
-		c = bytes.Compare(k, s.key(low))
+	s.selectTop(mergedSamples)
+	for _, it := range s.items[mergedSamples:] {
+		s.leaveOut(it.w, it.u)
+		s.live -= int(it.n)
 	}
-	if c <= 0 {
-		s.leaveOut(w, u)
-		return
-	}
-	s.leaveOut(low.w, low.u)
-	s.live -= int(low.n)
-	s.items[0] = s.store(w, u, k)
-	s.down(0)
+	s.items = s.items[:mergedSamples]
+	floor := s.items[mergedSamples-1]
+	s.cut, s.fw, s.fu = true, floor.w, floor.u
 	if len(s.keys) > 2*s.live+1024 {
 		s.compact()
+	}
+}
+
+// selectTop reorders the items so that items[:k] are the k highest and
+// items[k-1] the lowest of those (quickselect, middle pivot: the items'
+// priorities are hashes, in no order an input can choose).
+func (s *rowSample) selectTop(k int) {
+	it := s.items
+	lo, hi := 0, len(it)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		it[mid], it[hi] = it[hi], it[mid]
+		p := lo // it[lo:p] rank above the pivot it[hi]
+		for i := lo; i < hi; i++ {
+			if s.less(it[hi], it[i]) {
+				it[i], it[p] = it[p], it[i]
+				p++
+			}
+		}
+		it[p], it[hi] = it[hi], it[p]
+		switch {
+		case p == k-1:
+			return
+		case p < k-1:
+			lo = p + 1
+		default:
+			hi = p - 1
+		}
 	}
 }
 
@@ -133,36 +191,6 @@ func (s *rowSample) compact() {
 	s.keys = keys
 }
 
-func (s *rowSample) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !s.less(s.items[i], s.items[p]) {
-			return
-		}
-		s.items[i], s.items[p] = s.items[p], s.items[i]
-		i = p
-	}
-}
-
-func (s *rowSample) down(i int) {
-	n := len(s.items)
-	for {
-		l := 2*i + 1
-		if l >= n {
-			return
-		}
-		m := l
-		if r := l + 1; r < n && s.less(s.items[r], s.items[l]) {
-			m = r
-		}
-		if !s.less(s.items[m], s.items[i]) {
-			return
-		}
-		s.items[i], s.items[m] = s.items[m], s.items[i]
-		i = m
-	}
-}
-
 // threshold is τ as a weight: tw/u with u = tu/2^63, saturated; 0 when
 // nothing was left out.
 func (s *rowSample) threshold() uint64 {
@@ -178,12 +206,14 @@ func (s *rowSample) threshold() uint64 {
 }
 
 // weighted returns the sample for a committed column: keys in order,
-// duplicates summed, each item weighing max(w, τ). Keys share the row's
+// duplicates summed, each item weighing max(w, τ). It cuts the sample back
+// first, so it is called once every merge is done. Keys share the row's
 // buffer.
 func (s *rowSample) weighted() []*api.WeightedKey {
 	if len(s.items) == 0 {
 		return nil
 	}
+	s.cutBack()
 	tau := s.threshold()
 	items := slices.Clone(s.items)
 	slices.SortFunc(items, func(a, b sampleItem) int { return bytes.Compare(s.key(a), s.key(b)) })
@@ -197,11 +227,6 @@ func (s *rowSample) weighted() []*api.WeightedKey {
 		out = append(out, &api.WeightedKey{Key: s.key(it), Weight: w})
 	}
 	return out
-}
-
-// bytes is the memory the sample holds.
-func (s *rowSample) size() int {
-	return cap(s.items)*24 + cap(s.keys)
 }
 
 // sampleHash is a fixed 64-bit hash (wyhash-style multiply-fold mixing),

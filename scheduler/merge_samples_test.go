@@ -3,7 +3,10 @@ package scheduler
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
@@ -50,6 +53,10 @@ func TestMergeSampleBoundedAndUnbiased(t *testing.T) {
 		s.add(fmt.Sprint("r", r), 0, reportCol(0, sampledRow(keys, writes)), cat)
 	}
 	row := s.row(2)
+	if n := len(row.sample.items); n > sampleBuffer {
+		t.Fatalf("%d sampled keys held while merging, want at most %d", n, sampleBuffer)
+	}
+	row.sample.cutBack()
 	if n := len(row.sample.items); n != mergedSamples {
 		t.Fatalf("%d sampled keys kept, want %d", n, mergedSamples)
 	}
@@ -112,9 +119,62 @@ func TestMergeSampleExactWhenItFits(t *testing.T) {
 	}
 	// One more item and the sample is full: priorities decide.
 	s.add("r4", 0, reportCol(0, sampledRow([]string{"zz"}, []uint32{1})), cat)
+	s.row(2).sample.cutBack()
 	if n := len(s.row(2).sample.items); n != mergedSamples || s.row(2).sample.tu == 0 {
 		t.Fatalf("%d items, threshold %d: the 129th item must leave one out", n, s.row(2).sample.tu)
 	}
+}
+
+// TestRowSampleKeepsTheTopProperty: whatever the order items arrive in,
+// the sample keeps the mergedSamples items of highest priority and τ is
+// the highest of the rest — what sorting every item would give. Weights,
+// hashes and keys come from small sets so that ties in priority, weight
+// and key are common.
+func TestRowSampleKeepsTheTopProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		type item struct {
+			w, u uint64
+			k    []byte
+		}
+		n := rapid.IntRange(0, 3*sampleBuffer).Draw(t, "items")
+		items := make([]item, n)
+		for i := range items {
+			items[i] = item{
+				w: rapid.Uint64Range(1, 8).Draw(t, "w"),
+				u: rapid.SampledFrom([]uint64{1, 2, 3, 1 << 62, 1 << 63}).Draw(t, "u"),
+				k: []byte(rapid.SampledFrom([]string{"a", "b", "c", "dd"}).Draw(t, "k")),
+			}
+		}
+		var s rowSample
+		for _, it := range items {
+			s.offer(it.w, it.u, it.k)
+		}
+		s.cutBack()
+		// The reference: every item sorted highest first.
+		order := func(a, b item) int {
+			if c := cmpPriority(b.w, b.u, a.w, a.u); c != 0 {
+				return c
+			}
+			return bytes.Compare(b.k, a.k)
+		}
+		slices.SortFunc(items, order)
+		keep := min(n, mergedSamples)
+		got := make([]item, 0, len(s.items))
+		for _, it := range s.items {
+			got = append(got, item{it.w, it.u, s.key(it)})
+		}
+		slices.SortFunc(got, order)
+		if !slices.EqualFunc(got, items[:keep], func(a, b item) bool { return order(a, b) == 0 }) {
+			t.Fatalf("kept %v, want %v", got, items[:keep])
+		}
+		var tw, tu uint64
+		if n > keep {
+			tw, tu = items[keep].w, items[keep].u
+		}
+		if s.tw != tw || s.tu != tu {
+			t.Fatalf("τ is (%d, %d), want (%d, %d)", s.tw, s.tu, tw, tu)
+		}
+	})
 }
 
 // A merge costs nothing per reporter once the sample is full: the work of

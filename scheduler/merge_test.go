@@ -334,7 +334,8 @@ func TestMergeRouteLoads(t *testing.T) {
 // the order reports arrive in, nor on merges running at once (the second
 // sum merges every report in its own goroutine), at every version; every
 // estimate has lower <= upper; and a row's merged sample stays within
-// mergedSamples however many reporters sample it (up to 12 × 40 here).
+// sampleBuffer items while merging and mergedSamples committed, however
+// many reporters sample it (up to 12 × 40 here).
 func TestMergeOrderIndependentProperty(t *testing.T) {
 	cat := mergeCatalog(t)
 	sampleKeys := make([]string, 60)
@@ -396,8 +397,8 @@ func TestMergeOrderIndependentProperty(t *testing.T) {
 		}
 		wg.Wait()
 		for id := uint64(1); id <= 3; id++ {
-			if r := a.row(id); r != nil && len(r.sample.items) > mergedSamples {
-				t.Fatalf("route %d holds %d sampled keys, more than %d", id, len(r.sample.items), mergedSamples)
+			if r := a.row(id); r != nil && len(r.sample.items) > sampleBuffer {
+				t.Fatalf("route %d holds %d sampled keys, more than %d", id, len(r.sample.items), sampleBuffer)
 			}
 		}
 		dc := detector.DefaultConfig()
