@@ -396,7 +396,8 @@ func addSampled(r *rowSum, row *api.WireRow, ww, wr uint32) {
 // each sampled key weighted by its share of the reporter's sampled weight
 // times the reporter's weighted load (its bucket sum), so samples of
 // reporters with more load count for more. rh is the reporter's hash; a
-// key's priority also depends on its position in the reporter's sample.
+// key's priority also depends on the route and on its position in the
+// reporter's sample.
 func addSamples(r *rowSum, row *api.WireRow, ww, wr uint32, rh uint64) {
 	ss := row.Samples
 	if len(ss) == 0 {
@@ -412,6 +413,7 @@ func addSamples(r *rowSum, row *api.WireRow, ww, wr uint32, rh uint64) {
 	if load == 0 || sampled == 0 {
 		return
 	}
+	h := sampleRowHash(rh, row.RouteID)
 	for pos, s := range ss {
 		w := saturate.Add(saturate.Mul(uint64(ww), uint64(s.Writes)), saturate.Mul(uint64(wr), uint64(s.Reads)))
 		hi, lo := bits.Mul64(load, w)
@@ -419,7 +421,7 @@ func addSamples(r *rowSum, row *api.WireRow, ww, wr uint32, rh uint64) {
 		if q == 0 {
 			continue
 		}
-		r.sample.offer(q, sampleU(sampleHash(sampleSeed(rh, pos), s.Key)), s.Key)
+		r.sample.offer(q, sampleU(sampleItemHash(h, pos)), s.Key)
 	}
 }
 
