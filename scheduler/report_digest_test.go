@@ -3,8 +3,11 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -197,4 +200,110 @@ func TestUndecodableBeatsOtherRejections(t *testing.T) {
 	if _, _, rej, err := checkReport(good, cat, validateConfig(), validNowMs, new(rowScratch)); err != nil || rej == nil || rej.reason != rejectStep {
 		t.Fatalf("rejection %+v, err %v: want the step", rej, err)
 	}
+}
+
+// TestRowDigestSeparatesContentProperty: two rows digest equal exactly
+// when their content is equal. The second row is mostly the first with
+// one small change — one field of the row, of a top key or of a sample
+// moved by one, a key replaced by one whose bytes shift into its
+// neighbour's ("ab", "c" against "a", "bc"), an entry dropped or
+// repeated — so that a field left out of the digest, or two contents
+// feeding the lanes alike, shows.
+func TestRowDigestSeparatesContentProperty(t *testing.T) {
+	// Pairs a careless packing confuses: "a" and "aaa" pack alike but
+	// for their length, "abc" and "axc" differ in the middle byte only.
+	keys := []string{"", "a", "aaa", "ab", "abc", "axc", "bc", "c", "abcdefg", "abcdefgh", "abcdefghi", "bcdefghi", "abcdefghijklmnop", "abcdefghijklmnopq"}
+	small := rapid.Uint64Range(0, 2)
+	drawKey := func(t *rapid.T) []byte { return []byte(rapid.SampledFrom(keys).Draw(t, "key")) }
+	drawTop := func(t *rapid.T) api.WireTopKey {
+		return api.WireTopKey{Key: drawKey(t), Count: small.Draw(t, "count"), Error: small.Draw(t, "error"),
+			SampledReads: small.Draw(t, "sampled reads"), SampledWrites: small.Draw(t, "sampled writes")}
+	}
+	drawSample := func(t *rapid.T) api.WireSample {
+		return api.WireSample{Key: drawKey(t), Reads: uint32(small.Draw(t, "reads")), Writes: uint32(small.Draw(t, "writes"))}
+	}
+	drawRow := func(t *rapid.T) api.WireRow {
+		r := api.WireRow{
+			RouteID: small.Draw(t, "route"), Reads: small.Draw(t, "reads"), Writes: small.Draw(t, "writes"),
+			ReadBytes: small.Draw(t, "read bytes"), WriteBytes: small.Draw(t, "write bytes"),
+			SampleRate: uint32(small.Draw(t, "rate")), TopKDegraded: rapid.Bool().Draw(t, "degraded"),
+			SampledReads: small.Draw(t, "sampled reads"), SampledWrites: small.Draw(t, "sampled writes"),
+			Buckets: rapid.SliceOfN(small, 0, 9).Draw(t, "buckets"),
+		}
+		for range rapid.IntRange(0, 3).Draw(t, "top keys") {
+			r.TopKeys = append(r.TopKeys, drawTop(t))
+		}
+		for range rapid.IntRange(0, 5).Draw(t, "samples") {
+			r.Samples = append(r.Samples, drawSample(t))
+		}
+		return r
+	}
+	// nudge returns r with one small change (r's slices are not shared).
+	nudge := func(t *rapid.T, r api.WireRow) api.WireRow {
+		r.Buckets, r.TopKeys, r.Samples = slices.Clone(r.Buckets), slices.Clone(r.TopKeys), slices.Clone(r.Samples)
+		u64 := []*uint64{&r.RouteID, &r.Reads, &r.Writes, &r.ReadBytes, &r.WriteBytes, &r.SampledReads, &r.SampledWrites}
+		switch rapid.IntRange(0, 7).Draw(t, "change") {
+		case 0:
+			*u64[rapid.IntRange(0, len(u64)-1).Draw(t, "field")]++
+		case 1:
+			r.SampleRate++
+		case 2:
+			r.TopKDegraded = !r.TopKDegraded
+		case 3:
+			if len(r.Buckets) > 0 {
+				r.Buckets[rapid.IntRange(0, len(r.Buckets)-1).Draw(t, "bucket")]++
+			} else {
+				r.Buckets = append(r.Buckets, 0)
+			}
+		case 4:
+			if len(r.TopKeys) == 0 {
+				r.TopKeys = append(r.TopKeys, drawTop(t))
+				break
+			}
+			k := &r.TopKeys[rapid.IntRange(0, len(r.TopKeys)-1).Draw(t, "top key")]
+			f := []*uint64{&k.Count, &k.Error, &k.SampledReads, &k.SampledWrites}
+			*f[rapid.IntRange(0, len(f)-1).Draw(t, "top key field")]++
+		case 5:
+			if len(r.Samples) == 0 {
+				r.Samples = append(r.Samples, drawSample(t))
+				break
+			}
+			s := &r.Samples[rapid.IntRange(0, len(r.Samples)-1).Draw(t, "sample")]
+			if rapid.Bool().Draw(t, "reads") {
+				s.Reads++
+			} else {
+				s.Writes++
+			}
+		case 6: // another key somewhere
+			if n := len(r.Samples); n > 0 && rapid.Bool().Draw(t, "in samples") {
+				r.Samples[rapid.IntRange(0, n-1).Draw(t, "sample")].Key = drawKey(t)
+			} else if n := len(r.TopKeys); n > 0 {
+				r.TopKeys[rapid.IntRange(0, n-1).Draw(t, "top key")].Key = drawKey(t)
+			}
+		case 7: // an entry dropped, or the first one repeated
+			if n := len(r.Samples); n > 0 && rapid.Bool().Draw(t, "drop") {
+				r.Samples = r.Samples[:n-1]
+			} else if len(r.TopKeys) > 0 {
+				r.TopKeys = append(r.TopKeys, r.TopKeys[0])
+			}
+		}
+		return r
+	}
+	digest := func(r *api.WireRow) uint64 {
+		d := newDigester()
+		d.row(r)
+		return d.sum()
+	}
+	rapid.Check(t, func(t *rapid.T) {
+		for range 20 { // pairs per check: the space is small, the checks few
+			a := drawRow(t)
+			b := drawRow(t)
+			if rapid.IntRange(0, 9).Draw(t, "nudged") > 0 {
+				b = nudge(t, a)
+			}
+			if same, equal := digest(&a) == digest(&b), reflect.DeepEqual(a, b); same != equal {
+				t.Fatalf("rows equal: %v, digests equal: %v\n%+v\n%+v", equal, same, a, b)
+			}
+		}
+	})
 }
