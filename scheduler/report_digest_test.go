@@ -307,3 +307,28 @@ func TestRowDigestSeparatesContentProperty(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkRowDigest is the digest of one row of each shape the load
+// benchmarks send: v1 (16 buckets) and v2 (16 buckets, 8 top keys, 32
+// sampled keys of 11 bytes).
+func BenchmarkRowDigest(b *testing.B) {
+	v1 := api.WireRow{RouteID: 7, Writes: 100, Buckets: make([]uint64, 16), SampleRate: 16}
+	v2 := v1
+	for j := range 8 {
+		v2.TopKeys = append(v2.TopKeys, api.WireTopKey{Key: fmt.Appendf(nil, "r00001-k%02d", j), Count: 5, SampledWrites: 1})
+	}
+	for j := range 32 {
+		v2.Samples = append(v2.Samples, api.WireSample{Key: fmt.Appendf(nil, "r00001-s%03d", j), Writes: 2})
+	}
+	for _, c := range []struct {
+		name string
+		row  *api.WireRow
+	}{{"v1", &v1}, {"v2", &v2}} {
+		b.Run(c.name, func(b *testing.B) {
+			d := newDigester()
+			for b.Loop() {
+				d.row(c.row)
+			}
+		})
+	}
+}
