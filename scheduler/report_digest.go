@@ -69,7 +69,7 @@ func (d *digester) header(c api.WireColumn) {
 // the lists they count, so the sequence of (lane, word) a row feeds still
 // names its content uniquely. Feeding the words one at a time in turn (a
 // lane loaded and stored per word) and copying each key's tail through a
-// buffer cost 2 ns a word; this is about 0.5 ns.
+// buffer cost 2 ns a word; this is under 1 ns (BenchmarkRowDigest).
 func (d *digester) row(r *api.WireRow) {
 	a, b, c, e := d.lanes[0], d.lanes[1], d.lanes[2], d.lanes[3]
 	var deg uint64
