@@ -119,9 +119,14 @@ func (s *rowSample) offer(w, u uint64, k []byte) {
 			return
 		}
 	}
-	if n := len(s.items); n == cap(s.items) && n >= mergedSamples {
-		// Exactly the buffer: append would double it.
-		s.items = append(make([]sampleItem, 0, sampleBuffer), s.items...)
+	if n := len(s.items); n == cap(s.items) {
+		// A reporter's sample first, then the whole buffer: growing by
+		// append took nine allocations a row, and overshot the buffer.
+		c := sampleBuffer
+		if n < api.MaxReportSamples {
+			c = api.MaxReportSamples
+		}
+		s.items = append(make([]sampleItem, 0, c), s.items...)
 	}
 	s.items = append(s.items, s.store(w, u, k))
 	if len(s.items) == sampleBuffer {
@@ -196,6 +201,9 @@ func (s *rowSample) leaveOut(w, u uint64) {
 
 func (s *rowSample) store(w, u uint64, k []byte) sampleItem {
 	it := sampleItem{w: w, u: u, off: uint32(len(s.keys)), n: uint32(len(k))}
+	if s.keys == nil { // room for a reporter's sample of keys like this one
+		s.keys = make([]byte, 0, api.MaxReportSamples*len(k))
+	}
 	s.keys = append(s.keys, k...)
 	s.live += len(k)
 	return it
