@@ -37,7 +37,7 @@ func sampledRow(keys []string, writes []uint32) *api.ReportRow {
 // The hash is fixed, so the run is the same on every machine.
 func TestMergeSampleBoundedAndUnbiased(t *testing.T) {
 	cat := mergeCatalog(t)
-	const trials, reporters, perReporter = 32, 300, 64
+	const trials, reporters, perReporter = 32, 100, 64
 	var total, lowHalf, est, estLow uint64
 	for trial := range trials {
 		s := newColumnSum(0, testStep)
