@@ -207,7 +207,7 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 		// with more flooded phases (up to maxFlooded, for up to
 		// extendFor) when leader changes spoil some, and no verdict on
 		// fewer than minPairs.
-		wantPairs, minPairs, maxFlooded = 6, 4, 12
+		wantPairs, minPairs, maxFlooded = 8, 4, 12
 		extendFor                       = 40 * time.Second
 		phaseMin                        = 200 * time.Millisecond
 		minSplits                       = 20
@@ -219,8 +219,11 @@ func TestIntegrationRaftFloodKeepsCommitLatency(t *testing.T) {
 		// Per node and measured flooded phase, at least this many
 		// bad-certificate handshakes refused (the attacker tries 50 a
 		// second): enough that their cost stands out of the noise of
-		// the splits' own.
-		minBadRefused = 10
+		// the splits' own. With 10 a quiet split's CPU moving by a
+		// quarter between neighbouring phases (it does, on a shared
+		// host) moved one pair's figure by about 1, and the median of
+		// six once reached 0.76 on an unchanged tree.
+		minBadRefused = 40
 		// Limits on the medians over the pairs; docs/security.md has what
 		// they were chosen from. A refused connection may cost at most
 		// three quarters of a quiet split's CPU (measured: -0.05 to 0.45;
