@@ -33,8 +33,8 @@ func sampledRow(keys []string, writes []uint32) *api.ReportRow {
 // total weight and of a key range are unbiased: over independent trials
 // (other reporter ids, so other hashes) their mean is within a few of its
 // standard errors of the truth, though one trial's may be off by a
-// sampling error of ten percent.
-// The hash is fixed, so the run is the same on every machine.
+// sampling error of ten percent. The hash is fixed, so the run is the
+// same on every machine.
 func TestMergeSampleBoundedAndUnbiased(t *testing.T) {
 	cat := mergeCatalog(t)
 	const trials, reporters, perReporter = 32, 100, 64
