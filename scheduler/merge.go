@@ -216,7 +216,7 @@ func columnOf(col *api.ReportColumn, cat *catalog.Catalog) (columnInfo, error) {
 // under its shard's lock when it fills, so concurrent merges contend only
 // when they flush into the same shard at the same moment.
 func (c *columnSum) merge(reporter string, col columnInfo) (dead uint64) {
-	rh := sampleHash(0, []byte(reporter))
+	rh := reporterHash(reporter)
 	bs := batchPool.Get().(*shardBatches)
 	defer batchPool.Put(bs)
 	// Each reporter starts at its own row: reporters send routes in the

@@ -28,10 +28,9 @@ import (
 // A merge offers a row's items while walking a report of thousands of
 // rows, so the row's sample is cold in cache at every offer. A heap cost a
 // handful of cache misses per kept item (16% of a version 2 report's
-// ingest);
-// instead kept items are appended to a buffer of sampleBuffer, and when it
-// is full the mergedSamples of highest priority are selected in place and
-// the rest left out (cut). The lowest item kept by the last cut is the
+// ingest); instead kept items are appended to a buffer of sampleBuffer,
+// and when it is full the mergedSamples of highest priority are selected
+// in place and the rest left out (cut). The lowest item kept by the last cut is the
 // floor a later item must beat to be appended. The kept set and τ are
 // those a heap would keep: the same order decides, only later.
 //
@@ -40,13 +39,11 @@ import (
 // that is compacted at every cut.
 type rowSample struct {
 	items []sampleItem // unordered past index mergedSamples-1 once cut
-	keys  []byte       // the items' key bytes, and evicted garbage
-	live  int          // bytes of keys still referenced
-	// cut: items[:mergedSamples] are the highest of the items offered
-	// before the last cut and items[mergedSamples-1] the lowest of them,
-	// the floor; fw, fu are its weight and u, here so that the common
-	// test against the floor does not touch the cold items.
-	cut    bool
+	keys  []byte       // the items' key bytes
+	// Once cut (fu != 0), items[:mergedSamples] are the highest of the
+	// items offered before the last cut and items[mergedSamples-1] the
+	// lowest of them, the floor; fw, fu are its weight and u, here so that
+	// the common test against the floor does not touch the cold items.
 	fw, fu uint64
 	// tw, tu are the highest priority left out (weight, u); tu == 0: none.
 	tw, tu uint64
@@ -109,7 +106,7 @@ func cmpU64(a, b uint64) int {
 
 // offer adds one item (weight w > 0, hash u in [1, 2^63], key k).
 func (s *rowSample) offer(w, u uint64, k []byte) {
-	if s.cut {
+	if s.fu != 0 {
 		c := cmpPriority(w, u, s.fw, s.fu)
 		if c == 0 {
 			c = bytes.Compare(k, s.key(s.items[mergedSamples-1]))
@@ -143,11 +140,10 @@ func (s *rowSample) cutBack() {
 	s.selectTop(mergedSamples)
 	for _, it := range s.items[mergedSamples:] {
 		s.leaveOut(it.w, it.u)
-		s.live -= int(it.n)
 	}
 	s.items = s.items[:mergedSamples]
 	floor := s.items[mergedSamples-1]
-	s.cut, s.fw, s.fu = true, floor.w, floor.u
+	s.fw, s.fu = floor.w, floor.u
 	s.compact()
 }
 
@@ -205,7 +201,6 @@ func (s *rowSample) store(w, u uint64, k []byte) sampleItem {
 		s.keys = make([]byte, 0, api.MaxReportSamples*len(k))
 	}
 	s.keys = append(s.keys, k...)
-	s.live += len(k)
 	return it
 }
 
@@ -213,7 +208,11 @@ func (s *rowSample) store(w, u uint64, k []byte) sampleItem {
 // as many again as the buffer holds items beyond them, so that keys of
 // like length fill it up to the next cut without growing it.
 func (s *rowSample) compact() {
-	keys := make([]byte, 0, s.live*sampleBuffer/mergedSamples)
+	live := 0
+	for _, it := range s.items {
+		live += int(it.n)
+	}
+	keys := make([]byte, 0, live*sampleBuffer/mergedSamples)
 	for i := range s.items {
 		it := &s.items[i]
 		off := uint32(len(keys))
@@ -261,21 +260,19 @@ func (s *rowSample) weighted() []*api.WeightedKey {
 	return out
 }
 
-// sampleHash is a fixed 64-bit hash (wyhash-style multiply-fold mixing) of
-// a reporter id, the same in every process so that a merge is
+// reporterHash is a fixed 64-bit hash (wyhash-style multiply-fold mixing)
+// of a reporter id, the same in every process so that a merge is
 // reproducible: the priority of a reporter's sampled key depends only on
 // what was reported.
-func sampleHash(seed uint64, b []byte) uint64 {
+func reporterHash(id string) uint64 {
 	const p0, p1, p2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
-	h := seed ^ p0 ^ uint64(len(b))*p1
-	for len(b) >= 8 {
+	b := []byte(id)
+	h := p0 ^ uint64(len(b))*p1
+	for ; len(b) >= 8; b = b[8:] {
 		h = mix(h^binary.LittleEndian.Uint64(b), p1)
-		b = b[8:]
 	}
 	if len(b) > 0 {
-		var t [8]byte
-		copy(t[:], b)
-		h = mix(h^binary.LittleEndian.Uint64(t[:]), p2)
+		h = mix(h^tailWord(b), p2)
 	}
 	return mix(h, p0^p2)
 }

@@ -224,7 +224,7 @@ func BenchmarkRowSampleOffer(b *testing.B) {
 	}
 	var items []item
 	for r := range 100 {
-		h := sampleRowHash(sampleHash(0, fmt.Appendf(nil, "reporter-%d", r)), 2)
+		h := sampleRowHash(reporterHash(fmt.Sprint("reporter-", r)), 2)
 		for pos := range 32 {
 			k := fmt.Appendf(nil, "user:%08d", (r*32+pos)*7919%100_000)
 			items = append(items, item{w: uint64(100 + (r*7+pos)%50), u: sampleU(sampleItemHash(h, pos)), k: k})
