@@ -21,7 +21,7 @@ var digestKey = maphash.String(maphash.MakeSeed(), "hotsplit column digest") | 1
 // column is validated, so a report is walked once.
 type digester struct {
 	lanes [digestLanes]uint64
-	n     uint64 // words fed
+	n     uint64 // header words fed: the next one's lane
 }
 
 // digestLanes independent chains take the words — the column header's in
@@ -79,7 +79,6 @@ func (d *digester) row(r *api.WireRow) {
 	a, b, c, e = mixWord(a, r.RouteID), mixWord(b, r.Reads), mixWord(c, r.Writes), mixWord(e, r.ReadBytes)
 	a, b, c, e = mixWord(a, r.WriteBytes), mixWord(b, uint64(len(r.Buckets))), mixWord(c, uint64(r.SampleRate)), mixWord(e, deg)
 	a, b, c, e = mixWord(a, uint64(len(r.TopKeys))), mixWord(b, uint64(len(r.Samples))), mixWord(c, r.SampledReads), mixWord(e, r.SampledWrites)
-	n := uint64(12 + len(r.Buckets))
 	bs := r.Buckets
 	for len(bs) >= 4 {
 		a, b, c, e = mixWord(a, bs[0]), mixWord(b, bs[1]), mixWord(c, bs[2]), mixWord(e, bs[3])
@@ -90,27 +89,21 @@ func (d *digester) row(r *api.WireRow) {
 	}
 	for i := range r.TopKeys {
 		k := &r.TopKeys[i]
-		var m uint64
-		a, b, m = mixKey(a, b, k.Key)
+		a, b = mixKey(a, b, k.Key)
 		c, e = mixWord(c, k.Count), mixWord(e, k.Error)
 		c, e = mixWord(c, k.SampledReads), mixWord(e, k.SampledWrites)
-		n += m + 4
 	}
 	ss := r.Samples
 	for ; len(ss) >= 2; ss = ss[2:] { // two at a time, in two pairs of lanes
-		var m0, m1 uint64
-		a, b, m0 = mixKey(a, b, ss[0].Key)
-		c, e, m1 = mixKey(c, e, ss[1].Key)
+		a, b = mixKey(a, b, ss[0].Key)
+		c, e = mixKey(c, e, ss[1].Key)
 		a, c = mixWord(a, sampleCounts(ss[0])), mixWord(c, sampleCounts(ss[1]))
-		n += m0 + m1 + 2
 	}
 	if len(ss) == 1 {
-		var m uint64
-		a, b, m = mixKey(a, b, ss[0].Key)
+		a, b = mixKey(a, b, ss[0].Key)
 		c = mixWord(c, sampleCounts(ss[0]))
-		n += m + 1
 	}
-	d.lanes, d.n = [digestLanes]uint64{a, b, c, e}, d.n+n
+	d.lanes = [digestLanes]uint64{a, b, c, e}
 }
 
 func sampleCounts(s api.WireSample) uint64 { return uint64(s.Reads)<<32 | uint64(s.Writes) }
@@ -120,23 +113,19 @@ func mixWord(h, v uint64) uint64 {
 	return h ^ h>>29
 }
 
-// mixKey mixes a key's length and bytes into two lanes, and returns how
-// many words it fed.
-func mixKey(x, y uint64, k []byte) (_, _, words uint64) {
-	x, words = mixWord(x, uint64(len(k))), 1
+// mixKey mixes a key's length and bytes into two lanes.
+func mixKey(x, y uint64, k []byte) (uint64, uint64) {
+	x = mixWord(x, uint64(len(k)))
 	for ; len(k) >= 16; k = k[16:] {
 		x, y = mixWord(x, binary.LittleEndian.Uint64(k)), mixWord(y, binary.LittleEndian.Uint64(k[8:]))
-		words += 2
 	}
 	if len(k) >= 8 {
 		y, k = mixWord(y, binary.LittleEndian.Uint64(k)), k[8:]
-		words++
 	}
 	if len(k) > 0 {
 		x = mixWord(x, tailWord(k))
-		words++
 	}
-	return x, y, words
+	return x, y
 }
 
 // tailWord packs 1 to 7 bytes into a word, injectively for each length
