@@ -11,8 +11,10 @@ import (
 
 // Field numbers of the messages whose framing limit.go adds up.
 const (
-	reportColumnsField = 2 // ReportRequest.columns
-	columnRowsField    = 6 // ReportColumn.rows
+	reportColumnsField = 2  // ReportRequest.columns
+	columnRowsField    = 6  // ReportColumn.rows
+	rowTopKeysField    = 7  // ReportRow.top_keys
+	rowSamplesField    = 40 // ReportRow.samples
 )
 
 // fieldSize is the encoded size of a length-delimited field of n bytes.
@@ -27,19 +29,46 @@ func columnBudget(id string, maxBytes int) int {
 	return maxBytes - overhead
 }
 
-// trimColumn makes col fit in budget bytes, in place, and says what it
-// removed. A column too big for one report cannot be split across reports
-// (the cluster deduplicates by reporter and column, so a second part would
-// be taken for a duplicate), so it sheds evidence from its lightest rows,
-// where it matters least to a detector looking for hot routes: first the
-// top keys and operation samples of rows in increasing weighted load (the
-// row is then marked top_k_degraded, as its evidence is gone), then, if that is not enough,
-// whole rows in the same order. Rows keep their route-id order. The heaviest
-// rows — the only ones that can be hot — are the last to lose anything.
-func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows int) {
+// Trimmed says what TrimColumn shed from a column, in rows.
+type Trimmed struct {
+	// EvidenceCapped rows lost their top keys and samples to the evidence
+	// bound (api.MaxReportEvidenceBytes): routine on a busy node.
+	EvidenceCapped int
+	// EvidenceStripped rows lost them to the size bound.
+	EvidenceStripped int
+	// RowsDropped rows were shed whole to the size bound.
+	RowsDropped int
+}
+
+// TrimColumn makes col, in place, fit in budget encoded bytes and its rows'
+// evidence fit in api.MaxReportEvidenceBytes, the way a Reporter does
+// before it sends a column (exported so that load benchmarks build the
+// reports a reporter would).
+//
+// A column too big for one report cannot be split across reports (the
+// cluster deduplicates by reporter and column, so a second part would be
+// taken for a duplicate), and the leader has no use for more evidence than
+// a committed column carries. So the column sheds evidence from its
+// lightest rows, where it matters least to a detector looking for hot
+// routes: first the top keys and operation samples of rows in increasing
+// weighted load (a row that loses top keys is marked top_k_degraded), then,
+// if the size bound still is not met, whole rows in the same order. Rows
+// keep their route-id order. The heaviest rows — the only ones that can be
+// hot — are the last to lose anything.
+func TrimColumn(col *api.ReportColumn, budget int) Trimmed {
+	return trimColumn(col, budget, api.MaxReportEvidenceBytes)
+}
+
+// trimColumn is TrimColumn with the evidence bound as a parameter.
+func trimColumn(col *api.ReportColumn, budget, evidenceBudget int) Trimmed {
+	var t Trimmed
 	size := proto.Size(col)
-	if size <= budget {
-		return 0, 0
+	evidence := 0
+	for _, r := range col.Rows {
+		evidence += rowEvidence(r)
+	}
+	if size <= budget && evidence <= evidenceBudget {
+		return t
 	}
 	order := make([]int, len(col.Rows))
 	for i := range order {
@@ -59,12 +88,18 @@ func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows
 		return 0
 	})
 	for _, i := range order {
-		if size <= budget {
-			return strippedTopKeys, 0
+		if size <= budget && evidence <= evidenceBudget {
+			return t
 		}
 		r := col.Rows[i]
-		if len(r.TopKeys) == 0 && len(r.Samples) == 0 {
+		e := rowEvidence(r)
+		if e == 0 {
 			continue
+		}
+		if evidence > evidenceBudget {
+			t.EvidenceCapped++
+		} else {
+			t.EvidenceStripped++
 		}
 		before := fieldSize(columnRowsField, proto.Size(r))
 		if len(r.TopKeys) > 0 {
@@ -72,7 +107,7 @@ func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows
 		}
 		r.Samples = nil
 		size -= before - fieldSize(columnRowsField, proto.Size(r))
-		strippedTopKeys++
+		evidence -= e
 	}
 	drop := make([]bool, len(col.Rows))
 	for _, i := range order {
@@ -81,7 +116,7 @@ func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows
 		}
 		size -= fieldSize(columnRowsField, proto.Size(col.Rows[i]))
 		drop[i] = true
-		droppedRows++
+		t.RowsDropped++
 	}
 	kept := col.Rows[:0]
 	for i, r := range col.Rows {
@@ -90,5 +125,18 @@ func trimColumn(col *api.ReportColumn, budget int) (strippedTopKeys, droppedRows
 		}
 	}
 	col.Rows = kept
-	return strippedTopKeys, droppedRows
+	return t
+}
+
+// rowEvidence is the encoded size of r's top keys and samples, the
+// evidence api.MaxReportEvidenceBytes bounds.
+func rowEvidence(r *api.ReportRow) int {
+	n := 0
+	for _, k := range r.TopKeys {
+		n += fieldSize(rowTopKeysField, proto.Size(k))
+	}
+	for _, k := range r.Samples {
+		n += fieldSize(rowSamplesField, proto.Size(k))
+	}
+	return n
 }

@@ -22,6 +22,7 @@ func (r *Reporter) register(reg prometheus.Registerer) error {
 		counter("columns_dropped_total", "Columns dropped unacknowledged: pending full, or refused for good.", reason("pending_full"), r.dropped.Load),
 		counter("columns_dropped_total", "Columns dropped unacknowledged: pending full, or refused for good.", reason("rejected"), r.rejected.Load),
 		counter("report_failures_total", "Report calls that failed and were retried.", nil, r.failures.Load),
+		counter("evidence_capped_rows_total", "Rows reported without top keys and samples because the column's evidence reached its bound (api.MaxReportEvidenceBytes); the heaviest rows keep theirs. Routine on a busy node.", nil, r.evidenceCapped.Load),
 		counter("rows_trimmed_total", "Row evidence shed to keep a report within its size limit.", prometheus.Labels{"part": "top_keys"}, r.topKeysTrimmed.Load),
 		counter("rows_trimmed_total", "Row evidence shed to keep a report within its size limit.", prometheus.Labels{"part": "row"}, r.rowsTrimmed.Load),
 		counter("watch_failures_total", "Catalog watches that ended with an error.", nil, r.watchFailures.Load),

@@ -100,6 +100,7 @@ type ReporterStats struct {
 	ColumnsDropped  uint64 // dropped unacknowledged: pending was full
 	ColumnsRejected uint64 // dropped unacknowledged: refused for good
 	ReportFailures  uint64 // Report calls that failed
+	EvidenceCapped  uint64 // rows sent without evidence: the column's evidence bound
 	TopKeysTrimmed  uint64 // rows whose top keys were shed to fit a report
 	RowsTrimmed     uint64 // rows shed to fit a report
 	WatchFailures   uint64 // catalog watches that ended with an error
@@ -123,6 +124,7 @@ type Reporter struct {
 
 	closed, sent, acked, late, dropped, rejected atomic.Uint64
 	failures, topKeysTrimmed, rowsTrimmed        atomic.Uint64
+	evidenceCapped                               atomic.Uint64
 	watchFailures, configRejected                atomic.Uint64
 }
 
@@ -219,6 +221,7 @@ func (r *Reporter) Stats() ReporterStats {
 		ColumnsDropped:  r.dropped.Load(),
 		ColumnsRejected: r.rejected.Load(),
 		ReportFailures:  r.failures.Load(),
+		EvidenceCapped:  r.evidenceCapped.Load(),
 		TopKeysTrimmed:  r.topKeysTrimmed.Load(),
 		RowsTrimmed:     r.rowsTrimmed.Load(),
 		WatchFailures:   r.watchFailures.Load(),
@@ -266,11 +269,13 @@ func (r *Reporter) closeLoop(ctx context.Context) {
 
 // enqueue makes a closed column pending, dropping the oldest when full.
 func (r *Reporter) enqueue(col *api.ReportColumn) {
-	if stripped, dropped := trimColumn(col, r.budget); stripped+dropped > 0 {
-		r.topKeysTrimmed.Add(uint64(stripped))
-		r.rowsTrimmed.Add(uint64(dropped))
+	t := TrimColumn(col, r.budget)
+	r.evidenceCapped.Add(uint64(t.EvidenceCapped))
+	if t.EvidenceStripped+t.RowsDropped > 0 {
+		r.topKeysTrimmed.Add(uint64(t.EvidenceStripped))
+		r.rowsTrimmed.Add(uint64(t.RowsDropped))
 		r.log.Warn("keyviz: column trimmed to fit a report", "window_start_ms", col.WindowStartMs,
-			"reason", "size_limit", "top_keys_stripped", stripped, "rows_dropped", dropped)
+			"reason", "size_limit", "top_keys_stripped", t.EvidenceStripped, "rows_dropped", t.RowsDropped)
 	}
 	p := &pendingColumn{col: col, size: fieldSize(reportColumnsField, proto.Size(col))}
 	r.mu.Lock()

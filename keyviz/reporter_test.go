@@ -1,9 +1,11 @@
 package keyviz
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"pgregory.net/rapid"
 )
 
 // fakeClock is a manual clock: a Timer fires only when Advance reaches it.
@@ -620,6 +623,7 @@ func TestTrimColumn(t *testing.T) {
 		r := &api.ReportRow{RouteId: id, Writes: writes, Buckets: []uint64{writes * 4}, SampleRate: 1}
 		for k := range keys {
 			r.TopKeys = append(r.TopKeys, &api.TopKeyCount{Key: fmt.Appendf(nil, "key-%d-%d", id, k), Count: 4})
+			r.Samples = append(r.Samples, &api.SampledKey{Key: fmt.Appendf(nil, "s-%d-%d", id, k), Writes: 1})
 		}
 		return r
 	}
@@ -628,6 +632,10 @@ func TestTrimColumn(t *testing.T) {
 			Rows: []*api.ReportRow{row(1, 50, 8), row(2, 10, 8), row(3, 900, 8), row(4, 10, 8), row(5, 300, 8)}}
 	}
 	full := proto.Size(col())
+	evidence := 0
+	for _, r := range col().Rows {
+		evidence += rowEvidence(r)
+	}
 	keysOf2 := proto.Size(row(2, 10, 8)) - proto.Size(row(2, 10, 0))
 	// Just the heaviest two rows, without keys.
 	c35 := col()
@@ -635,51 +643,122 @@ func TestTrimColumn(t *testing.T) {
 	for _, r := range c35.Rows {
 		r.TopKDegraded = true
 	}
+	bare := col() // every row without keys
+	for i, r := range bare.Rows {
+		bare.Rows[i] = row(r.RouteId, r.Writes, 0)
+		bare.Rows[i].TopKDegraded = true
+	}
 	for _, tc := range []struct {
-		name             string
-		budget           int
-		wantStripped     []uint64 // routes whose top keys go
-		wantDroppedRoute []uint64
+		name                     string
+		budget, evidenceBudget   int
+		wantCapped, wantStripped []uint64 // routes whose evidence goes, to each bound
+		wantDropped              []uint64
 	}{
-		{"fits", full, nil, nil},
-		{"one row's keys", full - 10, []uint64{2}, nil},
-		{"lightest first, ties in route order", full - keysOf2 - 1, []uint64{2, 4}, nil},
-		{"all keys, then rows", proto.Size(c35), []uint64{1, 2, 3, 4, 5}, []uint64{1, 2, 4}},
+		{"fits", full, evidence, nil, nil, nil},
+		{"one row's keys", full - 10, evidence, nil, []uint64{2}, nil},
+		{"lightest first, ties in route order", full - keysOf2 - 1, evidence, nil, []uint64{2, 4}, nil},
+		{"all keys, then rows", proto.Size(c35), evidence, nil, []uint64{1, 2, 3, 4, 5}, []uint64{1, 2, 4}},
+		{"evidence bound", full, evidence - 1, []uint64{2}, nil, nil},
+		{"evidence bound keeps the heaviest", full, rowEvidence(row(3, 900, 8)) + rowEvidence(row(5, 300, 8)), []uint64{2, 4, 1}, nil, nil},
+		{"no evidence at all", full, 0, []uint64{2, 4, 1, 5, 3}, nil, nil},
+		{"evidence bound, then size", proto.Size(bare), evidence - 1, []uint64{2}, []uint64{4, 1, 5, 3}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := col()
-			stripped, dropped := trimColumn(c, tc.budget)
+			got := trimColumn(c, tc.budget, tc.evidenceBudget)
 			if size := proto.Size(c); size > tc.budget {
 				t.Fatalf("%d bytes over budget %d", size, tc.budget)
 			}
 			var gotStripped, kept []uint64
+			left := 0
 			for _, r := range c.Rows {
 				kept = append(kept, r.RouteId)
+				left += rowEvidence(r)
 				if len(r.TopKeys) == 0 {
-					if !r.TopKDegraded {
-						t.Fatalf("route %d lost its top keys without being marked degraded", r.RouteId)
+					if !r.TopKDegraded || len(r.Samples) > 0 {
+						t.Fatalf("route %d lost its top keys without its samples or without being marked degraded", r.RouteId)
 					}
 					gotStripped = append(gotStripped, r.RouteId)
 				}
 			}
-			var wantKept []uint64
+			if left > tc.evidenceBudget {
+				t.Fatalf("%d bytes of evidence over %d", left, tc.evidenceBudget)
+			}
+			shed := append(slices.Clone(tc.wantCapped), tc.wantStripped...)
+			var wantKept, wantShedKept []uint64
 			for _, id := range []uint64{1, 2, 3, 4, 5} {
-				if !slices.Contains(tc.wantDroppedRoute, id) {
-					wantKept = append(wantKept, id)
+				if slices.Contains(tc.wantDropped, id) {
+					continue
+				}
+				wantKept = append(wantKept, id)
+				if slices.Contains(shed, id) {
+					wantShedKept = append(wantShedKept, id)
 				}
 			}
-			var wantStrippedKept []uint64
-			for _, id := range tc.wantStripped {
-				if slices.Contains(wantKept, id) {
-					wantStrippedKept = append(wantStrippedKept, id)
-				}
-			}
-			if !slices.Equal(kept, wantKept) || !slices.Equal(gotStripped, wantStrippedKept) ||
-				stripped != len(tc.wantStripped) || dropped != len(tc.wantDroppedRoute) {
-				t.Fatalf("kept %v stripped %v (%d, %d dropped), want kept %v stripped %v", kept, gotStripped, stripped, dropped, wantKept, tc.wantStripped)
+			want := Trimmed{EvidenceCapped: len(tc.wantCapped), EvidenceStripped: len(tc.wantStripped), RowsDropped: len(tc.wantDropped)}
+			if !slices.Equal(kept, wantKept) || !slices.Equal(gotStripped, wantShedKept) || got != want {
+				t.Fatalf("kept %v shed %v (%+v), want kept %v shed %v (%+v)", kept, gotStripped, got, wantKept, wantShedKept, want)
 			}
 		})
 	}
+}
+
+// TestTrimColumnProperty: whatever the rows and bounds, a trimmed column
+// meets both bounds when it can, and a row keeps its evidence only if
+// every row that lost its own (or was dropped) is at most as heavy.
+func TestTrimColumnProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 40).Draw(t, "rows")
+		col := &api.ReportColumn{WindowStartMs: t0, StepMs: 1000, Buckets: 1, WriteWeight: 4, ReadWeight: 1}
+		for i := range n {
+			r := &api.ReportRow{RouteId: uint64(i + 1), Writes: rapid.Uint64Range(0, 20).Draw(t, "writes"),
+				Reads: rapid.Uint64Range(0, 20).Draw(t, "reads"), SampleRate: 1}
+			for k := range rapid.IntRange(0, 4).Draw(t, "keys") {
+				r.TopKeys = append(r.TopKeys, &api.TopKeyCount{Key: fmt.Appendf(nil, "k%d-%d", i, k), Count: 1})
+			}
+			for k := range rapid.IntRange(0, 4).Draw(t, "samples") {
+				r.Samples = append(r.Samples, &api.SampledKey{Key: fmt.Appendf(nil, "s%d-%d", i, k), Reads: 1})
+			}
+			col.Rows = append(col.Rows, r)
+		}
+		full, evidence := proto.Size(col), 0
+		for _, r := range col.Rows {
+			evidence += rowEvidence(r)
+		}
+		budget := rapid.IntRange(0, full).Draw(t, "budget")
+		evidenceBudget := rapid.IntRange(0, evidence).Draw(t, "evidenceBudget")
+		before := proto.Clone(col).(*api.ReportColumn)
+		trimColumn(col, budget, evidenceBudget)
+
+		load := func(r *api.ReportRow) uint64 { return 4*r.Writes + r.Reads }
+		left, lightestKept, heaviestShed := 0, uint64(math.MaxUint64), uint64(0)
+		kept := map[uint64]*api.ReportRow{}
+		for _, r := range col.Rows {
+			kept[r.RouteId] = r
+			if e := rowEvidence(r); e > 0 {
+				left += e
+				lightestKept = min(lightestKept, load(r))
+			}
+		}
+		for _, r := range before.Rows {
+			k, ok := kept[r.RouteId]
+			if rowEvidence(r) > 0 && (!ok || rowEvidence(k) == 0) {
+				heaviestShed = max(heaviestShed, load(r))
+			}
+		}
+		if left > evidenceBudget {
+			t.Fatalf("evidence %d over %d", left, evidenceBudget)
+		}
+		if size := proto.Size(col); size > budget && len(col.Rows) > 0 {
+			t.Fatalf("size %d over %d with %d rows left", size, budget, len(col.Rows))
+		}
+		if lightestKept < heaviestShed {
+			t.Fatalf("a row of load %d kept its evidence, one of %d lost it", lightestKept, heaviestShed)
+		}
+		if !slices.IsSortedFunc(col.Rows, func(a, b *api.ReportRow) int { return cmp.Compare(a.RouteId, b.RouteId) }) {
+			t.Fatal("rows out of route order")
+		}
+	})
 }
 
 func TestNewReporterRejects(t *testing.T) {

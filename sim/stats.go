@@ -106,6 +106,7 @@ func (s *Sim) Stats() Stats {
 		c.ColumnsDropped += r.ColumnsDropped
 		c.ColumnsRejected += r.ColumnsRejected
 		c.ReportFailures += r.ReportFailures
+		c.EvidenceCapped += r.EvidenceCapped
 		c.TopKeysTrimmed += r.TopKeysTrimmed
 		c.RowsTrimmed += r.RowsTrimmed
 		c.WatchFailures += r.WatchFailures

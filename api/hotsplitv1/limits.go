@@ -19,6 +19,18 @@ const (
 	// reporter list beside it, a column of 10,000 loaded routes stays under
 	// 1 MB whatever the reporters send.
 	MaxColumnEvidenceBytes = 512 << 10
+	// MaxReportEvidenceBytes bounds the evidence (top keys and operation
+	// samples) a reporter sends in one column: the encoded size of those
+	// fields over its rows. The heaviest rows keep theirs. A committed
+	// column carries no more evidence than this, and a merged row's
+	// evidence is about as large as any one reporter's for the row or
+	// larger, so at this bound a reporter covers at least as many rows as
+	// its column can carry evidence for. More would cost the leader the
+	// most per byte of anything it reads (a v2 row with evidence costs it
+	// ten times one without), only to be dropped at the entry. The leader
+	// does not refuse more: reporters before this bound sent evidence up
+	// to MaxReportBytes.
+	MaxReportEvidenceBytes = MaxColumnEvidenceBytes
 	// MaxMessageBytes is the largest gRPC message a node sends or
 	// receives: a full report plus room for gRPC's framing and metadata.
 	MaxMessageBytes = MaxReportBytes + 64<<10

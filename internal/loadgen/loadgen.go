@@ -13,11 +13,9 @@
 package loadgen
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
@@ -30,6 +28,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/keyviz"
 )
 
 // Shape is the row shape of a report.
@@ -41,9 +40,10 @@ const (
 	V1 Shape = iota
 	// V2 rows: every row also carries 8 top keys with raw sampled counts and
 	// a 32-key operation sample (a version 2 data node whose every route
-	// is busy enough to fill its reservoir). Such a report of 10,000 rows
-	// passes api.MaxReportBytes, so it is trimmed the way keyviz trims
-	// one: the lightest rows lose their top keys and samples first.
+	// is busy enough to fill its reservoir). The report is trimmed as a
+	// keyviz reporter trims it (keyviz.TrimColumn): its rows' evidence to
+	// api.MaxReportEvidenceBytes, the lightest rows losing their top keys
+	// and samples first.
 	V2
 )
 
@@ -82,7 +82,8 @@ type Rows struct {
 }
 
 // Build encodes the rows of every variant of shape over the routes of cat,
-// each report within api.MaxReportBytes.
+// each report within api.MaxReportBytes and its evidence within
+// api.MaxReportEvidenceBytes.
 func Build(shape Shape, cat *catalog.Catalog) (*Rows, error) {
 	return BuildWithin(shape, cat, api.MaxReportBytes)
 }
@@ -98,16 +99,22 @@ func BuildWithin(shape Shape, cat *catalog.Catalog, maxBytes int) (*Rows, error)
 		for i, d := range routes {
 			rows = append(rows, row(shape, d, i, v, rng))
 		}
-		col := &api.ReportColumn{Rows: rows}
-		// What a head takes: every field of the column but its rows, the
-		// request's reporter id and the column's own tag and length.
-		head := proto.Size(&api.ReportRequest{ReporterId: string(make([]byte, MaxReporterID)), Columns: []*api.ReportColumn{{
-			WindowStartMs: 1 << 62, StepMs: 1 << 40, Buckets: Buckets, WriteWeight: WriteWeight, ReadWeight: ReadWeight}}})
-		budget := maxBytes - head - protowire.SizeTag(2) - protowire.SizeVarint(uint64(maxBytes))
-		kept := trim(col, budget)
+		// Trimmed as a reporter with the longest id trims its column (every
+		// field set, the window the largest), then encoded without the
+		// fields Head writes.
+		col := &api.ReportColumn{WindowStartMs: 1 << 62, StepMs: 1 << 40, Buckets: Buckets,
+			WriteWeight: WriteWeight, ReadWeight: ReadWeight, Rows: rows}
+		overhead := proto.Size(&api.ReportRequest{ReporterId: string(make([]byte, MaxReporterID))}) +
+			protowire.SizeTag(2) + protowire.SizeVarint(uint64(maxBytes))
+		keyviz.TrimColumn(col, maxBytes-overhead)
 		if v == 0 {
-			out.WithEvidence = kept
+			for _, r := range col.Rows {
+				if len(r.TopKeys) > 0 || len(r.Samples) > 0 {
+					out.WithEvidence++
+				}
+			}
 		}
+		col = &api.ReportColumn{Rows: col.Rows}
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(col)
 		if err != nil {
 			return nil, fmt.Errorf("loadgen: encode variant %d: %w", v, err)
@@ -146,38 +153,6 @@ func row(shape Shape, d *catalog.RouteDescriptor, i, v int, rng *rand.Rand) *api
 		}
 	}
 	return r
-}
-
-// trim sheds evidence from the lightest rows until the column's encoding
-// fits budget, as keyviz's reporter does, and returns how many rows keep
-// evidence.
-func trim(col *api.ReportColumn, budget int) int {
-	size := proto.Size(col)
-	order := make([]int, len(col.Rows))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(col.Rows[a].Writes, col.Rows[b].Writes) })
-	for _, i := range order {
-		if size <= budget {
-			break
-		}
-		r := col.Rows[i]
-		if len(r.TopKeys) == 0 && len(r.Samples) == 0 {
-			continue
-		}
-		before := proto.Size(r)
-		r.TopKeys, r.Samples, r.TopKDegraded = nil, nil, true
-		size -= before - proto.Size(r)
-		size -= protowire.SizeVarint(uint64(before)) - protowire.SizeVarint(uint64(proto.Size(r)))
-	}
-	kept := 0
-	for _, r := range col.Rows {
-		if len(r.TopKeys) > 0 || len(r.Samples) > 0 {
-			kept++
-		}
-	}
-	return kept
 }
 
 // Head is the encoded start of reporter's report of window [window,

@@ -14,7 +14,7 @@ import (
 // limit, of the shape asked for.
 func TestReportsDecodeWithinTheLimit(t *testing.T) {
 	// The benchmarks' 10,000 routes at the real limit, or (-short) 1,500
-	// routes within 600 KB: trimmed alike.
+	// routes within 600 KB: the evidence bound binds in both.
 	routes, limit := 10_000, api.MaxReportBytes
 	if testing.Short() {
 		routes, limit = 1_500, 600<<10
@@ -49,15 +49,26 @@ func TestReportsDecodeWithinTheLimit(t *testing.T) {
 		if p.Len() > limit {
 			t.Fatalf("%v: %d bytes, over the limit", shape, p.Len())
 		}
-		withSamples := 0
+		withSamples, evidence := 0, 0
 		for _, r := range c[0].GetRows() {
 			if len(r.GetSamples()) == 32 && len(r.GetTopKeys()) == 8 {
 				withSamples++
 			}
+			evidence += proto.Size(&api.ReportRow{TopKeys: r.GetTopKeys(), Samples: r.GetSamples()})
 		}
-		t.Logf("%v: %d bytes, %d rows with evidence (%d with 32 samples and 8 top keys)", shape, p.Len(), rows.WithEvidence, withSamples)
-		if shape == V2 && (withSamples < routes/5 || withSamples == routes || p.Len() < limit-16<<10) {
-			t.Fatalf("v2: %d of %d rows sampled in %d bytes: want a report trimmed to the limit, full of sampled rows", withSamples, routes, p.Len())
+		t.Logf("%v: %d bytes, %d rows with evidence (%d with 32 samples and 8 top keys), %d bytes of it", shape, p.Len(), rows.WithEvidence, withSamples, evidence)
+		if evidence > api.MaxReportEvidenceBytes {
+			t.Fatalf("%v: %d bytes of evidence, over %d", shape, evidence, api.MaxReportEvidenceBytes)
+		}
+		// v2 carries evidence up to its bound (within one row's), every
+		// hot route (one in 100) among the rows that keep it.
+		if shape == V2 && (withSamples < routes/100 || withSamples == routes || evidence < api.MaxReportEvidenceBytes-2<<10) {
+			t.Fatalf("v2: %d of %d rows sampled, %d bytes of evidence: want the evidence bound filled by sampled rows", withSamples, routes, evidence)
+		}
+		for i, r := range c[0].GetRows() {
+			if i%100 == 0 && len(r.GetSamples()) == 0 && shape == V2 {
+				t.Fatalf("v2: hot route %d lost its evidence", r.GetRouteId())
+			}
 		}
 	}
 }
