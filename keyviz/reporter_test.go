@@ -386,6 +386,55 @@ func TestReporterRejectsBadClusterConfig(t *testing.T) {
 	}
 }
 
+// A busy node's column keeps the evidence of its heaviest rows only, up to
+// api.MaxReportEvidenceBytes, and counts the rows that went without; the
+// size limit, not reached, trims nothing.
+func TestReporterEvidenceBound(t *testing.T) {
+	const routes = 200
+	var splits []string
+	for i := 1; i < routes; i++ {
+		splits = append(splits, fmt.Sprintf("r%03d", i))
+	}
+	cat := mustCatalog(t, splits...)
+	h := startReporterWith(t, cat, func(call int, req *api.ReportRequest) (*api.ReportResponse, error) {
+		return ackAll(req), nil
+	}, nil)
+	// Every route fills its sample and sketch with 100-byte keys (about 4
+	// KiB of evidence a row, 800 KiB in all); route i is observed 1 + i/20
+	// times a key, so heavier routes have higher ids.
+	for i := range routes {
+		for k := range 64 {
+			key := fmt.Appendf(nil, "r%03d-%095d", i, k)
+			for range 1 + i/20 {
+				h.s.Observe(cat.Lookup(key).ID, key, true)
+			}
+		}
+	}
+	h.boundary(t)
+	testutil.WaitFor(t, waitLimit, "the report", func() bool { return h.sender.calls() == 1 })
+	col := h.sender.req(0).Columns[0]
+	evidence, lightestKept, heaviestCapped, capped := 0, uint64(math.MaxUint64), uint64(0), 0
+	for _, r := range col.Rows {
+		if e := rowEvidence(r); e > 0 {
+			evidence += e
+			lightestKept = min(lightestKept, r.Writes)
+		} else {
+			capped++
+			heaviestCapped = max(heaviestCapped, r.Writes)
+		}
+	}
+	st := h.r.Stats()
+	if len(col.Rows) != routes || capped == 0 || st.EvidenceCapped != uint64(capped) || st.TopKeysTrimmed+st.RowsTrimmed != 0 {
+		t.Fatalf("%d rows, %d without evidence; stats %+v", len(col.Rows), capped, st)
+	}
+	if evidence > api.MaxReportEvidenceBytes || evidence < api.MaxReportEvidenceBytes/2 {
+		t.Fatalf("%d bytes of evidence sent, want at most %d and most of it", evidence, api.MaxReportEvidenceBytes)
+	}
+	if heaviestCapped > lightestKept {
+		t.Fatalf("a row of %d writes went without evidence, one of %d kept it", heaviestCapped, lightestKept)
+	}
+}
+
 // A column too big for one report is trimmed; columns that fit together go
 // together, the others in the next request; no request is over the limit.
 func TestReporterSizeLimit(t *testing.T) {

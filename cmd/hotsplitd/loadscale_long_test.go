@@ -240,11 +240,17 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 	// window are answered about step + grace after it ends.
 	cpuAt := make([]float64, rounds+1)
 	cpuAt[0] = procCPUSeconds(t, pid)
-	others := map[string]float64{} // the followers', for context
+	// The followers' and the reporters' (this process), for context: what
+	// the two cores had left for the leader.
+	pids := map[string]int{"reporters": os.Getpid()}
 	for _, id := range ids {
 		if id != leader {
-			others[id] = procCPUSeconds(t, procs[id].cmd.Process.Pid)
+			pids[id] = procs[id].cmd.Process.Pid
 		}
+	}
+	others := map[string]float64{}
+	for id, p := range pids {
+		others[id] = procCPUSeconds(t, p)
 	}
 	t0 := time.Now()
 	for round := 1; round <= rounds; round++ {
@@ -256,9 +262,11 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 		time.Sleep(time.Until(end))
 		cpuAt[round] = procCPUSeconds(t, pid)
 	}
+	var otherCPU []string
 	for id, c0 := range others {
-		others[id] = (procCPUSeconds(t, procs[id].cmd.Process.Pid) - c0) / time.Since(t0).Seconds()
+		otherCPU = append(otherCPU, fmt.Sprintf("%s %.2f", id, (procCPUSeconds(t, pids[id])-c0)/time.Since(t0).Seconds()))
 	}
+	slices.Sort(otherCPU)
 	wg.Wait()
 	hwm := procStatus(t, pid, "VmHWM")
 
@@ -280,9 +288,9 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 	}
 	slices.Sort(perRow)
 	slices.Sort(cores)
-	t.Logf("%v: %d reporters × %d rows (%d with evidence, %d bytes a report), budget %d MiB; leader %s: CPU per round of %d columns %.2f cores (median of %d; all %v), per row %.3f µs (median; all %v), peak RSS %d MiB; %d refusals, %d late, %d of %d measured windows not counting every reporter; followers' CPU (cores) %.2v",
+	t.Logf("%v: %d reporters × %d rows (%d with evidence, %d bytes a report), budget %d MiB; leader %s: CPU per round of %d columns %.2f cores (median of %d; all %v), per row %.3f µs (median; all %v), peak RSS %d MiB; %d refusals, %d late, %d of %d measured windows not counting every reporter; other processes' CPU (cores) %s",
 		c, c.reporters, rows.Count, rows.WithEvidence, loadgen.Parts{nil, rows.Encoded[0]}.Len(), budget>>20, leader, columns,
-		cores[len(cores)/2], len(cores), cores, perRow[len(perRow)/2], perRow, hwm>>20, refused.Load(), late.Load(), short, windows-columns, others)
+		cores[len(cores)/2], len(cores), cores, perRow[len(perRow)/2], perRow, hwm>>20, refused.Load(), late.Load(), short, windows-columns, strings.Join(otherCPU, ", "))
 	if refused.Load() > 0 || late.Load() > 0 || short > 0 {
 		t.Errorf("%d reports refused, %d late, %d windows short of reporters", refused.Load(), late.Load(), short)
 	}
