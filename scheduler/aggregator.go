@@ -17,6 +17,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // Defaults of AggregatorConfig.
@@ -139,6 +140,10 @@ type aggTerm struct {
 	// doneAtMs is the end of the last window this term settled by commit
 	// or refusal: a window starting before it can no longer be committed.
 	doneAtMs uint64
+	// arriving counts, by window, the reports received before that
+	// window's grace ended that are still waiting for an ingest slot or
+	// being validated and merged: the column waits for them (see due).
+	arriving map[uint64]int
 	recent   []committedColumn // this term's last commits, oldest first
 }
 
@@ -276,6 +281,7 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 	if answer, ok := late(); ok {
 		return answer, nil
 	}
+	defer a.arrive(t, r, cfg)()
 	sc, err := a.takeSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -352,6 +358,46 @@ func (a *Aggregator) lateOnly(t *aggTerm, r wireReport, cfg *api.Config) []ticke
 		tickets[i] = ticket{window: c.WindowStartMs, late: true}
 	}
 	return tickets
+}
+
+// arrive counts report r as arriving for each of its windows whose grace
+// has not ended yet, and returns the function that uncounts it once its
+// merge is done (or it failed): a report received in time is not made late
+// by the reports queued ahead of it for the leader's CPUs. The windows are
+// the report's own, not yet validated, so arrive opens no column; a
+// window's count only holds its column back while the report is in Take,
+// and a report received after the grace is not counted, so no column waits
+// for ever.
+func (a *Aggregator) arrive(t *aggTerm, r wireReport, cfg *api.Config) func() {
+	nowMs := a.nowMs()
+	var windows []uint64
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.term != t {
+		return func() {}
+	}
+	for _, c := range r.heads {
+		w := c.WindowStartMs
+		step := fsm.StepAt(cfg, w)
+		if step == 0 || nowMs >= t.graceAt(w, step, cfg) {
+			continue
+		}
+		t.arriving[w]++
+		windows = append(windows, w)
+	}
+	if len(windows) == 0 {
+		return func() {}
+	}
+	return func() {
+		a.mu.Lock()
+		for _, w := range windows {
+			if t.arriving[w]--; t.arriving[w] <= 0 {
+				delete(t.arriving, w)
+			}
+		}
+		a.mu.Unlock()
+		t.poke()
+	}
 }
 
 // takeSlot takes an ingest slot and its scratch, waiting for one while the
@@ -573,6 +619,7 @@ func (a *Aggregator) beginTerm() *aggTerm {
 		startMs:    a.nowMs(),
 		open:       make(map[uint64]*openColumn),
 		lastWindow: make(map[string]uint64),
+		arriving:   make(map[uint64]int),
 		doneAtMs:   st.LastColumnAtMs(),
 	}
 	if step := st.Config().GetStepMs(); step > 0 && st.LastColumnAtMs() >= step {
@@ -729,21 +776,32 @@ func (t *aggTerm) head() *openColumn {
 
 // due reports whether the open, unsealed column oc may commit now, or how
 // long to wait. A column commits once its window has closed by the
-// leader's clock and either every reporter seen recently has reported it
-// (or a later window) or its grace period has passed. Grace counts from the
-// window's end but never from before the term started, so that after a
-// leader change the reporters get one grace period to resend.
+// leader's clock, either every reporter seen recently has reported it (or
+// a later window) or its grace period has passed, and no report received
+// before the grace ended is still on its way through Take (arriving): the
+// grace is how long reporters get to send, not how long the leader gets
+// to validate. Grace counts from the window's end but never from before
+// the term started, so that after a leader change the reporters get one
+// grace period to resend.
 func (t *aggTerm) due(oc *openColumn, nowMs uint64, cfg *api.Config, seenSteps uint64) (time.Duration, bool) {
 	w, step := oc.sum.windowStartMs, oc.sum.stepMs
 	closeAt := w + step
 	if nowMs < closeAt {
 		return waitMs(closeAt - nowMs), false
 	}
-	graceAt := max(closeAt, t.startMs) + graceMs(cfg, step)
-	if nowMs >= graceAt || t.complete(w, seenSteps*step) {
-		return 0, true
+	graceAt := t.graceAt(w, step, cfg)
+	switch {
+	case nowMs < graceAt && !t.complete(w, seenSteps*step):
+		return waitMs(graceAt - nowMs), false
+	case t.arriving[w] > 0: // each one pokes when it is through
+		return maxLoopWait, false
 	}
-	return waitMs(graceAt - nowMs), false
+	return 0, true
+}
+
+// graceAt is when window w's grace period ends.
+func (t *aggTerm) graceAt(w, step uint64, cfg *api.Config) uint64 {
+	return saturate.Add(max(saturate.Add(w, step), t.startMs), graceMs(cfg, step))
 }
 
 // complete reports whether no reporter seen within horizon before window w

@@ -595,6 +595,68 @@ func TestAggregatorIngestWaitsForASlot(t *testing.T) {
 	}
 }
 
+// TestAggregatorCountsAReportReceivedInTime: a report received before
+// its window's grace ended still counts when the leader's ingest slots are
+// busy past it — the column waits for it — and one that fails validation
+// then holds nothing back; a report received after the grace is not
+// waited for.
+func TestAggregatorCountsAReportReceivedInTime(t *testing.T) {
+	h := newAggHarness(t, 0)
+	h.begin()
+	defer h.end()
+	h.commitTwoReporters(100_000)
+	h.clock.set(102_000 + 100) // window 101000 closed, in its grace
+	a := h.report("a", reportCol(101_000, row(2, 1, 0)))
+	h.admitted(101_000, "a")
+	var held []*rowScratch
+	for range cap(h.a.ingest) {
+		held = append(held, <-h.a.ingest)
+	}
+	bad := row(2, 50, 0)
+	bad.Buckets = []uint64{1, 2, 3}
+	b := h.report("b", reportCol(101_000, row(2, 2, 0)))
+	d := h.report("d", reportCol(101_000, bad))
+	arriving := func() int {
+		h.a.mu.Lock()
+		defer h.a.mu.Unlock()
+		return h.term.arriving[101_000]
+	}
+	testutil.WaitFor(t, waitFor, "b and d waiting for a slot", func() bool { return arriving() == 2 })
+
+	h.clock.set(102_000 + 600) // the grace is over
+	h.step()
+	if w := h.windows(); len(w) != 1 {
+		t.Fatalf("committed %v while reports received in time waited for a slot", w)
+	}
+	encoded, err := proto.Marshal(&api.ReportRequest{ReporterId: "c", Columns: []*api.ReportColumn{reportCol(101_000, row(2, 3, 0))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := readReport(encoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.readHeads()
+	h.a.arrive(h.term, r, testConfig())() // received after the grace
+	if n := arriving(); n != 2 {
+		t.Fatalf("%d reports arriving, want 2: one received after the grace was counted", n)
+	}
+
+	for _, sc := range held {
+		h.a.ingest <- sc
+	}
+	if res := h.result(d); status.Code(res.err) != codes.InvalidArgument {
+		t.Fatalf("d: %v, want InvalidArgument", res.err)
+	}
+	testutil.WaitFor(t, waitFor, "b through", func() bool { return arriving() == 0 })
+	h.step()
+	wantAck(t, h.result(a), []uint64{101_000}, nil)
+	wantAck(t, h.result(b), []uint64{101_000}, nil)
+	if cols := h.prop.columns(); len(cols) != 2 || !slices.Equal(cols[1].GetReporters(), []string{"a", "b"}) {
+		t.Fatalf("columns %v", cols)
+	}
+}
+
 // TestAggregatorLateReportTakesNoSlot: a report whose every window is
 // settled, from a reporter not counted in them, is answered late at once —
 // without an ingest slot or validation (here every slot is held and the
