@@ -27,7 +27,7 @@ const (
 	// larger, so at this bound a reporter covers at least as many rows as
 	// its column can carry evidence for. More would cost the leader the
 	// most per byte of anything it reads (a v2 row with evidence costs it
-	// ten times one without), only to be dropped at the entry. The leader
+	// 25 times one without), only to be dropped at the entry. The leader
 	// does not refuse more: reporters before this bound sent evidence up
 	// to MaxReportBytes.
 	MaxReportEvidenceBytes = MaxColumnEvidenceBytes
