@@ -281,7 +281,8 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 	if answer, ok := late(); ok {
 		return answer, nil
 	}
-	defer a.arrive(t, r, cfg)()
+	arr := a.arrive(t, r, cfg)
+	defer a.release(arr)
 	sc, err := a.takeSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -304,7 +305,7 @@ func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Cont
 	if len(cols) == 0 {
 		return func(context.Context) (*api.ReportResponse, error) { return resp, nil }, nil
 	}
-	tickets, err := a.admit(t, r.reporter, cols, st)
+	tickets, err := a.admit(t, r.reporter, cols, st, arr)
 	if err != nil {
 		return nil, err
 	}
@@ -360,22 +361,28 @@ func (a *Aggregator) lateOnly(t *aggTerm, r wireReport, cfg *api.Config) []ticke
 	return tickets
 }
 
+// arrival is a report counted as arriving for its windows until it is
+// released: when admit claims its columns, or when it leaves Take.
+type arrival struct {
+	t       *aggTerm
+	windows []uint64 // nil once released
+}
+
 // arrive counts report r as arriving for each of its windows whose grace
-// has not ended yet, and returns the function that uncounts it once its
-// merge is done (or it failed): a report received in time is not made late
-// by the reports queued ahead of it for the leader's CPUs. The windows are
-// the report's own, not yet validated, so arrive opens no column; a
-// window's count only holds its column back while the report is in Take,
-// and a report received after the grace is not counted, so no column waits
-// for ever.
-func (a *Aggregator) arrive(t *aggTerm, r wireReport, cfg *api.Config) func() {
+// has not ended yet: a report received in time is not made late by the
+// reports queued ahead of it for the leader's CPUs. The windows are the
+// report's own, not yet validated, so arrive opens no column; a window's
+// count only holds its column back until the report is claimed or leaves
+// Take, and a report received after the grace is not counted, so no
+// column waits for ever. It returns nil when nothing was counted.
+func (a *Aggregator) arrive(t *aggTerm, r wireReport, cfg *api.Config) *arrival {
 	nowMs := a.nowMs()
-	var windows []uint64
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.term != t {
-		return func() {}
+		return nil
 	}
+	var windows []uint64
 	for _, c := range r.heads {
 		w := c.WindowStartMs
 		step := fsm.StepAt(cfg, w)
@@ -385,18 +392,34 @@ func (a *Aggregator) arrive(t *aggTerm, r wireReport, cfg *api.Config) func() {
 		t.arriving[w]++
 		windows = append(windows, w)
 	}
-	if len(windows) == 0 {
-		return func() {}
+	if windows == nil {
+		return nil
 	}
-	return func() {
-		a.mu.Lock()
-		for _, w := range windows {
-			if t.arriving[w]--; t.arriving[w] <= 0 {
-				delete(t.arriving, w)
-			}
+	return &arrival{t: t, windows: windows}
+}
+
+// releaseLocked uncounts the report once, and says whether it did. Must
+// hold Aggregator.mu.
+func (arr *arrival) releaseLocked() bool {
+	if arr == nil || arr.windows == nil {
+		return false
+	}
+	for _, w := range arr.windows {
+		if arr.t.arriving[w]--; arr.t.arriving[w] <= 0 {
+			delete(arr.t.arriving, w)
 		}
-		a.mu.Unlock()
-		t.poke()
+	}
+	arr.windows = nil
+	return true
+}
+
+// release uncounts the report if admit has not, and wakes the committer.
+func (a *Aggregator) release(arr *arrival) {
+	a.mu.Lock()
+	released := arr.releaseLocked()
+	a.mu.Unlock()
+	if released {
+		arr.t.poke()
 	}
 }
 
@@ -457,9 +480,10 @@ func checkRead(report []byte, r wireReport, err error, cat *catalog.Catalog, cfg
 // (AlreadyExists), changing nothing; an identical resend only waits for
 // its column, as before.
 //
-// The bookkeeping — conflicts, claims, the reporters seen — happens under
-// a.mu; the merges of the claimed columns after it is released.
-func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *fsm.State) ([]ticket, error) {
+// The bookkeeping — conflicts, claims, the reporters seen, releasing the
+// report's arrival arr (may be nil) — happens under a.mu; the merges of
+// the claimed columns after it is released.
+func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *fsm.State, arr *arrival) ([]ticket, error) {
 	cols = slices.Clone(cols)
 	slices.SortFunc(cols, func(x, y columnInfo) int { return cmp.Compare(x.window, y.window) })
 	type claimed struct {
@@ -522,6 +546,9 @@ func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *f
 		return nil, err
 	}
 	a.m.openColumns(len(t.open))
+	// Claimed, its columns wait for its merges (merging): it need not be
+	// counted as arriving any more.
+	arr.releaseLocked()
 	a.mu.Unlock()
 	for _, c := range claims {
 		a.m.dropped(dropDeadRoute, c.sum.merge(reporter, c.col))

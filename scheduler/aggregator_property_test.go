@@ -90,7 +90,7 @@ func TestAggregatorExactlyOnceProperty(t *testing.T) {
 			if rej != nil {
 				rt.Fatalf("valid report rejected: %s", rej.msg)
 			}
-			tickets, err := h.a.admit(h.term, req.GetReporterId(), cols, st)
+			tickets, err := h.a.admit(h.term, req.GetReporterId(), cols, st, nil)
 			if err != nil {
 				if status.Code(err) != codes.Unavailable || !errors.Is(err, ErrReportBacklog) {
 					rt.Fatalf("report %v: %v", ws, err)
