@@ -142,7 +142,8 @@ type aggTerm struct {
 	doneAtMs uint64
 	// arriving counts, by window, the reports received before that
 	// window's grace ended that are still waiting for an ingest slot or
-	// being validated and merged: the column waits for them (see due).
+	// being validated (not yet claimed): the column waits for them (see
+	// due).
 	arriving map[uint64]int
 	recent   []committedColumn // this term's last commits, oldest first
 }
@@ -805,9 +806,9 @@ func (t *aggTerm) head() *openColumn {
 // long to wait. A column commits once its window has closed by the
 // leader's clock, either every reporter seen recently has reported it (or
 // a later window) or its grace period has passed, and no report received
-// before the grace ended is still on its way through Take (arriving): the
-// grace is how long reporters get to send, not how long the leader gets
-// to validate. Grace counts from the window's end but never from before
+// before the grace ended is still waiting to be validated and claimed
+// (arriving): the grace is how long reporters get to send, not how long
+// the leader gets to validate. Grace counts from the window's end but never from before
 // the term started, so that after a leader change the reporters get one
 // grace period to resend.
 func (t *aggTerm) due(oc *openColumn, nowMs uint64, cfg *api.Config, seenSteps uint64) (time.Duration, bool) {
@@ -820,7 +821,7 @@ func (t *aggTerm) due(oc *openColumn, nowMs uint64, cfg *api.Config, seenSteps u
 	switch {
 	case nowMs < graceAt && !t.complete(w, seenSteps*step):
 		return waitMs(graceAt - nowMs), false
-	case t.arriving[w] > 0: // each one pokes when it is through
+	case t.arriving[w] > 0: // a poke follows each release
 		return maxLoopWait, false
 	}
 	return 0, true
