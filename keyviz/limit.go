@@ -11,11 +11,13 @@ import (
 
 // Field numbers of the messages whose framing limit.go adds up.
 const (
-	reportColumnsField = 2  // ReportRequest.columns
-	columnRowsField    = 6  // ReportColumn.rows
-	rowTopKeysField    = 7  // ReportRow.top_keys
-	rowSamplesField    = 40 // ReportRow.samples
+	reportColumnsField = 2 // ReportRequest.columns
+	columnRowsField    = 6 // ReportColumn.rows
 )
+
+// degradedFieldSize is the encoded size of ReportRow.top_k_degraded when
+// true: its tag and a one-byte varint.
+var degradedFieldSize = protowire.SizeTag(9) + 1
 
 // fieldSize is the encoded size of a length-delimited field of n bytes.
 func fieldSize(num protowire.Number, n int) int {
@@ -64,8 +66,11 @@ func trimColumn(col *api.ReportColumn, budget, evidenceBudget int) Trimmed {
 	var t Trimmed
 	size := proto.Size(col)
 	evidence := 0
-	for _, r := range col.Rows {
-		evidence += rowEvidence(r)
+	ev := make([]int, len(col.Rows)) // each row's evidence bytes
+	only := new(api.ReportRow)
+	for i, r := range col.Rows {
+		ev[i] = evidenceSize(only, r)
+		evidence += ev[i]
 	}
 	if size <= budget && evidence <= evidenceBudget {
 		return t
@@ -91,8 +96,7 @@ func trimColumn(col *api.ReportColumn, budget, evidenceBudget int) Trimmed {
 		if size <= budget && evidence <= evidenceBudget {
 			return t
 		}
-		r := col.Rows[i]
-		e := rowEvidence(r)
+		r, e := col.Rows[i], ev[i]
 		if e == 0 {
 			continue
 		}
@@ -101,12 +105,20 @@ func trimColumn(col *api.ReportColumn, budget, evidenceBudget int) Trimmed {
 		} else {
 			t.EvidenceStripped++
 		}
-		before := fieldSize(columnRowsField, proto.Size(r))
+		// The row's size before, from its size after: the evidence's
+		// fields went, top_k_degraded may have come. Sizing the row
+		// before as well walked its evidence a second time.
+		degraded := len(r.TopKeys) > 0 && !r.TopKDegraded
 		if len(r.TopKeys) > 0 {
 			r.TopKeys, r.TopKDegraded = nil, true
 		}
 		r.Samples = nil
-		size -= before - fieldSize(columnRowsField, proto.Size(r))
+		after := proto.Size(r)
+		before := after + e
+		if degraded {
+			before -= degradedFieldSize
+		}
+		size -= fieldSize(columnRowsField, before) - fieldSize(columnRowsField, after)
 		evidence -= e
 	}
 	drop := make([]bool, len(col.Rows))
@@ -128,15 +140,12 @@ func trimColumn(col *api.ReportColumn, budget, evidenceBudget int) Trimmed {
 	return t
 }
 
-// rowEvidence is the encoded size of r's top keys and samples, the
-// evidence api.MaxReportEvidenceBytes bounds.
-func rowEvidence(r *api.ReportRow) int {
-	n := 0
-	for _, k := range r.TopKeys {
-		n += fieldSize(rowTopKeysField, proto.Size(k))
-	}
-	for _, k := range r.Samples {
-		n += fieldSize(rowSamplesField, proto.Size(k))
-	}
+// evidenceSize is the encoded size of r's top keys and samples, the
+// evidence api.MaxReportEvidenceBytes bounds: the size of a row holding
+// them alone (only, reused: one proto.Size call a row, not one a key).
+func evidenceSize(only, r *api.ReportRow) int {
+	only.TopKeys, only.Samples = r.TopKeys, r.Samples
+	n := proto.Size(only)
+	only.TopKeys, only.Samples = nil, nil
 	return n
 }

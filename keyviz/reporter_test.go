@@ -923,3 +923,6 @@ func TestReporterAdoptsConfigFromARefusal(t *testing.T) {
 		t.Fatalf("column on step %d after the refusal", c.StepMs)
 	}
 }
+
+// rowEvidence is r's evidence bytes, as TrimColumn counts them.
+func rowEvidence(r *api.ReportRow) int { return evidenceSize(new(api.ReportRow), r) }
