@@ -11,7 +11,9 @@ import (
 	"syscall"
 	"testing"
 
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"google.golang.org/protobuf/proto"
 )
 
 // The Observe benchmarks run beside a plain atomic.AddUint64 baseline in the
@@ -460,5 +462,30 @@ func BenchmarkStripeHint(b *testing.B) {
 				})
 			})
 		}
+	}
+}
+
+// BenchmarkTrimColumn is a reporter's trim of a busy node's column: 10,000
+// rows, each with 8 top keys and 32 sampled keys (7.9 MB), down to the
+// evidence bound and a 4 MiB report — what every step costs a data node
+// whose every route fills its reservoir.
+func BenchmarkTrimColumn(b *testing.B) {
+	col := &api.ReportColumn{WindowStartMs: 1 << 40, StepMs: 1000, Buckets: 16, WriteWeight: 4, ReadWeight: 1}
+	for i := range 10_000 {
+		r := &api.ReportRow{RouteId: uint64(i + 1), Writes: uint64(1 + i%50), Buckets: make([]uint64, 16), SampleRate: 16, SampledWrites: 40}
+		for j := range 8 {
+			r.TopKeys = append(r.TopKeys, &api.TopKeyCount{Key: fmt.Appendf(nil, "r%05d-k%02d", i, j), Count: 20, SampledWrites: 5})
+		}
+		for j := range 32 {
+			r.Samples = append(r.Samples, &api.SampledKey{Key: fmt.Appendf(nil, "r%05d-s0%02d", i, j), Writes: 1})
+		}
+		col.Rows = append(col.Rows, r)
+	}
+	budget := columnBudget("node-1", api.MaxReportBytes)
+	for b.Loop() {
+		b.StopTimer()
+		c := proto.Clone(col).(*api.ReportColumn)
+		b.StartTimer()
+		TrimColumn(c, budget)
 	}
 }
