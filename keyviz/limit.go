@@ -13,11 +13,12 @@ import (
 const (
 	reportColumnsField = 2 // ReportRequest.columns
 	columnRowsField    = 6 // ReportColumn.rows
+	rowDegradedField   = 9 // ReportRow.top_k_degraded
 )
 
 // degradedFieldSize is the encoded size of ReportRow.top_k_degraded when
 // true: its tag and a one-byte varint.
-var degradedFieldSize = protowire.SizeTag(9) + 1
+var degradedFieldSize = protowire.SizeTag(rowDegradedField) + 1
 
 // fieldSize is the encoded size of a length-delimited field of n bytes.
 func fieldSize(num protowire.Number, n int) int {
