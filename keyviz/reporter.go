@@ -277,7 +277,7 @@ func (r *Reporter) enqueue(col *api.ReportColumn) {
 		r.log.Warn("keyviz: column trimmed to fit a report", "window_start_ms", col.WindowStartMs,
 			"reason", "size_limit", "top_keys_stripped", t.EvidenceStripped, "rows_dropped", t.RowsDropped)
 	}
-	p := &pendingColumn{col: col, size: fieldSize(reportColumnsField, proto.Size(col))}
+	p := &pendingColumn{col: col, size: fieldSize(reportColumnsField, t.Size)}
 	r.mu.Lock()
 	r.pending = append(r.pending, p)
 	// Counted with the column in pending, so that Stats never shows a

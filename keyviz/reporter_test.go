@@ -715,8 +715,8 @@ func TestTrimColumn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := col()
 			got := trimColumn(c, tc.budget, tc.evidenceBudget)
-			if size := proto.Size(c); size > tc.budget {
-				t.Fatalf("%d bytes over budget %d", size, tc.budget)
+			if size := proto.Size(c); size > tc.budget || got.Size != size {
+				t.Fatalf("%d bytes (trim says %d), budget %d", size, got.Size, tc.budget)
 			}
 			var gotStripped, kept []uint64
 			left := 0
@@ -744,7 +744,7 @@ func TestTrimColumn(t *testing.T) {
 					wantShedKept = append(wantShedKept, id)
 				}
 			}
-			want := Trimmed{EvidenceCapped: len(tc.wantCapped), EvidenceStripped: len(tc.wantStripped), RowsDropped: len(tc.wantDropped)}
+			want := Trimmed{EvidenceCapped: len(tc.wantCapped), EvidenceStripped: len(tc.wantStripped), RowsDropped: len(tc.wantDropped), Size: got.Size}
 			if !slices.Equal(kept, wantKept) || !slices.Equal(gotStripped, wantShedKept) || got != want {
 				t.Fatalf("kept %v shed %v (%+v), want kept %v shed %v (%+v)", kept, gotStripped, got, wantKept, wantShedKept, want)
 			}
@@ -761,7 +761,7 @@ func TestTrimColumnProperty(t *testing.T) {
 		col := &api.ReportColumn{WindowStartMs: t0, StepMs: 1000, Buckets: 1, WriteWeight: 4, ReadWeight: 1}
 		for i := range n {
 			r := &api.ReportRow{RouteId: uint64(i + 1), Writes: rapid.Uint64Range(0, 20).Draw(t, "writes"),
-				Reads: rapid.Uint64Range(0, 20).Draw(t, "reads"), SampleRate: 1}
+				Reads: rapid.Uint64Range(0, 20).Draw(t, "reads"), SampleRate: 1, TopKDegraded: rapid.Bool().Draw(t, "degraded")}
 			for k := range rapid.IntRange(0, 4).Draw(t, "keys") {
 				r.TopKeys = append(r.TopKeys, &api.TopKeyCount{Key: fmt.Appendf(nil, "k%d-%d", i, k), Count: 1})
 			}
@@ -777,7 +777,9 @@ func TestTrimColumnProperty(t *testing.T) {
 		budget := rapid.IntRange(0, full).Draw(t, "budget")
 		evidenceBudget := rapid.IntRange(0, evidence).Draw(t, "evidenceBudget")
 		before := proto.Clone(col).(*api.ReportColumn)
-		trimColumn(col, budget, evidenceBudget)
+		if got := trimColumn(col, budget, evidenceBudget); got.Size != proto.Size(col) {
+			t.Fatalf("trim says %d bytes, the column takes %d", got.Size, proto.Size(col))
+		}
 
 		load := func(r *api.ReportRow) uint64 { return 4*r.Writes + r.Reads }
 		left, lightestKept, heaviestShed := 0, uint64(math.MaxUint64), uint64(0)
@@ -925,4 +927,6 @@ func TestReporterAdoptsConfigFromARefusal(t *testing.T) {
 }
 
 // rowEvidence is r's evidence bytes, as TrimColumn counts them.
-func rowEvidence(r *api.ReportRow) int { return evidenceSize(new(api.ReportRow), r) }
+func rowEvidence(r *api.ReportRow) int {
+	return proto.Size(&api.ReportRow{TopKeys: r.TopKeys, Samples: r.Samples})
+}
