@@ -248,9 +248,9 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 			pids[id] = procs[id].cmd.Process.Pid
 		}
 	}
-	others := map[string]float64{}
+	cpu0 := map[string]float64{}
 	for id, p := range pids {
-		others[id] = procCPUSeconds(t, p)
+		cpu0[id] = procCPUSeconds(t, p)
 	}
 	t0 := time.Now()
 	for round := 1; round <= rounds; round++ {
@@ -263,7 +263,7 @@ func loadScaleProcesses(t *testing.T, c loadScaleCase) {
 		cpuAt[round] = procCPUSeconds(t, pid)
 	}
 	var otherCPU []string
-	for id, c0 := range others {
+	for id, c0 := range cpu0 {
 		otherCPU = append(otherCPU, fmt.Sprintf("%s %.2f", id, (procCPUSeconds(t, pids[id])-c0)/time.Since(t0).Seconds()))
 	}
 	slices.Sort(otherCPU)
