@@ -30,9 +30,9 @@ import (
 // handful of cache misses per kept item (16% of a version 2 report's
 // ingest); instead kept items are appended to a buffer of sampleBuffer,
 // and when it is full the mergedSamples of highest priority are selected
-// in place and the rest left out (cut). The lowest item kept by the last cut is the
-// floor a later item must beat to be appended. The kept set and τ are
-// those a heap would keep: the same order decides, only later.
+// in place and the rest left out (cut). The lowest item kept by the last
+// cut is the floor a later item must beat to be appended. The kept set and
+// τ are those a heap would keep: the same order decides, only later.
 //
 // Memory is O(sampleBuffer) per row whatever the number of reporters:
 // the items (24 bytes each) and their keys, copied into a per-row buffer
