@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -26,9 +27,9 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	if err != nil {
 		return f.halted(l.Index, fmt.Errorf("raft index %d: %w", l.Index, err))
 	}
-	if !Supported(cmd.GetMinVersion()) {
+	if !clusterversion.IsSupported(cmd.GetMinVersion()) {
 		return f.halted(l.Index, fmt.Errorf("raft index %d: %w: entry needs cluster version %d, this build supports %d",
-			l.Index, ErrVersion, cmd.GetMinVersion(), SupportedVersion))
+			l.Index, ErrVersion, cmd.GetMinVersion(), clusterversion.Supported))
 	}
 	cur := f.State()
 	ns := *cur
@@ -40,7 +41,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 	res := &Result{Index: l.Index}
 	rid := cmd.GetRequestId()
 	if prev, ok := lookupRequest(cur, rid); ok {
-		if cur.Has(RequestFingerprints) && len(prev.GetFingerprint()) > 0 && !bytes.Equal(prev.GetFingerprint(), requestFingerprint(cmd)) {
+		if cur.Has(clusterversion.RequestFingerprints) && len(prev.GetFingerprint()) > 0 && !bytes.Equal(prev.GetFingerprint(), requestFingerprint(cmd)) {
 			res.CommandResult = reusedRequest(rid, prev, cmd)
 		} else {
 			res.CommandResult, res.Duplicate = prev.GetResult(), true
@@ -52,7 +53,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 		}
 		if rid != "" {
 			rec := &api.RequestRecord{RequestId: rid, Seq: ns.nextRequestSeq, Result: res.CommandResult}
-			if ns.Has(RequestFingerprints) {
+			if ns.Has(clusterversion.RequestFingerprints) {
 				rec.Fingerprint, rec.Description = requestFingerprint(cmd), describeRequest(cmd)
 			}
 			ns.requests = ns.requests.with(rec, f.requestTableSize)
@@ -104,7 +105,7 @@ type applier struct {
 }
 
 func (a *applier) dispatch() *api.CommandResult {
-	if a.s.bootstrapped && !Reaches(a.s.clusterVersion, a.cmd.GetMinVersion()) {
+	if a.s.bootstrapped && !clusterversion.Reaches(a.s.clusterVersion, a.cmd.GetMinVersion()) {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "min_version %d above cluster version %d: the leader proposed a command the cluster has not enabled",
 			a.cmd.GetMinVersion(), a.s.clusterVersion)
 	}

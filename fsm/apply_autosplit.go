@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -83,7 +84,7 @@ func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
 	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
 	}
-	if a.s.Has(UnchangedPatchNoop) && proto.Equal(cfg, a.s.cfg) {
+	if a.s.Has(clusterversion.UnchangedPatchNoop) && proto.Equal(cfg, a.s.cfg) {
 		// Re-sending the settings in force (a script's idempotent config
 		// step) must not reset every route's hysteresis.
 		a.f.log.Info("fsm: config set changed nothing", "actor", c.GetActor(), "patch", patchSummary(p), "commit_hlc", a.nowHLC)
@@ -111,7 +112,7 @@ const ConfigUnchanged = "unchanged: the patch leaves the config as it is"
 // beside it), nothing before — replicas of older versions refuse the
 // field. The transport and Apply both use it.
 func (s *State) KeptNote(n string) string {
-	if !s.Has(ActorNotes) {
+	if !s.Has(clusterversion.ActorNotes) {
 		return ""
 	}
 	return n

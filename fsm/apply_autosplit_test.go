@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
@@ -124,7 +125,7 @@ func TestValidateConfig(t *testing.T) {
 func TestApplyPatchDoesNotModifyInputs(t *testing.T) {
 	c := DefaultConfig()
 	p := &api.ConfigPatch{Threshold: new(uint64(7))}
-	out := ApplyPatch(c, p, Version2)
+	out := ApplyPatch(c, p, clusterversion.Version2)
 	if c.Threshold != 50000 || out.Threshold != 7 || out.Buckets != c.Buckets {
 		t.Fatalf("in %v out %v", c, out)
 	}
@@ -160,7 +161,7 @@ func TestSetConfigVersion2Bounds(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := bootstrappedAt(t, Version2, nil, nil)
+			h := bootstrappedAt(t, clusterversion.Version2, nil, nil)
 			before := h.state()
 			r := h.run(setConfig(tc.patch))
 			wantCode(t, r, api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
@@ -169,11 +170,11 @@ func TestSetConfigVersion2Bounds(t *testing.T) {
 			}
 			assertUnchanged(t, before, h.state())
 
-			v1 := bootstrappedAt(t, Version1, nil, nil)
+			v1 := bootstrappedAt(t, clusterversion.Version1, nil, nil)
 			wantCode(t, v1.run(setConfig(tc.patch)), api.ResultCode_RESULT_CODE_OK)
 		})
 	}
-	h := bootstrappedAt(t, Version2, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version2, nil, nil)
 	wantCode(t, h.run(setConfig(&api.ConfigPatch{MaxAutoRoutes: new(uint32(MaxAutoRoutesLimit))})), api.ResultCode_RESULT_CODE_OK)
 }
 
@@ -181,10 +182,10 @@ func TestSetConfigVersion2Bounds(t *testing.T) {
 // beside the authenticated actor; at version 1 it is not (a v1 replica
 // knows no such field).
 func TestActorNote(t *testing.T) {
-	for _, v := range []uint32{Version1, Version2} {
+	for _, v := range []uint32{clusterversion.Version1, clusterversion.Version2} {
 		h := bootstrappedAt(t, v, nil, nil)
 		want := ""
-		if v >= Version2 {
+		if v >= clusterversion.Version2 {
 			want = "alice-the-sre"
 		}
 		r := h.run(&api.Command{Body: &api.Command_SetAutoSplit{SetAutoSplit: &api.SetAutoSplit{
@@ -218,7 +219,7 @@ func TestSetConfigUnchangedIsANoop(t *testing.T) {
 	}
 	counter := func(h *harness) uint32 { tr, _ := h.state().Detector().Get(1); return tr.ConsecutiveOver }
 
-	h := bootstrappedAt(t, Version3, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version3, nil, nil)
 	tracked(h)
 	cur := h.state().Config()
 	before := h.state()
@@ -236,7 +237,7 @@ func TestSetConfigUnchangedIsANoop(t *testing.T) {
 		t.Fatalf("a change answered %q with the counter at %d", r.Message, counter(h))
 	}
 
-	old := bootstrappedAt(t, Version2, nil, nil)
+	old := bootstrappedAt(t, clusterversion.Version2, nil, nil)
 	tracked(old)
 	r = old.run(setConfig(&api.ConfigPatch{Threshold: proto.Uint64(old.state().Config().GetThreshold())}))
 	if r.Message != "" || counter(old) != 0 {
@@ -254,7 +255,7 @@ func TestStepChangeWithoutColumns(t *testing.T) {
 		h.ms = atMs
 		return h.run(&api.Command{Body: &api.Command_AdvanceCeiling{AdvanceCeiling: &api.AdvanceCeiling{CeilingMs: atMs + 1000}}})
 	}
-	for _, version := range []uint32{Version2, Version3} {
+	for _, version := range []uint32{clusterversion.Version2, clusterversion.Version3} {
 		h := bootstrappedAt(t, version, nil, nil)
 		old := h.state().Config().GetStepMs()
 		wantCode(t, h.run(setConfig(&api.ConfigPatch{StepMs: proto.Uint64(10_000), GraceMs: proto.Uint64(5_000)})), api.ResultCode_RESULT_CODE_OK)
@@ -271,7 +272,7 @@ func TestStepChangeWithoutColumns(t *testing.T) {
 		}
 		renew(h, due)
 		c := h.state().Config()
-		if promoted := c.GetStepMs() == 10_000 && c.GetNextStepAtMs() == 0 && c.GetNextStepMs() == 0; promoted != (version == Version3) {
+		if promoted := c.GetStepMs() == 10_000 && c.GetNextStepAtMs() == 0 && c.GetNextStepMs() == 0; promoted != (version == clusterversion.Version3) {
 			t.Fatalf("v%d: config after the renewal at the due time: %v", version, c)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
@@ -15,9 +16,9 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if a.s.bootstrapped {
 		return fail(api.ResultCode_RESULT_CODE_ALREADY_BOOTSTRAPPED, "cluster %q already bootstrapped", a.s.clusterID)
 	}
-	if !Supported(b.GetClusterVersion()) {
+	if !clusterversion.IsSupported(b.GetClusterVersion()) {
 		// Another build could accept this entry; refusing it would diverge.
-		a.haltErr = fmt.Errorf("%w: bootstrap at cluster version %d, this build supports %d", ErrVersion, b.GetClusterVersion(), SupportedVersion)
+		a.haltErr = fmt.Errorf("%w: bootstrap at cluster version %d, this build supports %d", ErrVersion, b.GetClusterVersion(), clusterversion.Supported)
 		return nil
 	}
 	if b.GetClusterId() == "" {
@@ -27,7 +28,7 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "initial_splits: %v", err)
 	}
-	if OperatorBoundariesKept.EnabledAt(max(1, b.GetClusterVersion())) {
+	if clusterversion.OperatorBoundariesKept.EnabledAt(max(1, b.GetClusterVersion())) {
 		// The initial split keys are the operator's: automatic merges keep
 		// them.
 		if cat, _, err = cat.MarkAllStarts(); err != nil {
@@ -68,7 +69,7 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 // nothing (renewals may arrive late).
 func (a *applier) applyAdvanceCeiling(c *api.AdvanceCeiling) *api.CommandResult {
 	a.s.ceilingMs = max(a.s.ceilingMs, c.GetCeilingMs())
-	if a.s.Has(StepChangeWithoutColumns) {
+	if a.s.Has(clusterversion.StepChangeWithoutColumns) {
 		// The leader renews the fence on an idle cluster too: time passes
 		// here even when no column comes to promote a step change.
 		if next := promoteStepByTime(a.s.cfg, a.now); next != a.s.cfg {
@@ -88,7 +89,7 @@ func (a *applier) applySetMember(c *api.SetMember) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member: required")
 	case m.GetNodeId() == "":
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member.node_id: required")
-	case !IsVersion(m.GetSupportedVersion()):
+	case !clusterversion.IsVersion(m.GetSupportedVersion()):
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "member.supported_version: must be >= 1")
 	}
 	a.dropAdmission(m.GetNodeId())
@@ -142,11 +143,11 @@ func (a *applier) setMembers(ms []*api.Member) bool {
 		}
 		v = max(v, lowest)
 	}
-	if !Supported(v) {
-		a.haltErr = fmt.Errorf("%w: every member supports cluster version %d, this build only %d", ErrVersion, v, SupportedVersion)
+	if !clusterversion.IsSupported(v) {
+		a.haltErr = fmt.Errorf("%w: every member supports cluster version %d, this build only %d", ErrVersion, v, clusterversion.Supported)
 		return false
 	}
-	a.raiseVersion(features[:], v)
+	a.raiseVersion(raiseHooks(), v)
 	a.s.members = ms
 	return true
 }
@@ -157,8 +158,8 @@ const maxAdmissions = 64
 // applyAdmitMember records that a node id may join from a raft address
 // (feature Admission). Admitting an id again replaces its admission.
 func (a *applier) applyAdmitMember(c *api.AdmitMember) *api.CommandResult {
-	if !a.s.Has(Admission) {
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "admit_member needs cluster version %d, the cluster runs %d", Admission.Version(), a.s.clusterVersion)
+	if !a.s.Has(clusterversion.Admission) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "admit_member needs cluster version %d, the cluster runs %d", clusterversion.Admission.Version(), a.s.clusterVersion)
 	}
 	if err := api.ValidateNodeID(c.GetNodeId()); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "node_id: %v", err)
@@ -202,8 +203,8 @@ func (a *applier) dropAdmission(nodeID string) bool {
 // StateCheck). It changes nothing replicated: each replica hashes its state
 // at this index outside Apply (Options.OnCheckState).
 func (a *applier) applyCheckState(c *api.CheckState) *api.CommandResult {
-	if !a.s.Has(StateCheck) {
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "check_state needs cluster version %d, the cluster runs %d", StateCheck.Version(), a.s.clusterVersion)
+	if !a.s.Has(clusterversion.StateCheck) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "check_state needs cluster version %d, the cluster runs %d", clusterversion.StateCheck.Version(), a.s.clusterVersion)
 	}
 	a.checkState = true
 	a.f.log.Info("fsm: state check marker", "actor", c.GetActor())

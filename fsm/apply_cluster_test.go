@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 func TestBootstrap(t *testing.T) {
@@ -96,7 +97,7 @@ func TestBootstrapTwice(t *testing.T) {
 func TestBootstrapVersionAboveSupportedHalts(t *testing.T) {
 	h := newHarness(t, Options{})
 	before := h.state()
-	h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c1", ClusterVersion: SupportedVersion + 1}}})
+	h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c1", ClusterVersion: clusterversion.Supported + 1}}})
 	if len(h.halts) != 1 {
 		t.Fatalf("halts %v", h.halts)
 	}
@@ -151,13 +152,13 @@ func admit(id, raftAddr string) *api.Command {
 // Admissions (cluster version 2): admitted ids wait for their node; the
 // member record or a removal ends them; version 1 refuses the command.
 func TestAdmissions(t *testing.T) {
-	v1 := bootstrappedAt(t, Version1, nil, nil)
+	v1 := bootstrappedAt(t, clusterversion.Version1, nil, nil)
 	before := v1.state()
 	wantCode(t, v1.run(admit("n4", "127.0.0.1:9")), api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
 	assertUnchanged(t, before, v1.state())
 
-	h := bootstrappedAt(t, Version2, nil, nil)
-	h.run(member("n1", Version2))
+	h := bootstrappedAt(t, clusterversion.Version2, nil, nil)
+	h.run(member("n1", clusterversion.Version2))
 	for _, tc := range []struct {
 		cmd  *api.Command
 		code api.ResultCode
@@ -176,7 +177,7 @@ func TestAdmissions(t *testing.T) {
 	if a, ok := h.state().Admission("n4"); !ok || a.GetRaftAddr() != "127.0.0.1:7" || a.GetActor() != "alice" || len(h.state().Admissions()) != 2 {
 		t.Fatalf("admissions %v", h.state().Admissions())
 	}
-	wantCode(t, h.run(member("n4", Version2)), api.ResultCode_RESULT_CODE_OK)
+	wantCode(t, h.run(member("n4", clusterversion.Version2)), api.ResultCode_RESULT_CODE_OK)
 	if _, ok := h.state().Admission("n4"); ok {
 		t.Fatal("a joined node kept its admission")
 	}
@@ -247,7 +248,7 @@ func TestClusterVersion(t *testing.T) {
 		t.Fatalf("version %d", v)
 	}
 	before := h.state()
-	h.run(member("n1", SupportedVersion+1))
+	h.run(member("n1", clusterversion.Supported+1))
 	if len(h.halts) != 1 || h.state() != before {
 		t.Fatalf("version above supported: halts %v, state replaced %v", h.halts, h.state() != before)
 	}
@@ -261,7 +262,7 @@ func TestCheckState(t *testing.T) {
 		index uint64
 		s     *State
 	}
-	for _, version := range []uint32{Version1, Version2} {
+	for _, version := range []uint32{clusterversion.Version1, clusterversion.Version2} {
 		var got []capture
 		h := &harness{t: t, ms: startMs}
 		h.f = newQuiet(Options{Halt: func(err error) { h.halts = append(h.halts, err) }, OnCheckState: func(i uint64, s *State) {
@@ -274,7 +275,7 @@ func TestCheckState(t *testing.T) {
 		before := h.f.State()
 		r := h.run(&api.Command{Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: "op"}}})
 		after := h.f.State()
-		if version < Version2 {
+		if version < clusterversion.Version2 {
 			if r.Code != api.ResultCode_RESULT_CODE_INVALID_ARGUMENT || len(got) != 0 {
 				t.Fatalf("v1: check_state answered %v %q, %d captures; want refused, none", r.Code, r.Message, len(got))
 			}

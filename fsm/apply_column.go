@@ -8,6 +8,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
@@ -75,7 +76,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 		res.PlannedOpIds = append(res.PlannedOpIds, op.GetOpId())
 		d := &api.Decision{Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: p.RouteID, OpId: op.GetOpId(),
 			Origin: op.GetOrigin(), Reason: api.Reason_REASON_PLANNED, Score: p.Score, SplitKeys: op.GetSplitKeys()}
-		if s.Has(DecisionExplanations) {
+		if s.Has(clusterversion.DecisionExplanations) {
 			// Why this key, kept after the route is gone.
 			d.Explanation = explanationToProto(p.Explanation)
 		}
@@ -87,7 +88,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	a.recordSkips(col, det)
 	a.recordMergeDeclines(col, det)
 	a.f.m.column(c.GetDroppedRows(), dropped)
-	if s.Has(ScheduledStepChange) {
+	if s.Has(clusterversion.ScheduledStepChange) {
 		if next := promoteStep(s.cfg, c.GetWindowStartMs()); next != s.cfg {
 			a.f.log.Info("fsm: step change took effect", "step_ms", next.GetStepMs(), "window_start_ms", c.GetWindowStartMs())
 			s.cfg = next
@@ -123,8 +124,8 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 		if len(row.GetTopKeys()) > maxTopKeys {
 			return invalid("rows[%d].top_keys: %d above %d", i, len(row.GetTopKeys()), maxTopKeys)
 		}
-		if !SampledEvidence.EnabledAt(version) && (len(row.GetSamples()) > 0 || row.GetSampleRate() != 0 || row.GetSampledTotal() != 0 || row.GetSampledVariance() != 0) {
-			return invalid("rows[%d].samples: needs cluster version %d, the cluster is at %d", i, SampledEvidence.Version(), version)
+		if !clusterversion.SampledEvidence.EnabledAt(version) && (len(row.GetSamples()) > 0 || row.GetSampleRate() != 0 || row.GetSampledTotal() != 0 || row.GetSampledVariance() != 0) {
+			return invalid("rows[%d].samples: needs cluster version %d, the cluster is at %d", i, clusterversion.SampledEvidence.Version(), version)
 		}
 		if len(row.GetSamples()) > maxSamples {
 			return invalid("rows[%d].samples: %d above %d", i, len(row.GetSamples()), maxSamples)
@@ -135,8 +136,8 @@ func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 			}
 		}
 		for j, k := range row.GetTopKeys() {
-			if !SampledEvidence.EnabledAt(version) && (k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 || k.GetVariance() != 0) {
-				return invalid("rows[%d].top_keys[%d]: sampled counts need cluster version %d, the cluster is at %d", i, j, SampledEvidence.Version(), version)
+			if !clusterversion.SampledEvidence.EnabledAt(version) && (k.GetSampledReads() != 0 || k.GetSampledWrites() != 0 || k.GetVariance() != 0) {
+				return invalid("rows[%d].top_keys[%d]: sampled counts need cluster version %d, the cluster is at %d", i, j, clusterversion.SampledEvidence.Version(), version)
 			}
 			if len(k.GetKey()) > catalog.MaxKeyLen {
 				return invalid("rows[%d].top_keys[%d].key: %d bytes above %d", i, j, len(k.GetKey()), catalog.MaxKeyLen)
@@ -158,8 +159,8 @@ func checkRouteLoads(c *api.ObserveColumn, version uint32) *api.CommandResult {
 	if loads == nil {
 		return nil
 	}
-	if !ColumnRouteLoads.EnabledAt(version) {
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "route_loads: needs cluster version %d, the cluster is at %d", ColumnRouteLoads.Version(), version)
+	if !clusterversion.ColumnRouteLoads.EnabledAt(version) {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "route_loads: needs cluster version %d, the cluster is at %d", clusterversion.ColumnRouteLoads.Version(), version)
 	}
 	if err := loads.Check(); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "%v", err)
@@ -194,13 +195,13 @@ func checkRouteLoads(c *api.ObserveColumn, version uint32) *api.CommandResult {
 // encoded size. A column without route_loads was assembled before the
 // version rose (checkRouteLoads) and applies as before.
 func checkEvidenceBytes(c *api.ObserveColumn, version uint32) *api.CommandResult {
-	if c.GetRouteLoads() == nil || !BoundedEvidence.EnabledAt(version) {
+	if c.GetRouteLoads() == nil || !clusterversion.BoundedEvidence.EnabledAt(version) {
 		return nil
 	}
 	total := 0
 	for i, row := range c.GetRows() {
 		if total += proto.Size(row); total > api.MaxColumnEvidenceBytes {
-			return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "rows[%d]: the rows' evidence passes %d bytes, the limit of %s", i, api.MaxColumnEvidenceBytes, BoundedEvidence)
+			return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "rows[%d]: the rows' evidence passes %d bytes, the limit of %s", i, api.MaxColumnEvidenceBytes, clusterversion.BoundedEvidence)
 		}
 	}
 	return nil
@@ -334,7 +335,7 @@ func (a *applier) recordSkips(col detector.Column, det *detector.State) {
 		if e.IsolationReason != detector.ReasonUnspecified {
 			d.Detail = "isolation not used: " + reasonLabel(api.Reason(e.IsolationReason))
 		}
-		if a.s.Has(DecisionExplanations) {
+		if a.s.Has(clusterversion.DecisionExplanations) {
 			d.Explanation = explanationToProto(e)
 		}
 		a.decide(d)

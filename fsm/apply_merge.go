@@ -7,6 +7,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -21,7 +22,7 @@ import (
 // not ACTIVE), and last a route that a live op will still change (a split
 // op's next target, either route of a merge op).
 func (a *applier) applyMergeRange(c *api.MergeRange) *api.CommandResult {
-	if err := a.s.Require(ManualMerge); err != nil {
+	if err := a.s.Require(clusterversion.ManualMerge); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "merge_range: %v", err)
 	}
 	if c.GetOpId() != 0 {

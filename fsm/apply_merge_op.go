@@ -7,6 +7,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // applyMergeOpStep applies the one step of merge op c.OpId (AutoMerge),
@@ -18,7 +19,7 @@ import (
 // transition (catalog.Merge, commitMerge), validated by the op's recorded
 // shape, never by catalog version.
 func (a *applier) applyMergeOpStep(c *api.MergeRange) *api.CommandResult {
-	if err := a.s.Require(AutoMerge); err != nil {
+	if err := a.s.Require(clusterversion.AutoMerge); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "op_id: %v", err)
 	}
 	i, found := findOp(a.s.ops, c.GetOpId())

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/hlc"
 )
@@ -30,7 +31,7 @@ func mergeCAS(left, right, version uint64) *api.Command {
 // r4 [t, +inf) in group 7 and a 60 s cooldown.
 func mergeState(t *testing.T) *harness {
 	t.Helper()
-	return bootstrappedAt(t, Version3, [][]byte{[]byte("f"), []byte("m"), []byte("t")}, &api.Config{CooldownMs: 60_000, StepMs: 1000})
+	return bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("f"), []byte("m"), []byte("t")}, &api.Config{CooldownMs: 60_000, StepMs: 1000})
 }
 
 func TestManualMerge(t *testing.T) {
@@ -38,7 +39,7 @@ func TestManualMerge(t *testing.T) {
 	h := newHarness(t, Options{Metrics: m})
 	wantCode(t, h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c1", GroupId: 7,
 		InitialSplits: [][]byte{[]byte("f"), []byte("m"), []byte("t")}, Config: &api.Config{CooldownMs: 60_000, StepMs: 1000},
-		ClusterVersion: Version3}}}), api.ResultCode_RESULT_CODE_OK)
+		ClusterVersion: clusterversion.Version3}}}), api.ResultCode_RESULT_CODE_OK)
 	// Both parents carry detector state that must not outlive them.
 	h.editState(func(p *api.StateSnapshot) {
 		p.Tracked = []*api.TrackedRoute{
@@ -121,9 +122,9 @@ func TestManualMergeRefusals(t *testing.T) {
 		code    api.ResultCode
 		msg     string
 	}{
-		{name: "below version 3", version: Version2, c: merge(2, 3),
+		{name: "below version 3", version: clusterversion.Version2, c: merge(2, 3),
 			code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, msg: "manual_merge needs cluster version 3, the cluster runs 2"},
-		{name: "below version 3, even a malformed one", version: Version1, c: merge(2, 2),
+		{name: "below version 3, even a malformed one", version: clusterversion.Version1, c: merge(2, 2),
 			code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, msg: "manual_merge needs cluster version 3"},
 		{name: "same route", c: merge(2, 2), code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, msg: "route 2 given as both"},
 		{name: "route 0", c: merge(0, 1), code: api.ResultCode_RESULT_CODE_ROUTE_NOT_FOUND, msg: "route 0 (left)"},
@@ -156,7 +157,7 @@ func TestManualMergeRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v := tc.version
 			if v == 0 {
-				v = Version3
+				v = clusterversion.Version3
 			}
 			h := bootstrappedAt(t, v, [][]byte{[]byte("f"), []byte("m"), []byte("t")}, &api.Config{CooldownMs: 60_000, StepMs: 1000})
 			if tc.prep != nil {
@@ -304,7 +305,7 @@ func TestFenceIsOneRuleForCatalogChanges(t *testing.T) {
 	}
 	// Below the feature's version a merge is refused for its version, not
 	// counted as a fence violation.
-	h := bootstrappedAt(t, Version2, [][]byte{[]byte("f"), []byte("m")}, nil)
+	h := bootstrappedAt(t, clusterversion.Version2, [][]byte{[]byte("f"), []byte("m")}, nil)
 	c := merge(1, 2)
 	c.Hlc = h.state().LastHLC()
 	wantCode(t, h.run(c), api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
@@ -319,7 +320,7 @@ func TestFenceIsOneRuleForCatalogChanges(t *testing.T) {
 func TestMergeFreesRouteCap(t *testing.T) {
 	cfg := hotConfig()
 	cfg.MaxAutoRoutes = 5
-	h := bootstrappedAt(t, Version3, [][]byte{[]byte("f"), []byte("m"), []byte("t")}, cfg)
+	h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("f"), []byte("m"), []byte("t")}, cfg)
 	// r4 [t, +inf) holds hot key "user42": isolating it adds 2 routes.
 	wantCode(t, h.run(column(1000, 2000, hotRow(4, "user42"))), api.ResultCode_RESULT_CODE_OK)
 	r := h.run(column(2000, 3000, hotRow(4, "user42")))
@@ -356,7 +357,7 @@ func TestColumnRowsOfMergedParentsDropped(t *testing.T) {
 		m := NewMetrics(prometheus.NewRegistry())
 		h := newHarness(t, Options{Metrics: m})
 		h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c1", GroupId: 7,
-			InitialSplits: [][]byte{[]byte("f"), []byte("m"), []byte("t")}, Config: hotConfig(), ClusterVersion: Version3}}})
+			InitialSplits: [][]byte{[]byte("f"), []byte("m"), []byte("t")}, Config: hotConfig(), ClusterVersion: clusterversion.Version3}}})
 		wantCode(t, h.run(merge(2, 3)), api.ResultCode_RESULT_CODE_OK)
 		rows := []*api.ColumnRow{{RouteId: 1, Writes: 3}, {RouteId: 2, Writes: 4}, {RouteId: 3, Writes: 5}, {RouteId: 4, Writes: 6}}
 		c := column(1000, 2000, rows...)
@@ -420,7 +421,7 @@ func TestSnapshotRoundTripWithMerges(t *testing.T) {
 	}
 
 	for name, edit := range map[string]func(p *api.StateSnapshot){
-		"merged route at version 2": func(p *api.StateSnapshot) { p.ClusterVersion = Version2 },
+		"merged route at version 2": func(p *api.StateSnapshot) { p.ClusterVersion = clusterversion.Version2 },
 		"live merge parent": func(p *api.StateSnapshot) {
 			for _, r := range p.Catalog.Routes {
 				if r.MergedAtHlc != 0 {

@@ -6,6 +6,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -30,7 +31,7 @@ func (a *applier) applyManualSplit(c *api.SplitRange) *api.CommandResult {
 		err      error
 		by       = catalog.PlacedByRule // version 2 records no placement
 	)
-	if a.s.Has(OperatorBoundariesKept) {
+	if a.s.Has(clusterversion.OperatorBoundariesKept) {
 		by = catalog.PlacedByOperator // automatic merges keep the key
 	}
 	if c.ExpectedVersion != nil && !skipCAS() {

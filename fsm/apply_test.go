@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // Entries this build cannot apply safely halt the process; nothing is
@@ -28,7 +29,7 @@ func TestHalt(t *testing.T) {
 	// A oneof case this build does not know (field 999).
 	unknownBody := protowire.AppendTag(nil, 999, protowire.BytesType)
 	unknownBody = protowire.AppendBytes(unknownBody, nil)
-	tooNew, err := EncodeCommand(&api.Command{MinVersion: SupportedVersion + 1, Body: split(1, "g").Body})
+	tooNew, err := EncodeCommand(&api.Command{MinVersion: clusterversion.Supported + 1, Body: split(1, "g").Body})
 	if err != nil {
 		t.Fatal(err)
 	}

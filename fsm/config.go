@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 	"google.golang.org/protobuf/proto"
 )
@@ -139,7 +140,7 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 		}
 	}
 	fillWeight := func(v **uint32, def *uint32) {
-		if *v == nil || (!ExplicitZeroWeights.EnabledAt(version) && **v == 0) {
+		if *v == nil || (!clusterversion.ExplicitZeroWeights.EnabledAt(version) && **v == 0) {
 			*v = proto.Uint32(*def)
 		}
 	}
@@ -152,13 +153,13 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	fill32(&out.MaxAutoRoutes, d.MaxAutoRoutes)
 	fill32(&out.TopKeyShareBp, d.TopKeyShareBp)
 	switch {
-	case !HoldBand.EnabledAt(version):
+	case !clusterversion.HoldBand.EnabledAt(version):
 		out.HoldBandBp = nil
 	case out.HoldBandBp == nil:
 		out.HoldBandBp = proto.Uint32(DefaultHoldBandBP)
 	}
-	out.FloorFollowsThreshold = FloorFollowsThreshold.EnabledAt(version) && out.TopKeyAbsoluteFloor == 0
-	if !ScheduledStepChange.EnabledAt(version) {
+	out.FloorFollowsThreshold = clusterversion.FloorFollowsThreshold.EnabledAt(version) && out.TopKeyAbsoluteFloor == 0
+	if !clusterversion.ScheduledStepChange.EnabledAt(version) {
 		out.NextStepMs, out.NextStepAtMs = 0, 0
 	}
 	fill64(&out.TopKeyAbsoluteFloor, out.Threshold/2)
@@ -167,7 +168,7 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	fill64(&out.OpTtlMs, out.CooldownMs)
 	fill32(&out.SmoothingWindows, d.SmoothingWindows)
 	fill64(&out.GraceMs, out.StepMs/2)
-	if AutoMerge.EnabledAt(version) {
+	if clusterversion.AutoMerge.EnabledAt(version) {
 		out = withMergeDefaults(out)
 	} else {
 		clearMerge(out)
@@ -193,7 +194,7 @@ func ValidateConfigAt(c *api.Config, clusterVersion uint32) error {
 	if err := ValidateConfig(c); err != nil {
 		return err
 	}
-	if !ConfigLimits.EnabledAt(clusterVersion) {
+	if !clusterversion.ConfigLimits.EnabledAt(clusterVersion) {
 		return nil
 	}
 	bad := func(field string, v, limit uint64) error {
@@ -283,7 +284,7 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	setWeight := func(dst **uint32, v *uint32) {
 		switch {
 		case v == nil:
-		case *v == 0 && !ExplicitZeroWeights.EnabledAt(version):
+		case *v == 0 && !clusterversion.ExplicitZeroWeights.EnabledAt(version):
 			*dst = nil
 		default:
 			*dst = proto.Uint32(*v)
@@ -299,16 +300,16 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 	set32(&out.TopKeyShareBp, p.TopKeyShareBp)
 	set64(&out.TopKeyAbsoluteFloor, p.TopKeyAbsoluteFloor)
 	set32(&out.Buckets, p.Buckets)
-	if !ScheduledStepChange.EnabledAt(version) {
+	if !clusterversion.ScheduledStepChange.EnabledAt(version) {
 		set64(&out.StepMs, p.StepMs)
 	}
 	set64(&out.OpTtlMs, p.OpTtlMs)
 	set32(&out.SmoothingWindows, p.SmoothingWindows)
 	set64(&out.GraceMs, p.GraceMs)
-	if HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
+	if clusterversion.HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
 		out.HoldBandBp = proto.Uint32(*p.HoldBandBp)
 	}
-	if AutoMerge.EnabledAt(version) {
+	if clusterversion.AutoMerge.EnabledAt(version) {
 		for _, f := range []struct{ dst, v **uint32 }{
 			{&out.MergeThresholdBp, &p.MergeThresholdBp}, {&out.MergeWindows, &p.MergeWindows},
 			{&out.MaxMergesPerCycle, &p.MaxMergesPerCycle}, {&out.MergeMarginBp, &p.MergeMarginBp},
@@ -321,7 +322,7 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 			out.MergeDelayMs = proto.Uint64(*p.MergeDelayMs)
 		}
 	}
-	if FloorFollowsThreshold.EnabledAt(version) {
+	if clusterversion.FloorFollowsThreshold.EnabledAt(version) {
 		if p.TopKeyAbsoluteFloor != nil {
 			out.FloorFollowsThreshold = *p.TopKeyAbsoluteFloor == 0
 		}
@@ -369,17 +370,17 @@ func ScheduleStep(c *api.Config, newStep, nowMs, graceMs uint64) (*api.Config, e
 // applies exactly this; the transport calls it first so that a bad value
 // never reaches the log.
 func PatchConfig(cur *api.Config, version uint32, p *api.ConfigPatch, nowMs uint64) (*api.Config, error) {
-	if EmptyPatchRefused.EnabledAt(version) && PatchIsEmpty(p) {
+	if clusterversion.EmptyPatchRefused.EnabledAt(version) && PatchIsEmpty(p) {
 		return nil, fmt.Errorf("%w: patch: sets no field", ErrInvalidConfig)
 	}
-	if !HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
-		return nil, fmt.Errorf("%w: hold_band_bp: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, HoldBand.Version(), version)
+	if !clusterversion.HoldBand.EnabledAt(version) && p.HoldBandBp != nil {
+		return nil, fmt.Errorf("%w: hold_band_bp: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, clusterversion.HoldBand.Version(), version)
 	}
-	if f := mergeFieldSet(p); f != "" && !AutoMerge.EnabledAt(version) {
-		return nil, fmt.Errorf("%w: %s: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, f, AutoMerge.Version(), version)
+	if f := mergeFieldSet(p); f != "" && !clusterversion.AutoMerge.EnabledAt(version) {
+		return nil, fmt.Errorf("%w: %s: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, f, clusterversion.AutoMerge.Version(), version)
 	}
 	cfg := ApplyPatch(cur, p, version)
-	if ScheduledStepChange.EnabledAt(version) && p.StepMs != nil {
+	if clusterversion.ScheduledStepChange.EnabledAt(version) && p.StepMs != nil {
 		var err error
 		if cfg, err = ScheduleStep(cfg, p.GetStepMs(), nowMs, max(cur.GetGraceMs(), cfg.GetGraceMs())); err != nil {
 			return nil, err

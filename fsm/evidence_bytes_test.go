@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // evidenceRows are n hot rows of routes 1..n, each with 200 sampled keys
@@ -48,7 +49,7 @@ func TestColumnEvidenceBytesCap(t *testing.T) {
 	}
 	loads = append(loads, api.RouteLoad{RouteID: 4, Writes: 1})
 
-	h := bootstrappedAt(t, Version3, splits, hotConfig())
+	h := bootstrappedAt(t, clusterversion.Version3, splits, hotConfig())
 	before := h.state()
 	r := h.run(loadsColumn(1000, 2000, loads, rows...))
 	wantCode(t, r, api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
@@ -61,9 +62,9 @@ func TestColumnEvidenceBytesCap(t *testing.T) {
 	wantCode(t, h.run(loadsColumn(1000, 2000, loads, rows[:2]...)), api.ResultCode_RESULT_CODE_OK)
 
 	// Without route_loads, the cap does not apply.
-	h = bootstrappedAt(t, Version3, splits, hotConfig())
+	h = bootstrappedAt(t, clusterversion.Version3, splits, hotConfig())
 	wantCode(t, h.run(column(1000, 2000, rows...)), api.ResultCode_RESULT_CODE_OK)
 	// Nor below version 3.
-	h = bootstrappedAt(t, Version2, splits, hotConfig())
+	h = bootstrappedAt(t, clusterversion.Version2, splits, hotConfig())
 	wantCode(t, h.run(column(1000, 2000, rows...)), api.ResultCode_RESULT_CODE_OK)
 }

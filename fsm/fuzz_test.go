@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // FuzzDecodeCommand: arbitrary entry bytes decode to a command with a body
@@ -60,7 +61,7 @@ func FuzzRestore(f *testing.F) {
 	h.run(member("n1", 1))
 	f.Add(persist(f, h.f))
 	// A version 3 state with a merged route.
-	m := bootstrappedAt(f, Version3, [][]byte{[]byte("f"), []byte("m")}, nil)
+	m := bootstrappedAt(f, clusterversion.Version3, [][]byte{[]byte("f"), []byte("m")}, nil)
 	m.run(merge(1, 2))
 	f.Add(persist(f, m.f))
 	f.Add(persist(f, newQuiet(Options{})))

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/heatmap"
 )
 
@@ -21,7 +22,7 @@ import (
 // shows the gap.
 func (a *applier) heatColumn(c *api.ObserveColumn) {
 	s := a.s
-	if !s.Has(HeatHistory) || c.GetRouteLoads() == nil {
+	if !s.Has(clusterversion.HeatHistory) || c.GetRouteLoads() == nil {
 		return
 	}
 	rl := c.GetRouteLoads()
@@ -63,7 +64,7 @@ func (a *applier) markMerge(leftRouteID uint64, boundary []byte, origin api.Heat
 // mark adds m at this entry's HLC. nowHLC never moves backwards, so marks
 // arrive in the order heatmap requires (it refuses back-dated ones).
 func (a *applier) mark(m heatmap.Mark) {
-	if !a.s.Has(HeatHistory) {
+	if !a.s.Has(clusterversion.HeatHistory) {
 		return
 	}
 	m.AtHLC = a.nowHLC

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/heatmap"
 	"github.com/hotsplit/hotsplit/hlc"
 )
@@ -27,7 +28,7 @@ func heatBenchState(b *testing.B, stepMs, span uint64) *harness {
 	for i := range splits {
 		splits[i] = fmt.Appendf(nil, "tenant:%04d:user:%08d", i/97, i*1000)
 	}
-	h := bootstrappedAt(b, Version3, splits, &api.Config{StepMs: stepMs})
+	h := bootstrappedAt(b, clusterversion.Version3, splits, &api.Config{StepMs: stepMs})
 	cat := h.state().Catalog()
 	rng := rand.New(rand.NewPCG(1, 7))
 	base := make([]uint64, heatBenchRoutes+1)

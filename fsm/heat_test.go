@@ -11,6 +11,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/heatmap"
 	"github.com/hotsplit/hotsplit/hlc"
 )
@@ -33,7 +34,7 @@ func weightedBands(t *testing.T, h *heatmap.History) (*heatmap.Matrix, error) {
 // A column with route_loads adds its load to the history with the
 // weights in force: the route holding the load is the hot band.
 func TestHeatHistoryTakesColumnsWithRouteLoads(t *testing.T) {
-	h := bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000, WriteWeight: proto.Uint32(4), ReadWeight: proto.Uint32(1)})
+	h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000, WriteWeight: proto.Uint32(4), ReadWeight: proto.Uint32(1)})
 	if h.state().HeatHistory() != nil || h.state().Proto().HeatHistory != nil {
 		t.Fatal("a history before any column")
 	}
@@ -74,7 +75,7 @@ func TestHeatHistoryTakesColumnsWithRouteLoads(t *testing.T) {
 // before the cluster rose to 3 — adds nothing: its rows hold only the
 // hottest routes, so bands drawn from them would call the others cold.
 func TestHeatHistorySkipsColumnsWithoutRouteLoads(t *testing.T) {
-	h := bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000})
+	h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000})
 	start, at := heatWindow(0)
 	wantCode(t, h.run(column(start, at, &api.ColumnRow{RouteId: 1, Writes: 500})), api.ResultCode_RESULT_CODE_OK)
 	if h.state().HeatHistory() != nil {
@@ -94,7 +95,7 @@ func TestHeatHistorySkipsColumnsWithoutRouteLoads(t *testing.T) {
 // (so the state hashes as the version 2 release's; the golden tests pin
 // that).
 func TestHeatHistoryAbsentAtVersion2(t *testing.T) {
-	h := bootstrappedAt(t, Version2, [][]byte{[]byte("m")}, hotConfig())
+	h := bootstrappedAt(t, clusterversion.Version2, [][]byte{[]byte("m")}, hotConfig())
 	start, at := heatWindow(0)
 	wantCode(t, h.run(column(start, at, hotRow(1, "k"))), api.ResultCode_RESULT_CODE_OK)
 	wantCode(t, h.run(split(2, "t")), api.ResultCode_RESULT_CODE_OK)
@@ -102,8 +103,8 @@ func TestHeatHistoryAbsentAtVersion2(t *testing.T) {
 		t.Fatal("version 2 kept a heat history")
 	}
 	// Raised to 3, the history starts empty and the next column starts it.
-	wantCode(t, h.run(member("n1", Version3)), api.ResultCode_RESULT_CODE_OK)
-	if v := h.state().ClusterVersion(); v != Version3 {
+	wantCode(t, h.run(member("n1", clusterversion.Version3)), api.ResultCode_RESULT_CODE_OK)
+	if v := h.state().ClusterVersion(); v != clusterversion.Version3 {
 		t.Fatalf("cluster version %d", v)
 	}
 	if h.state().HeatHistory() != nil {
@@ -119,7 +120,7 @@ func TestHeatHistoryAbsentAtVersion2(t *testing.T) {
 // opStateAt3 is opState at cluster version 3.
 func opStateAt3(t *testing.T, ops ...*api.Op) *harness {
 	t.Helper()
-	h := bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, &api.Config{CooldownMs: 60_000, OpTtlMs: 30_000})
+	h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("m")}, &api.Config{CooldownMs: 60_000, OpTtlMs: 30_000})
 	h.editState(func(p *api.StateSnapshot) {
 		p.Ops = ops
 		p.NextOpId = uint64(len(ops)) + 1
@@ -196,7 +197,7 @@ func TestHeatHistoryMarksAnAbortedOpsAppliedStep(t *testing.T) {
 // A merge is a mark at its commit HLC with the boundary it removed and
 // the left route; a refused merge marks nothing.
 func TestHeatHistoryMarksMerges(t *testing.T) {
-	h := bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, nil)
+	h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("m")}, nil)
 	wantCode(t, h.run(split(2, "t")), api.ResultCode_RESULT_CODE_OK)
 	wantCode(t, h.run(merge(1, 3)), api.ResultCode_RESULT_CODE_OK)
 	mergedAt := h.state().LastHLC()
@@ -222,7 +223,7 @@ func TestHeatHistoryMarksMerges(t *testing.T) {
 		t.Fatalf("automatic merge mark: %+v (the published state must keep %d)", ms, len(marksOf(cur)))
 	}
 	// Below version 3, nothing.
-	h2 := bootstrappedAt(t, Version2, [][]byte{[]byte("m")}, nil)
+	h2 := bootstrappedAt(t, clusterversion.Version2, [][]byte{[]byte("m")}, nil)
 	ns2 := *h2.state()
 	(&applier{f: h2.f, s: &ns2, nowHLC: ns2.LastHLC() + 1}).markMerge(1, []byte("m"), api.HeatmapMergeOrigin_HEATMAP_MERGE_ORIGIN_MANUAL)
 	if ns2.heat != nil {
@@ -238,7 +239,7 @@ func heatState(t testing.TB, routes, columns int) *harness {
 	for i := range routes - 1 {
 		splits = append(splits, fmt.Appendf(nil, "k%06d", i))
 	}
-	h := bootstrappedAt(t, Version3, splits, &api.Config{StepMs: 1000})
+	h := bootstrappedAt(t, clusterversion.Version3, splits, &api.Config{StepMs: 1000})
 	for i := range uint64(columns) {
 		start, at := heatWindow(i)
 		var loads []api.RouteLoad
@@ -293,7 +294,7 @@ func pagedHistory(t *testing.T) *heatmap.History {
 // columns) and comes back equal: same hash, same content, and the
 // restored replica goes on exactly like the original.
 func TestHeatHistorySnapshotPages(t *testing.T) {
-	h := bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000})
+	h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000})
 	p := pagedHistory(t).ToProto()
 	h.editState(func(s *api.StateSnapshot) { s.HeatHistory = p })
 	src := h.state()
@@ -344,7 +345,7 @@ func TestRestoreRefusesBadHeatHistory(t *testing.T) {
 		// (Without the other version 3 state, which restore would refuse
 		// first.)
 		{"at version 2", func(p *api.StateSnapshot) {
-			p.ClusterVersion = Version2
+			p.ClusterVersion = clusterversion.Version2
 			clearMerge(p.Config)
 			p.Cold = nil
 			unmarkStarts(p)

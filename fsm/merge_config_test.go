@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
@@ -24,7 +25,7 @@ func mergePatches() map[string]*api.ConfigPatch {
 }
 
 func TestMergeSettingsRefusedBelowVersion3(t *testing.T) {
-	for _, version := range []uint32{Version1, Version2} {
+	for _, version := range []uint32{clusterversion.Version1, clusterversion.Version2} {
 		h := bootstrappedAt(t, version, nil, nil)
 		if c := h.state().Config(); c.MergeWindows != nil || c.MergeThresholdBp != nil || c.MaxMergesPerCycle != nil {
 			t.Fatalf("version %d bootstrap holds merge settings: %v", version, c)
@@ -44,12 +45,12 @@ func TestMergeSettingsRefusedBelowVersion3(t *testing.T) {
 // Rising to version 3 — from 2, or from 1 in one jump — sets the merge
 // defaults in one CONFIG decision, on every replica at the same entry.
 func TestUpgradeToVersion3SetsMergeDefaults(t *testing.T) {
-	for _, from := range []uint32{Version1, Version2} {
+	for _, from := range []uint32{clusterversion.Version1, clusterversion.Version2} {
 		h := bootstrappedAt(t, from, nil, nil)
 		before := len(h.state().Decisions())
 		wantCode(t, h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: 3}}}}),
 			api.ResultCode_RESULT_CODE_OK)
-		if v := h.state().ClusterVersion(); v != Version3 {
+		if v := h.state().ClusterVersion(); v != clusterversion.Version3 {
 			t.Fatalf("from %d: version %d", from, v)
 		}
 		var details []string
@@ -69,7 +70,7 @@ func TestUpgradeToVersion3SetsMergeDefaults(t *testing.T) {
 }
 
 func TestMergeSettingsAtVersion3(t *testing.T) {
-	h := bootstrappedAt(t, Version3, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version3, nil, nil)
 	if got := detectorConfig(h.state().Config()); got != detector.DefaultConfig() {
 		t.Fatalf("bootstrap at 3: %+v, want the detector defaults %+v", got, detector.DefaultConfig())
 	}
@@ -112,7 +113,7 @@ func TestMergeSettingsAtVersion3(t *testing.T) {
 // A bootstrap at version 3 with many candidate windows gets merge windows
 // above them, not a default the validation refuses.
 func TestMergeWindowsDefaultAboveCandidateWindows(t *testing.T) {
-	c := withDefaults(&api.Config{CandidateWindows: 30}, Version3)
+	c := withDefaults(&api.Config{CandidateWindows: 30}, clusterversion.Version3)
 	if c.GetMergeWindows() != 31 {
 		t.Fatalf("merge_windows %d with 30 candidate windows", c.GetMergeWindows())
 	}

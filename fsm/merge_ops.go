@@ -6,6 +6,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/hlc"
 )
@@ -102,7 +103,7 @@ func (a *applier) mergeOpFromPlan(p detector.Plan, id uint64) (*api.Op, error) {
 // does not flood the ring. The detector explains a bounded number of
 // pairs per column; tracked entries are visited in route-id order.
 func (a *applier) recordMergeDeclines(col detector.Column, det *detector.State) {
-	if !a.s.Has(AutoMerge) {
+	if !a.s.Has(clusterversion.AutoMerge) {
 		return
 	}
 	for _, t := range det.Tracked() {
@@ -149,8 +150,8 @@ func (a *applier) mergeOpAborted(op *api.Op) {
 func checkMergeOp(op *api.Op, version uint32) error {
 	id := op.GetOpId()
 	switch {
-	case !AutoMerge.EnabledAt(version):
-		return fmt.Errorf("op %d: a merge op, which needs cluster version %d, at cluster version %d", id, AutoMerge.Version(), version)
+	case !clusterversion.AutoMerge.EnabledAt(version):
+		return fmt.Errorf("op %d: a merge op, which needs cluster version %d, at cluster version %d", id, clusterversion.AutoMerge.Version(), version)
 	case len(op.GetSplitKeys()) != 0:
 		return fmt.Errorf("op %d: a merge op with %d split keys", id, len(op.GetSplitKeys()))
 	case op.GetRightRouteId() == 0 || op.GetRightRouteId() == op.GetTargetRouteId():

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
@@ -36,7 +37,7 @@ func newMergeCluster(t *testing.T, cfg *api.Config, splits ...string) *mergeClus
 	for _, s := range splits {
 		keys = append(keys, []byte(s))
 	}
-	m := &mergeCluster{harness: bootstrappedAt(t, Version3, keys, cfg)}
+	m := &mergeCluster{harness: bootstrappedAt(t, clusterversion.Version3, keys, cfg)}
 	m.editState(unmarkStarts)
 	return m
 }

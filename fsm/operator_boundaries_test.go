@@ -8,6 +8,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // pinsOf renders the catalog as "start:mark" in key order ("" for the
@@ -54,7 +55,7 @@ func (m *mergeCluster) idleNoPlans(n int, what string) {
 // and the merged route keeps the mark of the start it kept.
 func TestOperatorBoundariesKeptFromAutomaticMerges(t *testing.T) {
 	cfg := mergeTestConfig() // merges after 3 cold columns, no delay
-	m := &mergeCluster{harness: bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, cfg)}
+	m := &mergeCluster{harness: bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("m")}, cfg)}
 	if got := pinsOf(m.state().Catalog()); got != " m*" {
 		t.Fatalf("bootstrap marks %q", got)
 	}
@@ -115,7 +116,7 @@ func TestOperatorBoundariesKeptFromAutomaticMerges(t *testing.T) {
 // Below version 3 nothing is marked: a version 2 state stays the version
 // 2 release's (the golden hashes pin it).
 func TestVersion2RecordsNoPlacement(t *testing.T) {
-	h := bootstrappedAt(t, Version2, [][]byte{[]byte("f"), []byte("m")}, nil)
+	h := bootstrappedAt(t, clusterversion.Version2, [][]byte{[]byte("f"), []byte("m")}, nil)
 	wantCode(t, h.run(split(2, "h")), api.ResultCode_RESULT_CODE_OK)
 	if got := pinsOf(h.state().Catalog()); got != " f h m" {
 		t.Fatalf("version 2 marks %q", got)
@@ -133,12 +134,12 @@ func TestVersion2RecordsNoPlacement(t *testing.T) {
 // must not undo their layout (their version 2 split at h included). The
 // decision of the raise says how many it marked.
 func TestRaiseMarksEveryBoundary(t *testing.T) {
-	for _, from := range []uint32{Version1, Version2} {
+	for _, from := range []uint32{clusterversion.Version1, clusterversion.Version2} {
 		h := bootstrappedAt(t, from, [][]byte{[]byte("f"), []byte("m"), []byte("t")}, nil)
 		wantCode(t, h.run(split(2, "h")), api.ResultCode_RESULT_CODE_OK) // r5 [f, h), r6 [h, m)
 		version := h.state().Catalog().Version()
 		before := len(h.state().Decisions())
-		wantCode(t, h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: Version3}}}}),
+		wantCode(t, h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: clusterversion.Version3}}}}),
 			api.ResultCode_RESULT_CODE_OK)
 		s := h.state()
 		if got := pinsOf(s.Catalog()); got != " f* h* m* t*" {
@@ -165,7 +166,7 @@ func TestRaiseMarksEveryBoundary(t *testing.T) {
 // The marks travel in snapshots; restore refuses one below version 3 and
 // one on the first route, naming the field.
 func TestOperatorStartSnapshotRoundTrip(t *testing.T) {
-	h := bootstrappedAt(t, Version3, [][]byte{[]byte("f"), []byte("m")}, nil)
+	h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("f"), []byte("m")}, nil)
 	wantCode(t, h.run(splitCAS(2, "h", 1)), api.ResultCode_RESULT_CODE_OK)
 	want := pinsOf(h.state().Catalog())
 	if want != " f* h* m*" {
@@ -186,7 +187,7 @@ func TestOperatorStartSnapshotRoundTrip(t *testing.T) {
 		msg  string
 	}{
 		"a mark at version 2": {func(p *api.StateSnapshot) {
-			p.ClusterVersion = Version2
+			p.ClusterVersion = clusterversion.Version2
 			clearMerge(p.Config)
 			p.HeatHistory = nil
 		}, "operator_start"},
@@ -200,7 +201,7 @@ func TestOperatorStartSnapshotRoundTrip(t *testing.T) {
 	}
 	// Unmarked, the version 2 state restores.
 	p := proto.Clone(good).(*api.StateSnapshot)
-	p.ClusterVersion = Version2
+	p.ClusterVersion = clusterversion.Version2
 	clearMerge(p.Config)
 	p.HeatHistory = nil
 	unmarkStarts(p)

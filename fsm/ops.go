@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
@@ -63,7 +64,7 @@ func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *
 	n.AbortReason = reason
 	n.Detail = detail
 	n.UpdatedHlc = a.nowHLC
-	sticks := a.s.Has(StickyAbort) &&
+	sticks := a.s.Has(clusterversion.StickyAbort) &&
 		(reason == api.OpAbortReason_OP_ABORT_REASON_OPERATOR || reason == api.OpAbortReason_OP_ABORT_REASON_STALE)
 	switch {
 	case isMergeOp(n):

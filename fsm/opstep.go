@@ -2,6 +2,7 @@ package fsm
 
 import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // NextOpStep chooses what the op stepper proposes next (SPEC §7): the
@@ -30,7 +31,7 @@ func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Comm
 			if step != 1 {
 				return nil, nil
 			}
-			return op, &api.Command{MinVersion: AutoMerge.Version(), Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{
+			return op, &api.Command{MinVersion: clusterversion.AutoMerge.Version(), Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{
 				LeftRouteId: op.GetTargetRouteId(), RightRouteId: op.GetRightRouteId(), OpId: op.GetOpId(), Step: step, Actor: actor}}}
 		}
 		keys := op.GetSplitKeys()

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 func TestNextOpStep(t *testing.T) {
@@ -62,7 +63,7 @@ func TestNextOpStep(t *testing.T) {
 				got = b.SplitRange
 			case *api.Command_MergeRange:
 				got = b.MergeRange
-				if cmd.GetMinVersion() != AutoMerge.Version() {
+				if cmd.GetMinVersion() != clusterversion.AutoMerge.Version() {
 					t.Fatalf("a merge step with min_version %d", cmd.GetMinVersion())
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // sampledRow is a hot row of route 1 whose evidence is a few sampled keys:
@@ -26,7 +27,7 @@ func sampledRow(keys ...string) *api.ColumnRow {
 func TestPooledEvidenceReplicated(t *testing.T) {
 	cfg := hotConfig()
 	cfg.CandidateWindows = 10
-	h := bootstrappedAt(t, Version3, nil, cfg)
+	h := bootstrappedAt(t, clusterversion.Version3, nil, cfg)
 	for i, keys := range [][]string{{"a", "b"}, {"c"}, {"b", "d"}} {
 		row := sampledRow(keys...)
 		at := uint64(1000 * (i + 2))
@@ -50,7 +51,7 @@ func TestPooledEvidenceReplicated(t *testing.T) {
 
 	// A version 2 state holding a pool is refused, naming the field.
 	p := proto.Clone(src.Proto()).(*api.StateSnapshot)
-	p.ClusterVersion = Version2
+	p.ClusterVersion = clusterversion.Version2
 	clearMerge(p.Config) // the other version 3 state, which version 2 refuses too
 	p.Cold, p.Ops, p.HeatHistory = nil, nil, nil
 	dropMergeExplanations(p)
@@ -64,7 +65,7 @@ func TestPooledEvidenceReplicated(t *testing.T) {
 		t.Errorf("a pool aged 5: %v, want an error naming the pool", err)
 	}
 
-	h2 := bootstrappedAt(t, Version2, nil, cfg)
+	h2 := bootstrappedAt(t, clusterversion.Version2, nil, cfg)
 	for i := range 3 {
 		at := uint64(1000 * (i + 2))
 		wantCode(t, h2.run(column(at-1000, at, sampledRow("a", "b"))), api.ResultCode_RESULT_CODE_OK)

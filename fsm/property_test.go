@@ -11,6 +11,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -50,7 +51,7 @@ func (g *gen) stamp() uint64 {
 
 // newestMostly is every supported version, the newest three times over:
 // its commands (merges) are refused below it.
-var newestMostly = append(Versions(), Versions()[len(Versions())-1], Versions()[len(Versions())-1])
+var newestMostly = append(clusterversion.Versions(), clusterversion.Versions()[len(clusterversion.Versions())-1], clusterversion.Versions()[len(clusterversion.Versions())-1])
 
 func (g *gen) bootstrap() *api.Command {
 	var splits [][]byte

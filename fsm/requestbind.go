@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // A request id is bound to its request (cluster version 3,
@@ -211,8 +212,8 @@ func checkRequestBinding(r *api.RequestRecord, version uint32) error {
 	switch {
 	case len(fp) == 0 && d == "":
 		return nil
-	case !RequestFingerprints.EnabledAt(version):
-		return fmt.Errorf("id %q: a fingerprint, a setting of cluster version %d, at cluster version %d", r.GetRequestId(), RequestFingerprints.Version(), version)
+	case !clusterversion.RequestFingerprints.EnabledAt(version):
+		return fmt.Errorf("id %q: a fingerprint, a setting of cluster version %d, at cluster version %d", r.GetRequestId(), clusterversion.RequestFingerprints.Version(), version)
 	case len(fp) != sha256.Size || d == "" || len(d) > maxRequestDescription || !utf8.ValidString(d):
 		return fmt.Errorf("id %q: fingerprint of %d bytes (want %d) or description of %d bytes (want 1 to %d of UTF-8)", r.GetRequestId(), len(fp), sha256.Size, len(d), maxRequestDescription)
 	}

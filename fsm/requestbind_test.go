@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // withID sets a request id on c.
@@ -23,7 +24,7 @@ func withID(c *api.Command, rid string) *api.Command {
 // argument or actor) is refused with REQUEST_ID_REUSED naming the id and
 // the first request, applies nothing and leaves the id's record as it was.
 func TestRequestIDBoundToItsRequest(t *testing.T) {
-	h := bootstrappedAt(t, Version3, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version3, nil, nil)
 	first := h.run(withID(split(1, "user:9"), "test-req-1"))
 	wantCode(t, first, api.ResultCode_RESULT_CODE_OK)
 	rec := h.state().Proto().Requests[0]
@@ -33,7 +34,7 @@ func TestRequestIDBoundToItsRequest(t *testing.T) {
 
 	retry := withID(split(1, "user:9"), "test-req-1")
 	retry.GetSplitRange().Note = "reworded self-declared text"
-	retry.MinVersion = Version3
+	retry.MinVersion = clusterversion.Version3
 	before := h.state()
 	r := h.run(retry)
 	if !r.Duplicate || r.CommandResult != first.CommandResult {
@@ -84,7 +85,7 @@ func TestRequestIDBoundToItsRequest(t *testing.T) {
 // which every replica of a mixed cluster keeps); records written then stay
 // unbound after the raise to 3, while ids first used at 3 are bound.
 func TestRequestIDUnboundBelowVersion3(t *testing.T) {
-	h := bootstrappedAt(t, Version2, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version2, nil, nil)
 	first := h.run(withID(split(1, "user:9"), "old"))
 	wantCode(t, first, api.ResultCode_RESULT_CODE_OK)
 	if rec := h.state().Proto().Requests[0]; rec.GetFingerprint() != nil || rec.GetDescription() != "" {
@@ -93,8 +94,8 @@ func TestRequestIDUnboundBelowVersion3(t *testing.T) {
 	if r := h.run(withID(operatorSwitch(false), "old")); !r.Duplicate || r.CommandResult != first.CommandResult || !h.state().Switch().GetEnabled() {
 		t.Fatalf("at version 2 another request under a known id answered %v (duplicate %v)", r.CommandResult, r.Duplicate)
 	}
-	h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: Version3}}}})
-	if !h.state().Has(RequestFingerprints) {
+	h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: clusterversion.Version3}}}})
+	if !h.state().Has(clusterversion.RequestFingerprints) {
 		t.Fatal("not raised to version 3")
 	}
 	if r := h.run(withID(operatorSwitch(false), "old")); !r.Duplicate {
@@ -193,7 +194,7 @@ func setNonZero(m protoreflect.Message, f protoreflect.FieldDescriptor) {
 // A bound record survives a snapshot and stays bound; a snapshot with a
 // bound record below version 3, or a malformed binding, is refused.
 func TestRequestBindingRestore(t *testing.T) {
-	h := bootstrappedAt(t, Version3, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version3, nil, nil)
 	h.run(withID(split(1, "user:9"), "r1"))
 	p := proto.Clone(h.state().Proto()).(*api.StateSnapshot)
 	h2 := newHarness(t, Options{})
@@ -208,7 +209,7 @@ func TestRequestBindingRestore(t *testing.T) {
 		// (Without the version 3 merge settings, heat history and operator
 		// marks, which restore refuses first at version 2.)
 		{"bound below version 3", func(p *api.StateSnapshot) {
-			p.ClusterVersion = Version2
+			p.ClusterVersion = clusterversion.Version2
 			clearMerge(p.Config)
 			p.HeatHistory = nil
 			unmarkStarts(p)

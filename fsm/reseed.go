@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
@@ -43,10 +44,10 @@ func Reseed(s *State, clusterID string, self *api.Member, ceilingMs uint64) (*ap
 		return nil, fmt.Errorf("%w: it is not bootstrapped", ErrReseed)
 	case clusterID == "" || clusterID == s.ClusterID():
 		return nil, fmt.Errorf("%w: the new cluster id %q must differ from %q", ErrReseed, clusterID, s.ClusterID())
-	case !PreviousClusterIDs.EnabledAt(self.GetSupportedVersion()):
-		return nil, fmt.Errorf("%w: the seeding node supports cluster version %d, recording the old cluster id needs %d", ErrReseed, self.GetSupportedVersion(), PreviousClusterIDs.Version())
+	case !clusterversion.PreviousClusterIDs.EnabledAt(self.GetSupportedVersion()):
+		return nil, fmt.Errorf("%w: the seeding node supports cluster version %d, recording the old cluster id needs %d", ErrReseed, self.GetSupportedVersion(), clusterversion.PreviousClusterIDs.Version())
 	}
-	p, err := raiseSeed(s.Proto(), min(self.GetSupportedVersion(), SupportedVersion))
+	p, err := raiseSeed(s.Proto(), min(self.GetSupportedVersion(), clusterversion.Supported))
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +67,7 @@ func Reseed(s *State, clusterID string, self *api.Member, ceilingMs uint64) (*ap
 // restored by a newer build starts with that version's settings, like a
 // cluster upgraded in place.
 func raiseSeed(p *api.StateSnapshot, v uint32) (*api.StateSnapshot, error) {
-	if Reaches(p.GetClusterVersion(), v) {
+	if clusterversion.Reaches(p.GetClusterVersion(), v) {
 		return p, nil
 	}
 	s, err := stateFromProto(p, snapshotLimits{requests: DefaultRequestTableSize, decisions: DefaultDecisionRingSize, finishedOps: DefaultFinishedOps})
@@ -75,7 +76,7 @@ func raiseSeed(p *api.StateSnapshot, v uint32) (*api.StateSnapshot, error) {
 	}
 	f := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	a := &applier{f: f, s: s, nowHLC: s.lastHLC, now: hlc.Physical(s.lastHLC)}
-	a.raiseVersion(features[:], v)
+	a.raiseVersion(raiseHooks(), v)
 	return s.Proto(), nil
 }
 
@@ -87,8 +88,8 @@ func checkPreviousClusterIDs(p *api.StateSnapshot) error {
 		return nil
 	}
 	switch {
-	case !PreviousClusterIDs.EnabledAt(p.GetClusterVersion()):
-		return fmt.Errorf("previous_cluster_ids at cluster version %d (needs %d)", p.GetClusterVersion(), PreviousClusterIDs.Version())
+	case !clusterversion.PreviousClusterIDs.EnabledAt(p.GetClusterVersion()):
+		return fmt.Errorf("previous_cluster_ids at cluster version %d (needs %d)", p.GetClusterVersion(), clusterversion.PreviousClusterIDs.Version())
 	case len(ids) > maxPreviousClusterIDs:
 		return fmt.Errorf("%d previous_cluster_ids, at most %d", len(ids), maxPreviousClusterIDs)
 	}

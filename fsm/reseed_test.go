@@ -10,15 +10,16 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 func TestReseed(t *testing.T) {
-	h := bootstrappedAt(t, Version1, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version1, nil, nil)
 	h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", GrpcAddr: "a:1", RaftAddr: "a:2", SupportedVersion: 1}}}})
 	h.run(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n2", GrpcAddr: "b:1", RaftAddr: "b:2", SupportedVersion: 2}}}})
 	wantCode(t, h.run(split(1, "m")), api.ResultCode_RESULT_CODE_OK)
 	st := h.state()
-	self := &api.Member{NodeId: "r1", GrpcAddr: "c:1", RaftAddr: "c:2", SupportedVersion: SupportedVersion}
+	self := &api.Member{NodeId: "r1", GrpcAddr: "c:1", RaftAddr: "c:2", SupportedVersion: clusterversion.Supported}
 	p, err := Reseed(st, "c2", self, st.CeilingMs()+5000)
 	if err != nil {
 		t.Fatal(err)
@@ -29,8 +30,8 @@ func TestReseed(t *testing.T) {
 	if len(p.GetMembers()) != 1 || !proto.Equal(p.GetMembers()[0], self) || len(p.GetAdmissions()) != 0 {
 		t.Errorf("members %v admissions %v, want only the seeding node", p.GetMembers(), p.GetAdmissions())
 	}
-	if p.GetClusterVersion() != SupportedVersion {
-		t.Errorf("cluster version %d: the old v1 member is gone, the seed supports %d", p.GetClusterVersion(), SupportedVersion)
+	if p.GetClusterVersion() != clusterversion.Supported {
+		t.Errorf("cluster version %d: the old v1 member is gone, the seed supports %d", p.GetClusterVersion(), clusterversion.Supported)
 	}
 	// The raise ran the hooks of every version crossed, as an upgrade in
 	// place would: the hold band has its default, and the raise is a
@@ -81,8 +82,8 @@ func TestReseed(t *testing.T) {
 }
 
 func TestReseedRefuses(t *testing.T) {
-	h := bootstrappedAt(t, Version2, nil, nil)
-	self := &api.Member{NodeId: "r1", SupportedVersion: SupportedVersion}
+	h := bootstrappedAt(t, clusterversion.Version2, nil, nil)
+	self := &api.Member{NodeId: "r1", SupportedVersion: clusterversion.Supported}
 	for _, c := range []struct {
 		name string
 		st   *State
@@ -109,10 +110,10 @@ func TestPreviousClusterIDsChecked(t *testing.T) {
 		ids     []string
 		want    string
 	}{
-		{"below version 2", Version1, []string{"c0"}, "cluster version 1"},
-		{"the current id", Version2, []string{"c1"}, "current id"},
-		{"repeated", Version2, []string{"c0", "c0"}, "repeated"},
-		{"empty", Version2, []string{""}, "empty"},
+		{"below version 2", clusterversion.Version1, []string{"c0"}, "cluster version 1"},
+		{"the current id", clusterversion.Version2, []string{"c1"}, "current id"},
+		{"repeated", clusterversion.Version2, []string{"c0", "c0"}, "repeated"},
+		{"empty", clusterversion.Version2, []string{""}, "empty"},
 	} {
 		h := bootstrappedAt(t, c.version, nil, nil)
 		p := h.state().Proto()

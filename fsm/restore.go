@@ -13,6 +13,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
@@ -229,8 +230,8 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 	if p.GetFormatVersion() != snapshotFormatVersion {
 		return nil, fmt.Errorf("state format version %d, want %d", p.GetFormatVersion(), snapshotFormatVersion)
 	}
-	if !Supported(p.GetClusterVersion()) {
-		return nil, fmt.Errorf("%w: cluster version %d, this build supports %d", ErrVersion, p.GetClusterVersion(), SupportedVersion)
+	if !clusterversion.IsSupported(p.GetClusterVersion()) {
+		return nil, fmt.Errorf("%w: cluster version %d, this build supports %d", ErrVersion, p.GetClusterVersion(), clusterversion.Supported)
 	}
 	if p.GetNextOpId() < 1 || p.GetNextDecisionSeq() < 1 || p.GetNextRequestSeq() < 1 {
 		return nil, errors.New("id counters must be >= 1")
@@ -293,7 +294,7 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 // checkEmpty: a state that is not bootstrapped has only request answers,
 // clocks and counters.
 func checkEmpty(p *api.StateSnapshot) error {
-	if p.GetClusterId() != "" || IsVersion(p.GetClusterVersion()) || p.GetConfig() != nil || p.GetSwitch() != nil ||
+	if p.GetClusterId() != "" || clusterversion.IsVersion(p.GetClusterVersion()) || p.GetConfig() != nil || p.GetSwitch() != nil ||
 		len(p.GetMembers()) != 0 || len(p.GetTracked()) != 0 || len(p.GetOps()) != 0 || len(p.GetDecisions()) != 0 ||
 		p.GetLastColumnAtMs() != 0 || len(p.GetLastColumnReporters()) != 0 || p.GetNextOpId() != 1 || p.GetNextDecisionSeq() != 1 ||
 		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 || p.GetCold() != nil || p.GetHeatHistory() != nil {
@@ -306,7 +307,7 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 	if p.GetClusterId() == "" {
 		return errors.New("cluster_id empty")
 	}
-	if !IsVersion(p.GetClusterVersion()) {
+	if !clusterversion.IsVersion(p.GetClusterVersion()) {
 		return errors.New("cluster_version 0")
 	}
 	cat, err := catalog.FromProto(p.GetCatalog())
@@ -353,7 +354,7 @@ func restoreBootstrapped(s *State, p *api.StateSnapshot) error {
 // is marked as an operator's (no replica of that version writes either).
 // The walk over the routes runs only there.
 func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
-	merges, marks := ManualMerge.EnabledAt(version), OperatorBoundariesKept.EnabledAt(version)
+	merges, marks := clusterversion.ManualMerge.EnabledAt(version), clusterversion.OperatorBoundariesKept.EnabledAt(version)
 	if merges && marks {
 		return nil
 	}
@@ -362,10 +363,10 @@ func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
 		switch {
 		case !merges && r.Merged():
 			err = fmt.Errorf("catalog holds merged route %d, which needs cluster version %d, at cluster version %d",
-				r.ID, ManualMerge.Version(), version)
+				r.ID, clusterversion.ManualMerge.Version(), version)
 		case !marks && r.OperatorStart:
 			err = fmt.Errorf("catalog route %d: operator_start, which needs cluster version %d (%s), at cluster version %d",
-				r.ID, OperatorBoundariesKept.Version(), OperatorBoundariesKept, version)
+				r.ID, clusterversion.OperatorBoundariesKept.Version(), clusterversion.OperatorBoundariesKept, version)
 		}
 		return err == nil
 	})
@@ -376,13 +377,13 @@ func checkCatalogFeatures(cat *catalog.Catalog, version uint32) error {
 // tracked route holds any (no replica of that version writes it). The
 // detector checks the pool's bounds (detector.NewState).
 func checkPooledEvidence(p *api.StateSnapshot) error {
-	if PooledEvidence.EnabledAt(p.GetClusterVersion()) {
+	if clusterversion.PooledEvidence.EnabledAt(p.GetClusterVersion()) {
 		return nil
 	}
 	for i, t := range p.GetTracked() {
 		if len(t.GetPooledEvidence()) > 0 {
 			return fmt.Errorf("tracked[%d]: pooled_evidence, which needs cluster version %d (%s), at cluster version %d",
-				i, PooledEvidence.Version(), PooledEvidence, p.GetClusterVersion())
+				i, clusterversion.PooledEvidence.Version(), clusterversion.PooledEvidence, p.GetClusterVersion())
 		}
 	}
 	return nil
@@ -392,12 +393,12 @@ func checkPooledEvidence(p *api.StateSnapshot) error {
 // replica below it writes one, nor a merge explanation), and only merge
 // explanations that have a reason (trackedToProto writes no other).
 func restoreCold(det *detector.State, p *api.StateSnapshot) (*detector.State, error) {
-	on := AutoMerge.EnabledAt(p.GetClusterVersion())
+	on := clusterversion.AutoMerge.EnabledAt(p.GetClusterVersion())
 	for i, t := range p.GetTracked() {
 		switch x := t.GetMergeExplanation(); {
 		case x == nil:
 		case !on:
-			return nil, fmt.Errorf("tracked[%d]: a merge explanation, which needs cluster version %d, at cluster version %d", i, AutoMerge.Version(), p.GetClusterVersion())
+			return nil, fmt.Errorf("tracked[%d]: a merge explanation, which needs cluster version %d, at cluster version %d", i, clusterversion.AutoMerge.Version(), p.GetClusterVersion())
 		case x.GetReason() == api.Reason_REASON_UNSPECIFIED:
 			return nil, fmt.Errorf("tracked[%d]: a merge explanation without a reason", i)
 		}
@@ -406,7 +407,7 @@ func restoreCold(det *detector.State, p *api.StateSnapshot) (*detector.State, er
 		return det, nil
 	}
 	if !on {
-		return nil, fmt.Errorf("cold state, which needs cluster version %d, at cluster version %d", AutoMerge.Version(), p.GetClusterVersion())
+		return nil, fmt.Errorf("cold state, which needs cluster version %d, at cluster version %d", clusterversion.AutoMerge.Version(), p.GetClusterVersion())
 	}
 	c, err := coldFromProto(p.GetCold())
 	if err != nil {
@@ -419,14 +420,14 @@ func restoreCold(det *detector.State, p *api.StateSnapshot) (*detector.State, er
 // cluster version (no replica of that version writes one).
 func checkConfigFeatures(c *api.Config, version uint32) error {
 	for _, x := range []struct {
-		f     Feature
+		f     clusterversion.Feature
 		set   bool
 		field string
 	}{
-		{HoldBand, c.HoldBandBp != nil, "hold_band_bp"},
-		{FloorFollowsThreshold, c.GetFloorFollowsThreshold(), "floor_follows_threshold"},
-		{ScheduledStepChange, c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0, "next_step_ms"},
-		{AutoMerge, c.MergeThresholdBp != nil || c.MergeWindows != nil || c.MergeDelayMs != nil || c.MaxMergesPerCycle != nil || c.MergeMarginBp != nil, "merge_threshold_bp"},
+		{clusterversion.HoldBand, c.HoldBandBp != nil, "hold_band_bp"},
+		{clusterversion.FloorFollowsThreshold, c.GetFloorFollowsThreshold(), "floor_follows_threshold"},
+		{clusterversion.ScheduledStepChange, c.GetNextStepMs() != 0 || c.GetNextStepAtMs() != 0, "next_step_ms"},
+		{clusterversion.AutoMerge, c.MergeThresholdBp != nil || c.MergeWindows != nil || c.MergeDelayMs != nil || c.MaxMergesPerCycle != nil || c.MergeMarginBp != nil, "merge_threshold_bp"},
 	} {
 		if x.set && !x.f.EnabledAt(version) {
 			return fmt.Errorf("config holds %s, a setting of cluster version %d, at cluster version %d", x.field, x.f.Version(), version)
@@ -437,7 +438,7 @@ func checkConfigFeatures(c *api.Config, version uint32) error {
 
 func checkMembers(ms []*api.Member) error {
 	for i, m := range ms {
-		if m.GetNodeId() == "" || !IsVersion(m.GetSupportedVersion()) {
+		if m.GetNodeId() == "" || !clusterversion.IsVersion(m.GetSupportedVersion()) {
 			return fmt.Errorf("members[%d]: empty node id or supported version 0", i)
 		}
 		if i > 0 && m.GetNodeId() <= ms[i-1].GetNodeId() {

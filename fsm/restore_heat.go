@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/heatmap"
 )
 
@@ -80,8 +81,8 @@ func restoreHeat(s *State, p *api.StateSnapshot) error {
 	if hp == nil {
 		return nil
 	}
-	if !HeatHistory.EnabledAt(p.GetClusterVersion()) {
-		return fmt.Errorf("heat_history at cluster version %d: it needs %d", p.GetClusterVersion(), HeatHistory.Version())
+	if !clusterversion.HeatHistory.EnabledAt(p.GetClusterVersion()) {
+		return fmt.Errorf("heat_history at cluster version %d: it needs %d", p.GetClusterVersion(), clusterversion.HeatHistory.Version())
 	}
 	if len(hp.GetLevels()) == 0 && len(hp.GetMarks()) == 0 {
 		return errors.New("heat_history: empty (absent until the first column or mark)")

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // loadsColumn is a column whose route_loads list loads and whose rows are
@@ -24,7 +25,7 @@ func loadOf(r *api.ColumnRow) api.RouteLoad {
 }
 
 func TestRouteLoadsNeedVersion3(t *testing.T) {
-	h := bootstrappedAt(t, Version2, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000})
+	h := bootstrappedAt(t, clusterversion.Version2, [][]byte{[]byte("m")}, &api.Config{StepMs: 1000})
 	before := h.state()
 	r := h.run(loadsColumn(1000, 2000, []api.RouteLoad{{RouteID: 1, Writes: 5}}))
 	wantCode(t, r, api.ResultCode_RESULT_CODE_INVALID_ARGUMENT)
@@ -53,7 +54,7 @@ func TestRouteLoadsRejections(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := bootstrappedAt(t, Version3, [][]byte{[]byte("m")}, hotConfig())
+			h := bootstrappedAt(t, clusterversion.Version3, [][]byte{[]byte("m")}, hotConfig())
 			c := loadsColumn(1000, 2000, []api.RouteLoad{loadOf(hot), {RouteID: 2, Writes: 7}}, proto.CloneOf(hot))
 			tc.edit(c.GetObserveColumn())
 			before := h.state()
@@ -79,8 +80,8 @@ func TestRouteLoadsDecideAsRows(tt *testing.T) {
 		splits := [][]byte{[]byte("f"), []byte("m"), []byte("t")}
 		cfg := hotConfig()
 		cfg.MaxMergesPerCycle = proto.Uint32(0)
-		asRows := bootstrappedAt(tt, Version3, splits, cfg)
-		asLoads := bootstrappedAt(tt, Version3, splits, cfg)
+		asRows := bootstrappedAt(tt, clusterversion.Version3, splits, cfg)
+		asLoads := bootstrappedAt(tt, clusterversion.Version3, splits, cfg)
 		columns := rapid.IntRange(1, 6).Draw(t, "columns")
 		for c := range columns {
 			var rows, evidence []*api.ColumnRow

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // One sentence for a route that is gone, from whatever this node still
@@ -61,7 +62,7 @@ func TestRouteFate(t *testing.T) {
 // A merged route's fate names its partner and the route the merge made,
 // from the history and, without it, from the merged route's lineage.
 func TestRouteFateOfAMerge(t *testing.T) {
-	h := bootstrappedAt(t, Version3, nil, nil)
+	h := bootstrappedAt(t, clusterversion.Version3, nil, nil)
 	wantCode(t, h.run(split(1, "m")), api.ResultCode_RESULT_CODE_OK) // r1 -> r2 ["", m), r3 [m, +inf)
 	wantCode(t, h.run(split(3, "t")), api.ResultCode_RESULT_CODE_OK) // r3 -> r4 [m, t), r5 [t, +inf)
 	wantCode(t, h.run(merge(2, 4)), api.ResultCode_RESULT_CODE_OK)   // r2 + r4 -> r6

@@ -14,6 +14,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // memSink is a raft.SnapshotSink in memory.
@@ -56,8 +57,8 @@ func restore(f *FSM, b []byte) error { return f.Restore(io.NopCloser(bytes.NewRe
 // violations, a column.
 func richState(t testing.TB) *harness {
 	h := opState(t.(*testing.T), true, compoundOp(1), medianOp(2))
-	h.run(member("n1", Version2))
-	h.run(member("n2", Version2))
+	h.run(member("n1", clusterversion.Version2))
+	h.run(member("n2", clusterversion.Version2))
 	h.run(admit("n3", "127.0.0.1:9"))
 	c := split(2, "p")
 	c.RequestId = "r1"
@@ -193,7 +194,7 @@ func TestRestoreRejects(t *testing.T) {
 		{"overlapping routes", edit(func(p *api.StateSnapshot) { p.Catalog.Routes[1].Start = []byte("a") })},
 		{"gap in routes", edit(func(p *api.StateSnapshot) { p.Catalog.Routes = p.Catalog.Routes[1:] })},
 		{"duplicate route id", edit(func(p *api.StateSnapshot) { p.Catalog.Routes[1].RouteId = p.Catalog.Routes[0].RouteId })},
-		{"cluster version above supported", edit(func(p *api.StateSnapshot) { p.ClusterVersion = SupportedVersion + 1 })},
+		{"cluster version above supported", edit(func(p *api.StateSnapshot) { p.ClusterVersion = clusterversion.Supported + 1 })},
 		{"invalid config", edit(func(p *api.StateSnapshot) { p.Config.Buckets = 0 })},
 		{"no switch", edit(func(p *api.StateSnapshot) { p.Switch = nil })},
 		{"ops unsorted", edit(func(p *api.StateSnapshot) { p.Ops[0], p.Ops[1] = p.Ops[1], p.Ops[0] })},

@@ -1,45 +1,32 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 )
 
-// Every feature has a complete row: a unique snake_case name, a version
-// this build supports, a one-line doc; and every detector rule is turned
-// on by exactly one feature, so no rule is left off at every version.
-func TestFeatureTableIsComplete(t *testing.T) {
-	name := regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	seen := map[string]bool{}
+// Every detector rule is turned on by exactly one feature, so no rule is
+// left off at every version.
+func TestFeatureEffectsTurnOnEveryRuleOnce(t *testing.T) {
 	var rules detector.Rules
-	for f := range numFeatures {
-		r := features[f]
-		switch {
-		case !name.MatchString(r.name) || seen[r.name]:
-			t.Errorf("feature %d: name %q missing, not snake_case or repeated", f, r.name)
-		case !IsVersion(r.version) || !Supported(r.version):
-			t.Errorf("%s: version %d outside [%d, %d]", r.name, r.version, Version1, SupportedVersion)
-		case r.doc == "" || strings.ContainsAny(r.doc, "\n|"):
-			t.Errorf("%s: doc %q empty or not one table cell", r.name, r.doc)
-		case rules&r.rules != 0:
-			t.Errorf("%s: detector rules %b already turned on by another feature", r.name, r.rules)
+	for _, f := range clusterversion.All() {
+		r := effects[f].rules
+		if rules&r != 0 {
+			t.Errorf("%s: detector rules %b already turned on by another feature", f, r)
 		}
-		seen[r.name] = true
-		rules |= r.rules
-		if f.String() != r.name || f.Version() != r.version {
-			t.Errorf("%s: String %q Version %d", r.name, f, f.Version())
-		}
+		rules |= r
 	}
 	if rules != detector.AllRules {
 		t.Errorf("the table turns on detector rules %b, the detector knows %b", rules, detector.AllRules)
+	}
+	if len(effects) > len(clusterversion.All()) {
+		t.Errorf("effects name %d features, the table has %d", len(effects), len(clusterversion.All()))
 	}
 }
 
@@ -53,58 +40,30 @@ func TestRulesAtVersion(t *testing.T) {
 		version uint32
 		want    detector.Rules
 	}{
-		{Version1, 0},
-		{Version2, v2},
-		{SupportedVersion, detector.AllRules},
+		{clusterversion.Version1, 0},
+		{clusterversion.Version2, v2},
+		{clusterversion.Supported, detector.AllRules},
 	} {
 		if got := rulesAt(tc.version); got != tc.want {
 			t.Errorf("rulesAt(%d) = %b, want %b", tc.version, got, tc.want)
 		}
 	}
-	for f := range numFeatures {
-		if r := features[f].rules; r != 0 && (!rulesAt(f.Version()).Has(r) || rulesAt(f.Version()-1).Has(r)) {
+	for f, e := range effects {
+		if r := e.rules; r != 0 && (!rulesAt(f.Version()).Has(r) || rulesAt(f.Version()-1).Has(r)) {
 			t.Errorf("%s: rules %b not turned on exactly at version %d", f, r, f.Version())
 		}
 	}
 }
 
-func TestFeatureGates(t *testing.T) {
-	for f := range numFeatures {
-		v := f.Version()
-		if f.EnabledAt(v-1) || !f.EnabledAt(v) || !f.EnabledAt(v+1) {
-			t.Errorf("%s (version %d): on at %d/%d/%d = %v/%v/%v", f, v, v-1, v, v+1, f.EnabledAt(v-1), f.EnabledAt(v), f.EnabledAt(v+1))
-		}
-		if err := f.CheckAt(v); err != nil {
-			t.Errorf("%s at %d: %v", f, v, err)
-		}
-		err := f.CheckAt(v - 1)
-		want := fmt.Sprintf("%s needs cluster version %d, the cluster runs %d", f, v, v-1)
-		if !errors.Is(err, ErrVersionTooLow) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s at %d: %v, want ErrVersionTooLow saying %q", f, v-1, err, want)
-		}
-	}
-	if got := Versions(); !slices.Equal(got, []uint32{Version1, Version2, Version3}) {
-		t.Errorf("Versions() = %v", got)
-	}
-	for _, tc := range []struct {
-		v                    uint64
-		supported, isVersion bool
-	}{{0, true, false}, {Version1, true, true}, {SupportedVersion, true, true}, {SupportedVersion + 1, false, true}, {1 << 40, false, true}} {
-		if Supported(tc.v) != tc.supported || (tc.v < 1<<32 && IsVersion(uint32(tc.v)) != tc.isVersion) {
-			t.Errorf("version %d: Supported %v IsVersion %v", tc.v, Supported(tc.v), IsVersion(uint32(tc.v)))
-		}
-	}
-}
-
 func TestStateHas(t *testing.T) {
-	for _, v := range Versions() {
+	for _, v := range clusterversion.Versions() {
 		h := bootstrappedAt(t, v, nil, nil)
-		for f := range numFeatures {
+		for _, f := range clusterversion.All() {
 			if h.state().Has(f) != f.EnabledAt(v) || (h.state().Require(f) == nil) != f.EnabledAt(v) {
 				t.Errorf("at version %d: Has(%s) %v, Require %v", v, f, h.state().Has(f), h.state().Require(f))
 			}
 		}
-		if note := h.state().KeptNote("bob"); (note == "bob") != ActorNotes.EnabledAt(v) {
+		if note := h.state().KeptNote("bob"); (note == "bob") != clusterversion.ActorNotes.EnabledAt(v) {
 			t.Errorf("at version %d the note %q is kept", v, note)
 		}
 	}
@@ -115,12 +74,11 @@ func TestStateHas(t *testing.T) {
 // table lists versions in.
 func TestRaiseSteps(t *testing.T) {
 	hook := func(*State) string { return "" }
-	table := []featureRow{
+	table := []hookRow{
 		{name: "c3", version: 3, raise: hook},
 		{name: "a2", version: 2, raise: hook},
 		{name: "d4", version: 4, raise: hook},
 		{name: "b2", version: 2, raise: hook},
-		{name: "no_hook", version: 3},
 		{name: "e3", version: 3, raise: hook},
 		{name: "f6", version: 6, raise: hook},
 	}
@@ -164,9 +122,9 @@ func TestRaiseVersionJumpRunsEveryHookInOrder(t *testing.T) {
 			return name + "=" + fmt.Sprint(len(ran))
 		}
 	}
-	table := []featureRow{
+	table := []hookRow{
 		{name: "late", version: 4, raise: hook("late")},
-		{name: "band", version: 2, raise: features[HoldBand].raise},
+		{name: "band", version: 2, raise: effects[clusterversion.HoldBand].raise},
 		{name: "mid", version: 3, raise: hook("mid")},
 		{name: "early", version: 2, raise: hook("early")},
 	}
@@ -217,45 +175,16 @@ func TestRaiseToVersion2RunsItsHooks(t *testing.T) {
 	}
 }
 
-// docs/design.md lists the table, row for row.
-func TestDesignDocListsTheFeatureTable(t *testing.T) {
-	b, err := os.ReadFile("../docs/design.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	_, section, ok := strings.Cut(doc, "## Cluster versions and features")
-	if !ok {
-		t.Fatal(`docs/design.md has no section "Cluster versions and features"`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	var rows int
-	for _, l := range strings.Split(section, "\n") {
-		if strings.HasPrefix(l, "| `") {
-			rows++
-		}
-	}
-	for f := range numFeatures {
-		r := features[f]
-		if line := fmt.Sprintf("| `%s` | %d | %s |", r.name, r.version, r.doc); !strings.Contains(section, line+"\n") {
-			t.Errorf("docs/design.md lacks the row\n%s", line)
-		}
-	}
-	if rows != int(numFeatures) {
-		t.Errorf("docs/design.md lists %d feature rows, the table has %d", rows, numFeatures)
-	}
-}
-
 // TestRaisesAt: a version raises (writes a "cluster version N:" decision)
 // exactly when a row of its own has a raise hook.
 func TestRaisesAt(t *testing.T) {
-	if RaisesAt(Version1) || !RaisesAt(Version2) {
-		t.Fatalf("RaisesAt(1)=%v RaisesAt(2)=%v, want false and true (version 2's hold band has a hook)", RaisesAt(Version1), RaisesAt(Version2))
+	if RaisesAt(clusterversion.Version1) || !RaisesAt(clusterversion.Version2) {
+		t.Fatalf("RaisesAt(1)=%v RaisesAt(2)=%v, want false and true (version 2's hold band has a hook)", RaisesAt(clusterversion.Version1), RaisesAt(clusterversion.Version2))
 	}
-	for _, v := range Versions() {
+	for _, v := range clusterversion.Versions() {
 		hooked := false
-		for _, r := range features {
-			hooked = hooked || (r.version == v && r.raise != nil)
+		for _, r := range raiseHooks() {
+			hooked = hooked || r.version == v
 		}
 		if RaisesAt(v) != hooked {
 			t.Errorf("RaisesAt(%d) = %v, the table says %v", v, RaisesAt(v), hooked)

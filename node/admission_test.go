@@ -6,7 +6,7 @@ import (
 	"time"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/scheduler"
 )
 
@@ -17,11 +17,11 @@ func TestIntegrationJoinNeedsAdmission(t *testing.T) {
 	skipShort(t)
 	c := newTestCluster(t, 1, nil)
 	n := c.node(c.waitLeaderReady(10 * time.Second))
-	if v := n.FSM().State().ClusterVersion(); v != fsm.SupportedVersion || !fsm.Admission.EnabledAt(v) {
-		t.Fatalf("a new cluster runs version %d, want %d (with admission)", v, fsm.SupportedVersion)
+	if v := n.FSM().State().ClusterVersion(); v != clusterversion.Supported || !clusterversion.Admission.EnabledAt(v) {
+		t.Fatalf("a new cluster runs version %d, want %d (with admission)", v, clusterversion.Supported)
 	}
 	ctx := ctxT(t, 10*time.Second)
-	m := &api.Member{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion}
+	m := &api.Member{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: clusterversion.Supported}
 	if err := n.Scheduler().Join(ctx, m, "", true); !errors.Is(err, scheduler.ErrNotAdmitted) {
 		t.Fatalf("join without admission: %v, want ErrNotAdmitted", err)
 	}

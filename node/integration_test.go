@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/internal/testutil"
@@ -459,11 +460,11 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "reason"},
 		{"join with an id in use", func() error {
-			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion})
+			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: clusterversion.Supported})
 			return err
 		}, codes.AlreadyExists, "n2"},
 		{"join of a foreign cluster", func() error {
-			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.SupportedVersion, ClusterId: "not-this-one"})
+			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: clusterversion.Supported, ClusterId: "not-this-one"})
 			return err
 		}, codes.FailedPrecondition, "cluster"},
 		{"get route with both key and id", func() error {
@@ -471,7 +472,7 @@ func TestIntegrationBadInputChangesNothing(t *testing.T) {
 			return err
 		}, codes.InvalidArgument, "key"},
 		{"join of a binary too old", func() error {
-			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: fsm.Version1})
+			_, err := clu.Join(ctx, &api.JoinRequest{NodeId: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", SupportedVersion: clusterversion.Version1})
 			return err
 		}, codes.FailedPrecondition, "supports version 1"},
 		{"empty config patch", func() error {

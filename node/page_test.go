@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/node/pagesource"
@@ -88,8 +89,8 @@ func (p *pageFSM) heatmap() webui.HeatmapAnswer {
 func TestPageShowsNoBandsForColumnsWithoutRouteLoads(t *testing.T) {
 	p := &pageFSM{t: t, f: fsm.New(fsm.Options{Logger: quietLogger(), Halt: func(err error) { t.Error(err) }}), ms: pageStartMs}
 	p.apply(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c1", InitialSplits: [][]byte{[]byte("m")},
-		GroupId: 1, Config: &api.Config{StepMs: 1000}, ClusterVersion: fsm.Version2}}})
-	p.apply(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: fsm.Version2}}}})
+		GroupId: 1, Config: &api.Config{StepMs: 1000}, ClusterVersion: clusterversion.Version2}}})
+	p.apply(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: clusterversion.Version2}}}})
 	p.column(0, nil, &api.ColumnRow{RouteId: 2, Writes: 5000})
 
 	a := p.heatmap()
@@ -102,7 +103,7 @@ func TestPageShowsNoBandsForColumnsWithoutRouteLoads(t *testing.T) {
 
 	// The cluster rises to 3; a column assembled before it (no
 	// route_loads) still adds no band.
-	p.apply(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: fsm.Version3}}}})
+	p.apply(&api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: "n1", SupportedVersion: clusterversion.Version3}}}})
 	p.column(1, nil, &api.ColumnRow{RouteId: 2, Writes: 5000})
 	a = p.heatmap()
 	if !a.History.Enabled || a.History.Reason != "" || a.History.Columns != 0 || len(a.Cells) != 0 {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/node/raftnet"
@@ -314,7 +315,7 @@ func (n *Node) dialOptions(d raftnet.Dialer) []grpc.DialOption {
 
 // selfMember is this node's member record as it announces itself.
 func (n *Node) selfMember() *api.Member {
-	return &api.Member{NodeId: n.cfg.ID, GrpcAddr: n.advertisedGRPC(), RaftAddr: n.advertisedRaft(), SupportedVersion: fsm.SupportedVersion, AutoSplitFlag: autoSplitFlag(n.cfg.AutoSplit)}
+	return &api.Member{NodeId: n.cfg.ID, GrpcAddr: n.advertisedGRPC(), RaftAddr: n.advertisedRaft(), SupportedVersion: clusterversion.Supported, AutoSplitFlag: autoSplitFlag(n.cfg.AutoSplit)}
 }
 
 // bootstrapParams is what a --bootstrap node proposes once it leads (nil

@@ -12,7 +12,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/node/storage"
 )
@@ -33,7 +33,7 @@ func TestIntegrationDataDirAboveSupportedVersionIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := stores.Stable.SetUint64(storage.ClusterVersionKey, fsm.SupportedVersion+1); err != nil {
+	if err := stores.Stable.SetUint64(storage.ClusterVersionKey, clusterversion.Supported+1); err != nil {
 		t.Fatal(err)
 	}
 	stores.Close()

@@ -13,8 +13,8 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
-	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // validNowMs is the leader's clock in the pure validation tests: window
@@ -247,7 +247,7 @@ func FuzzReportValidation(f *testing.F) {
 			s.claim(asSent.reporter, c.digest)
 			s.merge(asSent.reporter, c)
 			m.add(req.GetReporterId(), c.digest, req.GetColumns()[i], cat)
-			for _, v := range fsm.Versions() {
+			for _, v := range clusterversion.Versions() {
 				e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, v, nil)
 				em, _ := m.entry(cat, dc, DefaultBelowThresholdRows, v, nil)
 				if !proto.Equal(e, em) {

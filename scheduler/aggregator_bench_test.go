@@ -11,8 +11,8 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
-	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/internal/loadgen"
 )
 
@@ -277,7 +277,7 @@ func BenchmarkColumnSumMemory(b *testing.B) {
 					runtime.GC()
 					b.ReportMetric(float64(liveHeap()-before)/(1<<20), "sum-MiB")
 				}
-				e, _ := sum.entry(cat, detector.DefaultConfig(), DefaultBelowThresholdRows, fsm.SupportedVersion, nil)
+				e, _ := sum.entry(cat, detector.DefaultConfig(), DefaultBelowThresholdRows, clusterversion.Supported, nil)
 				b.ReportMetric(float64(proto.Size(e)), "entry-bytes")
 				b.ReportMetric(float64(len(e.GetRows())), "evidence-rows")
 				runtime.KeepAlive(sum)

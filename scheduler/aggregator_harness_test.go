@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/internal/testutil"
@@ -190,7 +191,7 @@ func newAggHarnessSplits(t testing.TB, nowMs uint64, splits [][]byte) *aggHarnes
 	h := &aggHarness{t: t, f: f, clock: &fakeClock{}, prop: &fsmProposer{t: t, f: f}, reg: prometheus.NewRegistry()}
 	h.clock.set(nowMs)
 	res := h.prop.apply(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
-		ClusterId: "c1", InitialSplits: splits, GroupId: 7, Config: testConfig(), ClusterVersion: fsm.SupportedVersion}}})
+		ClusterId: "c1", InitialSplits: splits, GroupId: 7, Config: testConfig(), ClusterVersion: clusterversion.Supported}}})
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
 		t.Fatalf("bootstrap: %v", res)
 	}

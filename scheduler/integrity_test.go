@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 )
@@ -151,7 +152,7 @@ func newReplicas(t *testing.T) *replicas {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.Run(ctx) }()
 	}
-	r.applyAll(t, &api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, ClusterVersion: fsm.Version2}}})
+	r.applyAll(t, &api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c", GroupId: 1, ClusterVersion: clusterversion.Version2}}})
 	for _, id := range r.ids {
 		r.applyAll(t, &api.Command{Body: &api.Command_SetMember{SetMember: &api.SetMember{Member: &api.Member{NodeId: id, GrpcAddr: "x:1", SupportedVersion: 2}}}})
 	}
@@ -175,7 +176,7 @@ func (r *replicas) applyAll(t *testing.T, cmd *api.Command, only ...string) {
 
 func TestStateCheckFindsTheDivergedReplica(t *testing.T) {
 	r := newReplicas(t)
-	marker := &api.Command{MinVersion: fsm.Version2, Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: "test"}}}
+	marker := &api.Command{MinVersion: clusterversion.Version2, Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: "test"}}}
 	r.applyAll(t, marker)
 	v, err := r.checks["n1"].Result(ctxFor(t, 10*time.Second), r.index)
 	if err != nil || len(v.GetDiverged()) != 0 || len(v.GetReports()) != 3 {
@@ -222,7 +223,7 @@ func TestStateCheckFindsTheDivergedReplica(t *testing.T) {
 
 func TestStateCheckReportsSkippedAfterASnapshot(t *testing.T) {
 	r := newReplicas(t)
-	marker := &api.Command{MinVersion: fsm.Version2, Body: &api.Command_CheckState{CheckState: &api.CheckState{}}}
+	marker := &api.Command{MinVersion: clusterversion.Version2, Body: &api.Command_CheckState{CheckState: &api.CheckState{}}}
 	// n3 "installs a snapshot" past the marker: it never applies it.
 	r.applyAll(t, marker, "n1", "n2")
 	r.fsms["n3"].StoreConfiguration(r.index, raft.Configuration{})

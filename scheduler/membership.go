@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/internal/raftfuture"
 )
 
@@ -57,7 +57,7 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 	if clusterID != "" && clusterID != st.ClusterID() {
 		return fmt.Errorf("%w: node %q has cluster id %q, this cluster is %q", ErrForeignCluster, m.NodeId, clusterID, st.ClusterID())
 	}
-	if !fsm.Reaches(m.SupportedVersion, st.ClusterVersion()) {
+	if !clusterversion.Reaches(m.SupportedVersion, st.ClusterVersion()) {
 		return fmt.Errorf("%w: node %q supports version %d, cluster is at %d", ErrUnsupportedVersion, m.NodeId, m.SupportedVersion, st.ClusterVersion())
 	}
 	cfg, err := s.configuration(ctx)
@@ -87,7 +87,7 @@ func (s *Scheduler) Join(ctx context.Context, m *api.Member, clusterID string, n
 	if isMember {
 		return fmt.Errorf("%w: %q is a recorded member; remove it first", ErrMemberExists, m.NodeId)
 	}
-	if needsAdmission && st.Has(fsm.Admission) {
+	if needsAdmission && st.Has(clusterversion.Admission) {
 		adm, ok := st.Admission(m.NodeId)
 		if !ok || adm.GetRaftAddr() != m.RaftAddr {
 			return fmt.Errorf("%w: %q from raft address %s: an admin runs `hotsplitctl cluster add %s --raft-addr %s` first", ErrNotAdmitted, m.NodeId, m.RaftAddr, m.NodeId, m.RaftAddr)
@@ -111,13 +111,13 @@ func (s *Scheduler) Admit(ctx context.Context, nodeID, raftAddr, actor string) e
 		return ErrNotLeader
 	}
 	st := s.fsm.State()
-	if err := st.Require(fsm.Admission); err != nil {
+	if err := st.Require(clusterversion.Admission); err != nil {
 		return fmt.Errorf("admitting nodes: %w (a member has not been upgraded)", err)
 	}
 	if _, ok := st.Member(nodeID); ok {
 		return fmt.Errorf("%w: %q is a member already", ErrMemberExists, nodeID)
 	}
-	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.Admission.Version(), Body: &api.Command_AdmitMember{AdmitMember: &api.AdmitMember{NodeId: nodeID, RaftAddr: raftAddr, Actor: actor}}})
+	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: clusterversion.Admission.Version(), Body: &api.Command_AdmitMember{AdmitMember: &api.AdmitMember{NodeId: nodeID, RaftAddr: raftAddr, Actor: actor}}})
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/internal/saturate"
@@ -599,13 +600,13 @@ type mayPlan func(routeID uint64) bool
 // until the next one would not fit; the rest count only through
 // route_loads.
 func (c *columnSum) entry(cat *catalog.Catalog, dc detector.Config, belowRows int, version uint32, plan mayPlan) (*api.ObserveColumn, entryStats) {
-	sampled := fsm.SampledEvidence.EnabledAt(version)
+	sampled := clusterversion.SampledEvidence.EnabledAt(version)
 	var loads []api.RouteLoad
-	if fsm.ColumnRouteLoads.EnabledAt(version) {
+	if clusterversion.ColumnRouteLoads.EnabledAt(version) {
 		loads = make([]api.RouteLoad, 0, c.rowCount())
 		belowRows = 0
 	}
-	bounded := loads != nil && fsm.BoundedEvidence.EnabledAt(version)
+	bounded := loads != nil && clusterversion.BoundedEvidence.EnabledAt(version)
 	stats := entryStats{deadRows: c.deadRows.Load()}
 	var hot, below []scoredRow
 	groups := map[uint64]*api.GroupLoad{}

@@ -8,8 +8,8 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
-	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // heavyColumn is one reporter's column over routes 1..n of a benchSplits
@@ -59,7 +59,7 @@ func TestEntryBoundsEvidence(t *testing.T) {
 		s.add(r, 0, heavyColumn(0, n, r, writes), cat)
 	}
 	dc := detector.DefaultConfig()
-	e, stats := s.entry(cat, dc, 64, fsm.Version3, nil)
+	e, stats := s.entry(cat, dc, 64, clusterversion.Version3, nil)
 	if got := e.GetRouteLoads().Len(); got != n {
 		t.Fatalf("route_loads lists %d routes, want every one of %d", got, n)
 	}
@@ -92,7 +92,7 @@ func TestEntryBoundsEvidence(t *testing.T) {
 
 	// Candidates first: only routes divisible by 3 may be planned, and
 	// they alone fill the budget.
-	e3, _ := s.entry(cat, dc, 64, fsm.Version3, func(id uint64) bool { return id%3 == 0 })
+	e3, _ := s.entry(cat, dc, 64, clusterversion.Version3, func(id uint64) bool { return id%3 == 0 })
 	for _, r := range e3.GetRows() {
 		if r.GetRouteId()%3 != 0 {
 			t.Fatalf("route %d got evidence before a candidate", r.GetRouteId())
@@ -100,7 +100,7 @@ func TestEntryBoundsEvidence(t *testing.T) {
 	}
 
 	// Version 2: unbounded, every hot row with its evidence.
-	e2, _ := s.entry(cat, dc, 64, fsm.Version2, nil)
+	e2, _ := s.entry(cat, dc, 64, clusterversion.Version2, nil)
 	if len(e2.GetRows()) != n || rowsBytes(e2) <= api.MaxColumnEvidenceBytes {
 		t.Fatalf("version 2 entry: %d rows, %d bytes", len(e2.GetRows()), rowsBytes(e2))
 	}

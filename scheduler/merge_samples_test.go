@@ -9,8 +9,8 @@ import (
 	"pgregory.net/rapid"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
-	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // sampledRow is a hot route-2 row whose reporter sampled keys[i] with
@@ -73,7 +73,7 @@ func TestMergeSampleBoundedAndUnbiased(t *testing.T) {
 		}
 		dc := detector.DefaultConfig()
 		dc.Threshold = 1
-		e, _ := s.entry(cat, dc, 64, fsm.Version2, nil)
+		e, _ := s.entry(cat, dc, 64, clusterversion.Version2, nil)
 		var te, tl uint64
 		for _, w := range findRow(t, e, 2).GetSamples() {
 			te += w.GetWeight()
@@ -113,7 +113,7 @@ func TestMergeSampleExactWhenItFits(t *testing.T) {
 	}
 	dc := detector.DefaultConfig()
 	dc.Threshold = 1
-	e, _ := s.entry(cat, dc, 64, fsm.Version2, nil)
+	e, _ := s.entry(cat, dc, 64, clusterversion.Version2, nil)
 	got := findRow(t, e, 2).GetSamples()
 	if len(got) != len(want) {
 		t.Fatalf("%d keys, want %d", len(got), len(want))

@@ -12,8 +12,8 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
-	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // mergeCatalog has three routes: 1 = ["", g) in group 1, 2 = [g, p) and
@@ -309,7 +309,7 @@ func TestMergeRouteLoads(t *testing.T) {
 		&api.ReportRow{RouteId: 99, Reads: 5}, // gone
 	), cat)
 	s.add("b", 1, reportCol(0, &api.ReportRow{RouteId: 1, Reads: 2, Writes: 1}), cat)
-	e, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version3, nil)
+	e, _ := s.entry(cat, detector.DefaultConfig(), 64, clusterversion.Version3, nil)
 	if err := e.GetRouteLoads().Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestMergeRouteLoads(t *testing.T) {
 		t.Fatalf("rows %v, want only the hot route 3 with its evidence", rows)
 	}
 	// Below version 3 the same sum has no loads and keeps display rows.
-	if e2, _ := s.entry(cat, detector.DefaultConfig(), 64, fsm.Version2, nil); e2.GetRouteLoads() != nil || len(e2.GetRows()) != 2 {
+	if e2, _ := s.entry(cat, detector.DefaultConfig(), 64, clusterversion.Version2, nil); e2.GetRouteLoads() != nil || len(e2.GetRows()) != 2 {
 		t.Fatalf("version 2 entry: loads %v rows %v", e2.GetRouteLoads(), e2.GetRows())
 	}
 }
@@ -403,7 +403,7 @@ func TestMergeOrderIndependentProperty(t *testing.T) {
 		}
 		dc := detector.DefaultConfig()
 		dc.Threshold = 1
-		for _, v := range fsm.Versions() {
+		for _, v := range clusterversion.Versions() {
 			ea, _ := a.entry(cat, dc, 64, v, nil)
 			eb, _ := b.entry(cat, dc, 64, v, nil)
 			if !proto.Equal(ea, eb) {
@@ -449,7 +449,7 @@ func TestMergeKeepsSampledEvidence(t *testing.T) {
 	c := reportCol(0, hotRow(1, key("h", 30, 0), 100_000))
 	var entries []*api.ObserveColumn
 	for _, order := range [][]Contribution{{{"a", a}, {"b", b}, {"c", c}}, {{"c", c}, {"b", b}, {"a", a}}} {
-		entries = append(entries, MergeColumn(order, cat, detector.DefaultConfig(), fsm.Version2))
+		entries = append(entries, MergeColumn(order, cat, detector.DefaultConfig(), clusterversion.Version2))
 	}
 	if !proto.Equal(entries[0], entries[1]) {
 		t.Fatal("the merge depends on the reports' order")
@@ -473,7 +473,7 @@ func TestMergeKeepsSampledEvidence(t *testing.T) {
 			t.Fatalf("sample %d = %v, want %v", i, g, w)
 		}
 	}
-	v1 := findRow(t, MergeColumn([]Contribution{{"a", a}, {"b", b}}, cat, detector.DefaultConfig(), fsm.Version1), 2)
+	v1 := findRow(t, MergeColumn([]Contribution{{"a", a}, {"b", b}}, cat, detector.DefaultConfig(), clusterversion.Version1), 2)
 	if len(v1.GetSamples()) != 0 || v1.GetSampleRate() != 0 || v1.GetTopKeys()[0].GetVariance() != 0 || v1.GetTopKeys()[0].GetSampledWrites() != 0 {
 		t.Fatalf("version 1 entry carries version 2 evidence: %v", v1)
 	}

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/internal/raftfuture"
@@ -173,15 +174,15 @@ func (s *Scheduler) CheckState(ctx context.Context, actor string) (*api.CheckSta
 // version fsm.StateCheck needs, or if the FSM refuses the marker (whose
 // only refusals are of the version), it fails with fsm.ErrVersionTooLow.
 func (s *Scheduler) proposeCheck(ctx context.Context, actor string) (uint64, error) {
-	if err := s.fsm.State().Require(fsm.StateCheck); err != nil {
+	if err := s.fsm.State().Require(clusterversion.StateCheck); err != nil {
 		return 0, err
 	}
-	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: fsm.StateCheck.Version(), Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: actor}}})
+	res, err := s.proposer.Propose(ctx, &api.Command{MinVersion: clusterversion.StateCheck.Version(), Body: &api.Command_CheckState{CheckState: &api.CheckState{Actor: actor}}})
 	if err != nil {
 		return 0, err
 	}
 	if res.GetCode() != api.ResultCode_RESULT_CODE_OK {
-		return 0, fmt.Errorf("%w: check_state refused: %s", fsm.ErrVersionTooLow, res.GetMessage())
+		return 0, fmt.Errorf("%w: check_state refused: %s", clusterversion.ErrVersionTooLow, res.GetMessage())
 	}
 	return res.Index, nil
 }
@@ -402,7 +403,7 @@ func (s *Scheduler) lead(ctx context.Context, t *termState) {
 		case <-ctx.Done():
 			return
 		case <-checks:
-			if s.fsm.State().Has(fsm.StateCheck) {
+			if s.fsm.State().Has(clusterversion.StateCheck) {
 				if _, err := s.proposeCheck(ctx, "periodic"); err != nil && ctx.Err() == nil {
 					log.Warn("periodic state check not committed", "reason", err.Error())
 				}
@@ -498,7 +499,7 @@ func (s *Scheduler) bootstrap(ctx context.Context) error {
 	}
 	cmd := &api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
 		ClusterId: b.ClusterID, InitialSplits: b.InitialSplits, GroupId: b.GroupID,
-		Config: b.Config, AutoSplit: b.AutoSplit, ClusterVersion: fsm.SupportedVersion,
+		Config: b.Config, AutoSplit: b.AutoSplit, ClusterVersion: clusterversion.Supported,
 	}}}
 	res, err := s.proposer.proposeUnfenced(ctx, cmd)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/sim"
 )
@@ -94,7 +95,7 @@ func TestEmptyChildren(t *testing.T) {
 		cases = []Case{shortNarrow}
 	}
 	var rows []Row
-	for _, v := range []uint32{fsm.Version2, fsm.Version3} {
+	for _, v := range []uint32{clusterversion.Version2, clusterversion.Version3} {
 		for _, c := range cases {
 			row := suiteRow(t, c, v)
 			rows = append(rows, row)
@@ -187,7 +188,7 @@ func TestIncidentalKeyIsolation(t *testing.T) {
 			t.Errorf("%s: planned in %.2f%%", name, 100*got)
 		}
 	}
-	for _, v := range []uint32{fsm.Version2, fsm.Version3} {
+	for _, v := range []uint32{clusterversion.Version2, clusterversion.Version3} {
 		below, above := rate(0.8, 6000, v), rate(2, 6000, v)
 		check(fmt.Sprintf("v%d, 6 s, key at 0.8× the floor", v), below, below <= 0.01)
 		check(fmt.Sprintf("v%d, 6 s, key at 2× the floor", v), above, above >= 0.99)
@@ -195,7 +196,7 @@ func TestIncidentalKeyIsolation(t *testing.T) {
 		check(fmt.Sprintf("v%d, 1 s, key at 0.8× the floor", v), small, small <= 0.01)
 	}
 	if !testing.Short() {
-		naive := rate(0.8, 1000, fsm.Version1)
+		naive := rate(0.8, 1000, clusterversion.Version1)
 		check("v1 (point estimate), 1 s, key at 0.8× the floor", naive, naive > 0.1)
 	}
 }

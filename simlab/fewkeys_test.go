@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -37,11 +37,11 @@ func TestFewKeysRelievedWithinBound(t *testing.T) {
 		{"60 s", nil, 40},
 		{"1 s", &api.Config{StepMs: 1000, CooldownMs: 10_000, GraceMs: 500}, 120},
 	}
-	versions := []uint32{fsm.Version3, fsm.Version2}
+	versions := []uint32{clusterversion.Version3, clusterversion.Version2}
 	if testing.Short() {
 		// One run of the five-key shape at a 1 s step, shared with
 		// TestCutSharesAccurate.
-		row := suiteRow(t, shortFewKeys, fsm.Version3)
+		row := suiteRow(t, shortFewKeys, clusterversion.Version3)
 		sh := FewKeysShapes()[2]
 		if res := row.Runs[0]; res.ReliefColumn < 0 || res.SplitsToRelief > sh.Bound() {
 			t.Errorf("%s at 1 s: relief column %d after %d splits (%v); want relief within %d splits",
@@ -74,7 +74,7 @@ func TestFewKeysRelievedWithinBound(t *testing.T) {
 							splits, cols = append(splits, res.SplitsToRelief), append(cols, res.ReliefColumn)
 						}
 						ok := res.ReliefColumn >= 0 && res.SplitsToRelief <= sh.Bound()
-						if v == fsm.Version3 && !ok {
+						if v == clusterversion.Version3 && !ok {
 							t.Errorf("%s at %s, rate %d, seed %d: relief column %d after %d splits (%v); want relief within %d splits",
 								sh.Name, st.name, rate, seed, res.ReliefColumn, res.SplitsToRelief, res.ByOrigin, sh.Bound())
 						}
@@ -138,7 +138,7 @@ func TestCutSharesAccurate(t *testing.T) {
 	for _, g := range groups {
 		var within, n int
 		for _, c := range g.cases {
-			row := suiteRow(t, c, fsm.Version3)
+			row := suiteRow(t, c, clusterversion.Version3)
 			w, k := row.SharesWithin(sharesTolerance)
 			cv, r := row.IntervalsCover()
 			t.Logf("%s: %d of %d cuts within ten points, %d of %d intervals hold the truth", c.Name, w, k, cv, r)

@@ -16,6 +16,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
@@ -199,8 +200,8 @@ func newRun(spec Spec) (*run, error) {
 	case spec.Columns < 1:
 		return nil, fmt.Errorf("%w: Columns %d: want >= 1", ErrInvalidSpec, spec.Columns)
 	}
-	if !fsm.IsVersion(spec.ClusterVersion) { // unset
-		spec.ClusterVersion = fsm.SupportedVersion
+	if !clusterversion.IsVersion(spec.ClusterVersion) { // unset
+		spec.ClusterVersion = clusterversion.Supported
 	}
 	if spec.Nodes == 0 {
 		spec.Nodes = 3

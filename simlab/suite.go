@@ -9,7 +9,7 @@ import (
 	"time"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -353,4 +353,4 @@ func orDash(s string) string {
 
 // Versions are the rule sets the table compares: every cluster version
 // this build supports.
-var Versions = fsm.Versions()
+var Versions = clusterversion.Versions()

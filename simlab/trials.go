@@ -10,6 +10,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/keyviz"
@@ -47,8 +48,8 @@ const (
 // IsolationTrials runs spec and returns in how many trials the key was
 // planned for isolation.
 func IsolationTrials(spec TrialSpec) (int, error) {
-	if !fsm.IsVersion(spec.ClusterVersion) { // unset
-		spec.ClusterVersion = fsm.SupportedVersion
+	if !clusterversion.IsVersion(spec.ClusterVersion) { // unset
+		spec.ClusterVersion = clusterversion.Supported
 	}
 	key := []byte("tenant:0042:orders:incidental")
 	perColumn := func(perMin float64) int { return int(perMin*float64(spec.StepMs)/60_000 + 0.5) }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
@@ -282,7 +283,7 @@ func (a *autoSplitServer) SetConfig(ctx context.Context, req *api.SetConfigReque
 	if err == nil {
 		// The bounds of version 2 hold for new requests whatever the
 		// cluster's version: refusing before the log changes no replica.
-		err = fsm.ValidateConfigAt(cfg, fsm.SupportedVersion)
+		err = fsm.ValidateConfigAt(cfg, clusterversion.Supported)
 	}
 	if err != nil {
 		return nil, invalid("%v", err)

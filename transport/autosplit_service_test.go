@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/scheduler"
 )
@@ -90,7 +91,7 @@ func TestWarningsListRefusedReports(t *testing.T) {
 func TestMergeCandidates(t *testing.T) {
 	cfg := &api.Config{StepMs: 1000, MergeWindows: proto.Uint32(4), MergeDelayMs: proto.Uint64(0)}
 	boot := bootstrapCmd(4, cfg)
-	boot.GetBootstrap().ClusterVersion = fsm.Version3
+	boot.GetBootstrap().ClusterVersion = clusterversion.Version3
 	// The bootstrap's routes stand for automatic splits' pieces: an
 	// operator's split keys are never merge candidates.
 	f := appliedFSM(t, boot)

@@ -10,6 +10,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -151,11 +152,11 @@ func (c *catalogServer) MergeRange(ctx context.Context, req *api.MergeRangeReque
 	}); handled {
 		return resp, err
 	}
-	if err := featureGate(c.s.cfg.FSM.State(), fsm.ManualMerge, "merge", req.GetRequestId()); err != nil {
+	if err := featureGate(c.s.cfg.FSM.State(), clusterversion.ManualMerge, "merge", req.GetRequestId()); err != nil {
 		return nil, err
 	}
 	actor, note := c.s.actor(ctx, req.GetActor())
-	res, err := c.s.propose(ctx, &api.Command{MinVersion: fsm.ManualMerge.Version(), RequestId: req.GetRequestId(),
+	res, err := c.s.propose(ctx, &api.Command{MinVersion: clusterversion.ManualMerge.Version(), RequestId: req.GetRequestId(),
 		Body: &api.Command_MergeRange{MergeRange: &api.MergeRange{
 			LeftRouteId: left, RightRouteId: right, ExpectedVersion: req.ExpectedVersion, Actor: actor, Note: note,
 		}}})
@@ -188,7 +189,7 @@ func withRouteFate(err error, st *fsm.State, requestID string, ids ...uint64) er
 // featureGate refuses, on the leader and before proposing, a command whose
 // feature the cluster version does not turn on yet: FailedPrecondition,
 // definitely not applied, naming the feature and both versions.
-func featureGate(st *fsm.State, f fsm.Feature, what, requestID string) error {
+func featureGate(st *fsm.State, f clusterversion.Feature, what, requestID string) error {
 	if err := st.Require(f); err != nil {
 		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, requestID, nil,
 			fmt.Sprintf("%s: %v (a member has not been upgraded)", what, err))

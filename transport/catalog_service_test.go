@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
 // A malformed merge is refused before anything is forwarded or proposed:
@@ -42,12 +42,12 @@ func TestMergeRangeValidation(t *testing.T) {
 // (a member that cannot apply it would halt): FailedPrecondition, not
 // applied, naming the feature and the versions; at 3 it passes.
 func TestMergeRangeFeatureGate(t *testing.T) {
-	for _, v := range fsm.Versions() {
+	for _, v := range clusterversion.Versions() {
 		boot := bootstrapCmd(2, nil)
 		boot.GetBootstrap().ClusterVersion = v
 		st := appliedFSM(t, boot).State()
-		err := featureGate(st, fsm.ManualMerge, "merge", "req-7")
-		if fsm.ManualMerge.EnabledAt(v) {
+		err := featureGate(st, clusterversion.ManualMerge, "merge", "req-7")
+		if clusterversion.ManualMerge.EnabledAt(v) {
 			if err != nil {
 				t.Fatalf("version %d: %v", v, err)
 			}

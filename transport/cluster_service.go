@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -52,7 +53,7 @@ func (c *clusterServer) Join(ctx context.Context, req *api.JoinRequest) (*api.Jo
 	if err := checkAddr("grpc_addr", req.GetGrpcAddr()); err != nil {
 		return nil, err
 	}
-	if !fsm.IsVersion(req.GetSupportedVersion()) {
+	if !clusterversion.IsVersion(req.GetSupportedVersion()) {
 		return nil, invalid("supported_version: must be set")
 	}
 	if resp, handled, err := forwardWrite(ctx, c.s, "", func(ctx context.Context, cc *grpc.ClientConn) (*api.JoinResponse, error) {

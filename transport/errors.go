@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/protoadapt"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/scheduler"
 )
 
@@ -84,7 +84,7 @@ func membershipError(err error, hint *api.LeaderHint) error {
 	switch {
 	case errors.Is(err, scheduler.ErrMemberExists):
 		return statusWith(codes.AlreadyExists, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
-	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion), errors.Is(err, fsm.ErrVersionTooLow),
+	case errors.Is(err, scheduler.ErrForeignCluster), errors.Is(err, scheduler.ErrUnsupportedVersion), errors.Is(err, clusterversion.ErrVersionTooLow),
 		errors.Is(err, scheduler.ErrRemovedMember):
 		return statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
 	case errors.Is(err, scheduler.ErrNotAdmitted):

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/scheduler"
 )
 
@@ -110,7 +110,7 @@ func TestMembershipErrors(t *testing.T) {
 		{fmt.Errorf("%w: n2", scheduler.ErrMemberExists), codes.AlreadyExists},
 		{fmt.Errorf("%w: x", scheduler.ErrForeignCluster), codes.FailedPrecondition},
 		{fmt.Errorf("%w: x", scheduler.ErrUnsupportedVersion), codes.FailedPrecondition},
-		{fmt.Errorf("admitting nodes: %w", fsm.Admission.CheckAt(fsm.Version1)), codes.FailedPrecondition},
+		{fmt.Errorf("admitting nodes: %w", clusterversion.Admission.CheckAt(clusterversion.Version1)), codes.FailedPrecondition},
 		{fmt.Errorf("%w: x", scheduler.ErrNoSuchMember), codes.NotFound},
 		{fmt.Errorf("%w: x", scheduler.ErrNotLeader), codes.Unavailable},
 	} {

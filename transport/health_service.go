@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/version"
 )
@@ -39,7 +40,7 @@ func (c *clusterServer) Progress(_ context.Context, _ *api.ProgressRequest) (*ap
 	resp := &api.ProgressResponse{
 		NodeId: c.s.cfg.NodeID, RaftState: RaftStateName(r.State()), Term: r.CurrentTerm(),
 		AppliedIndex: st.Index(), CommitIndex: r.CommitIndex(),
-		Version: version.String(), SupportedVersion: fsm.SupportedVersion, ClusterId: st.ClusterID(),
+		Version: version.String(), SupportedVersion: clusterversion.Supported, ClusterId: st.ClusterID(),
 	}
 	if _, id := r.LeaderWithID(); id != "" {
 		resp.LeaderId = string(id)
@@ -62,7 +63,7 @@ func RaftStateName(s raft.RaftState) string { return strings.ToLower(s.String())
 func (c *clusterServer) Version(_ context.Context, _ *api.VersionRequest) (*api.VersionResponse, error) {
 	st := c.s.cfg.FSM.State()
 	return &api.VersionResponse{NodeId: c.s.cfg.NodeID, Version: version.String(), GoVersion: runtime.Version(),
-		SupportedClusterVersion: fsm.SupportedVersion, ClusterVersion: st.ClusterVersion(), ClusterId: st.ClusterID()}, nil
+		SupportedClusterVersion: clusterversion.Supported, ClusterVersion: st.ClusterVersion(), ClusterId: st.ClusterID()}, nil
 }
 
 // memberHealth returns the health of every member this node knows of, by

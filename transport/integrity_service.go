@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/scheduler"
 )
 
@@ -57,7 +57,7 @@ func (c *clusterServer) CheckState(ctx context.Context, req *api.CheckStateReque
 	switch {
 	case err == nil:
 		return resp, nil
-	case errors.Is(err, fsm.ErrVersionTooLow):
+	case errors.Is(err, clusterversion.ErrVersionTooLow):
 		return nil, statusWith(codes.FailedPrecondition, api.Outcome_OUTCOME_NOT_APPLIED, "", nil, err.Error())
 	case errors.Is(err, scheduler.ErrNoVerdict):
 		// The marker committed; only the verdict is missing.

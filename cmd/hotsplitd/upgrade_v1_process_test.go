@@ -13,6 +13,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
@@ -34,11 +35,11 @@ func TestIntegrationRollingUpgradeFromVersion1(t *testing.T) {
 	}
 	began := time.Now()
 	hotsplitd, hotsplitctl := binaries(t)
-	oldD, _ := baselineBinaries(t, fsm.Version1)
+	oldD, _ := baselineBinaries(t, clusterversion.Version1)
 	built := time.Now()
 
 	c := startUpgradeCluster(t, oldD, hotsplitctl, true)
-	if v := c.clusterVersion(); v != fsm.Version1 {
+	if v := c.clusterVersion(); v != clusterversion.Version1 {
 		t.Fatalf("the version 1 release bootstrapped cluster version %d", v)
 	}
 	split := func(key string) {
@@ -64,7 +65,7 @@ func TestIntegrationRollingUpgradeFromVersion1(t *testing.T) {
 	split("w/0001")
 	c.replace(c.procs[1], hotsplitd, []string{"--insecure"}, headReady)
 	split("w/0002")
-	if v := c.clusterVersion(); v != fsm.Version1 {
+	if v := c.clusterVersion(); v != clusterversion.Version1 {
 		t.Fatalf("cluster version %d with a version 1 member", v)
 	}
 
@@ -96,18 +97,18 @@ func TestIntegrationRollingUpgradeFromVersion1(t *testing.T) {
 	c.replace(c.procs[2], hotsplitd, []string{"--insecure"}, headReady)
 	c.waitHealthy()
 	testutil.Eventually(t, 60*time.Second, "cluster version 3 once every member supports it", func() error {
-		if v := c.clusterVersion(); v != fsm.Version3 {
+		if v := c.clusterVersion(); v != clusterversion.Version3 {
 			return fmt.Errorf("cluster version %d", v)
 		}
 		return nil
 	})
 	close(stop)
 	<-done
-	if slices.Contains(seen, fsm.Version2) {
+	if slices.Contains(seen, clusterversion.Version2) {
 		t.Errorf("the cluster versions seen were %v: the raise stopped at 2", seen)
 	}
-	raises := raiseDecisions(t, c.decisions(), fsm.Version1, fsm.Version3, map[uint32]string{
-		fsm.Version2: fmt.Sprintf("cluster version 2: hold_band_bp=%d floor_follows_threshold=true", fsm.DefaultHoldBandBP),
+	raises := raiseDecisions(t, c.decisions(), clusterversion.Version1, clusterversion.Version3, map[uint32]string{
+		clusterversion.Version2: fmt.Sprintf("cluster version 2: hold_band_bp=%d floor_follows_threshold=true", fsm.DefaultHoldBandBP),
 	})
 	for _, d := range raises {
 		t.Logf("raise decision: %s (seq %d, hlc %d)", d.GetDetail(), d.GetSeq(), d.GetAtHlc())
@@ -125,7 +126,7 @@ func TestIntegrationRollingUpgradeFromVersion1(t *testing.T) {
 	// Version 3 at work: a manual merge of two routes split under version 1.
 	mergeTwo(t, c, hotsplitctl, "w/0000", "w/0001")
 	c.checkState("head, cluster version 3, from version 1")
-	refuseNewerDataDir(t, c, oldD, hotsplitd, fsm.Version3)
+	refuseNewerDataDir(t, c, oldD, hotsplitd, clusterversion.Version3)
 	enableTLS(t, c, hotsplitd, hotsplitctl)
 	t.Logf("baseline build %.1f s, cluster run %.1f s", built.Sub(began).Seconds(), time.Since(built).Seconds())
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
-	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
@@ -44,12 +44,12 @@ func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
 	}
 	began := time.Now()
 	hotsplitd, hotsplitctl := binaries(t)
-	oldD, oldCtl := baselineBinaries(t, fsm.Version2)
+	oldD, oldCtl := baselineBinaries(t, clusterversion.Version2)
 	built := time.Now()
 
 	c := startUpgradeCluster(t, oldD, hotsplitctl, false, "oldsim", "newsim", "hotsim")
 	c.waitHealthy()
-	if v := c.clusterVersion(); v != fsm.Version2 {
+	if v := c.clusterVersion(); v != clusterversion.Version2 {
 		t.Fatalf("the version 2 release bootstrapped cluster version %d", v)
 	}
 	ctx, cancel := c.ctx()
@@ -98,13 +98,13 @@ func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
 	order = []*proc{order[0], c.byID(lead), order[1]}
 
 	c.replace(order[0], hotsplitd, nil, c.waitHealthy)
-	if v := c.clusterVersion(); v != fsm.Version2 {
+	if v := c.clusterVersion(); v != clusterversion.Version2 {
 		t.Fatalf("cluster version %d with two version 2 members", v)
 	}
 	c.checkState("one head node, two of version 2")
 
 	c.replace(order[1], hotsplitd, nil, c.waitHealthy)
-	if v := c.clusterVersion(); v != fsm.Version2 {
+	if v := c.clusterVersion(); v != clusterversion.Version2 {
 		t.Fatalf("cluster version %d with a version 2 member", v)
 	}
 	// The mixed cluster under merge-worthy load: the initial routes are
@@ -125,13 +125,13 @@ func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
 
 	c.replace(order[2], hotsplitd, nil, c.waitHealthy)
 	testutil.Eventually(t, 60*time.Second, "cluster version 3 once every member supports it", func() error {
-		if v := c.clusterVersion(); v != fsm.Version3 {
+		if v := c.clusterVersion(); v != clusterversion.Version3 {
 			return fmt.Errorf("cluster version %d", v)
 		}
 		return nil
 	})
 	raisedAt := cols.count()
-	raiseDecisions(t, c.decisions(), fsm.Version2, fsm.Version3, nil)
+	raiseDecisions(t, c.decisions(), clusterversion.Version2, clusterversion.Version3, nil)
 
 	splits := writer.finish(t)
 	after := c.routes()
@@ -157,7 +157,7 @@ func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
 
 	// The old binary refuses a data dir that has run at 3 (under load: the
 	// node is a follower), and the old reporter is counted after the raise.
-	refuseNewerDataDir(t, c, oldD, hotsplitd, fsm.Version3)
+	refuseNewerDataDir(t, c, oldD, hotsplitd, clusterversion.Version3)
 	cols.waitColumns(t, 3)
 
 	// Automatic merges: only of automatic boundaries (the upgrade pinned

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -156,7 +157,7 @@ func TestCheckRemoved(t *testing.T) {
 func TestOtherClusterLeaderCannotRemove(t *testing.T) {
 	const term = 4
 	f := fsm.New(fsm.Options{})
-	data, err := fsm.EncodeCommand(&api.Command{MinVersion: fsm.Version2, Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c-own", GroupId: 1, ClusterVersion: fsm.Version2}}})
+	data, err := fsm.EncodeCommand(&api.Command{MinVersion: clusterversion.Version2, Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: "c-own", GroupId: 1, ClusterVersion: clusterversion.Version2}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/heatmap"
 	"github.com/hotsplit/hotsplit/transport"
@@ -46,13 +47,13 @@ func (p Source) Snapshot(context.Context) (*webui.Snapshot, error) {
 	}
 	s := &webui.Snapshot{Read: info, NowMs: p.NowMs(), Catalog: st.Catalog(), Config: st.Config(), Switch: st.Switch(),
 		Decisions: st.Decisions()}
-	if st.Has(fsm.HeatHistory) {
+	if st.Has(clusterversion.HeatHistory) {
 		if s.History = st.HeatHistory(); s.History == nil {
 			s.History = heatmap.New()
 		}
 	} else {
 		s.HistoryOff = fmt.Sprintf("the cluster runs version %d: the heat history starts at cluster version %d (%s)",
-			st.ClusterVersion(), fsm.HeatHistory.Version(), fsm.HeatHistory)
+			st.ClusterVersion(), clusterversion.HeatHistory.Version(), clusterversion.HeatHistory)
 	}
 	for _, t := range st.Detector().Tracked() {
 		s.Tracked = append(s.Tracked, fsm.TrackedProto(t))

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/fsm"
 )
 
@@ -22,8 +23,8 @@ func CheckClusterVersion(stable raft.StableStore, dataDir string) error {
 	if err != nil {
 		return nil // never recorded: a fresh data dir, or one of the first release
 	}
-	if !fsm.Supported(v) {
-		return fmt.Errorf("data dir %s has run at cluster version %d, this build supports %d: start a newer hotsplitd", dataDir, v, fsm.SupportedVersion)
+	if !clusterversion.IsSupported(v) {
+		return fmt.Errorf("data dir %s has run at cluster version %d, this build supports %d: start a newer hotsplitd", dataDir, v, clusterversion.Supported)
 	}
 	return nil
 }
