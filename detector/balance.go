@@ -2,10 +2,10 @@ package detector
 
 import (
 	"bytes"
-	"math/bits"
 	"slices"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // The RuleBalanceSplit split key (SPEC §6.5, docs/design.md "Split keys"):
@@ -50,7 +50,7 @@ const sampleKeysMin = 4
 type balanceItem struct {
 	lo     []byte
 	hiExcl []byte // nil for a sampled key
-	weight u128
+	weight saturate.U128
 	bucket int
 	sample bool
 }
@@ -94,7 +94,7 @@ func chooseBalancedSplit(cfg Config, r *catalog.RouteDescriptor, row *Row, pool 
 // plan or the decline, and the numbers either way.
 func balance(r *catalog.RouteDescriptor, row *Row, cfg Config, c *splitChoice) {
 	items, total := evidence(r, row)
-	if total.isZero() || len(items) < 2 {
+	if total.IsZero() || len(items) < 2 {
 		c.decline = ReasonNoSplitKey
 		return
 	}
@@ -104,16 +104,16 @@ func balance(r *catalog.RouteDescriptor, row *Row, cfg Config, c *splitChoice) {
 		}
 	}
 	// best: the gap after items[best] with the largest smaller side.
-	best, bestMin := -1, u128{}
-	var left, bestLeft u128
+	best, bestMin := -1, saturate.U128{}
+	var left, bestLeft saturate.U128
 	for m := 0; m+1 < len(items); m++ {
-		left = left.add(items[m].weight)
-		right := sub128(total, left)
+		left = left.Add(items[m].weight)
+		right := total.Sub(left)
 		small := left
-		if right.cmp(left) < 0 {
+		if right.Cmp(left) < 0 {
 			small = right
 		}
-		if best < 0 || small.cmp(bestMin) > 0 {
+		if best < 0 || small.Cmp(bestMin) > 0 {
 			best, bestMin, bestLeft = m, small, left
 		}
 	}
@@ -149,7 +149,7 @@ func bothSamples(items []balanceItem, m int) bool {
 
 // evidence builds the item list of row for route r (see the file comment)
 // and the total it is measured against.
-func evidence(r *catalog.RouteDescriptor, row *Row) ([]balanceItem, u128) {
+func evidence(r *catalog.RouteDescriptor, row *Row) ([]balanceItem, saturate.U128) {
 	samples := make([]WeightedKey, 0, len(row.Samples))
 	for _, s := range row.Samples {
 		if s.Weight > 0 && r.Contains(s.Key) {
@@ -163,94 +163,86 @@ func evidence(r *catalog.RouteDescriptor, row *Row) ([]balanceItem, u128) {
 	l := catalog.NewLayout(r.Start, r.End, max(n, 1))
 	if n == 0 || l.K() != n {
 		// No bucket evidence: the samples share the row's total.
-		var sw u128
+		var sw saturate.U128
 		for _, s := range samples {
-			sw = sw.add(u128{0, s.Weight})
+			sw = sw.Add(saturate.Wide(s.Weight))
 		}
 		items := make([]balanceItem, len(samples))
 		for i, s := range samples {
-			items[i] = balanceItem{lo: s.Key, weight: u128{0, s.Weight}, bucket: -1, sample: true}
+			items[i] = balanceItem{lo: s.Key, weight: saturate.Wide(s.Weight), bucket: -1, sample: true}
 		}
 		return items, sw
 	}
 	// Each sample's bucket, and the sampled weight per bucket.
 	bucketOf := make([]int, len(samples))
-	sampled := make([]u128, n)
+	sampled := make([]saturate.U128, n)
 	for i, s := range samples {
 		b := l.Bucket(s.Key)
 		bucketOf[i] = b
-		sampled[b] = sampled[b].add(u128{0, s.Weight})
+		sampled[b] = sampled[b].Add(saturate.Wide(s.Weight))
 	}
-	var total u128
+	var total saturate.U128
 	items := make([]balanceItem, 0, len(samples)+n)
 	i := 0
 	for j := range n {
 		bj := row.Buckets[j]
-		total = total.add(u128{0, bj})
+		total = total.Add(saturate.Wide(bj))
 		if bj == 0 {
 			for i < len(samples) && bucketOf[i] == j {
 				i++ // a sample in an empty bucket: stale, it carries nothing
 			}
 			continue
 		}
-		if sampled[j].isZero() {
-			items = append(items, balanceItem{lo: l.Lower(j), hiExcl: l.Lower(j + 1), weight: u128{0, bj}, bucket: j})
+		if sampled[j].IsZero() {
+			items = append(items, balanceItem{lo: l.Lower(j), hiExcl: l.Lower(j + 1), weight: saturate.Wide(bj), bucket: j})
 			continue
 		}
 		// Spread bj over the bucket's samples; the rounding remainder goes
 		// to the last so the bucket sums exactly.
-		var given u128
+		var given saturate.U128
 		for ; i < len(samples) && bucketOf[i] == j; i++ {
 			w := mulDivSat(bj, samples[i].Weight, sampled[j])
-			given = given.add(u128{0, w})
-			items = append(items, balanceItem{lo: samples[i].Key, weight: u128{0, w}, bucket: j, sample: true})
+			given = given.Add(saturate.Wide(w))
+			items = append(items, balanceItem{lo: samples[i].Key, weight: saturate.Wide(w), bucket: j, sample: true})
 		}
-		if rest := sub128(u128{0, bj}, given); !rest.isZero() {
-			items[len(items)-1].weight = items[len(items)-1].weight.add(rest)
+		if rest := saturate.Wide(bj).Sub(given); !rest.IsZero() {
+			items[len(items)-1].weight = items[len(items)-1].weight.Add(rest)
 		}
 	}
 	return items, total
 }
 
 // bucketLoad is row's load in bucket b (0 when b is not a bucket).
-func bucketLoad(row *Row, b int) u128 {
+func bucketLoad(row *Row, b int) saturate.U128 {
 	if b < 0 || b >= len(row.Buckets) {
-		return u128{}
+		return saturate.U128{}
 	}
-	return u128{0, row.Buckets[b]}
+	return saturate.Wide(row.Buckets[b])
 }
 
 // mulDivSat is floor(a·b/d) for b <= d (so the result is at most a).
-func mulDivSat(a, b uint64, d u128) uint64 {
-	if d.isZero() {
+func mulDivSat(a, b uint64, d saturate.U128) uint64 {
+	if d.IsZero() {
 		return 0
 	}
-	p := mul64(a, b)
-	if d.hi == 0 {
-		return p.divSat(d.lo)
+	p := saturate.Mul64(a, b)
+	if d.Hi == 0 {
+		return p.DivSat(d.Lo)
 	}
 	// d >= 2^64 > b: shift both down until d fits in 64 bits.
-	for d.hi != 0 {
-		p = u128{p.hi >> 1, p.lo>>1 | p.hi<<63}
-		d = u128{d.hi >> 1, d.lo>>1 | d.hi<<63}
+	for d.Hi != 0 {
+		p, d = p.Shr(1), d.Shr(1)
 	}
-	return p.divSat(d.lo)
-}
-
-// sub128 is x-y for y <= x.
-func sub128(x, y u128) u128 {
-	lo, b := bits.Sub64(x.lo, y.lo, 0)
-	return u128{x.hi - y.hi - b, lo}
+	return p.DivSat(d.Lo)
 }
 
 // shareOf is part/total in basis points, both 128-bit (part <= total).
-func shareOf(part, total u128) uint32 {
-	for total.hi != 0 {
-		part = u128{part.hi >> 1, part.lo>>1 | part.hi<<63}
-		total = u128{total.hi >> 1, total.lo>>1 | total.hi<<63}
+func shareOf(part, total saturate.U128) uint32 {
+	for total.Hi != 0 {
+		part, total = part.Shr(1), total.Shr(1)
 	}
-	if part.hi != 0 {
+	if part.Hi != 0 {
 		return fullShareBP
 	}
-	return shareBP(part.lo, total)
+	return shareBP(part.Lo, total)
 }

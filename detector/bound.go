@@ -1,6 +1,10 @@
 package detector
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"github.com/hotsplit/hotsplit/internal/saturate"
+)
 
 // Lower confidence bound of a sampled, weighted count (RuleLowerBoundIsolation).
 //
@@ -79,25 +83,18 @@ const zMilli = 2 * halfZMilli
 // A key that is nearly all of its row has a tight bound however few events
 // were sampled, which a bound on L against the exact load would not give.
 func shareLowerBound(l, vl, s, vs uint64) uint32 {
-	p := shareBP(l, u128{0, s})
+	p := shareBP(l, saturate.Wide(s))
 	if vl == 0 && vs == 0 {
 		return p // no sampling noise known
 	}
 	vr := vs - min(vl, vs)
-	a := mul64(s-l, ceilSqrt(vl))
-	b := mul64(l, ceilSqrt(vr))
+	a := saturate.Mul64(s-l, ceilSqrt(vl))
+	b := saturate.Mul64(l, ceilSqrt(vr))
 	// z·10000·(a+b)/S² (below 2^113 before the divisions), plus one for
 	// the two floors, so the bound errs low.
-	q := div128(div128(a.add(b).mulSmall(zMilli*10), s), s).add(u128{0, 1})
-	if q.hi != 0 || q.lo >= uint64(p) {
+	q := a.Add(b).Scale(zMilli * 10).Div(s).Div(s).Add(saturate.Wide(1))
+	if q.Hi != 0 || q.Lo >= uint64(p) {
 		return 0
 	}
-	return p - uint32(q.lo)
-}
-
-// div128 is floor(x/d) for d > 0.
-func div128(x u128, d uint64) u128 {
-	hi := x.hi / d
-	lo, _ := bits.Div64(x.hi%d, x.lo, d)
-	return u128{hi, lo}
+	return p - uint32(q.Lo)
 }

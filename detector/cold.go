@@ -134,13 +134,13 @@ func (s *State) WithCold(c Cold) (*State, error) {
 // isWarm reports whether score is at least MergeThresholdBP of the
 // threshold: score·10000 >= threshold·bp, in 128 bits.
 func isWarm(cfg Config, score uint64) bool {
-	return mul64(score, fullShareBP).cmp(mul64(cfg.Threshold, uint64(cfg.MergeThresholdBP))) >= 0
+	return saturate.Mul64(score, fullShareBP).Cmp(saturate.Mul64(cfg.Threshold, uint64(cfg.MergeThresholdBP))) >= 0
 }
 
 // mergeThreshold is the cold threshold in weighted operations per minute
 // (display: isWarm decides exactly).
 func mergeThreshold(cfg Config) uint64 {
-	return mul64(cfg.Threshold, uint64(cfg.MergeThresholdBP)).divSat(fullShareBP)
+	return saturate.Mul64(cfg.Threshold, uint64(cfg.MergeThresholdBP)).DivSat(fullShareBP)
 }
 
 // mergesOn reports whether the merge rule runs at all: the rule is on and

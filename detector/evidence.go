@@ -78,15 +78,15 @@ type evItem struct {
 type evidenceSet struct {
 	items  []evItem
 	layout catalog.Layout
-	exact  bool     // buckets are the route layout's exact loads
-	loads  []uint64 // per bucket (one virtual bucket when !exact)
-	pre    []u128   // pre[j] = Σ loads[:j]
-	total  u128
+	exact  bool            // buckets are the route layout's exact loads
+	loads  []uint64        // per bucket (one virtual bucket when !exact)
+	pre    []saturate.U128 // pre[j] = Σ loads[:j]
+	total  saturate.U128
 	known  uint32
 	sample uint32
 	// cumX[i], cumV[i]: the items' weights and variances summed over
 	// items[:i].
-	cumX, cumV []u128
+	cumX, cumV []saturate.U128
 	// first[i]: the index of the first item of items[i]'s bucket.
 	first []int
 }
@@ -124,7 +124,7 @@ func evidenceCut(cfg Config, r *catalog.RouteDescriptor, row *Row, pool []Pooled
 		c.decline = ReasonNoEvidence
 		return
 	}
-	if ev.total.isZero() || len(ev.items) < 2 {
+	if ev.total.IsZero() || len(ev.items) < 2 {
 		c.decline = ReasonNoSplitKey
 		return
 	}
@@ -141,7 +141,7 @@ func evidenceCut(cfg Config, r *catalog.RouteDescriptor, row *Row, pool []Pooled
 	c.leftLoBP, c.leftHiBP, c.rightLoBP, c.rightHiBP = best.leftLo, best.leftHi, best.rightLo, best.rightHi
 	c.evidence = best.evidence
 	c.medianBucket = uint32(a.bucket)
-	c.bucketShareBP = shareOf(u128{0, ev.loads[a.bucket]}, ev.total)
+	c.bucketShareBP = shareOf(saturate.Wide(ev.loads[a.bucket]), ev.total)
 	switch {
 	case best.score() >= MinSideShareBP:
 	case balanced:
@@ -179,21 +179,21 @@ func newEvidence(cfg Config, r *catalog.RouteDescriptor, row *Row, pool []Pooled
 	} else {
 		// One virtual bucket: the row's exact load, else the evidence's.
 		w := weighted(row.Reads, row.Writes, cfg)
-		var x u128
+		var x saturate.U128
 		for _, p := range points {
-			x = x.add(u128{0, p.x})
+			x = x.Add(saturate.Wide(p.x))
 		}
-		if w.isZero() {
+		if w.IsZero() {
 			w = x
 		}
-		if w.hi != 0 {
-			w = u128{0, ^uint64(0)}
+		if w.Hi != 0 {
+			w = saturate.Wide(^uint64(0))
 		}
-		ev.loads = []uint64{w.lo}
+		ev.loads = []uint64{w.Lo}
 	}
-	ev.pre = make([]u128, len(ev.loads)+1)
+	ev.pre = make([]saturate.U128, len(ev.loads)+1)
 	for j, b := range ev.loads {
-		ev.pre[j+1] = ev.pre[j].add(u128{0, b})
+		ev.pre[j+1] = ev.pre[j].Add(saturate.Wide(b))
 	}
 	ev.total = ev.pre[len(ev.loads)]
 	ev.items = make([]evItem, 0, len(points)+len(ev.loads))
@@ -217,12 +217,12 @@ func newEvidence(cfg Config, r *catalog.RouteDescriptor, row *Row, pool []Pooled
 			ev.items = append(ev.items, evItem{bucket: j})
 		}
 	}
-	ev.cumX = make([]u128, len(ev.items)+1)
-	ev.cumV = make([]u128, len(ev.items)+1)
+	ev.cumX = make([]saturate.U128, len(ev.items)+1)
+	ev.cumV = make([]saturate.U128, len(ev.items)+1)
 	ev.first = make([]int, len(ev.items))
 	for i, it := range ev.items {
-		ev.cumX[i+1] = ev.cumX[i].add(u128{0, it.x})
-		ev.cumV[i+1] = ev.cumV[i].add(u128{0, it.v})
+		ev.cumX[i+1] = ev.cumX[i].Add(saturate.Wide(it.x))
+		ev.cumV[i+1] = ev.cumV[i].Add(saturate.Wide(it.v))
 		if i > 0 && ev.items[i-1].bucket == it.bucket {
 			ev.first[i] = ev.first[i-1]
 		} else {
@@ -305,7 +305,7 @@ func compareBool(a, b bool) int {
 func (ev *evidenceSet) evaluate(m int) cut {
 	a, b := &ev.items[m], &ev.items[m+1]
 	k := cut{gap: m}
-	var left u128
+	var left saturate.U128
 	var half uint32
 	if a.bucket != b.bucket {
 		// Between buckets: exact.
@@ -313,10 +313,10 @@ func (ev *evidenceSet) evaluate(m int) cut {
 		k.evidence = EvidenceBuckets
 	} else {
 		j, f, e := a.bucket, ev.first[m], ev.bucketEnd(m+1)
-		xl, vl := sub128(ev.cumX[m+1], ev.cumX[f]), sub128(ev.cumV[m+1], ev.cumV[f])
-		xr, vr := sub128(ev.cumX[e], ev.cumX[m+1]), sub128(ev.cumV[e], ev.cumV[m+1])
+		xl, vl := ev.cumX[m+1].Sub(ev.cumX[f]), ev.cumV[m+1].Sub(ev.cumV[f])
+		xr, vr := ev.cumX[e].Sub(ev.cumX[m+1]), ev.cumV[e].Sub(ev.cumV[m+1])
 		l, r, sl, sr := scaleDown(xl, xr, vl, vr)
-		left = ev.pre[j].add(u128{0, mulDivSat(ev.loads[j], l, u128{0, l + r})})
+		left = ev.pre[j].Add(saturate.Wide(mulDivSat(ev.loads[j], l, saturate.Wide(l+r))))
 		// The fraction's sd, scaled by the bucket's share of the route.
 		if sd := ratioSdBP(l, r, sl, sr); sd != 0 {
 			sdRoute := mulDivSat(sd, ev.loads[j], ev.total) + 1
@@ -357,36 +357,18 @@ func finitePopulation(v uint64, rate uint32) uint64 {
 	if rate == 0 {
 		return v // unknown rate: as the leader says
 	}
-	return mulDivSat(v, uint64(rate-1), u128{0, uint64(rate)})
+	return mulDivSat(v, uint64(rate-1), saturate.Wide(uint64(rate)))
 }
 
 // scaleDown brings the two sides' evidence weights into 62 bits (so their
 // sum fits in 63), and their variances by the square of the same factor:
 // the ratio and its sd do not change.
-func scaleDown(xl, xr, vl, vr u128) (l, r, sl, sr uint64) {
-	s := 0
-	for t := xl.add(xr); t.hi != 0 || t.lo>>62 != 0; t = shr(t, 1) {
+func scaleDown(xl, xr, vl, vr saturate.U128) (l, r, sl, sr uint64) {
+	var s uint
+	for t := xl.Add(xr); t.Hi != 0 || t.Lo>>62 != 0; t = t.Shr(1) {
 		s++
 	}
-	sat := func(x u128) uint64 {
-		if x.hi != 0 {
-			return ^uint64(0)
-		}
-		return x.lo
-	}
-	return shr(xl, s).lo, shr(xr, s).lo, sat(shr(vl, 2*s)), sat(shr(vr, 2*s))
-}
-
-func shr(x u128, s int) u128 {
-	switch {
-	case s == 0:
-		return x
-	case s >= 128:
-		return u128{}
-	case s >= 64:
-		return u128{0, x.hi >> (s - 64)}
-	}
-	return u128{x.hi >> s, x.lo>>s | x.hi<<(64-s)}
+	return xl.Shr(s).Lo, xr.Shr(s).Lo, vl.Shr(2 * s).Uint64(), vr.Shr(2 * s).Uint64()
 }
 
 // ratioSdBP is the standard deviation, in basis points rounded up, of the
@@ -405,12 +387,12 @@ func ratioSdBP(l, r, vl, vr uint64) uint64 {
 		}
 		// √v to 32 significant bits: √(v·4^s) = √v·2^s, rounded up.
 		sh := (64 - bits.Len64(v)) / 2
-		p := mul64(w, ceilSqrt(v<<(2*sh))) // below 2^62·2^32
-		q := shr(div128(div128(p.mulSmall(fullShareBP), x), x), sh)
-		if q.hi != 0 || q.lo >= 1<<31 {
+		p := saturate.Mul64(w, ceilSqrt(v<<(2*sh))) // below 2^62·2^32
+		q := p.Scale(fullShareBP).Div(x).Div(x).Shr(uint(sh))
+		if q.Hi != 0 || q.Lo >= 1<<31 {
 			return 1 << 31
 		}
-		return q.lo + 1
+		return q.Lo + 1
 	}
 	a, b := term(r, vl), term(l, vr)
 	return ceilSqrt(a*a + b*b)

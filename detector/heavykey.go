@@ -1,6 +1,9 @@
 package detector
 
-import "github.com/hotsplit/hotsplit/catalog"
+import (
+	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
+)
 
 // The RuleHeavyKeyIsolation rule: a key whose own load is above the
 // threshold keeps any route holding it hot until it sits alone, whatever
@@ -23,7 +26,7 @@ func heavyKey(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c 
 	}
 	h := bestKey(row.TopKeys, r) // isolate's choice: c.hotKey
 	hot := &row.TopKeys[h]
-	lcb := perMinute(u128{0, lowerBound(hot.Lower, finitePopulation(hot.Variance, row.SampleRate))}, durMs)
+	lcb := perMinute(saturate.Wide(lowerBound(hot.Lower, finitePopulation(hot.Variance, row.SampleRate))), durMs)
 	if lcb < max(cfg.Threshold, cfg.TopKeyAbsoluteFloor) {
 		return false
 	}

@@ -235,7 +235,7 @@ func (o *observation) createdAtMs(r *catalog.RouteDescriptor) uint64 {
 // mergeLimit is the most a merged estimate may be:
 // threshold·(10000 − MergeMarginBP)/10000.
 func mergeLimit(cfg Config) uint64 {
-	return mul64(cfg.Threshold, uint64(fullShareBP-min(cfg.MergeMarginBP, fullShareBP))).divSat(fullShareBP)
+	return saturate.Mul64(cfg.Threshold, uint64(fullShareBP-min(cfg.MergeMarginBP, fullShareBP))).DivSat(fullShareBP)
 }
 
 // scoreOf is route id's score in this column (0 without a row).

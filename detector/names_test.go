@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // TestNamesMatchTheAPI: the numeric values and the names (as metric labels
@@ -49,17 +50,17 @@ func TestNamesMatchTheAPI(t *testing.T) {
 func TestShareEdges(t *testing.T) {
 	cases := []struct {
 		part  uint64
-		total u128
+		total saturate.U128
 		want  uint32
 	}{
-		{0, u128{}, 0},
-		{5, u128{}, 10_000},
-		{3, u128{0, 3}, 10_000},
-		{9, u128{0, 3}, 10_000},
-		{1, u128{0, 3}, 3333},
-		{2, u128{0, 3}, 6666},
-		{^uint64(0), u128{1, 0}, 9999},
-		{1, u128{1, 0}, 0},
+		{0, saturate.U128{}, 0},
+		{5, saturate.U128{}, 10_000},
+		{3, saturate.Wide(3), 10_000},
+		{9, saturate.Wide(3), 10_000},
+		{1, saturate.Wide(3), 3333},
+		{2, saturate.Wide(3), 6666},
+		{^uint64(0), saturate.U128{Hi: 1}, 9999},
+		{1, saturate.U128{Hi: 1}, 0},
 	}
 	for _, tc := range cases {
 		if got := shareBP(tc.part, tc.total); got != tc.want {

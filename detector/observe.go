@@ -235,7 +235,7 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 // inHoldBand reports whether score (below the threshold) is at least
 // HoldBandBP of it: score·10000 >= threshold·HoldBandBP, in 128 bits.
 func (o *observation) inHoldBand(score uint64) bool {
-	return o.cfg.HoldBandBP > 0 && mul64(score, fullShareBP).cmp(mul64(o.cfg.Threshold, uint64(o.cfg.HoldBandBP))) >= 0
+	return o.cfg.HoldBandBP > 0 && saturate.Mul64(score, fullShareBP).Cmp(saturate.Mul64(o.cfg.Threshold, uint64(o.cfg.HoldBandBP))) >= 0
 }
 
 // explanation starts the explanation of this column for a route: its

@@ -74,7 +74,7 @@ func sameLoad(prev, score uint64, row *Row, cfg Config, durMs uint64) bool {
 	ww, wr := uint64(cfg.WriteWeight), uint64(cfg.ReadWeight)
 	v := saturate.Add(saturate.Mul(ww*ww, row.Writes), saturate.Mul(wr*wr, row.Reads))
 	sd := ceilSqrt(saturate.Mul(2, v))
-	tol := perMinute(u128{0, saturate.Mul(sd, loadChangeSd)}, max(durMs, 1))
+	tol := perMinute(saturate.Wide(saturate.Mul(sd, loadChangeSd)), max(durMs, 1))
 	return max(prev, score)-min(prev, score) <= tol
 }
 

@@ -8,6 +8,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // The rules of cluster version 2 (rulesV2): split keys at the balance point
@@ -351,8 +352,8 @@ func TestLowerBound(t *testing.T) {
 }
 
 func mulParts(a, b uint64) (uint64, uint64) {
-	p := mul64(a, b)
-	return p.hi, p.lo
+	p := saturate.Mul64(a, b)
+	return p.Hi, p.Lo
 }
 
 // TestShortestSeparatorInPlans: a balance key never carries window bytes

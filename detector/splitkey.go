@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // splitChoice is where (and whether) one eligible route would be split,
@@ -98,14 +99,14 @@ func isolate(cfg Config, r *catalog.RouteDescriptor, row *Row, durMs uint64, c *
 		lower = lowerBound(hot.Lower, hot.Variance)
 	}
 	c.hotKey = bytes.Clone(hot.Key)
-	c.hotLowerPerMin = perMinute(u128{0, lower}, durMs)
-	c.hotUpperPerMin = perMinute(u128{0, upper}, durMs)
+	c.hotLowerPerMin = perMinute(saturate.Wide(lower), durMs)
+	c.hotUpperPerMin = perMinute(saturate.Wide(upper), durMs)
 	var upperShare uint32
 	if s := row.SampledTotal; rules.Has(RuleLowerBoundIsolation) && s > 0 && hot.Lower <= s {
 		// The share within one sample: the key's sampled weight against
 		// the row's, whose noise mostly cancels (shareLowerBound).
 		c.hotShareBP = shareLowerBound(hot.Lower, hot.Variance, s, row.SampledVariance)
-		upperShare = shareBP(upper, u128{0, s})
+		upperShare = shareBP(upper, saturate.Wide(s))
 	} else {
 		total := weighted(row.Reads, row.Writes, cfg)
 		c.hotShareBP = shareBP(lower, total)
@@ -192,19 +193,19 @@ func median(r *catalog.RouteDescriptor, row *Row, c *splitChoice) {
 		c.decline = ReasonNoSplitKey
 		return
 	}
-	var total u128
+	var total saturate.U128
 	for _, b := range row.Buckets {
-		total = total.add(u128{0, b})
+		total = total.Add(saturate.Wide(b))
 	}
-	if total.isZero() {
+	if total.IsZero() {
 		c.decline = ReasonNoSplitKey
 		return
 	}
-	var cum u128
+	var cum saturate.U128
 	i := 0
 	for ; i < n; i++ {
-		cum = cum.add(u128{0, row.Buckets[i]})
-		if cum.mulSmall(2).cmp(total) >= 0 {
+		cum = cum.Add(saturate.Wide(row.Buckets[i]))
+		if cum.Scale(2).Cmp(total) >= 0 {
 			break
 		}
 	}
