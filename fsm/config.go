@@ -392,15 +392,6 @@ func PatchConfig(cur *api.Config, version uint32, p *api.ConfigPatch, nowMs uint
 	return cfg, nil
 }
 
-// StepAt is the step of the column whose window starts at windowStartMs:
-// the pending step from its boundary on, the current one before.
-func StepAt(c *api.Config, windowStartMs uint64) uint64 {
-	if c.GetNextStepAtMs() != 0 && windowStartMs >= c.GetNextStepAtMs() {
-		return c.GetNextStepMs()
-	}
-	return c.GetStepMs()
-}
-
 // promoteStep moves a pending step whose boundary a column at windowStartMs
 // has reached into step_ms. It returns c itself when nothing is due.
 func promoteStep(c *api.Config, windowStartMs uint64) *api.Config {

@@ -171,7 +171,7 @@ func TestStepChangeIsScheduled(t *testing.T) {
 	if c.GetStepMs() != 1000 || c.GetNextStepMs() != 1500 || at%3000 != 0 || at < now+2*1000+400 || at >= now+2*1000+400+3000 {
 		t.Fatalf("config %v: want step 1000 until a multiple of 3000 at least %d", c, now+2400)
 	}
-	if StepAt(c, at-1000) != 1000 || StepAt(c, at) != 1500 {
+	if c.StepAt(at-1000) != 1000 || c.StepAt(at) != 1500 {
 		t.Fatal("StepAt does not switch at the boundary")
 	}
 	// Columns before the boundary leave it pending; the first at it

@@ -21,6 +21,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/columns"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/node/raftnet"
@@ -288,7 +289,7 @@ func (n *Node) newDuties(w *wiring) {
 	}, n.fsm, n.clock)
 	n.sched = scheduler.New(scheduler.Config{
 		Self: w.self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: n.bootstrapParams(), Logger: n.log,
-		Metrics: scheduler.NewMetrics(reg), Columns: &scheduler.AggregatorConfig{Logger: n.log, Metrics: reg},
+		Metrics: scheduler.NewMetrics(reg), Columns: &columns.Config{Logger: n.log, Metrics: reg},
 		ClockMonitor: w.clockMon, StateChecks: w.checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.peers.AppliedIndex(ctx, m.GrpcAddr)

@@ -16,6 +16,9 @@ import (
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
+// waitFor is how long a test waits for a condition before failing.
+const waitFor = 5 * time.Second
+
 // fakeFuture is an ApplyFuture answered when released.
 type fakeFuture struct {
 	release chan struct{}

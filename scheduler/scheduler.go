@@ -14,6 +14,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/columns"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/internal/raftfuture"
@@ -68,7 +69,7 @@ type Config struct {
 	OpStepDelay time.Duration
 	// Columns configures the column aggregator, a duty of every term that
 	// proposes through this scheduler's proposer (Loads); nil: none.
-	Columns *AggregatorConfig
+	Columns *columns.Config
 	// ClockMonitor, when enabled, vetoes leadership while this node's clock
 	// is off from a majority (SPEC §13). nil: no monitor.
 	ClockMonitor *ClockMonitor
@@ -92,7 +93,7 @@ type Scheduler struct {
 	log      *slog.Logger
 	notify   <-chan bool
 
-	loads *Aggregator // the column aggregator, run for every term; nil: none
+	loads *columns.Aggregator // the column aggregator, run for every term; nil: none
 
 	mu   sync.Mutex // guards term
 	term *termState // nil while not leader
@@ -127,7 +128,7 @@ func New(cfg Config, r Raft, f *fsm.FSM, clock *hlc.Clock, notify <-chan bool) *
 	s := &Scheduler{cfg: cfg, raft: r, fsm: f, clock: clock, notify: notify, log: cfg.Logger}
 	s.proposer = NewProposer(r, clock, cfg.RaftTimeout, func() uint32 { return f.State().ClusterVersion() })
 	if cfg.Columns != nil {
-		s.loads = NewAggregator(*cfg.Columns, s.proposer, f)
+		s.loads = columns.NewAggregator(*cfg.Columns, columnProposer{s.proposer}, func() columns.State { return f.State() })
 	}
 	return s
 }
@@ -189,7 +190,18 @@ func (s *Scheduler) proposeCheck(ctx context.Context, actor string) (uint64, err
 
 // Loads returns the column aggregator (nil without Config.Columns): the
 // sink of load reports on the leader.
-func (s *Scheduler) Loads() *Aggregator { return s.loads }
+func (s *Scheduler) Loads() *columns.Aggregator { return s.loads }
+
+// columnProposer is the single proposer as the column aggregator takes it.
+type columnProposer struct{ p *Proposer }
+
+func (c columnProposer) Propose(ctx context.Context, cmd *api.Command) (*api.CommandResult, error) {
+	res, err := c.p.Propose(ctx, cmd)
+	if err != nil || res == nil {
+		return nil, err
+	}
+	return res.CommandResult, nil
+}
 
 // Proposer returns the node's single proposer.
 func (s *Scheduler) Proposer() *Proposer { return s.proposer }

@@ -1,6 +1,6 @@
 // Package simlab replays hotsplit's whole split-decision pipeline in
 // virtual time: simulated data nodes (keyviz samplers fed by a sim
-// workload), the leader's column merge (scheduler.MergeColumn), the
+// workload), the leader's column merge (columns.MergeColumn), the
 // replicated state machine with its detector (fsm), and the scheduler's op
 // steps — without raft, network or wall clock. A run of a few hundred
 // columns takes a second or two, so split rules can be measured over many

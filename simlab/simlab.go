@@ -17,11 +17,11 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/columns"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/keyviz"
-	"github.com/hotsplit/hotsplit/scheduler"
 	"github.com/hotsplit/hotsplit/sim"
 )
 
@@ -330,12 +330,12 @@ func (r *run) column(c int) error {
 		r.opKeys, r.opWrites = append(r.opKeys, k), append(r.opWrites, write)
 	}
 	end := start + r.stepMs
-	contribs := make([]scheduler.Contribution, len(r.samp))
+	contribs := make([]columns.Contribution, len(r.samp))
 	for i, s := range r.samp {
-		contribs[i] = scheduler.Contribution{Reporter: "node-" + strconv.Itoa(i), Column: s.CloseColumn(end)}
+		contribs[i] = columns.Contribution{Reporter: "node-" + strconv.Itoa(i), Column: s.CloseColumn(end)}
 	}
 	st := r.f.State()
-	entry := scheduler.MergeColumn(contribs, st.Catalog(), st.DetectorConfig(), st.ClusterVersion())
+	entry := columns.MergeColumn(contribs, st.Catalog(), st.DetectorConfig(), st.ClusterVersion())
 	slices.SortFunc(entry.Reporters, func(a, b string) int { return bytes.Compare([]byte(a), []byte(b)) })
 	res, err := r.apply(&api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: entry}}, end)
 	if err != nil {

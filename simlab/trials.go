@@ -11,10 +11,10 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/columns"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/keyviz"
-	"github.com/hotsplit/hotsplit/scheduler"
 )
 
 // Isolation trials: is a key whose true load is a given multiple of the
@@ -90,9 +90,9 @@ func IsolationTrials(spec TrialSpec) (int, error) {
 				n++
 			}
 		}
-		contribs := make([]scheduler.Contribution, 3)
+		contribs := make([]columns.Contribution, 3)
 		for i, s := range samplers {
-			contribs[i] = scheduler.Contribution{Reporter: "node-" + strconv.Itoa(i), Column: s.CloseColumn(w + spec.StepMs)}
+			contribs[i] = columns.Contribution{Reporter: "node-" + strconv.Itoa(i), Column: s.CloseColumn(w + spec.StepMs)}
 		}
 		ok, err := trialPlans(spec, cat, contribs, key)
 		if err != nil {
@@ -107,7 +107,7 @@ func IsolationTrials(spec TrialSpec) (int, error) {
 
 // trialPlans commits one column to a fresh state machine and reports
 // whether it planned the key's isolation.
-func trialPlans(spec TrialSpec, cat *catalog.Catalog, contribs []scheduler.Contribution, key []byte) (bool, error) {
+func trialPlans(spec TrialSpec, cat *catalog.Catalog, contribs []columns.Contribution, key []byte) (bool, error) {
 	f := fsm.New(fsm.Options{Logger: slog.New(slog.DiscardHandler), Halt: func(error) {}})
 	cfg := &api.Config{Threshold: trialThreshold, TopKeyAbsoluteFloor: trialFloor, CandidateWindows: 1, StepMs: spec.StepMs, GraceMs: spec.StepMs / 2}
 	var index uint64
@@ -125,7 +125,7 @@ func trialPlans(spec TrialSpec, cat *catalog.Catalog, contribs []scheduler.Contr
 		return false, err
 	}
 	st := f.State()
-	entry := scheduler.MergeColumn(contribs, cat, st.DetectorConfig(), st.ClusterVersion())
+	entry := columns.MergeColumn(contribs, cat, st.DetectorConfig(), st.ClusterVersion())
 	res, err := apply(&api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: entry}})
 	if err != nil {
 		return false, err

@@ -11,10 +11,10 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/columns"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
-	"github.com/hotsplit/hotsplit/scheduler"
 )
 
 type autoSplitServer struct {
@@ -183,7 +183,7 @@ func (s *Server) warnings(st *fsm.State) []string {
 // RefusalSource lists the load reports this node refused recently, by
 // reason (the leader's column aggregator): Status shows them as warnings.
 type RefusalSource interface {
-	RecentRefusals() []scheduler.Refusal
+	RecentRefusals() []columns.Refusal
 }
 
 func (a *autoSplitServer) Explain(ctx context.Context, req *api.ExplainRequest) (*api.ExplainResponse, error) {

@@ -13,8 +13,8 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/columns"
 	"github.com/hotsplit/hotsplit/fsm"
-	"github.com/hotsplit/hotsplit/scheduler"
 )
 
 func decisions(seqs ...uint64) []*api.Decision {
@@ -68,16 +68,16 @@ func TestFinishedOps(t *testing.T) {
 	}
 }
 
-type refusalSink struct{ refs []scheduler.Refusal }
+type refusalSink struct{ refs []columns.Refusal }
 
 func (r refusalSink) Take(context.Context, []byte) (func(context.Context) (*api.ReportResponse, error), error) {
 	return nil, nil
 }
-func (r refusalSink) RecentRefusals() []scheduler.Refusal { return r.refs }
+func (r refusalSink) RecentRefusals() []columns.Refusal { return r.refs }
 
 // Refused reports show up as status warnings with their reason.
 func TestWarningsListRefusedReports(t *testing.T) {
-	s := &Server{cfg: Config{Loads: refusalSink{[]scheduler.Refusal{{Reason: "step", Count: 1200, FirstMs: 1_700_000_000_000,
+	s := &Server{cfg: Config{Loads: refusalSink{[]columns.Refusal{{Reason: "step", Count: 1200, FirstMs: 1_700_000_000_000,
 		LastMs: 1_700_000_060_000, Reporter: "dn3", Detail: "columns[0].step_ms: 60000 differs from the replicated step of 5000 for window 1700000055000"}}}}}
 	w := s.warnings(fsm.New(fsm.Options{}).State())
 	if len(w) != 1 || !strings.Contains(w[0], "load reports refused (reason step): 1200 since") ||

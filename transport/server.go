@@ -74,7 +74,7 @@ type Config struct {
 }
 
 // LoadSink takes load reports on the leader (the column aggregator,
-// scheduler.Aggregator.Take): Take validates and merges an encoded
+// columns.Aggregator.Take): Take validates and merges an encoded
 // ReportRequest and returns the wait for its answer; once Take has
 // returned the bytes are no longer needed.
 type LoadSink interface {

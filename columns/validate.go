@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"bytes"
@@ -9,7 +9,6 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
-	"github.com/hotsplit/hotsplit/fsm"
 )
 
 // Load report limits (SPEC §12); the wire limits are api's.
@@ -190,8 +189,8 @@ type columnInfo struct {
 func validateColumn(c api.WireColumn, i int, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, d *digester, sc *rowScratch) *rejection {
 	path := fieldPath{col: i, row: -1}
 	w := c.WindowStartMs
-	// A scheduled step change applies from its boundary on (fsm.StepAt).
-	step := fsm.StepAt(cfg, w)
+	// A scheduled step change applies from its boundary on (Config.StepAt).
+	step := cfg.StepAt(w)
 	if c.StepMs != step {
 		return reject(rejectStep, "%s.step_ms: %d differs from the replicated step of %d for window %d", path, c.StepMs, step, w)
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"bytes"
@@ -78,11 +78,11 @@ func findRow(t *testing.T, c *api.ObserveColumn, id uint64) *api.ColumnRow {
 func TestMergeCountsAndBuckets(t *testing.T) {
 	cat := mergeCatalog(t)
 	s := newColumnSum(5000, testStep)
-	s.add("a", 0, reportCol(5000,
+	s.add("a", reportCol(5000,
 		&api.ReportRow{RouteId: 2, Reads: 100, Writes: 200, ReadBytes: 1000, WriteBytes: 2000, Buckets: buckets16(1, 2, 3), SampleRate: 1},
 		&api.ReportRow{RouteId: 1, Reads: 1, SampleRate: 1, Buckets: buckets16(1)},
 	), cat)
-	s.add("b", 0, reportCol(5000,
+	s.add("b", reportCol(5000,
 		&api.ReportRow{RouteId: 2, Reads: 10, Writes: 20, ReadBytes: 100, WriteBytes: 200, Buckets: buckets16(10, 0, 30), SampleRate: 16},
 		&api.ReportRow{RouteId: 3, Writes: 5, WriteBytes: 50, SampleRate: 16, Buckets: buckets16(0, 20)},
 	), cat)
@@ -130,9 +130,9 @@ func TestMergeTopK(t *testing.T) {
 	}
 	s := newColumnSum(0, testStep)
 	// a: rate 1, never replaced an entry (all errors 0): exact, not full.
-	s.add("a", 0, reportCol(0, hot(1, key("x", 100, 0), key("y", 50, 0))), cat)
+	s.add("a", reportCol(0, hot(1, key("x", 100, 0), key("y", 50, 0))), cat)
 	// b: rate 16, full (an entry with error > 0); smallest count 5.
-	s.add("b", 0, reportCol(0, hot(16, key("x", 10, 2), key("z", 5, 5))), cat)
+	s.add("b", reportCol(0, hot(16, key("x", 10, 2), key("z", 5, 5))), cat)
 	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	got := estimates(findRow(t, e, 2))
 	want := map[string][2]uint64{
@@ -158,11 +158,11 @@ func TestMergeTopK(t *testing.T) {
 	// A third, degraded input with rate 1 holding only y: degraded, and
 	// its minimum (7) lands on x and z.
 	s2 := newColumnSum(0, testStep)
-	s2.add("a", 0, reportCol(0, hot(1, key("x", 100, 0), key("y", 50, 0))), cat)
-	s2.add("b", 0, reportCol(0, hot(16, key("x", 10, 2), key("z", 5, 5))), cat)
+	s2.add("a", reportCol(0, hot(1, key("x", 100, 0), key("y", 50, 0))), cat)
+	s2.add("b", reportCol(0, hot(16, key("x", 10, 2), key("z", 5, 5))), cat)
 	r := hot(1, key("y", 7, 3))
 	r.TopKDegraded = true
-	s2.add("c", 0, reportCol(0, r), cat)
+	s2.add("c", reportCol(0, r), cat)
 	e2, _ := s2.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	got2 := estimates(findRow(t, e2, 2))
 	want2 := map[string][2]uint64{"x": {228, 267}, "y": {54, 137}, "z": {0, 87}}
@@ -178,7 +178,7 @@ func TestMergeTopKBounded(t *testing.T) {
 		keys = append(keys, key(fmt.Sprintf("k%02d", i), uint64(1000+i), 0))
 	}
 	s := newColumnSum(0, testStep)
-	s.add("a", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
+	s.add("a", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
 	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	got := findRow(t, e, 2).GetTopKeys()
 	if len(got) != mergedTopKeys {
@@ -198,7 +198,7 @@ func TestMergeKeyCapDegrades(t *testing.T) {
 		for i := range api.MaxReportTopKeys {
 			keys = append(keys, key(fmt.Sprintf("r%d-%03d", r, i), 1, 0))
 		}
-		s.add(fmt.Sprint("rep", r), 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
+		s.add(fmt.Sprint("rep", r), reportCol(0, &api.ReportRow{RouteId: 2, Writes: 100000, SampleRate: 1, Buckets: buckets16(1), TopKeys: keys}), cat)
 	}
 	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	if r := findRow(t, e, 2); !r.GetTopKDegraded() || len(r.GetTopKeys()) != mergedTopKeys {
@@ -212,9 +212,9 @@ func TestMergeKeyCapDegrades(t *testing.T) {
 func TestMergeBucketCountsDisagree(t *testing.T) {
 	cat := mergeCatalog(t)
 	s := newColumnSum(0, testStep)
-	s.add("a", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
-	s.add("b", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: make([]uint64, 32)}), cat)
-	s.add("c", 0, reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
+	s.add("a", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
+	s.add("b", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: make([]uint64, 32)}), cat)
+	s.add("c", reportCol(0, &api.ReportRow{RouteId: 2, Writes: 10000, SampleRate: 1, Buckets: buckets16(5)}), cat)
 	e, _ := s.entry(cat, detector.DefaultConfig(), 64, 1, nil)
 	if r := findRow(t, e, 2); r.GetBuckets() != nil || r.GetWrites() != 30000 {
 		t.Fatalf("mixed layouts must give no bucket evidence but full counts: %v", r)
@@ -224,13 +224,13 @@ func TestMergeBucketCountsDisagree(t *testing.T) {
 func TestMergeDeadRoutes(t *testing.T) {
 	cat := mergeCatalog(t)
 	s := newColumnSum(0, testStep)
-	if dead := s.add("a", 0, reportCol(0,
+	if dead := s.add("a", reportCol(0,
 		&api.ReportRow{RouteId: 2, Writes: 10, SampleRate: 1, Buckets: buckets16(1)},
 		&api.ReportRow{RouteId: 99, Writes: 10, SampleRate: 1},
 	), cat); dead != 1 {
 		t.Fatalf("dead rows on admission: %d, want 1", dead)
 	}
-	s.add("b", 0, reportCol(0, &api.ReportRow{RouteId: 3, Writes: 10, SampleRate: 1, Buckets: buckets16(1)}), cat)
+	s.add("b", reportCol(0, &api.ReportRow{RouteId: 3, Writes: 10, SampleRate: 1, Buckets: buckets16(1)}), cat)
 	// Route 3 splits before the column is assembled.
 	after, _, err := cat.Split(3, []byte("t"), 1)
 	if err != nil {
@@ -277,7 +277,7 @@ func TestMergeBelowThresholdRows(t *testing.T) {
 		rows = append(rows, &api.ReportRow{RouteId: id, Reads: id * 10, SampleRate: 1, Buckets: make([]uint64, k), TopKeys: []*api.TopKeyCount{key("q", 1, 0)}})
 	}
 	rows[9].Writes = 1000 // route 10: (4000 + 100)·60 = 246000, hot
-	s.add("a", 0, reportCol(0, rows...), cat)
+	s.add("a", reportCol(0, rows...), cat)
 	e, _ := s.entry(cat, detector.DefaultConfig(), 3, 1, nil)
 	var ids []uint64
 	for _, r := range e.GetRows() {
@@ -303,12 +303,12 @@ func TestMergeBelowThresholdRows(t *testing.T) {
 func TestMergeRouteLoads(t *testing.T) {
 	cat := mergeCatalog(t)
 	s := newColumnSum(0, testStep)
-	s.add("a", 0, reportCol(0,
+	s.add("a", reportCol(0,
 		&api.ReportRow{RouteId: 3, Writes: 1000, ReadBytes: 9, SampleRate: 1, TopKeys: []*api.TopKeyCount{key("q", 4000, 0)}},
 		&api.ReportRow{RouteId: 1, Reads: 7, WriteBytes: 3},
 		&api.ReportRow{RouteId: 99, Reads: 5}, // gone
 	), cat)
-	s.add("b", 1, reportCol(0, &api.ReportRow{RouteId: 1, Reads: 2, Writes: 1}), cat)
+	s.add("b", reportCol(0, &api.ReportRow{RouteId: 1, Reads: 2, Writes: 1}), cat)
 	e, _ := s.entry(cat, detector.DefaultConfig(), 64, clusterversion.Version3, nil)
 	if err := e.GetRouteLoads().Check(); err != nil {
 		t.Fatal(err)
@@ -387,7 +387,7 @@ func TestMergeOrderIndependentProperty(t *testing.T) {
 		a, b := newColumnSum(0, testStep), newColumnSum(0, testStep)
 		var wg sync.WaitGroup
 		for i := range n {
-			a.add(fmt.Sprint("r", i), 0, cols[i], cat)
+			a.add(fmt.Sprint("r", i), cols[i], cat)
 			b.claim(fmt.Sprint("r", perm[i]), 0)
 			wire, err := columnOf(cols[perm[i]], cat)
 			if err != nil {

@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"context"
@@ -81,7 +81,7 @@ func TestRefusalsLoggedRateLimited(t *testing.T) {
 	h := newAggHarness(t, validNowMs)
 	logs := &logCounter{n: map[string]int{}}
 	h.reg = prometheus.NewRegistry()
-	h.a = NewAggregator(AggregatorConfig{Logger: slog.New(logs), Metrics: h.reg, Now: h.clock.Now}, h.prop, h.f)
+	h.a = NewAggregator(Config{Logger: slog.New(logs), Metrics: h.reg, Now: h.clock.Now}, h.prop, stateOf(h.f))
 	h.begin()
 	defer h.end()
 	wrongStep := func() *api.ReportRequest {

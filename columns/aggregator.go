@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"cmp"
@@ -16,11 +16,10 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
-	"github.com/hotsplit/hotsplit/fsm"
-	"github.com/hotsplit/hotsplit/internal/saturate"
+	"github.com/hotsplit/hotsplit/detector"
 )
 
-// Defaults of AggregatorConfig.
+// Defaults of Config.
 const (
 	DefaultBelowThresholdRows = 64
 	DefaultSeenSteps          = 3
@@ -48,8 +47,8 @@ const (
 	reportMargin = time.Second
 )
 
-// AggregatorConfig configures an Aggregator. Zero values take the defaults.
-type AggregatorConfig struct {
+// Config configures an Aggregator. Zero values take the defaults.
+type Config struct {
 	Logger *slog.Logger
 	// Metrics receives the hotsplit_columns_* metrics; nil records none.
 	Metrics prometheus.Registerer
@@ -66,10 +65,32 @@ type AggregatorConfig struct {
 	SeenSteps int
 }
 
-// ColumnProposer is the proposer as the aggregator needs it (the
-// scheduler's *Proposer satisfies it).
-type ColumnProposer interface {
-	Propose(ctx context.Context, cmd *api.Command) (*fsm.Result, error)
+// Proposer commits a command through the leader's single proposer and
+// returns how it applied (the scheduler adapts its proposer).
+type Proposer interface {
+	Propose(ctx context.Context, cmd *api.Command) (*api.CommandResult, error)
+}
+
+// State is the replicated state as the aggregator reads it: one applied
+// index's immutable view (*fsm.State satisfies it). The aggregator only
+// reads it; what a column does to it is decided when the column applies.
+type State interface {
+	Bootstrapped() bool
+	ClusterVersion() uint32
+	// Config is the replicated config: the step, grace and weights a
+	// report is checked against.
+	Config() *api.Config
+	DetectorConfig() detector.Config
+	Catalog() *catalog.Catalog
+	// Detector and LiveOps tell which hot routes may become candidates,
+	// whose evidence a bounded column carries first (candidacyOf).
+	Detector() *detector.State
+	LiveOps() []*api.Op
+	// LastColumnAtMs and LastColumnReporters are the last committed
+	// column: the windows that can no longer commit and whom a new leader
+	// waits for.
+	LastColumnAtMs() uint64
+	LastColumnReporters() []string
 }
 
 // Aggregator assembles the cluster-wide load columns on the leader (SPEC
@@ -96,19 +117,20 @@ type ColumnProposer interface {
 // Concurrency: Report and Take are safe for concurrent use and may be
 // called at any time; they answer ErrNotLeader while no term runs. RunTerm
 // runs one term; calls must not overlap (the scheduler runs one term at a
-// time). Open columns, the reporters seen and each column's contributors
-// are guarded by mu, held only for the bookkeeping of a report: a
-// contribution is claimed under mu (once per (reporter, window)) and then
-// merged outside it, into the column's sum, whose shards have their own
-// locks — so reporters merge in parallel and never wait for one another's
-// merge under mu. The committer seals a column under mu (no claim after
-// that) and waits for the merges claimed before the seal to finish before
-// it reads the sum, which is read-only from then on. At most GOMAXPROCS
-// reports are validated and merged at once (ingest); the others wait their
-// turn in Take, holding only the bytes that arrived.
+// time). The running term and everything of it that reports share — open
+// columns, the reporters seen, each column's contributors — are guarded by
+// mu, held only for the bookkeeping of a report; methods that need it held
+// end in Locked. A contribution is claimed under mu (once per (reporter,
+// window)) and then merged outside it, into the column's sum, whose shards
+// have their own locks — so reporters merge in parallel and never wait for
+// one another's merge under mu. The committer seals a column under mu (no
+// claim after that) and waits for the merges claimed before the seal to
+// finish before it reads the sum, which is read-only from then on. At most
+// GOMAXPROCS reports are validated and merged at once (ingest); the others
+// wait their turn in Take, holding only the bytes that arrived.
 type Aggregator struct {
-	prop      ColumnProposer
-	fsm       *fsm.FSM
+	prop      Proposer
+	state     func() State
 	log       *slog.Logger
 	m         *aggregatorMetrics
 	now       func() time.Time
@@ -123,75 +145,18 @@ type Aggregator struct {
 	// columns went late.
 	ingest chan *rowScratch
 
-	mu   sync.Mutex
-	term *aggTerm // nil while no term runs
-}
-
-// aggTerm is the state of one leadership term; it dies with the term.
-type aggTerm struct {
-	wake    chan struct{} // capacity 1: something changed, re-check the head column
-	startMs uint64        // wall clock at the start of the term
-
-	// Guarded by Aggregator.mu.
-	open map[uint64]*openColumn // by window start
-	// lastWindow is the highest window each reporter reported, seeded with
-	// the FSM's last column reporters: whom a column waits for.
-	lastWindow map[string]uint64
-	// doneAtMs is the end of the last window this term settled by commit
-	// or refusal: a window starting before it can no longer be committed.
-	doneAtMs uint64
-	// arriving counts, by window, the reports received before that
-	// window's grace ended that are still waiting for an ingest slot or
-	// being validated (not yet claimed): the column waits for them (see
-	// due).
-	arriving map[uint64]int
-	recent   []committedColumn // this term's last commits, oldest first
-}
-
-type committedColumn struct {
-	windowStartMs uint64
-	reporters     []string // sorted
-	digests       []uint64 // of reporters[i]'s contribution
-}
-
-// openColumn is one window being assembled. done is closed once the column
-// is settled; result is written before that and read only after it.
-type openColumn struct {
-	window uint64
-	// sum is dropped (nil) once the column is settled, so the reports
-	// still waiting for their answer do not keep it alive.
-	sum      *columnSum
-	sealed   bool           // handed to the committer: no more claims
-	merging  sync.WaitGroup // merges claimed and not finished
-	attempts int
-	retryAt  time.Time
-	done     chan struct{}
-	result   columnResult
-}
-
-// columnResult is how a column was settled. With err set it failed and
-// nobody is acknowledged; otherwise every reporter of the column's
-// tickets is acknowledged, as counted when listed in counted (sorted),
-// as late otherwise.
-type columnResult struct {
-	counted []string
-	err     error
-}
-
-// ticket is one column of one report: settled at admission (col nil), or
-// waiting for col.
-type ticket struct {
-	window uint64
-	col    *openColumn
-	late   bool // settled at admission: acknowledged as late
+	mu struct {
+		sync.Mutex
+		term *aggTerm // nil while no term runs
+	}
 }
 
 // NewAggregator returns an aggregator that proposes through p and reads
-// the replicated state from f.
-func NewAggregator(cfg AggregatorConfig, p ColumnProposer, f *fsm.FSM) *Aggregator {
+// the replicated state, as of the last applied entry, from state.
+func NewAggregator(cfg Config, p Proposer, state func() State) *Aggregator {
 	a := &Aggregator{
 		prop:      p,
-		fsm:       f,
+		state:     state,
 		log:       cfg.Logger,
 		m:         newAggregatorMetrics(cfg.Metrics),
 		now:       cfg.Now,
@@ -255,14 +220,14 @@ func (a *Aggregator) Report(ctx context.Context, req *api.ReportRequest) (*api.R
 // needs only the windows. The size limit is checked against len(report).
 func (a *Aggregator) Take(ctx context.Context, report []byte) (func(context.Context) (*api.ReportResponse, error), error) {
 	a.mu.Lock()
-	t := a.term
+	t := a.mu.term
 	a.mu.Unlock()
 	if t == nil {
 		// Checked before validating: a node that does not lead may hold a
 		// stale config and must not reject a report by it.
 		return nil, notLeaderReport("no leadership term running")
 	}
-	st := a.fsm.State()
+	st := a.state()
 	if !st.Bootstrapped() || st.Config().GetStepMs() == 0 {
 		return nil, notReadyReport()
 	}
@@ -334,7 +299,7 @@ func (a *Aggregator) lateOnly(t *aggTerm, r wireReport, cfg *api.Config) []ticke
 		return nil
 	}
 	for _, c := range r.heads {
-		if c.StepMs == 0 || c.StepMs != fsm.StepAt(cfg, c.WindowStartMs) {
+		if c.StepMs == 0 || c.StepMs != cfg.StepAt(c.WindowStartMs) {
 			return nil
 		}
 	}
@@ -343,30 +308,23 @@ func (a *Aggregator) lateOnly(t *aggTerm, r wireReport, cfg *api.Config) []ticke
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.term != t {
+	if a.mu.term != t {
 		return nil
 	}
-	fresh := a.fsm.State()
+	fresh := a.state()
 	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
 	for _, c := range r.heads {
 		w := c.WindowStartMs
-		if w >= mark || t.open[w] != nil || t.counted(fresh, r.reporter, w, c.StepMs) {
+		if w >= mark || t.open[w] != nil || t.countedLocked(fresh, r.reporter, w, c.StepMs) {
 			return nil
 		}
 	}
 	tickets := make([]ticket, len(r.heads))
 	for i, c := range r.heads {
-		t.saw(r.reporter, c.WindowStartMs)
+		t.sawLocked(r.reporter, c.WindowStartMs)
 		tickets[i] = ticket{window: c.WindowStartMs, late: true}
 	}
 	return tickets
-}
-
-// arrival is a report counted as arriving for its windows until it is
-// released: when admit claims its columns, or when it leaves Take.
-type arrival struct {
-	t       *aggTerm
-	windows []uint64 // nil once released
 }
 
 // arrive counts report r as arriving for each of its windows whose grace
@@ -380,13 +338,13 @@ func (a *Aggregator) arrive(t *aggTerm, r wireReport, cfg *api.Config) *arrival 
 	nowMs := a.nowMs()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.term != t {
+	if a.mu.term != t {
 		return nil
 	}
 	var windows []uint64
 	for _, c := range r.heads {
 		w := c.WindowStartMs
-		step := fsm.StepAt(cfg, w)
+		step := cfg.StepAt(w)
 		if step == 0 || nowMs >= t.graceAt(w, step, cfg) {
 			continue
 		}
@@ -397,21 +355,6 @@ func (a *Aggregator) arrive(t *aggTerm, r wireReport, cfg *api.Config) *arrival 
 		return nil
 	}
 	return &arrival{t: t, windows: windows}
-}
-
-// releaseLocked uncounts the report once, and says whether it did. Must
-// hold Aggregator.mu.
-func (arr *arrival) releaseLocked() bool {
-	if arr == nil || arr.windows == nil {
-		return false
-	}
-	for _, w := range arr.windows {
-		if arr.t.arriving[w]--; arr.t.arriving[w] <= 0 {
-			delete(arr.t.arriving, w)
-		}
-	}
-	arr.windows = nil
-	return true
 }
 
 // release uncounts the report if admit has not, and wakes the committer.
@@ -484,7 +427,7 @@ func checkRead(report []byte, r wireReport, err error, cat *catalog.Catalog, cfg
 // The bookkeeping — conflicts, claims, the reporters seen, releasing the
 // report's arrival arr (may be nil) — happens under a.mu; the merges of
 // the claimed columns after it is released.
-func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *fsm.State, arr *arrival) ([]ticket, error) {
+func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st State, arr *arrival) ([]ticket, error) {
 	cols = slices.Clone(cols)
 	slices.SortFunc(cols, func(x, y columnInfo) int { return cmp.Compare(x.window, y.window) })
 	type claimed struct {
@@ -494,16 +437,16 @@ func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *f
 	}
 	var claims []claimed
 	a.mu.Lock()
-	if a.term != t {
+	if a.mu.term != t {
 		a.mu.Unlock()
 		return nil, notLeaderReport("leadership term ended")
 	}
 	// The freshest state: a column that committed since validation makes
 	// its window late.
-	fresh := a.fsm.State()
+	fresh := a.state()
 	mark := max(t.doneAtMs, fresh.LastColumnAtMs())
 	for _, c := range cols {
-		if err := t.conflict(reporter, c.window, c.digest); err != nil {
+		if err := t.conflictLocked(reporter, c.window, c.digest); err != nil {
 			a.mu.Unlock()
 			a.m.rejectedReport(rejectConflict)
 			a.refused.record(a.log, a.nowMs(), rejectConflict, reporter, err.Error())
@@ -514,8 +457,8 @@ func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *f
 	for _, c := range cols {
 		w, step := c.window, c.step
 		if w < mark {
-			t.saw(reporter, w)
-			tickets = append(tickets, ticket{window: w, late: !t.counted(fresh, reporter, w, step)})
+			t.sawLocked(reporter, w)
+			tickets = append(tickets, ticket{window: w, late: !t.countedLocked(fresh, reporter, w, step)})
 			continue
 		}
 		oc := t.open[w]
@@ -526,7 +469,7 @@ func (a *Aggregator) admit(t *aggTerm, reporter string, cols []columnInfo, st *f
 			oc = &openColumn{window: w, sum: newColumnSum(w, step), done: make(chan struct{})}
 			t.open[w] = oc
 		}
-		t.saw(reporter, w)
+		t.sawLocked(reporter, w)
 		// A resend (the reporter is already in the column) only waits. A
 		// contribution that arrives once the column is sealed, or under a
 		// step that changed since the column opened, is not merged: it is
@@ -641,7 +584,7 @@ func (a *Aggregator) RunTerm(ctx context.Context) {
 // the ones a new leader waits for (SPEC §8): they count as seen at that
 // window.
 func (a *Aggregator) beginTerm() *aggTerm {
-	st := a.fsm.State()
+	st := a.state()
 	t := &aggTerm{
 		wake:       make(chan struct{}, 1),
 		startMs:    a.nowMs(),
@@ -656,7 +599,7 @@ func (a *Aggregator) beginTerm() *aggTerm {
 		}
 	}
 	a.mu.Lock()
-	a.term = t
+	a.mu.term = t
 	a.mu.Unlock()
 	a.log.Info("load aggregation started", "last_column_at_ms", st.LastColumnAtMs(), "expected_reporters", len(t.lastWindow))
 	return t
@@ -665,8 +608,8 @@ func (a *Aggregator) beginTerm() *aggTerm {
 func (a *Aggregator) endTerm(t *aggTerm) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.term == t {
-		a.term = nil
+	if a.mu.term == t {
+		a.mu.term = nil
 	}
 	open := len(t.open)
 	for _, oc := range t.open {
@@ -697,9 +640,9 @@ func (a *Aggregator) nextDue(t *aggTerm) (*openColumn, time.Duration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for len(t.open) > 0 {
-		oc := t.head()
+		oc := t.headLocked()
 		w, step := oc.sum.windowStartMs, oc.sum.stepMs
-		st := a.fsm.State()
+		st := a.state()
 		if w < max(t.doneAtMs, st.LastColumnAtMs()) {
 			a.settleLocked(t, oc, columnResult{counted: lastCounted(st, w, step)})
 			continue
@@ -710,7 +653,7 @@ func (a *Aggregator) nextDue(t *aggTerm) (*openColumn, time.Duration) {
 			}
 			return oc, 0
 		}
-		wait, due := t.due(oc, a.nowMs(), st.Config(), a.seenSteps)
+		wait, due := t.dueLocked(oc, a.nowMs(), st.Config(), a.seenSteps)
 		if !due {
 			return nil, wait
 		}
@@ -731,7 +674,7 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 	if sum == nil {
 		return
 	}
-	st := a.fsm.State()
+	st := a.state()
 	entry, stats := sum.entry(st.Catalog(), st.DetectorConfig(), a.belowRows, st.ClusterVersion(),
 		candidacyOf(st, sum.windowStartMs, sum.windowStartMs+sum.stepMs))
 	w, step := entry.WindowStartMs, entry.StepMs
@@ -740,7 +683,7 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	switch {
-	case err != nil || res == nil || res.CommandResult == nil:
+	case err != nil || res == nil:
 		if ctx.Err() != nil {
 			return // the term is over: endTerm fails the waiters
 		}
@@ -753,8 +696,8 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 		a.log.Warn("load column proposal failed; retrying", "window_start_ms", w, "attempt", oc.attempts, "reason", proposalFailure(err))
 	case res.GetCode() == api.ResultCode_RESULT_CODE_OK:
 		t.doneAtMs = max(t.doneAtMs, entry.AtMs)
-		t.remember(w, entry.Reporters, sum)
-		t.forget(w, a.seenSteps*step)
+		t.rememberLocked(w, entry.Reporters, sum)
+		t.forgetLocked(w, a.seenSteps*step)
 		a.m.dropped(dropDeadRoute, stats.deadRows-sum.deadRows.Load()) // the rest were counted on admission
 		a.settleLocked(t, oc, columnResult{counted: entry.Reporters})
 		a.m.columnCommitted(len(entry.Reporters), time.Duration(int64(a.nowMs())-int64(entry.AtMs))*time.Millisecond)
@@ -763,7 +706,7 @@ func (a *Aggregator) commit(ctx context.Context, t *aggTerm, oc *openColumn) {
 			"rows", len(entry.Rows), "dropped_rows", entry.DroppedRows, "evidence_bytes", stats.evidenceBytes,
 			"hot_rows_without_evidence", stats.withoutEvidence)
 	case res.GetCode() == api.ResultCode_RESULT_CODE_STALE_COLUMN:
-		a.settleLocked(t, oc, columnResult{counted: lastCounted(a.fsm.State(), w, step)})
+		a.settleLocked(t, oc, columnResult{counted: lastCounted(a.state(), w, step)})
 		a.log.Warn("load column already committed past; its reports are acknowledged as late unless the last column counted them",
 			"window_start_ms", w, "reason", res.GetMessage())
 	default:
@@ -788,147 +731,6 @@ func (a *Aggregator) settleLocked(t *aggTerm, oc *openColumn, res columnResult) 
 	oc.result = res
 	close(oc.done)
 	a.m.openColumns(len(t.open))
-}
-
-// head is the open column with the lowest window. There are at most
-// maxOpenColumns.
-func (t *aggTerm) head() *openColumn {
-	var h *openColumn
-	for w, oc := range t.open {
-		if h == nil || w < h.window {
-			h = oc
-		}
-	}
-	return h
-}
-
-// due reports whether the open, unsealed column oc may commit now, or how
-// long to wait. A column commits once its window has closed by the
-// leader's clock, either every reporter seen recently has reported it (or
-// a later window) or its grace period has passed, and no report received
-// before the grace ended is still waiting to be validated and claimed
-// (arriving): the grace is how long reporters get to send, not how long
-// the leader gets to validate. Grace counts from the window's end but never from before
-// the term started, so that after a leader change the reporters get one
-// grace period to resend.
-func (t *aggTerm) due(oc *openColumn, nowMs uint64, cfg *api.Config, seenSteps uint64) (time.Duration, bool) {
-	w, step := oc.sum.windowStartMs, oc.sum.stepMs
-	closeAt := w + step
-	if nowMs < closeAt {
-		return waitMs(closeAt - nowMs), false
-	}
-	graceAt := t.graceAt(w, step, cfg)
-	switch {
-	case nowMs < graceAt && !t.complete(w, seenSteps*step):
-		return waitMs(graceAt - nowMs), false
-	case t.arriving[w] > 0: // a poke follows each release
-		return maxLoopWait, false
-	}
-	return 0, true
-}
-
-// graceAt is when window w's grace period ends.
-func (t *aggTerm) graceAt(w, step uint64, cfg *api.Config) uint64 {
-	return saturate.Add(max(saturate.Add(w, step), t.startMs), graceMs(cfg, step))
-}
-
-// complete reports whether no reporter seen within horizon before window w
-// still owes it: every reporter whose last window lies in [w-horizon, w)
-// blocks it. A reporter that reported w or a later window has sent
-// everything it will send for w (reporters send all their unacknowledged
-// columns at once).
-func (t *aggTerm) complete(w, horizon uint64) bool {
-	for _, last := range t.lastWindow {
-		if last < w && w-last <= horizon {
-			return false
-		}
-	}
-	return true
-}
-
-func (t *aggTerm) saw(reporter string, w uint64) {
-	if last, ok := t.lastWindow[reporter]; !ok || w > last {
-		t.lastWindow[reporter] = w
-	}
-}
-
-// forget drops the reporters no window after w can wait for.
-func (t *aggTerm) forget(w, horizon uint64) {
-	for r, last := range t.lastWindow {
-		if last < w && w-last > horizon {
-			delete(t.lastWindow, r)
-		}
-	}
-}
-
-func (t *aggTerm) remember(w uint64, reporters []string, sum *columnSum) {
-	if len(t.recent) == recentCommitted {
-		t.recent = slices.Delete(t.recent, 0, 1)
-	}
-	digests := make([]uint64, len(reporters))
-	for i, r := range reporters {
-		digests[i], _ = sum.digestOf(r)
-	}
-	t.recent = append(t.recent, committedColumn{windowStartMs: w, reporters: reporters, digests: digests})
-}
-
-// conflict returns ErrConflictingReport if reporter's contribution to
-// window w is already known — merged into an open column, or committed by
-// this term — with a digest other than d. Must hold Aggregator.mu.
-func (t *aggTerm) conflict(reporter string, w, d uint64) error {
-	if oc := t.open[w]; oc != nil {
-		if got, ok := oc.sum.digestOf(reporter); ok && got != d {
-			return conflictingReport(reporter, w)
-		}
-		return nil
-	}
-	for _, c := range t.recent {
-		if c.windowStartMs != w {
-			continue
-		}
-		if i, ok := slices.BinarySearch(c.reporters, reporter); ok && c.digests[i] != d {
-			return conflictingReport(reporter, w)
-		}
-	}
-	return nil
-}
-
-// counted reports whether reporter's contribution to window w is known to
-// be in an applied column: one this term committed, or the FSM's last.
-func (t *aggTerm) counted(st *fsm.State, reporter string, w, step uint64) bool {
-	for _, c := range t.recent {
-		if c.windowStartMs == w {
-			_, ok := slices.BinarySearch(c.reporters, reporter)
-			return ok
-		}
-	}
-	_, ok := slices.BinarySearch(lastCounted(st, w, step), reporter)
-	return ok
-}
-
-func (t *aggTerm) poke() {
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
-}
-
-// lastCounted returns the reporters of the FSM's last column if that
-// column is window [w, w+step), else nil: whose contribution to w is known
-// applied.
-func lastCounted(st *fsm.State, w, step uint64) []string {
-	if st.LastColumnAtMs() == w+step {
-		return st.LastColumnReporters()
-	}
-	return nil
-}
-
-// graceMs is the replicated grace period, half a step when unset.
-func graceMs(cfg *api.Config, step uint64) uint64 {
-	if g := cfg.GetGraceMs(); g > 0 {
-		return g
-	}
-	return step / 2
 }
 
 func waitMs(ms uint64) time.Duration {

@@ -1,7 +1,8 @@
-package scheduler
+package columns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -20,6 +21,9 @@ import (
 
 // waitFor is how long a test waits for a condition before failing.
 const waitFor = 5 * time.Second
+
+// stateOf reads f's applied state as the aggregator does on a node.
+func stateOf(f *fsm.FSM) func() State { return func() State { return f.State() } }
 
 // fakeClock is the leader's wall clock in the aggregator tests.
 type fakeClock struct {
@@ -53,7 +57,7 @@ const (
 	proposeRaced
 )
 
-// fsmProposer is the ColumnProposer of the tests: it stamps and encodes a
+// fsmProposer is the Proposer of the tests: it stamps and encodes a
 // command like the real proposer and applies it to a real FSM through
 // Apply(&raft.Log{…}), so the real ObserveColumn path runs. ObserveColumn
 // proposals follow script (then proposeApply).
@@ -69,7 +73,7 @@ type fsmProposer struct {
 	applied []*api.ObserveColumn // ObserveColumn entries applied with OK, in log order
 }
 
-func (p *fsmProposer) Propose(ctx context.Context, cmd *api.Command) (*fsm.Result, error) {
+func (p *fsmProposer) Propose(ctx context.Context, cmd *api.Command) (*api.CommandResult, error) {
 	p.mu.Lock()
 	out := proposeApply
 	if _, ok := cmd.GetBody().(*api.Command_ObserveColumn); ok {
@@ -81,22 +85,22 @@ func (p *fsmProposer) Propose(ctx context.Context, cmd *api.Command) (*fsm.Resul
 	switch out {
 	case proposeFailBefore:
 		p.mu.Unlock()
-		return nil, fmt.Errorf("%w: scripted", ErrEnqueueTimeout)
+		return nil, errors.New("scripted: raft enqueue timeout (nothing applied)")
 	case proposeRefuse:
 		p.mu.Unlock()
-		return &fsm.Result{CommandResult: &api.CommandResult{Code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, Message: "scripted refusal"}}, nil
+		return &api.CommandResult{Code: api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, Message: "scripted refusal"}, nil
 	}
 	if out == proposeRaced {
 		p.applyLocked(&api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: onlyFirstReporter(cmd.GetObserveColumn())}})
 	}
-	res := p.applyLocked(cmd)
+	res := p.applyLocked(cmd).CommandResult
 	p.mu.Unlock()
 	switch out {
 	case proposeFailAfter:
-		return nil, fmt.Errorf("%w: scripted: leadership lost after enqueue", ErrOutcomeUnknown)
+		return nil, errors.New("scripted: leadership lost after enqueue (outcome unknown)")
 	case proposeHang:
 		<-ctx.Done()
-		return nil, fmt.Errorf("%w: %w", ErrOutcomeUnknown, ctx.Err())
+		return nil, fmt.Errorf("outcome unknown: %w", ctx.Err())
 	}
 	return res, nil
 }
@@ -202,7 +206,7 @@ func newAggHarnessSplits(t testing.TB, nowMs uint64, splits [][]byte) *aggHarnes
 // newAggregator is another aggregator over the same FSM and proposer: the
 // next leader.
 func (h *aggHarness) newAggregator(reg prometheus.Registerer) *Aggregator {
-	return NewAggregator(AggregatorConfig{Logger: slog.New(slog.DiscardHandler), Metrics: reg, Now: h.clock.Now}, h.prop, h.f)
+	return NewAggregator(Config{Logger: slog.New(slog.DiscardHandler), Metrics: reg, Now: h.clock.Now}, h.prop, stateOf(h.f))
 }
 
 // begin starts a term by hand: nothing commits until step.
@@ -233,7 +237,7 @@ func (h *aggHarness) run(a *Aggregator) (stop func()) {
 	testutil.WaitFor(h.t, waitFor, "the term to start", func() bool {
 		a.mu.Lock()
 		defer a.mu.Unlock()
-		return a.term != nil
+		return a.mu.term != nil
 	})
 	return func() {
 		cancel()
@@ -245,8 +249,8 @@ func (h *aggHarness) run(a *Aggregator) (stop func()) {
 func poke(a *Aggregator) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.term != nil {
-		a.term.poke()
+	if a.mu.term != nil {
+		a.mu.term.poke()
 	}
 }
 

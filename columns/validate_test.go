@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"bytes"
@@ -246,7 +246,7 @@ func FuzzReportValidation(f *testing.F) {
 			s, m := newColumnSum(c.window, c.step), newColumnSum(c.window, c.step)
 			s.claim(asSent.reporter, c.digest)
 			s.merge(asSent.reporter, c)
-			m.add(req.GetReporterId(), c.digest, req.GetColumns()[i], cat)
+			m.add(req.GetReporterId(), req.GetColumns()[i], cat)
 			for _, v := range clusterversion.Versions() {
 				e, _ := s.entry(cat, dc, DefaultBelowThresholdRows, v, nil)
 				em, _ := m.entry(cat, dc, DefaultBelowThresholdRows, v, nil)

@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"errors"
@@ -11,11 +11,17 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// Errors of Aggregator.Report besides ErrNotLeader and ErrNotReady. Every
-// Report error is definitely-not-applied for the reporter (nothing of the
-// report was merged, or what was merged dies with the term), and carries
-// its gRPC status itself, so the transport may return it unchanged.
+// Errors of Aggregator.Report. Every Report error is definitely-not-applied
+// for the reporter (nothing of the report was merged, or what was merged
+// dies with the term), and carries its gRPC status itself, so the
+// transport may return it unchanged.
 var (
+	// ErrNotLeader: no leadership term runs here, or the term ended while
+	// the report waited. Status Unavailable; the reporter resends to the
+	// next leader, which deduplicates.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNotReady: the cluster is not bootstrapped yet. Status Unavailable.
+	ErrNotReady = errors.New("cluster not bootstrapped")
 	// ErrInvalidReport: the report broke a rule of SPEC §8/§12; the
 	// message names the field. Status InvalidArgument. Resending it
 	// unchanged fails again.
@@ -80,7 +86,7 @@ func notLeaderReport(why string) error {
 // notReadyReport is the Unavailable error of a report that reached a
 // leader whose cluster is not bootstrapped yet.
 func notReadyReport() error {
-	return &reportError{code: codes.Unavailable, err: fmt.Errorf("load report: cluster not bootstrapped: %w", ErrNotReady)}
+	return &reportError{code: codes.Unavailable, err: fmt.Errorf("load report: %w", ErrNotReady)}
 }
 
 func backlogReport(open int) error {

@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ func TestMergeSampleBoundedAndUnbiased(t *testing.T) {
 					lowHalf += 4 * uint64(writes[i])
 				}
 			}
-			s.add(fmt.Sprint("t", trial, "r", r), 0, reportCol(0, sampledRow(keys, writes)), cat)
+			s.add(fmt.Sprint("t", trial, "r", r), reportCol(0, sampledRow(keys, writes)), cat)
 		}
 		row := s.row(2)
 		if n := len(row.sample.items); n > sampleBuffer {
@@ -109,7 +109,7 @@ func TestMergeSampleExactWhenItFits(t *testing.T) {
 			writes[i] = uint32(1 + i%5)
 			want[keys[i]] += 4 * uint64(writes[i])
 		}
-		s.add(fmt.Sprint("r", r), 0, reportCol(0, sampledRow(keys, writes)), cat)
+		s.add(fmt.Sprint("r", r), reportCol(0, sampledRow(keys, writes)), cat)
 	}
 	dc := detector.DefaultConfig()
 	dc.Threshold = 1
@@ -127,7 +127,7 @@ func TestMergeSampleExactWhenItFits(t *testing.T) {
 		}
 	}
 	// One more item and the sample is full: priorities decide.
-	s.add("r4", 0, reportCol(0, sampledRow([]string{"zz"}, []uint32{1})), cat)
+	s.add("r4", reportCol(0, sampledRow([]string{"zz"}, []uint32{1})), cat)
 	s.row(2).sample.cutBack()
 	if n := len(s.row(2).sample.items); n != mergedSamples || s.row(2).sample.tu == 0 {
 		t.Fatalf("%d items, threshold %d: the 129th item must leave one out", n, s.row(2).sample.tu)
@@ -203,7 +203,7 @@ func BenchmarkMergeSamples(b *testing.B) {
 	}
 	s := newColumnSum(0, testStep)
 	for r := range 8 {
-		s.add(fmt.Sprint("warm", r), 0, col, cat)
+		s.add(fmt.Sprint("warm", r), col, cat)
 	}
 	b.ReportAllocs()
 	i := 0

@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"fmt"
@@ -81,9 +81,9 @@ func BenchmarkMergeReport(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		s := newColumnSum(100_000, testStep)
-		s.add("r0", 0, first, c)
+		s.add("r0", first, c)
 		b.StartTimer()
-		s.add("r1", 0, next, c)
+		s.add("r1", next, c)
 	}
 }
 
@@ -96,7 +96,7 @@ func BenchmarkAssembleEntry(b *testing.B) {
 	}
 	s := newColumnSum(100_000, testStep)
 	for r := range benchReporters {
-		s.add(fmt.Sprint("r", r), 0, benchColumn(100_000, r), c)
+		s.add(fmt.Sprint("r", r), benchColumn(100_000, r), c)
 	}
 	b.ReportAllocs()
 	var e *api.ObserveColumn

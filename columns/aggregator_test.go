@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"context"
@@ -697,7 +697,7 @@ func TestAggregatorNotLeaderOrNotBootstrapped(t *testing.T) {
 	wantNotLeader(t, err)
 
 	empty := fsm.New(fsm.Options{})
-	a := NewAggregator(AggregatorConfig{Now: h.clock.Now}, h.prop, empty)
+	a := NewAggregator(Config{Now: h.clock.Now}, h.prop, stateOf(empty))
 	stop := h.run(a)
 	defer stop()
 	_, err = a.Report(context.Background(), &api.ReportRequest{ReporterId: "a"})

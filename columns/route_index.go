@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 // routeIndex maps a route id to its row in a sum shard: an open-addressing
 // table (linear probing, at most half full) instead of a Go map, because

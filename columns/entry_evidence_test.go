@@ -1,4 +1,4 @@
-package scheduler
+package columns
 
 import (
 	"fmt"
@@ -56,7 +56,7 @@ func TestEntryBoundsEvidence(t *testing.T) {
 	writes := func(id uint64) uint64 { return 1000 + id%97 }
 	s := newColumnSum(0, testStep)
 	for _, r := range []string{"a", "b"} {
-		s.add(r, 0, heavyColumn(0, n, r, writes), cat)
+		s.add(r, heavyColumn(0, n, r, writes), cat)
 	}
 	dc := detector.DefaultConfig()
 	e, stats := s.entry(cat, dc, 64, clusterversion.Version3, nil)
