@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -156,4 +157,24 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxClockOffset is MaxClockOffset as the clock monitor takes it.
+func (c *Config) maxClockOffset() time.Duration {
+	return defaultOrOff(c.MaxClockOffset, DefaultMaxClockOffset)
+}
+
+// stateCheckInterval is StateCheckInterval as the scheduler takes it.
+func (c *Config) stateCheckInterval() time.Duration {
+	return defaultOrOff(c.StateCheckInterval, DefaultStateCheckInterval)
+}
+
+// defaultOrOff reads a duration setting whose zero takes def and whose
+// negative value turns it off: 0, which its users read as off. cmp.Or
+// alone would pass the negative value on.
+func defaultOrOff(d, def time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return cmp.Or(d, def)
 }

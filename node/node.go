@@ -102,17 +102,6 @@ const (
 	DefaultStateCheckInterval = 10 * time.Minute
 )
 
-// orDefault maps a zero duration to def and a negative one to 0 (off).
-func orDefault(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
-}
-
 func autoSplitFlag(v *bool) api.AutoSplitFlag {
 	switch {
 	case v == nil:

@@ -233,7 +233,7 @@ func (n *Node) checkDataDir(rc *raft.Config, w *wiring) (string, error) {
 	st := n.stores
 	if n.cfg.Recovery.enabled() {
 		if n.cfg.Recovery.MaxClockOffset == 0 {
-			n.cfg.Recovery.MaxClockOffset = orDefault(n.cfg.MaxClockOffset, DefaultMaxClockOffset)
+			n.cfg.Recovery.MaxClockOffset = n.cfg.maxClockOffset()
 		}
 		if err := n.recover(rc, st.Logs, st.Stable, st.Snapshots, w.trans); err != nil {
 			return "", err
@@ -282,14 +282,14 @@ func (n *Node) newDuties(w *wiring) {
 		},
 		Diverged: n.diverged,
 	}, w.captures, n.fsm, n.clock)
-	w.clockMon = scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset),
+	w.clockMon = scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: cfg.maxClockOffset(),
 		HaltAfter: cfg.ClockOffsetHalt, Halt: n.halt, Logger: n.log, Registerer: reg,
 		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.peers.ClockPing(ctx, m.GrpcAddr) },
 	}, n.fsm, n.clock)
 	n.sched = scheduler.New(scheduler.Config{
 		Self: w.self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: n.bootstrapParams(), Logger: n.log,
 		Metrics: scheduler.NewMetrics(reg), Columns: &scheduler.AggregatorConfig{Logger: n.log, Metrics: reg},
-		ClockMonitor: w.clockMon, StateChecks: w.checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
+		ClockMonitor: w.clockMon, StateChecks: w.checks, StateCheckInterval: cfg.stateCheckInterval(),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.peers.AppliedIndex(ctx, m.GrpcAddr)
 		},
