@@ -301,7 +301,7 @@ func Inspect(dataDir string) (*Inspection, error) {
 			in.LastTerm = l.Term
 		}
 	}
-	in.CurrentTerm, _ = store.GetUint64([]byte("CurrentTerm"))
+	in.CurrentTerm, _ = store.GetUint64([]byte(storage.CurrentTermKey))
 	in.ClusterVersion, _ = store.GetUint64(storage.ClusterVersionKey)
 	snaps, err := storage.QuietSnapshots(dataDir)
 	if err == nil {
