@@ -56,9 +56,9 @@ type Node struct {
 	web *webauth.Store
 	// tls holds the node's certificate material; nil when Insecure.
 	tls *pki.Reloader
-	// stream is raft's stream layer until the transport exists, then the
-	// transport, which marks itself shut down before it closes the stream
-	// (else raft's accept loop logs the closed listener as an ERROR).
+	// stream is raft's transport, closed by a failed Start: it marks
+	// itself shut down before it closes the stream layer under it (else
+	// raft's accept loop logs the closed listener as an ERROR).
 	stream io.Closer
 
 	raftLn, grpcLn, httpLn net.Listener

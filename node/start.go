@@ -195,7 +195,6 @@ func (n *Node) startNetwork(w *wiring) error {
 	if err != nil {
 		return err
 	}
-	n.stream = stream
 	w.trans = raftnet.NewTransport(stream, w.raftLog)
 	n.stream = w.trans
 	return nil
