@@ -66,3 +66,20 @@ func TestIntegrityDurationSettings(t *testing.T) {
 		}
 	}
 }
+
+// A recovery's clock offset: its own when positive; the node's when its
+// own is zero and the node's positive; else the default, even with the
+// node's offset check off.
+func TestRecoveryClockOffset(t *testing.T) {
+	const def = DefaultMaxClockOffset
+	for _, tc := range []struct{ recovery, node, want time.Duration }{
+		{0, 0, def}, {0, -time.Second, def}, {0, 2 * time.Second, 2 * time.Second},
+		{-time.Second, 0, def}, {-time.Second, -time.Second, def}, {-time.Second, 2 * time.Second, def},
+		{3 * time.Second, 0, 3 * time.Second}, {3 * time.Second, -time.Second, 3 * time.Second}, {3 * time.Second, 2 * time.Second, 3 * time.Second},
+	} {
+		c := Config{MaxClockOffset: tc.node, Recovery: Recovery{MaxClockOffset: tc.recovery}}
+		if got := c.recoveryClockOffset(); got != tc.want {
+			t.Errorf("Recovery.MaxClockOffset %v, MaxClockOffset %v: got %v, want %v", tc.recovery, tc.node, got, tc.want)
+		}
+	}
+}
