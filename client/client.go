@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -179,11 +180,11 @@ func New(cfg Config) (*Client, error) {
 		creds:          creds,
 		sec:            sec,
 		endpoints:      eps,
-		dialTimeout:    orDefault(cfg.DialTimeout, DefaultDialTimeout),
-		attemptTimeout: orDefault(cfg.AttemptTimeout, DefaultAttemptTimeout),
-		requestTimeout: orDefault(cfg.RequestTimeout, DefaultRequestTimeout),
+		dialTimeout:    cmp.Or(cfg.DialTimeout, DefaultDialTimeout),
+		attemptTimeout: cmp.Or(cfg.AttemptTimeout, DefaultAttemptTimeout),
+		requestTimeout: cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout),
 		maxRetries:     cfg.MaxRetries,
-		backoff:        min(orDefault(cfg.Backoff, DefaultBackoff), MaxBackoff),
+		backoff:        min(cmp.Or(cfg.Backoff, DefaultBackoff), MaxBackoff),
 		log:            cfg.Logger,
 		actor:          cfg.Actor,
 		conns:          make(map[string]*endpointConn),
@@ -200,13 +201,6 @@ func New(cfg Config) (*Client, error) {
 		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return c, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // ValidateEndpoint reports whether ep is a usable endpoint: host:port with a

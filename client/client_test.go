@@ -86,6 +86,51 @@ func TestNewNegativeDurations(t *testing.T) {
 	}
 }
 
+// Each duration of Config: zero takes its default, negative is refused,
+// positive is kept (the backoff capped at MaxBackoff).
+func TestNewDurationSettings(t *testing.T) {
+	fields := []struct {
+		name string
+		set  func(*Config, time.Duration)
+		get  func(*Client) time.Duration
+		def  time.Duration
+		hour time.Duration // what an hour becomes
+	}{
+		{"DialTimeout", func(c *Config, d time.Duration) { c.DialTimeout = d }, func(c *Client) time.Duration { return c.dialTimeout }, DefaultDialTimeout, time.Hour},
+		{"AttemptTimeout", func(c *Config, d time.Duration) { c.AttemptTimeout = d }, func(c *Client) time.Duration { return c.attemptTimeout }, DefaultAttemptTimeout, time.Hour},
+		{"RequestTimeout", func(c *Config, d time.Duration) { c.RequestTimeout = d }, func(c *Client) time.Duration { return c.requestTimeout }, DefaultRequestTimeout, time.Hour},
+		{"Backoff", func(c *Config, d time.Duration) { c.Backoff = d }, func(c *Client) time.Duration { return c.backoff }, DefaultBackoff, MaxBackoff},
+	}
+	for _, f := range fields {
+		for _, tc := range []struct {
+			in, want time.Duration
+			refused  bool
+		}{
+			{in: 0, want: f.def},
+			{in: -time.Millisecond, refused: true},
+			{in: 1234 * time.Millisecond, want: 1234 * time.Millisecond},
+			{in: time.Hour, want: f.hour},
+		} {
+			cfg := Config{Endpoints: []string{"127.0.0.1:7001"}, Insecure: true}
+			f.set(&cfg, tc.in)
+			c, err := New(cfg)
+			switch {
+			case tc.refused:
+				if err == nil || !strings.Contains(err.Error(), "Config."+f.name+" is negative") {
+					t.Errorf("%s %v: New = %v, want a refusal naming the field", f.name, tc.in, err)
+				}
+			case err != nil:
+				t.Errorf("%s %v: New = %v", f.name, tc.in, err)
+			default:
+				if got := f.get(c); got != tc.want {
+					t.Errorf("%s %v: got %v, want %v", f.name, tc.in, got, tc.want)
+				}
+				c.Close()
+			}
+		}
+	}
+}
+
 func TestLeaderHintFollowed(t *testing.T) {
 	leader := startFake(t, &fakeNode{split: okSplit})
 	follower := startFake(t, &fakeNode{split: func(int, *api.SplitRangeRequest) (*api.SplitRangeResponse, error) {

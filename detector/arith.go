@@ -59,10 +59,3 @@ func shareBP(part uint64, total saturate.U128) uint32 {
 	}
 	return uint32(lo)
 }
-
-func addSat32(a uint32) uint32 {
-	if a == ^uint32(0) {
-		return a
-	}
-	return a + 1
-}

@@ -24,8 +24,14 @@ import (
 // so an incidental key whose true rate is below the floor clears the test
 // in well under 1% of columns whatever the sample rate (docs/design.md).
 
-// halfZMilli is z/2 in thousandths, z = 2.326 (one-sided 99%).
-const halfZMilli = 1163
+// ConfidenceZMilli is z = 2.326, in thousandths, of every confidence
+// bound the detector takes: a lower bound p − z·sd is one-sided at 99%, an
+// interval p ± z·sd two-sided at 98%. Explain answers carry it (and
+// MinSideShareBP) for readers that cannot import this package.
+const ConfidenceZMilli = 2326
+
+// halfZMilli is z/2 in thousandths (z is even in thousandths).
+const halfZMilli = ConfidenceZMilli / 2
 
 // lowerBound returns the lower confidence bound of an estimate lower with
 // the given variance. A zero variance means no sampling noise is known
@@ -71,9 +77,6 @@ func ceilSqrt(x uint64) uint64 {
 	return r + 1
 }
 
-// zMilli is z = 2.326 (one-sided 99%) in thousandths.
-const zMilli = 2 * halfZMilli
-
 // shareLowerBound is the one-sided 99% lower bound, in basis points, of
 // the share p = L/S of a key's sampled weight L (variance vl) in its row's
 // sampled weight S (variance vs), L <= S. The rest of the row, R = S − L,
@@ -92,7 +95,7 @@ func shareLowerBound(l, vl, s, vs uint64) uint32 {
 	b := saturate.Mul64(l, ceilSqrt(vr))
 	// z·10000·(a+b)/S² (below 2^113 before the divisions), plus one for
 	// the two floors, so the bound errs low.
-	q := a.Add(b).Scale(zMilli * 10).Div(s).Div(s).Add(saturate.Wide(1))
+	q := a.Add(b).Scale(ConfidenceZMilli * 10).Div(s).Div(s).Add(saturate.Wide(1))
 	if q.Hi != 0 || q.Lo >= uint64(p) {
 		return 0
 	}

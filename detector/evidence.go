@@ -320,7 +320,7 @@ func (ev *evidenceSet) evaluate(m int) cut {
 		// The fraction's sd, scaled by the bucket's share of the route.
 		if sd := ratioSdBP(l, r, sl, sr); sd != 0 {
 			sdRoute := mulDivSat(sd, ev.loads[j], ev.total) + 1
-			half = uint32(min((sdRoute*zMilli+999)/1000, fullShareBP))
+			half = uint32(min((sdRoute*ConfidenceZMilli+999)/1000, fullShareBP))
 		}
 		k.evidence = EvidenceSamples
 		if a.known && b.known {

@@ -289,7 +289,7 @@ func (o *observation) applyMergeNotes(notes []mergeNote) {
 		x.FirstAtMs = x.AtMs
 		if !o.gap && o.prevAt != 0 && last.Reason == x.Reason && last.MergePartner == x.MergePartner && last.AtMs == o.prevAt {
 			x.FirstAtMs = last.FirstAtMs
-			x.Repeats = addSat32(last.Repeats)
+			x.Repeats = saturate.Inc32(last.Repeats)
 		}
 		t.Merge = x
 	}

@@ -187,7 +187,7 @@ func (o *observation) visit(id uint64, prev *Tracked, row *Row) {
 	active := route.State == catalog.StateActive
 	switch {
 	case active && hot:
-		e.ConsecutiveOver = addSat32(counter)
+		e.ConsecutiveOver = saturate.Inc32(counter)
 	case active && band:
 		e.ConsecutiveOver = counter
 	default:
@@ -305,7 +305,7 @@ func (o *observation) explain(pos int, x Explanation, reason Reason) {
 	x.FirstAtMs = x.AtMs
 	if !o.gap && o.prevAt != 0 && last.Reason == reason && last.AtMs == o.prevAt {
 		x.FirstAtMs = last.FirstAtMs
-		x.Repeats = addSat32(last.Repeats)
+		x.Repeats = saturate.Inc32(last.Repeats)
 	}
 	*last = x
 }

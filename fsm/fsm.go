@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -49,14 +50,16 @@ var (
 
 // New returns an FSM holding the empty, not yet bootstrapped state.
 func New(opts Options) *FSM {
+	// A size of 0 or below takes the default: max(v, 0) turns a negative
+	// size into the zero cmp.Or passes over.
 	f := &FSM{
 		log:              opts.Logger,
 		halt:             opts.Halt,
 		m:                opts.Metrics,
-		requestTableSize: orDefault(opts.RequestTableSize, DefaultRequestTableSize),
-		decisionRingSize: orDefault(opts.DecisionRingSize, DefaultDecisionRingSize),
-		finishedOps:      orDefault(opts.FinishedOps, DefaultFinishedOps),
-		historySize:      orDefault(opts.HistorySize, catalog.DefaultHistory),
+		requestTableSize: cmp.Or(max(opts.RequestTableSize, 0), DefaultRequestTableSize),
+		decisionRingSize: cmp.Or(max(opts.DecisionRingSize, 0), DefaultDecisionRingSize),
+		finishedOps:      cmp.Or(max(opts.FinishedOps, 0), DefaultFinishedOps),
+		historySize:      cmp.Or(max(opts.HistorySize, 0), catalog.DefaultHistory),
 		onCheckState:     opts.OnCheckState,
 	}
 	if f.log == nil {
@@ -71,13 +74,6 @@ func New(opts Options) *FSM {
 	}
 	f.cur.Store(&published{s: emptyState(), next: make(chan struct{})})
 	return f
-}
-
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // State returns the current published state. Lock-free.

@@ -11,7 +11,33 @@ import (
 	"github.com/hashicorp/raft"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
 )
+
+// Each size of Options: 0 and negative take its default, a positive one
+// is kept.
+func TestOptionSizes(t *testing.T) {
+	sizes := []struct {
+		name string
+		set  func(*Options, int)
+		get  func(*FSM) int
+		def  int
+	}{
+		{"RequestTableSize", func(o *Options, v int) { o.RequestTableSize = v }, func(f *FSM) int { return f.requestTableSize }, DefaultRequestTableSize},
+		{"DecisionRingSize", func(o *Options, v int) { o.DecisionRingSize = v }, func(f *FSM) int { return f.decisionRingSize }, DefaultDecisionRingSize},
+		{"FinishedOps", func(o *Options, v int) { o.FinishedOps = v }, func(f *FSM) int { return f.finishedOps }, DefaultFinishedOps},
+		{"HistorySize", func(o *Options, v int) { o.HistorySize = v }, func(f *FSM) int { return f.historySize }, catalog.DefaultHistory},
+	}
+	for _, sz := range sizes {
+		for _, tc := range []struct{ in, want int }{{0, sz.def}, {-1, sz.def}, {7, 7}} {
+			var o Options
+			sz.set(&o, tc.in)
+			if got := sz.get(New(o)); got != tc.want {
+				t.Errorf("%s %d: got %d, want %d", sz.name, tc.in, got, tc.want)
+			}
+		}
+	}
+}
 
 func TestStoreConfigurationAdvancesIndex(t *testing.T) {
 	h := bootstrapped(t, nil, nil)

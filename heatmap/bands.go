@@ -7,6 +7,7 @@ import (
 	"weak"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // Band derivation.
@@ -134,7 +135,7 @@ func deriveBands(a *atoms, loads []RouteLoad, w Weights, prev *layout) ([]string
 		v := l.values(w)
 		t := &av[a.ids[i].atom]
 		for m := range metrics {
-			t[m] = satAdd(t[m], v[m])
+			t[m] = saturate.Add(t[m], v[m])
 		}
 	}
 	if n <= MaxBands {
@@ -208,7 +209,7 @@ func mergeColdest(av [][metrics]uint64, routes []uint32, merged []bool, want int
 			return
 		}
 		r := next[l]
-		class := bits.Len64(satAdd(av[l][MetricWeighted], av[r][MetricWeighted]))
+		class := bits.Len64(saturate.Add(av[l][MetricWeighted], av[r][MetricWeighted]))
 		if merged[r] && class > 0 {
 			class-- // hysteresis: keep what was merged before
 		}
@@ -224,7 +225,7 @@ func mergeColdest(av [][metrics]uint64, routes []uint32, merged []bool, want int
 		}
 		l, r := p.left, p.right
 		for m := range metrics {
-			av[l][m] = satAdd(av[l][m], av[r][m])
+			av[l][m] = saturate.Add(av[l][m], av[r][m])
 		}
 		cnt[l] += cnt[r]
 		ver[l]++

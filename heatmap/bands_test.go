@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 func TestBandBoundariesAreCutRouteBoundaries(t *testing.T) {
@@ -166,7 +168,7 @@ func TestAtomsShareBoundaryStringsAcrossCatalogs(t *testing.T) {
 	if again := deriveAtoms(c1, a1); again != a1 {
 		t.Fatal("the same catalog was derived again")
 	}
-	c2, _, err := c1.Split(routeIDs(c1)[1], []byte("c"), 1<<16)
+	c2, _, err := c1.Split(routeIDs(c1)[1], []byte("c"), hlc.Make(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // memoryBound is the bound docs/design.md promises for the history.
@@ -60,7 +61,7 @@ func TestMemoryBoundWorstCase(t *testing.T) {
 		long := make([]byte, MaxBoundaryLen+1000)
 		for i := range MaxMarks {
 			var err error
-			if h, err = h.AddMark(Mark{AtHLC: (3_000_000 + uint64(i)) << 16, Kind: splitKind,
+			if h, err = h.AddMark(Mark{AtHLC: hlc.Make(3_000_000+uint64(i), 0), Kind: splitKind,
 				Keys: [][]byte{long, append(long, 0)}}); err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,10 @@
 package heatmap
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/hotsplit/hotsplit/internal/saturate"
+)
 
 // layout is the band boundaries of one or more columns: interior
 // boundaries, ascending (the first band starts at the empty key, the last
@@ -84,7 +88,7 @@ func addInto(dst, src *column) {
 			k++
 		}
 		for m := range metrics {
-			dst.vals[m*db+k] = satAdd(dst.vals[m*db+k], src.vals[m*sb+j])
+			dst.vals[m*db+k] = saturate.Add(dst.vals[m*db+k], src.vals[m*sb+j])
 		}
 	}
 }

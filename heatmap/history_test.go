@@ -4,6 +4,8 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // addSteps adds n columns of stepMs each from startMs on, each with load
@@ -139,7 +141,7 @@ func TestLayoutSharedWhileBoundariesHold(t *testing.T) {
 	if l[0].lay != l[1].lay || l[1].lay != l[2].lay {
 		t.Fatal("columns of one catalog do not share their layout")
 	}
-	split, _, err := cat.Split(routeIDs(cat)[1], []byte("c"), 1<<16)
+	split, _, err := cat.Split(routeIDs(cat)[1], []byte("c"), hlc.Make(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestOldVersionsUnchanged(t *testing.T) {
 	h := addSteps(t, New(), LevelColumns, 0, 1000, in)
 	before := h.ToProto()
 	h2 := addSteps(t, h, 3, uint64(LevelColumns)*1000, 1000, in)
-	h2, err := h2.AddMark(Mark{AtHLC: 300_000 << 16, Kind: splitKind, Keys: [][]byte{[]byte("x")}})
+	h2, err := h2.AddMark(Mark{AtHLC: hlc.Make(300_000, 0), Kind: splitKind, Keys: [][]byte{[]byte("x")}})
 	if err != nil {
 		t.Fatal(err)
 	}

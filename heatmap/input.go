@@ -3,10 +3,10 @@ package heatmap
 import (
 	"cmp"
 	"fmt"
-	"math/bits"
 	"slices"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // RouteLoad is the committed load of one route in one column: the
@@ -84,30 +84,15 @@ func (l RouteLoad) values(w Weights) [metrics]uint64 {
 		weighted(l.Reads, l.Writes, w),
 		l.Reads,
 		l.Writes,
-		satAdd(l.ReadBytes, l.WriteBytes),
+		saturate.Add(l.ReadBytes, l.WriteBytes),
 	}
 }
 
 // weighted is Write·writes + Read·reads, saturated at the largest uint64
-// (the exact value needs up to 97 bits).
+// (the exact value needs up to 97 bits). Totals of absurd loads stop
+// growing rather than wrap, and every replica saturates alike.
 func weighted(reads, writes uint64, w Weights) uint64 {
-	h1, l1 := bits.Mul64(writes, uint64(w.Write))
-	h2, l2 := bits.Mul64(reads, uint64(w.Read))
-	lo, c := bits.Add64(l1, l2, 0)
-	if h1 != 0 || h2 != 0 || c != 0 {
-		return ^uint64(0)
-	}
-	return lo
-}
-
-// satAdd is a+b saturated at the largest uint64: totals of absurd loads
-// stop growing rather than wrap (every replica saturates alike).
-func satAdd(a, b uint64) uint64 {
-	s, c := bits.Add64(a, b, 0)
-	if c != 0 {
-		return ^uint64(0)
-	}
-	return s
+	return saturate.Add(saturate.Mul(writes, uint64(w.Write)), saturate.Mul(reads, uint64(w.Read)))
 }
 
 // sortedLoads returns the loads sorted by route id (a copy when they were

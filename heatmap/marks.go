@@ -7,12 +7,13 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // Mark is one split or merge on the picture. A two-step isolation is one
 // mark with both keys.
 type Mark struct {
-	// AtHLC is the commit HLC of the change (physical_ms << 16 | logical).
+	// AtHLC is the commit HLC of the change (package hlc has its layout).
 	AtHLC uint64
 	Kind  api.HeatmapMarkKind
 	// SplitOrigin says why a split's key was chosen (splits only; any
@@ -32,7 +33,7 @@ type Mark struct {
 }
 
 // AtMs is the physical milliseconds of AtHLC.
-func (m Mark) AtMs() uint64 { return m.AtHLC >> 16 }
+func (m Mark) AtMs() uint64 { return hlc.Physical(m.AtHLC) }
 
 // AddMark returns the history with one more mark. Marks come in commit
 // order (an older one than the newest kept is ErrStale). A mark older than

@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 func split(atMs uint64, origin api.SplitOrigin, keys ...string) Mark {
-	m := Mark{AtHLC: atMs << 16, Kind: splitKind, SplitOrigin: origin}
+	m := Mark{AtHLC: hlc.Make(atMs, 0), Kind: splitKind, SplitOrigin: origin}
 	for _, k := range keys {
 		m.Keys = append(m.Keys, []byte(k))
 	}

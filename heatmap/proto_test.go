@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // validProto is a small canonical history: two levels, a shared layout,
@@ -84,7 +85,7 @@ func TestFromProtoRefusals(t *testing.T) {
 			p.Marks[0].Keys[0], p.Marks[0].Keys[1] = p.Marks[0].Keys[1], p.Marks[0].Keys[0]
 			p.Marks[0].KeyLengths[0], p.Marks[0].KeyLengths[1] = 2, 1
 		}, "marks[0].keys:"},
-		{"mark before the columns", func(p *api.HeatmapHistory) { p.Marks[0].AtHlc = 999 << 16 }, "marks[0].at_hlc: 999 ms"},
+		{"mark before the columns", func(p *api.HeatmapHistory) { p.Marks[0].AtHlc = hlc.Make(999, 0) }, "marks[0].at_hlc: 999 ms"},
 		{"marks out of order", func(p *api.HeatmapHistory) {
 			m := proto.Clone(p.Marks[0]).(*api.HeatmapMark)
 			m.AtHlc--
@@ -151,7 +152,7 @@ func FuzzFromProto(f *testing.F) {
 func history3Proto(t tb) *api.HeatmapHistory {
 	cat := newCatalog(t, "b", "d")
 	h := addSteps(t, New(), 3, 1000, 1000, ColumnInput{Catalog: cat, Weights: unitWeights})
-	cat2, _, err := cat.Split(routeIDs(cat)[1], []byte("c"), 1<<16)
+	cat2, _, err := cat.Split(routeIDs(cat)[1], []byte("c"), hlc.Make(1, 0))
 	if err != nil {
 		t.Fatal(err)
 	}

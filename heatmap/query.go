@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 // Query asks for the load of a time and key range.
@@ -244,7 +246,7 @@ func queryCell(s queryColumn, sh *cellShape, m Metric) Cell {
 	out := make([]uint64, len(sh.rows))
 	out[0] = vals[sh.first]
 	for j, into := range sh.into {
-		out[into] = satAdd(out[into], vals[sh.first+1+j])
+		out[into] = saturate.Add(out[into], vals[sh.first+1+j])
 	}
 	return Cell{StartMs: c.startMs, EndMs: c.endMs, CoveredMs: c.coveredMs, Columns: s.count, Rows: sh.rows, Values: out}
 }

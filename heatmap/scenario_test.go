@@ -8,6 +8,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // A scenario is a replayable sequence of what the state machine feeds a
@@ -180,7 +181,7 @@ func (st *replayState) split(t tb, op scenarioOp) {
 
 func (st *replayState) hlc() uint64 {
 	st.logic++
-	return st.nowMs<<16 | st.logic&0xffff
+	return hlc.Make(st.nowMs, st.logic)
 }
 
 func (st *replayState) mark(t tb, m Mark) {

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // workload feeds a history what a busy cluster of n routes would: every
@@ -75,7 +76,7 @@ func (w *workload) split(atMs uint64) *Mark {
 	ids := routeIDs(w.cat)
 	r, _ := w.cat.Route(ids[w.rng.IntN(len(ids)-1)])
 	key := append(append([]byte(nil), r.Start...), '/', byte('a'+w.rng.IntN(26)))
-	w.hlc = max(w.hlc+1, atMs<<16)
+	w.hlc = max(w.hlc+1, hlc.Make(atMs, 0))
 	next, _, err := w.cat.Split(r.ID, key, w.hlc)
 	if err != nil {
 		return nil

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -156,4 +157,38 @@ func (c *Config) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// maxClockOffset is MaxClockOffset as the clock monitor takes it.
+func (c *Config) maxClockOffset() time.Duration {
+	return defaultOrOff(c.MaxClockOffset, DefaultMaxClockOffset)
+}
+
+// stateCheckInterval is StateCheckInterval as the scheduler takes it.
+func (c *Config) stateCheckInterval() time.Duration {
+	return defaultOrOff(c.StateCheckInterval, DefaultStateCheckInterval)
+}
+
+// recoveryClockOffset is the clock offset a recovered cluster's HLC allows
+// for: Recovery.MaxClockOffset; when that is zero, MaxClockOffset; the
+// default for any that is not positive, so a recovery allows for an
+// offset even with the offset check off.
+func (c *Config) recoveryClockOffset() time.Duration {
+	switch r := c.Recovery.MaxClockOffset; {
+	case r > 0:
+		return r
+	case r == 0 && c.MaxClockOffset > 0:
+		return c.MaxClockOffset
+	}
+	return DefaultMaxClockOffset
+}
+
+// defaultOrOff reads a duration setting whose zero takes def and whose
+// negative value turns it off: 0, which its users read as off. cmp.Or
+// alone would pass the negative value on.
+func defaultOrOff(d, def time.Duration) time.Duration {
+	if d < 0 {
+		return 0
+	}
+	return cmp.Or(d, def)
 }

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestNodeConfigRequiresTLSOrInsecure(t *testing.T) {
@@ -42,4 +43,43 @@ func contains(s string, subs ...string) bool {
 		}
 	}
 	return true
+}
+
+// The integrity durations: zero takes the default, negative turns the
+// check off (0), positive is kept.
+func TestIntegrityDurationSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Config, time.Duration)
+		get  func(*Config) time.Duration
+		def  time.Duration
+	}{
+		{"MaxClockOffset", func(c *Config, d time.Duration) { c.MaxClockOffset = d }, (*Config).maxClockOffset, DefaultMaxClockOffset},
+		{"StateCheckInterval", func(c *Config, d time.Duration) { c.StateCheckInterval = d }, (*Config).stateCheckInterval, DefaultStateCheckInterval},
+	} {
+		for _, in := range []struct{ d, want time.Duration }{{0, tc.def}, {-time.Second, 0}, {3 * time.Second, 3 * time.Second}} {
+			var c Config
+			tc.set(&c, in.d)
+			if got := tc.get(&c); got != in.want {
+				t.Errorf("%s %v: got %v, want %v", tc.name, in.d, got, in.want)
+			}
+		}
+	}
+}
+
+// A recovery's clock offset: its own when positive; the node's when its
+// own is zero and the node's positive; else the default, even with the
+// node's offset check off.
+func TestRecoveryClockOffset(t *testing.T) {
+	const def = DefaultMaxClockOffset
+	for _, tc := range []struct{ recovery, node, want time.Duration }{
+		{0, 0, def}, {0, -time.Second, def}, {0, 2 * time.Second, 2 * time.Second},
+		{-time.Second, 0, def}, {-time.Second, -time.Second, def}, {-time.Second, 2 * time.Second, def},
+		{3 * time.Second, 0, 3 * time.Second}, {3 * time.Second, -time.Second, 3 * time.Second}, {3 * time.Second, 2 * time.Second, 3 * time.Second},
+	} {
+		c := Config{MaxClockOffset: tc.node, Recovery: Recovery{MaxClockOffset: tc.recovery}}
+		if got := c.recoveryClockOffset(); got != tc.want {
+			t.Errorf("Recovery.MaxClockOffset %v, MaxClockOffset %v: got %v, want %v", tc.recovery, tc.node, got, tc.want)
+		}
+	}
 }

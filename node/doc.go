@@ -1,6 +1,7 @@
 // Package node wires one hotsplit server together and runs it. Start
-// builds it in phases, each handing what it built to the next ones'
-// constructors:
+// makes the node's HLC first (a recovery seeds from its physical clock),
+// then builds the rest in phases, each handing what it built to the next
+// ones' constructors:
 //
 //   - listen: the process metrics, the node's identity (TLS material,
 //     bearer tokens) and its raft, gRPC and HTTP listeners, capped;
@@ -11,7 +12,7 @@
 //     verification), the FSM, the configured recovery (--restoreSnapshot,
 //     --forceNewCluster) and the data dir's checks, then raft itself and,
 //     for a fresh --bootstrap node, its one-voter configuration;
-//   - duties: the HLC, the peer client (transport.Peers) and what runs
+//   - duties: the peer client (transport.Peers) and what runs
 //     beside raft: the clock monitor, the state checker, the scheduler
 //     (leader duties, the column aggregator) and the health monitor
 //     (node/health);

@@ -56,9 +56,9 @@ type Node struct {
 	web *webauth.Store
 	// tls holds the node's certificate material; nil when Insecure.
 	tls *pki.Reloader
-	// stream is raft's stream layer until the transport exists, then the
-	// transport, which marks itself shut down before it closes the stream
-	// (else raft's accept loop logs the closed listener as an ERROR).
+	// stream is raft's transport, closed by a failed Start: it marks
+	// itself shut down before it closes the stream layer under it (else
+	// raft's accept loop logs the closed listener as an ERROR).
 	stream io.Closer
 
 	raftLn, grpcLn, httpLn net.Listener
@@ -101,17 +101,6 @@ const (
 	DefaultMaxClockOffset     = 500 * time.Millisecond
 	DefaultStateCheckInterval = 10 * time.Minute
 )
-
-// orDefault maps a zero duration to def and a negative one to 0 (off).
-func orDefault(d, def time.Duration) time.Duration {
-	switch {
-	case d == 0:
-		return def
-	case d < 0:
-		return 0
-	}
-	return d
-}
 
 func autoSplitFlag(v *bool) api.AutoSplitFlag {
 	switch {

@@ -54,79 +54,95 @@ func (r Recovery) flag() string {
 	return ""
 }
 
-// recover runs the configured recovery on the data dir's stores before raft
-// starts: the seeded state becomes the newest snapshot, with this node as
-// the only voter. Its log says what was seeded from what.
-func (n *Node) recover(rc *raft.Config, logs raft.LogStore, stable raft.StableStore, snaps raft.SnapshotStore, trans raft.Transport) error {
+// seedRecovery runs the configured recovery flag, if any, on the data
+// dir's stores before raft starts: the seeded state becomes the newest
+// snapshot, with this node as the only voter.
+func (n *Node) seedRecovery(rc *raft.Config, trans raft.Transport) error {
 	r := n.cfg.Recovery
-	if r.RestoreSnapshot != "" && r.ForceNewCluster {
+	switch {
+	case r.RestoreSnapshot != "" && r.ForceNewCluster:
 		return errors.New("recovery: --restoreSnapshot and --forceNewCluster exclude each other")
+	case r.RestoreSnapshot != "":
+		return n.seedFromBackup(r.RestoreSnapshot, trans)
+	case r.ForceNewCluster:
+		return n.seedFromOwnLog(rc, trans)
 	}
-	existing, err := raft.HasExistingState(logs, stable, snaps)
+	return nil
+}
+
+// seedFromBackup is --restoreSnapshot: a new cluster, seeded in an empty
+// data dir from a verified backup. Its log says what was seeded from what.
+func (n *Node) seedFromBackup(path string, trans raft.Transport) error {
+	stores := n.stores
+	existing, err := raft.HasExistingState(stores.Logs, stores.Stable, stores.Snapshots)
 	if err != nil {
 		return fmt.Errorf("recovery: inspect raft state: %w", err)
 	}
-	self := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
-	seed := &seeder{n: n, offset: r.MaxClockOffset}
-	if seed.offset <= 0 {
-		seed.offset = DefaultMaxClockOffset
+	if existing {
+		return fmt.Errorf("recovery: data dir %s holds raft state: --restoreSnapshot seeds an empty data dir (restore into a new one)", n.cfg.DataDir)
 	}
-	if r.RestoreSnapshot != "" {
-		if existing {
-			return fmt.Errorf("recovery: data dir %s holds raft state: --restoreSnapshot seeds an empty data dir (restore into a new one)", n.cfg.DataDir)
-		}
-		st, hdr, err := openVerifiedBackup(r.RestoreSnapshot)
-		if err != nil {
-			return err
-		}
-		seeded, err := seed.state(st)
-		if err != nil {
-			return err
-		}
-		// A new cluster starts its terms afresh: term 1 at the backup's
-		// index, so raft's log stays monotonic in term.
-		sink, err := snaps.Create(raft.SnapshotVersionMax, st.Index(), 1, self, st.Index(), trans)
-		if err != nil {
-			return fmt.Errorf("recovery: create snapshot: %w", err)
-		}
-		if err := fsm.WriteSnapshot(sink, st.Index(), seeded); err != nil {
-			sink.Cancel()
-			return fmt.Errorf("recovery: write snapshot: %w", err)
-		}
-		if err := sink.Close(); err != nil {
-			return fmt.Errorf("recovery: write snapshot: %w", err)
-		}
-		if err := n.writeClusterID(seeded.GetClusterId()); err != nil {
-			return err
-		}
-		if err := storage.WriteRecoveryMark(n.cfg.DataDir, storage.RecoveryMark{Flag: storage.FlagRestoreSnapshot, ClusterID: seeded.GetClusterId(), PreviousClusterID: hdr.GetClusterId(),
-			Index: st.Index(), At: time.Now(), Backup: r.RestoreSnapshot}); err != nil {
-			return err
-		}
-		n.log.Warn("seeded a new cluster from a backup (--restoreSnapshot is one-shot: drop it before the next start)", "backup", r.RestoreSnapshot, "backup_cluster_id", hdr.GetClusterId(),
-			"cluster_id", seeded.GetClusterId(), "index", st.Index(), "backup_state_hash", hex.EncodeToString(hdr.GetStateHash()),
-			"catalog_version", st.Catalog().Version(), "ceiling_ms", seeded.GetCeilingMs())
-		return nil
+	st, hdr, err := openVerifiedBackup(path)
+	if err != nil {
+		return err
+	}
+	seeded, err := n.reseed(st)
+	if err != nil {
+		return err
+	}
+	// A new cluster starts its terms afresh: term 1 at the backup's
+	// index, so raft's log stays monotonic in term.
+	sink, err := stores.Snapshots.Create(raft.SnapshotVersionMax, st.Index(), 1, n.soleVoter(), st.Index(), trans)
+	if err != nil {
+		return fmt.Errorf("recovery: create snapshot: %w", err)
+	}
+	if err := fsm.WriteSnapshot(sink, st.Index(), seeded); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("recovery: write snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("recovery: write snapshot: %w", err)
+	}
+	if err := n.writeClusterID(seeded.GetClusterId()); err != nil {
+		return err
+	}
+	if err := storage.WriteRecoveryMark(n.cfg.DataDir, storage.RecoveryMark{Flag: storage.FlagRestoreSnapshot, ClusterID: seeded.GetClusterId(), PreviousClusterID: hdr.GetClusterId(),
+		Index: st.Index(), At: n.wallNow(), Backup: path}); err != nil {
+		return err
+	}
+	n.log.Warn("seeded a new cluster from a backup (--restoreSnapshot is one-shot: drop it before the next start)", "backup", path, "backup_cluster_id", hdr.GetClusterId(),
+		"cluster_id", seeded.GetClusterId(), "index", st.Index(), "backup_state_hash", hex.EncodeToString(hdr.GetStateHash()),
+		"catalog_version", st.Catalog().Version(), "ceiling_ms", seeded.GetCeilingMs())
+	return nil
+}
+
+// seedFromOwnLog is --forceNewCluster: a new cluster, seeded from this
+// survivor's own data dir after a lost quorum. Its log says what was
+// seeded from what.
+func (n *Node) seedFromOwnLog(rc *raft.Config, trans raft.Transport) error {
+	stores := n.stores
+	existing, err := raft.HasExistingState(stores.Logs, stores.Stable, stores.Snapshots)
+	if err != nil {
+		return fmt.Errorf("recovery: inspect raft state: %w", err)
 	}
 	if !existing {
 		return fmt.Errorf("recovery: data dir %s holds no raft state: --forceNewCluster recovers a survivor's own data dir", n.cfg.DataDir)
 	}
 	// RecoverCluster applies the whole log to a fresh FSM and snapshots it
 	// with the new configuration; the wrapper reseeds what it snapshots.
-	f := &reseedFSM{seed: seed}
+	f := &reseedFSM{reseed: n.reseed}
 	f.FSM = fsm.New(fsm.Options{Logger: discardLogger(), Halt: func(err error) {
 		if f.err == nil {
 			f.err = fmt.Errorf("recovery: replaying the log: %w", err)
 		}
 	}})
-	last, err := lastIndex(logs, snaps)
+	last, err := lastIndex(stores.Logs, stores.Snapshots)
 	if err != nil {
 		return err
 	}
 	f.index = last
 	conf := *rc
 	conf.Logger = raftobs.NewLogger(n.log)
-	if err := raft.RecoverCluster(&conf, f, logs, stable, snaps, trans, self); err != nil {
+	if err := raft.RecoverCluster(&conf, f, stores.Logs, stores.Stable, stores.Snapshots, trans, n.soleVoter()); err != nil {
 		return fmt.Errorf("recovery: force new cluster: %w", err)
 	}
 	if f.err != nil {
@@ -135,7 +151,7 @@ func (n *Node) recover(rc *raft.Config, logs raft.LogStore, stable raft.StableSt
 	if err := n.writeClusterID(f.newID); err != nil {
 		return err
 	}
-	if err := storage.WriteRecoveryMark(n.cfg.DataDir, storage.RecoveryMark{Flag: storage.FlagForceNewCluster, ClusterID: f.newID, PreviousClusterID: f.oldID, Index: last, At: time.Now()}); err != nil {
+	if err := storage.WriteRecoveryMark(n.cfg.DataDir, storage.RecoveryMark{Flag: storage.FlagForceNewCluster, ClusterID: f.newID, PreviousClusterID: f.oldID, Index: last, At: n.wallNow()}); err != nil {
 		return err
 	}
 	n.log.Warn("recovered a new single-voter cluster from this node's own log (every entry in it applied, committed or not; --forceNewCluster is one-shot: drop it before the next start)",
@@ -166,39 +182,34 @@ func openVerifiedBackup(path string) (*fsm.State, *api.SnapshotHeader, error) {
 	return st, hdr, nil
 }
 
-// seeder computes the identity and clock of a new cluster.
-type seeder struct {
-	n      *Node
-	offset time.Duration
-}
-
-// state reseeds st: a new cluster id, this node as the only member, and an
-// HLC start of max(restored ceiling, wall) + maxClockOffset + window, above
-// anything the old cluster can have issued (it issued below its ceiling,
-// and below its wall clock plus a window after the backup was taken).
-func (s *seeder) state(st *fsm.State) (*api.StateSnapshot, error) {
-	window := s.n.cfg.CeilingWindow
+// reseed gives st a new cluster id, this node as the only member, and an
+// HLC start of max(restored ceiling, now) + the recovery's clock offset +
+// the fence window, above anything the old cluster can have issued (it
+// issued below its ceiling, and below its clock plus a window after the
+// backup was taken). Now is the node's clock, the one its HLC will read.
+func (n *Node) reseed(st *fsm.State) (*api.StateSnapshot, error) {
+	window := n.cfg.CeilingWindow
 	if window <= 0 {
 		window = time.Second
 	}
-	wall := uint64(time.Now().UnixMilli())
-	if s.n.cfg.Clock != nil {
-		wall = uint64(s.n.cfg.Clock())
-	}
-	start := max(st.CeilingMs(), wall) + uint64(s.offset.Milliseconds()) + uint64(window.Milliseconds())
-	seeded, err := fsm.Reseed(st, newClusterID(), s.n.selfMember(), start)
+	offset := n.cfg.recoveryClockOffset()
+	start := max(st.CeilingMs(), n.clock.PhysicalNow()) + uint64(offset.Milliseconds()) + uint64(window.Milliseconds())
+	seeded, err := fsm.Reseed(st, newClusterID(), n.selfMember(), start)
 	if err != nil {
 		return nil, fmt.Errorf("recovery: %w", err)
 	}
 	return seeded, nil
 }
 
+// wallNow is the node's clock as a time, for the recovery mark.
+func (n *Node) wallNow() time.Time { return time.UnixMilli(int64(n.clock.PhysicalNow())) }
+
 // reseedFSM is the FSM raft.RecoverCluster replays the survivor's log into;
 // its snapshot is the reseeded state at the log's last index.
 type reseedFSM struct {
 	*fsm.FSM
-	seed  *seeder
-	index uint64
+	reseed func(*fsm.State) (*api.StateSnapshot, error)
+	index  uint64
 
 	err            error
 	oldID, newID   string
@@ -210,7 +221,7 @@ func (f *reseedFSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, f.err // the replay halted: seed nothing
 	}
 	st := f.State()
-	seeded, err := f.seed.state(st)
+	seeded, err := f.reseed(st)
 	if err != nil {
 		f.err = err
 		return nil, err
@@ -301,7 +312,7 @@ func Inspect(dataDir string) (*Inspection, error) {
 			in.LastTerm = l.Term
 		}
 	}
-	in.CurrentTerm, _ = store.GetUint64([]byte("CurrentTerm"))
+	in.CurrentTerm, _ = store.GetUint64([]byte(storage.CurrentTermKey))
 	in.ClusterVersion, _ = store.GetUint64(storage.ClusterVersionKey)
 	snaps, err := storage.QuietSnapshots(dataDir)
 	if err == nil {

@@ -39,8 +39,8 @@ import (
 // It runs in phases, each handing what it built to the next ones'
 // constructors: listen (identity and listeners) → storage (raft's stores)
 // → raft (network, FSM, recovery and the data dir's checks, raft) →
-// duties (clock, peer client, clock monitor, state checker, scheduler,
-// health) → servers (gRPC, HTTP) → serve (every goroutine).
+// duties (peer client, clock monitor, state checker, scheduler, health)
+// → servers (gRPC, HTTP) → serve (every goroutine).
 func Start(cfg Config) (_ *Node, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("node config: %w", err)
@@ -59,7 +59,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	gate := &logGate{}
 	log := slog.New(lastWord{cfg.Logger.Handler(), gate}).With("node_id", cfg.ID)
-	n := &Node{cfg: cfg, log: log, logGate: gate, halted: make(chan struct{}), removed: make(chan struct{})}
+	// The clock exists before every phase: a recovery seeds the HLC from
+	// the same physical source the node's HLC will issue from.
+	n := &Node{cfg: cfg, log: log, logGate: gate, clock: hlc.New(wrapClock(cfg.Clock)), halted: make(chan struct{}), removed: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			n.release()
@@ -196,7 +198,6 @@ func (n *Node) startNetwork(w *wiring) error {
 	if err != nil {
 		return err
 	}
-	n.stream = stream
 	w.trans = raftnet.NewTransport(stream, w.raftLog)
 	n.stream = w.trans
 	return nil
@@ -232,13 +233,8 @@ func (n *Node) raftConfig(w *wiring) *raft.Config {
 // restores ("" for none).
 func (n *Node) checkDataDir(rc *raft.Config, w *wiring) (string, error) {
 	st := n.stores
-	if n.cfg.Recovery.enabled() {
-		if n.cfg.Recovery.MaxClockOffset == 0 {
-			n.cfg.Recovery.MaxClockOffset = orDefault(n.cfg.MaxClockOffset, DefaultMaxClockOffset)
-		}
-		if err := n.recover(rc, st.Logs, st.Stable, st.Snapshots, w.trans); err != nil {
-			return "", err
-		}
+	if err := n.seedRecovery(rc, w.trans); err != nil {
+		return "", err
 	}
 	if err := storage.CheckClusterVersion(st.Stable, n.cfg.DataDir); err != nil {
 		return "", err
@@ -258,8 +254,7 @@ func (n *Node) bootstrapRaft(existing bool) error {
 	case existing:
 		n.log.Info("data dir holds raft state: not bootstrapping again")
 	default:
-		boot := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
-		if err := n.raft.BootstrapCluster(boot).Error(); err != nil {
+		if err := n.raft.BootstrapCluster(n.soleVoter()).Error(); err != nil {
 			n.raft.Shutdown()
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
@@ -268,13 +263,17 @@ func (n *Node) bootstrapRaft(existing bool) error {
 	return nil
 }
 
-// newDuties is Start's fourth phase: the HLC, the peer client, and what
-// runs beside raft — the state checker, the clock monitor, the scheduler
+// soleVoter is the raft configuration of a cluster of this node alone.
+func (n *Node) soleVoter() raft.Configuration {
+	return raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.ID), Address: raft.ServerAddress(n.advertisedRaft())}}}
+}
+
+// newDuties is Start's fourth phase: the peer client, and what runs
+// beside raft — the state checker, the clock monitor, the scheduler
 // (the leader duties and the column aggregator) and the health monitor.
 // Each gets the peer client at construction.
 func (n *Node) newDuties(w *wiring) {
 	cfg, reg := n.cfg, n.cfg.Registry
-	n.clock = hlc.New(wrapClock(cfg.Clock))
 	n.peers = transport.NewPeers(cfg.ID, n.dialOptions(w.dialer)...)
 	w.self = n.selfMember()
 	w.checks = scheduler.NewStateChecker(scheduler.StateCheckConfig{Self: cfg.ID, Logger: n.log, Registerer: reg,
@@ -283,14 +282,14 @@ func (n *Node) newDuties(w *wiring) {
 		},
 		Diverged: n.diverged,
 	}, w.captures, n.fsm, n.clock)
-	w.clockMon = scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: orDefault(cfg.MaxClockOffset, DefaultMaxClockOffset),
+	w.clockMon = scheduler.NewClockMonitor(scheduler.ClockConfig{Self: cfg.ID, MaxOffset: cfg.maxClockOffset(),
 		HaltAfter: cfg.ClockOffsetHalt, Halt: n.halt, Logger: n.log, Registerer: reg,
 		Ping: func(ctx context.Context, m *api.Member) (int64, error) { return n.peers.ClockPing(ctx, m.GrpcAddr) },
 	}, n.fsm, n.clock)
 	n.sched = scheduler.New(scheduler.Config{
 		Self: w.self, CeilingWindow: cfg.CeilingWindow, OpStepDelay: cfg.OpStepDelay, Bootstrap: n.bootstrapParams(), Logger: n.log,
 		Metrics: scheduler.NewMetrics(reg), Columns: &columns.Config{Logger: n.log, Metrics: reg},
-		ClockMonitor: w.clockMon, StateChecks: w.checks, StateCheckInterval: orDefault(cfg.StateCheckInterval, DefaultStateCheckInterval),
+		ClockMonitor: w.clockMon, StateChecks: w.checks, StateCheckInterval: cfg.stateCheckInterval(),
 		PeerProgress: func(ctx context.Context, m *api.Member) (uint64, error) {
 			return n.peers.AppliedIndex(ctx, m.GrpcAddr)
 		},

@@ -1,6 +1,7 @@
 package pki
 
 import (
+	"cmp"
 	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -61,8 +62,8 @@ type Pair struct {
 	KeyPEM  []byte
 }
 
-// NewCA makes a self-signed CA named "hotsplit CA <name>"; validity 0
-// takes DefaultCAValidity.
+// NewCA makes a self-signed CA named "hotsplit CA <name>"; validity 0 (or
+// negative) takes DefaultCAValidity.
 func NewCA(name string, validity time.Duration) (*CA, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func NewCA(name string, validity time.Duration) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: CA key: %w", err)
 	}
-	tmpl, err := template(pkix.Name{CommonName: "hotsplit CA " + name}, orDefault(validity, DefaultCAValidity))
+	tmpl, err := template(pkix.Name{CommonName: "hotsplit CA " + name}, cmp.Or(max(validity, 0), DefaultCAValidity))
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func (ca *CA) Write(certFile, keyFile string, replace bool) error {
 type NodeOptions struct {
 	IPs      []net.IP
 	DNSNames []string
-	Validity time.Duration // 0: DefaultLeafValidity
+	Validity time.Duration // 0 or negative: DefaultLeafValidity
 }
 
 // NewNode makes a node certificate: CN = id, O = node, serverAuth and
@@ -154,7 +155,7 @@ func (ca *CA) NewNode(id string, o NodeOptions) (*Pair, error) {
 	if len(o.IPs) == 0 && len(o.DNSNames) == 0 {
 		return nil, ErrNoSAN
 	}
-	tmpl, err := template(pkix.Name{CommonName: id, Organization: []string{RoleNode}}, orDefault(o.Validity, DefaultLeafValidity))
+	tmpl, err := template(pkix.Name{CommonName: id, Organization: []string{RoleNode}}, cmp.Or(max(o.Validity, 0), DefaultLeafValidity))
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +167,8 @@ func (ca *CA) NewNode(id string, o NodeOptions) (*Pair, error) {
 
 // NewClient makes a client certificate: CN = name, one O per role,
 // clientAuth only. Roles must be among ClientRoles; node is refused (node
-// certificates come from NewNode).
+// certificates come from NewNode). Validity 0 (or negative) takes
+// DefaultLeafValidity.
 func (ca *CA) NewClient(name string, roles []string, validity time.Duration) (*Pair, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -174,7 +176,7 @@ func (ca *CA) NewClient(name string, roles []string, validity time.Duration) (*P
 	if err := CheckClientRoles(roles); err != nil {
 		return nil, err
 	}
-	tmpl, err := template(pkix.Name{CommonName: name, Organization: slices.Clone(roles)}, orDefault(validity, DefaultLeafValidity))
+	tmpl, err := template(pkix.Name{CommonName: name, Organization: slices.Clone(roles)}, cmp.Or(max(validity, 0), DefaultLeafValidity))
 	if err != nil {
 		return nil, err
 	}
@@ -356,13 +358,6 @@ func template(subject pkix.Name, validity time.Duration) (*x509.Certificate, err
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     now.Add(validity),
 	}, nil
-}
-
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
-	}
-	return d
 }
 
 // checkName admits 1..64 printable characters without spaces or commas

@@ -129,3 +129,49 @@ func TestWriteAndLoad(t *testing.T) {
 		t.Error("a CA loaded with another CA's key")
 	}
 }
+
+// Each certificate maker's validity: 0 and negative take its default, a
+// positive one is kept (a certificate starts clockSkew early).
+func TestValidityDefaults(t *testing.T) {
+	ca := mustCA(t, "test")
+	makers := []struct {
+		name string
+		def  time.Duration
+		make func(time.Duration) (*x509.Certificate, error)
+	}{
+		{"NewCA", DefaultCAValidity, func(v time.Duration) (*x509.Certificate, error) {
+			c, err := NewCA("v", v)
+			if err != nil {
+				return nil, err
+			}
+			return c.Cert, nil
+		}},
+		{"NewNode", DefaultLeafValidity, func(v time.Duration) (*x509.Certificate, error) {
+			p, err := ca.NewNode("n1", NodeOptions{DNSNames: []string{"localhost"}, Validity: v})
+			if err != nil {
+				return nil, err
+			}
+			return p.Cert, nil
+		}},
+		{"NewClient", DefaultLeafValidity, func(v time.Duration) (*x509.Certificate, error) {
+			p, err := ca.NewClient("alice", []string{"reader"}, v)
+			if err != nil {
+				return nil, err
+			}
+			return p.Cert, nil
+		}},
+	}
+	for _, m := range makers {
+		for _, tc := range []struct{ in, want time.Duration }{
+			{0, m.def}, {-time.Hour, m.def}, {2 * time.Hour, 2 * time.Hour},
+		} {
+			c, err := m.make(tc.in)
+			if err != nil {
+				t.Fatalf("%s(%v): %v", m.name, tc.in, err)
+			}
+			if got := c.NotAfter.Sub(c.NotBefore) - clockSkew; got != tc.want {
+				t.Errorf("%s(%v): valid for %v, want %v", m.name, tc.in, got, tc.want)
+			}
+		}
+	}
+}

@@ -206,7 +206,8 @@ func (a *autoSplitServer) Explain(ctx context.Context, req *api.ExplainRequest) 
 	if id >= st.Catalog().NextRouteID() {
 		return nil, statusNotFound("route_id: route %d was never created (next route id %d)", id, st.Catalog().NextRouteID())
 	}
-	resp := &api.ExplainResponse{NowMs: a.s.nowMs(), Read: info, LastColumnAtMs: st.LastColumnAtMs(), AutoSplitEnabled: st.Switch().GetEnabled()}
+	resp := &api.ExplainResponse{NowMs: a.s.nowMs(), Read: info, LastColumnAtMs: st.LastColumnAtMs(), AutoSplitEnabled: st.Switch().GetEnabled(),
+		MinSideShareBp: detector.MinSideShareBP, ConfidenceZMilli: detector.ConfidenceZMilli}
 	if r, ok := st.Catalog().Route(id); ok {
 		resp.Route = r.ToProto()
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +15,10 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/columns"
+	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/fsm"
+	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/scheduler"
 )
 
 func decisions(seqs ...uint64) []*api.Decision {
@@ -122,5 +126,26 @@ func TestMergeCandidates(t *testing.T) {
 	}
 	if want := "r3+r4 merge_planned, r1+r2 merge_budget"; strings.Join(desc, ", ") != want {
 		t.Fatalf("merge candidates %q, want %q", strings.Join(desc, ", "), want)
+	}
+}
+
+// Explain carries the detector's fixed numbers, which the CLI prints
+// beside an explanation instead of copies of its own.
+func TestExplainCarriesTheDetectorNumbers(t *testing.T) {
+	f := appliedFSM(t, bootstrapCmd(2, nil))
+	sched := scheduler.New(scheduler.Config{Logger: slog.New(slog.DiscardHandler)}, nil, f, hlc.New(nil), nil)
+	s := New(Config{NodeID: "n1", FSM: f, Sched: sched, Logger: slog.New(slog.DiscardHandler)})
+	resp, err := (&autoSplitServer{s: s}).Explain(context.Background(), &api.ExplainRequest{RouteId: 1, Consistency: api.Consistency_CONSISTENCY_STALE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetRoute().GetRouteId() != 1 {
+		t.Fatalf("explained route %v, want r1", resp.GetRoute())
+	}
+	if got, want := resp.GetMinSideShareBp(), uint32(detector.MinSideShareBP); got != want {
+		t.Errorf("min_side_share_bp %d, want detector.MinSideShareBP %d", got, want)
+	}
+	if got, want := resp.GetConfidenceZMilli(), uint32(detector.ConfidenceZMilli); got != want {
+		t.Errorf("confidence_z_milli %d, want detector.ConfidenceZMilli %d", got, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/heatmap"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // The JSON answers of the API. Keys are strings in the escaped key format
@@ -301,5 +302,5 @@ func tracked(ts []*api.TrackedRoute, id uint64) *api.TrackedRoute {
 
 func switchOf(s *api.AutoSplitSwitch) Switch {
 	return Switch{Enabled: s.GetEnabled(), Actor: s.GetActor(), Reason: s.GetReason(), Note: s.GetNote(),
-		Source: enumName(s.GetSource(), "SWITCH_SOURCE_"), ChangedAtMs: s.GetChangedAtHlc() >> 16}
+		Source: enumName(s.GetSource(), "SWITCH_SOURCE_"), ChangedAtMs: hlc.Physical(s.GetChangedAtHlc())}
 }

@@ -10,6 +10,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/heatmap"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // history1h1000Routes is the last hour before nowMs of 1000 loaded routes
@@ -40,7 +41,7 @@ func history1h1000Routes(tb testing.TB, stepMs, nowMs uint64) (*heatmap.History,
 		}
 		if (at/stepMs)%(300_000/stepMs) == 0 {
 			key := fmt.Appendf(nil, "user:%06d", 50+rng.IntN(99_900))
-			if h, err = h.AddMark(heatmap.Mark{AtHLC: (at + stepMs) << 16, Kind: api.HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT,
+			if h, err = h.AddMark(heatmap.Mark{AtHLC: hlc.Make(at+stepMs, 0), Kind: api.HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT,
 				SplitOrigin: api.SplitOrigin_SPLIT_ORIGIN_MANUAL, Keys: [][]byte{key}, RouteID: 1}); err != nil {
 				tb.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package webui
 
 import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // DecisionsAnswer is the answer of GET /api/v1/decisions: the decisions of
@@ -126,7 +127,7 @@ func buildDecisions(s *Snapshot, p DecisionsParams) *DecisionsAnswer {
 		a.ToMs = ^uint64(0)
 	}
 	for _, d := range s.Decisions {
-		if at := d.GetAtHlc() >> 16; at >= a.FromMs && at <= a.ToMs {
+		if at := hlc.Physical(d.GetAtHlc()); at >= a.FromMs && at <= a.ToMs {
 			a.Decisions = append(a.Decisions, decisionOf(d))
 		}
 	}
@@ -134,7 +135,7 @@ func buildDecisions(s *Snapshot, p DecisionsParams) *DecisionsAnswer {
 }
 
 func decisionOf(d *api.Decision) Decision {
-	out := Decision{Seq: d.GetSeq(), AtMs: d.GetAtHlc() >> 16, AtHLC: hlcString(d.GetAtHlc()),
+	out := Decision{Seq: d.GetSeq(), AtMs: hlc.Physical(d.GetAtHlc()), AtHLC: hlcString(d.GetAtHlc()),
 		Kind: enumName(d.GetKind(), "DECISION_KIND_"), RouteID: d.GetRouteId(), OpID: d.GetOpId(),
 		Score: d.GetScore(), SplitKeys: escapeAll(d.GetSplitKeys()), Actor: d.GetActor(), Note: d.GetNote(), Detail: d.GetDetail(),
 		Explanation: explanationOf(d.GetExplanation())}
@@ -189,7 +190,7 @@ func buildExplain(routeID uint64, r *api.ExplainResponse) *ExplainAnswer {
 		LastColumnAtMs: r.GetLastColumnAtMs(), AutoSplitEnabled: r.GetAutoSplitEnabled()}
 	if rd := r.GetRoute(); rd != nil {
 		a.Route = &RouteInfo{RouteID: rd.GetRouteId(), Start: escape(rd.GetStart()), End: escape(rd.GetEnd()), GroupID: rd.GetGroupId(),
-			State: enumName(rd.GetState(), "ROUTE_STATE_"), ParentRouteID: rd.GetParentRouteId(), SplitAtMs: rd.GetSplitAtHlc() >> 16}
+			State: enumName(rd.GetState(), "ROUTE_STATE_"), ParentRouteID: rd.GetParentRouteId(), SplitAtMs: hlc.Physical(rd.GetSplitAtHlc())}
 	}
 	if t := r.GetTracked(); t != nil {
 		a.Tracked = &TrackedRoute{ConsecutiveOver: t.GetConsecutiveOver(), LastScore: t.GetLastScore(), CooldownUntilMs: t.GetCooldownUntilMs(),
@@ -208,7 +209,7 @@ func buildExplain(routeID uint64, r *api.ExplainResponse) *ExplainAnswer {
 		o := Op{OpID: op.GetOpId(), ParentRouteID: op.GetParentRouteId(), TargetRouteID: op.GetTargetRouteId(),
 			SplitKeys: escapeAll(op.GetSplitKeys()), Origin: enumName(op.GetOrigin(), "SPLIT_ORIGIN_"), NextStep: op.GetNextStep(),
 			State: enumName(op.GetState(), "OP_STATE_"), Detail: op.GetDetail(), Score: op.GetScore(),
-			CreatedAtMs: op.GetCreatedHlc() >> 16, UpdatedAtMs: op.GetUpdatedHlc() >> 16, Actor: op.GetActor(), Note: op.GetNote()}
+			CreatedAtMs: hlc.Physical(op.GetCreatedHlc()), UpdatedAtMs: hlc.Physical(op.GetUpdatedHlc()), Actor: op.GetActor(), Note: op.GetNote()}
 		if op.GetAbortReason() != api.OpAbortReason_OP_ABORT_REASON_UNSPECIFIED {
 			o.AbortReason = enumName(op.GetAbortReason(), "OP_ABORT_REASON_")
 		}

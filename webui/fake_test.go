@@ -7,6 +7,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/heatmap"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // hostile are key bytes a reporter could make us draw: HTML, quotes,
@@ -50,7 +51,7 @@ func newFakeSource(t *testing.T) *fakeSource {
 			t.Fatal(err)
 		}
 	}
-	mark := heatmap.Mark{AtHLC: uint64(fakeNowMs-60_000) << 16, Kind: api.HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT,
+	mark := heatmap.Mark{AtHLC: hlc.Make(fakeNowMs-60_000, 0), Kind: api.HeatmapMarkKind_HEATMAP_MARK_KIND_SPLIT,
 		SplitOrigin: api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND, Keys: [][]byte{hostile, iso}, RouteID: ids[1], OpID: 7}
 	if h, err = h.AddMark(mark); err != nil {
 		t.Fatal(err)
@@ -62,12 +63,12 @@ func newFakeSource(t *testing.T) *fakeSource {
 		Catalog: cat,
 		Config:  &api.Config{StepMs: 10_000},
 		Switch: &api.AutoSplitSwitch{Enabled: false, Actor: "admin:ops", Reason: "<b>maintenance</b>",
-			Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR, ChangedAtHlc: uint64(fakeNowMs-5000) << 16},
+			Source: api.SwitchSource_SWITCH_SOURCE_OPERATOR, ChangedAtHlc: hlc.Make(fakeNowMs-5000, 0)},
 		Tracked: []*api.TrackedRoute{{RouteId: ids[2], ConsecutiveOver: 3, LastScore: 30_600, CooldownUntilMs: fakeNowMs + 45_000}},
 		Decisions: []*api.Decision{
-			{Seq: 1, AtHlc: uint64(fakeNowMs-90_000) << 16, Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: ids[1], OpId: 7,
+			{Seq: 1, AtHlc: hlc.Make(fakeNowMs-90_000, 0), Kind: api.DecisionKind_DECISION_KIND_PLANNED, RouteId: ids[1], OpId: 7,
 				Origin: api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND, Reason: api.Reason_REASON_PLANNED, SplitKeys: [][]byte{hostile, iso}},
-			{Seq: 2, AtHlc: uint64(fakeNowMs-5000) << 16, Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: "admin:ops"},
+			{Seq: 2, AtHlc: hlc.Make(fakeNowMs-5000, 0), Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: "admin:ops"},
 		},
 	}}
 }

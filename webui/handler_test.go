@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 func serve(t *testing.T, src Source, method, target string) *http.Response {
@@ -157,7 +158,7 @@ func TestHeatmapAnswer(t *testing.T) {
 	}
 	m := a.Marks[0]
 	if m.Kind != "split" || m.Origin != "ISOLATION_COMPOUND" || !slices.Equal(m.Keys, []string{esc, esc + `\x00`}) ||
-		!slices.Equal(m.Rows, []int{2, 3}) || m.OpID != 7 || m.AtMs != fakeNowMs-60_000 || m.AtHLC != fmt.Sprint(uint64(fakeNowMs-60_000)<<16) {
+		!slices.Equal(m.Rows, []int{2, 3}) || m.OpID != 7 || m.AtMs != fakeNowMs-60_000 || m.AtHLC != fmt.Sprint(hlc.Make(fakeNowMs-60_000, 0)) {
 		t.Fatalf("mark %+v", m)
 	}
 	if len(a.Routes) != 4 || a.RoutesOmitted != 0 {

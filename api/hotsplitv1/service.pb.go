@@ -1679,6 +1679,17 @@ type ExplainResponse struct {
 	// automatic splitting is on: what "no detector state" means.
 	LastColumnAtMs   uint64 `protobuf:"varint,40,opt,name=last_column_at_ms,json=lastColumnAtMs,proto3" json:"last_column_at_ms,omitempty"`
 	AutoSplitEnabled bool   `protobuf:"varint,41,opt,name=auto_split_enabled,json=autoSplitEnabled,proto3" json:"auto_split_enabled,omitempty"`
+	// The detector's fixed numbers behind an explanation, so that a reader
+	// prints the answering server's rather than a copy of its own. Not
+	// replicated: the server fills them from its detector's constants; 0
+	// from a server that predates them. min_side_share_bp is the least share
+	// of the route's load, in basis points, a split must leave on each side
+	// by the evidence (detector.MinSideShareBP). confidence_z_milli is z, in
+	// thousandths, of the detector's confidence bounds
+	// (detector.ConfidenceZMilli): a lower bound is one-sided at Φ(z), a
+	// share interval two-sided at 2Φ(z) − 1 (z = 2.326: 99% and 98%).
+	MinSideShareBp   uint32 `protobuf:"varint,42,opt,name=min_side_share_bp,json=minSideShareBp,proto3" json:"min_side_share_bp,omitempty"`
+	ConfidenceZMilli uint32 `protobuf:"varint,43,opt,name=confidence_z_milli,json=confidenceZMilli,proto3" json:"confidence_z_milli,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1767,6 +1778,20 @@ func (x *ExplainResponse) GetAutoSplitEnabled() bool {
 		return x.AutoSplitEnabled
 	}
 	return false
+}
+
+func (x *ExplainResponse) GetMinSideShareBp() uint32 {
+	if x != nil {
+		return x.MinSideShareBp
+	}
+	return 0
+}
+
+func (x *ExplainResponse) GetConfidenceZMilli() uint32 {
+	if x != nil {
+		return x.ConfidenceZMilli
+	}
+	return 0
 }
 
 type GetConfigRequest struct {
@@ -4283,7 +4308,7 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x06switch\x18\x01 \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\"g\n" +
 	"\x0eExplainRequest\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12:\n" +
-	"\vconsistency\x18\x02 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"\xed\x02\n" +
+	"\vconsistency\x18\x02 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"\xc6\x03\n" +
 	"\x0fExplainResponse\x122\n" +
 	"\x05route\x18\x01 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x05route\x123\n" +
 	"\atracked\x18\x02 \x01(\v2\x19.hotsplit.v1.TrackedRouteR\atracked\x123\n" +
@@ -4292,7 +4317,9 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x06now_ms\x18\x05 \x01(\x04R\x05nowMs\x12)\n" +
 	"\x04read\x18\x06 \x01(\v2\x15.hotsplit.v1.ReadInfoR\x04read\x12)\n" +
 	"\x11last_column_at_ms\x18( \x01(\x04R\x0elastColumnAtMs\x12,\n" +
-	"\x12auto_split_enabled\x18) \x01(\bR\x10autoSplitEnabled\"N\n" +
+	"\x12auto_split_enabled\x18) \x01(\bR\x10autoSplitEnabled\x12)\n" +
+	"\x11min_side_share_bp\x18* \x01(\rR\x0eminSideShareBp\x12,\n" +
+	"\x12confidence_z_milli\x18+ \x01(\rR\x10confidenceZMilli\"N\n" +
 	"\x10GetConfigRequest\x12:\n" +
 	"\vconsistency\x18\x01 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"k\n" +
 	"\x11GetConfigResponse\x12+\n" +

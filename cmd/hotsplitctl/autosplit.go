@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"io"
-	"math/bits"
 	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
 func (a *app) autosplitCmd() *cobra.Command {
@@ -240,13 +240,12 @@ func smoothed(t *api.TrackedRoute) string {
 	if len(rs) == 0 {
 		return "-"
 	}
-	var hi, lo, carry uint64
+	var sum saturate.U128
 	for _, s := range rs {
-		lo, carry = bits.Add64(lo, s, 0)
-		hi += carry
+		sum = sum.Add(saturate.Wide(s))
 	}
-	mean, _ := bits.Div64(hi, lo, uint64(len(rs))) // hi < len(rs): no panic
-	return strconv.FormatUint(mean, 10)
+	// The sum is below len(rs)·2^64, so the mean always fits.
+	return strconv.FormatUint(sum.DivSat(uint64(len(rs))), 10)
 }
 
 // timeLeft is until-now as a duration, or "ended" once passed.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -283,6 +284,25 @@ func TestAutosplitStatusMerges(t *testing.T) {
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("status lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// The smoothed score is the exact mean even where the sum of the scores
+// passes 2^64: a wrapped sum would show a small number for a hot route.
+func TestSmoothedMeanPastTheUint64Sum(t *testing.T) {
+	for _, tc := range []struct {
+		scores []uint64
+		want   string
+	}{
+		{nil, "-"},
+		{[]uint64{52000, 58000, 61000}, "57000"},
+		{[]uint64{math.MaxUint64, math.MaxUint64}, "18446744073709551615"},
+		{[]uint64{math.MaxUint64, 1}, "9223372036854775808"},
+		{[]uint64{math.MaxUint64, math.MaxUint64, 0}, "12297829382473034410"},
+	} {
+		if got := smoothed(&api.TrackedRoute{RecentScores: tc.scores}); got != tc.want {
+			t.Errorf("smoothed(%v) = %s, want %s", tc.scores, got, tc.want)
 		}
 	}
 }

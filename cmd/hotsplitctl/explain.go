@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -31,8 +33,9 @@ and the cold columns), and a route whose start an operator placed (a
 bootstrap split key or a manual split) says so: automatic merges never
 remove that boundary.
 
-The thresholds shown beside the numbers come from the current config; with
--o json only the ExplainResponse is printed.`,
+The thresholds shown beside the numbers come from the current config, the
+least share a split leaves on each side and the confidence levels from the
+answering server; with -o json only the ExplainResponse is printed.`,
 		Example: `  hotsplitctl autosplit explain 7
   hotsplitctl autosplit explain r7 -o json`,
 		Args: exactArgs("ROUTE_ID"),
@@ -137,7 +140,7 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 		}
 	}
 	if e != nil {
-		explanationRows(t, e, cfg)
+		explanationRows(t, e, r, cfg)
 	}
 	if m := tr.GetMergeExplanation(); m != nil && e.GetReason() != api.Reason_REASON_UNSPECIFIED {
 		// (Without a split explanation the verdict is the merge's.)
@@ -162,8 +165,8 @@ func writeExplain(w io.Writer, routeID uint64, r *api.ExplainResponse, cfg *api.
 
 // explanationRows prints the numbers behind an explanation: why isolation
 // was not used, the hot key, the cut of a balance split and its shares,
-// the split keys, the op.
-func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
+// the split keys, the op. r carries the detector's fixed numbers.
+func explanationRows(t *table, e *api.Explanation, r *api.ExplainResponse, cfg *api.Config) {
 	if e.GetIsolationReason() != api.Reason_REASON_UNSPECIFIED {
 		t.row("isolation", "not used: "+isolationWhy(e, cfg))
 	}
@@ -171,8 +174,9 @@ func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
 		s := fmt.Sprintf("%s: %d..%d weighted ops/min, share %s of the route",
 			formatKey(e.GetHotKey()), e.GetHotKeyLowerPerMin(), e.GetHotKeyUpperPerMin(), formatBP(uint64(e.GetHotKeyShareBp())))
 		if up := e.GetHotKeyUpperShareBp(); up != 0 {
-			s = fmt.Sprintf("%s: %d (99%% lower bound)..%d weighted ops/min, share %s..%s of the route",
-				formatKey(e.GetHotKey()), e.GetHotKeyLowerPerMin(), e.GetHotKeyUpperPerMin(), formatBP(uint64(e.GetHotKeyShareBp())), formatBP(uint64(up)))
+			s = fmt.Sprintf("%s: %d (%s)..%d weighted ops/min, share %s..%s of the route",
+				formatKey(e.GetHotKey()), e.GetHotKeyLowerPerMin(), withLevel(confidenceLevel(r, false), "lower bound"), e.GetHotKeyUpperPerMin(),
+				formatBP(uint64(e.GetHotKeyShareBp())), formatBP(uint64(up)))
 		}
 		if share, floor := shareOf(e, cfg), floorOf(e, cfg); share != 0 || floor != 0 {
 			s += fmt.Sprintf(" (isolation needs %s and %d ops/min)", formatBP(uint64(share)), floor)
@@ -189,8 +193,8 @@ func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
 		t.row("isolated by", fmt.Sprintf("the key's own load: its lower bound %d ops/min clears the threshold %d and the floor %d, whatever its share",
 			e.GetHotKeyLowerPerMin(), thresholdOf(e, cfg), floorOf(e, cfg)))
 	}
-	if l, r := e.GetLeftShareBp(), e.GetRightShareBp(); l != 0 || r != 0 {
-		t.row("balance", balanceLine(e))
+	if e.GetLeftShareBp() != 0 || e.GetRightShareBp() != 0 {
+		t.row("balance", balanceLine(e, r))
 	}
 	if len(e.GetSplitKeys()) > 0 {
 		t.row("split keys", formatKeys(e.GetSplitKeys()))
@@ -209,8 +213,9 @@ func explanationRows(t *table, e *api.Explanation, cfg *api.Config) {
 
 // balanceLine words the cut of a balance split, or the best cut of a
 // decline: the shares on each side, their interval and the evidence that
-// placed it (cluster version 3), the bucket it lies in.
-func balanceLine(e *api.Explanation) string {
+// placed it (cluster version 3), the bucket it lies in. resp carries the
+// detector's fixed numbers.
+func balanceLine(e *api.Explanation, resp *api.ExplainResponse) string {
 	l, r := uint64(e.GetLeftShareBp()), uint64(e.GetRightShareBp())
 	s := fmt.Sprintf("%s | %s of the load on each side", formatBP(l), formatBP(r))
 	ev := e.GetSplitEvidence()
@@ -219,14 +224,18 @@ func balanceLine(e *api.Explanation) string {
 		if e.GetLeftShareLoBp() == e.GetLeftShareHiBp() {
 			s += " (exact)"
 		} else {
-			s += fmt.Sprintf(", 98%% interval %s..%s | %s..%s", formatBP(uint64(e.GetLeftShareLoBp())), formatBP(uint64(e.GetLeftShareHiBp())),
+			s += fmt.Sprintf(", %s %s..%s | %s..%s", withLevel(confidenceLevel(resp, true), "interval"),
+				formatBP(uint64(e.GetLeftShareLoBp())), formatBP(uint64(e.GetLeftShareHiBp())),
 				formatBP(uint64(e.GetRightShareLoBp())), formatBP(uint64(e.GetRightShareHiBp())))
 		}
 	}
 	if e.GetOrigin() != api.SplitOrigin_SPLIT_ORIGIN_BALANCE {
-		need := " (each side needs 20.00%)"
-		if interval {
-			need = " (each side's lower bound needs 20.00%)"
+		need := ""
+		switch bp := uint64(resp.GetMinSideShareBp()); {
+		case bp != 0 && interval:
+			need = " (each side's lower bound needs " + formatBP(bp) + ")"
+		case bp != 0:
+			need = " (each side needs " + formatBP(bp) + ")"
 		}
 		s = "best cut: " + s + need
 	}
@@ -257,6 +266,46 @@ func evidenceWords(ev api.SplitEvidence) string {
 		return "sampled keys inside a bucket"
 	}
 	return enumName(ev)
+}
+
+// The detector's fixed numbers (the least share a split leaves on each
+// side, the z of its confidence bounds) come with the Explain response,
+// filled by the server from its detector. A server that predates them
+// sends zeros; the words then leave the number out, because one this
+// build assumed could be wrong for that server.
+
+// minSideShare is the least share a split leaves on each side, as "20%";
+// "" when the response lacks it.
+func minSideShare(r *api.ExplainResponse) string {
+	bp := r.GetMinSideShareBp()
+	if bp == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(float64(bp)/100, 'f', -1, 64) + "%"
+}
+
+// confidenceLevel is the confidence of the detector's bounds at the
+// response's z, to a tenth of a percent ("99%"): one-sided for a lower
+// bound, Φ(z), two-sided for an interval, 2Φ(z) − 1; "" when the response
+// lacks z.
+func confidenceLevel(r *api.ExplainResponse, twoSided bool) string {
+	zMilli := r.GetConfidenceZMilli()
+	if zMilli == 0 {
+		return ""
+	}
+	p := math.Erf(float64(zMilli) / 1000 / math.Sqrt2) // 2Φ(z) − 1
+	if !twoSided {
+		p = (1 + p) / 2
+	}
+	return strconv.FormatFloat(math.Round(p*1000)/10, 'f', -1, 64) + "%"
+}
+
+// withLevel is "99% lower bound", or the bare noun without a level.
+func withLevel(level, noun string) string {
+	if level == "" {
+		return noun
+	}
+	return level + " " + noun
 }
 
 // lastExplained is the newest decision carrying an explanation.
@@ -394,13 +443,13 @@ func reasonVerdict(e *api.Explanation, tr *api.TrackedRoute, r *api.ExplainRespo
 		return fmt.Sprintf("not split: cooldown (%s left)", left)
 	case api.Reason_REASON_NO_SPLIT_KEY:
 		if l, rt := e.GetLeftShareBp(), e.GetRightShareBp(); l != 0 || rt != 0 {
-			return fmt.Sprintf("not split: no_split_key (no cut puts 20%% of the load on each side by the evidence: the best leaves %s | %s; hotsplit never splits at a blind midpoint)",
-				formatBP(uint64(l)), formatBP(uint64(rt)))
+			return fmt.Sprintf("not split: no_split_key (no cut puts %s of the load on each side by the evidence: the best leaves %s | %s; hotsplit never splits at a blind midpoint)",
+				cmp.Or(minSideShare(r), "enough"), formatBP(uint64(l)), formatBP(uint64(rt)))
 		}
 		return "not split: no_split_key (no hot key to isolate and no usable sub-bucket median; hotsplit never splits at a blind midpoint)"
 	case api.Reason_REASON_CUT_UNCERTAIN:
-		return fmt.Sprintf("not split: cut_uncertain (the best cut leaves %s | %s by the estimate, but its interval admits a side below 20%%: %s..%s | %s..%s; a column with more evidence decides)",
-			formatBP(uint64(e.GetLeftShareBp())), formatBP(uint64(e.GetRightShareBp())),
+		return fmt.Sprintf("not split: cut_uncertain (the best cut leaves %s | %s by the estimate, but its interval admits a side below %s: %s..%s | %s..%s; a column with more evidence decides)",
+			formatBP(uint64(e.GetLeftShareBp())), formatBP(uint64(e.GetRightShareBp())), cmp.Or(minSideShare(r), "what a split needs"),
 			formatBP(uint64(e.GetLeftShareLoBp())), formatBP(uint64(e.GetLeftShareHiBp())),
 			formatBP(uint64(e.GetRightShareLoBp())), formatBP(uint64(e.GetRightShareHiBp())))
 	case api.Reason_REASON_NO_EVIDENCE:

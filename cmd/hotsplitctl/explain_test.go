@@ -318,7 +318,7 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 	f.set("GetConfig", &api.GetConfigResponse{Config: configFixture()})
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f.set("Explain", tc.resp)
+			f.set("Explain", withDetectorNumbers(tc.resp, currentMinSideShareBP, currentZMilli))
 			r := ctl(t, f, "autosplit", "explain", "9")
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -328,6 +328,89 @@ func TestAutosplitExplainVerdicts(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(squash(r.stdout), squash(w)+"\n") {
 					t.Errorf("output lacks line %q:\n%s", w, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+// The detector's numbers as this repository's server sends them
+// (detector.MinSideShareBP, detector.ConfidenceZMilli).
+const (
+	currentMinSideShareBP = 2000
+	currentZMilli         = 2326
+)
+
+// withDetectorNumbers is r as a server with the given detector numbers
+// answers it.
+func withDetectorNumbers(r *api.ExplainResponse, minSideBP, zMilli uint32) *api.ExplainResponse {
+	r = proto.Clone(r).(*api.ExplainResponse)
+	r.MinSideShareBp, r.ConfidenceZMilli = minSideBP, zMilli
+	return r
+}
+
+// The least side share and the confidence levels are the server's: other
+// numbers from the server show as such, and a server that sends none (it
+// predates them) gets words without a number, never this build's guess.
+func TestAutosplitExplainDetectorNumbers(t *testing.T) {
+	route := &api.RouteDescriptor{RouteId: 9, Start: []byte("g"), End: []byte("m"), GroupId: 1, State: api.RouteState_ROUTE_STATE_ACTIVE}
+	explained := func(e *api.Explanation) *api.ExplainResponse {
+		return &api.ExplainResponse{Route: route, NowMs: nowMs, Tracked: &api.TrackedRoute{RouteId: 9, ConsecutiveOver: 3, LastScore: 70000, Explanation: e}}
+	}
+	uncertain := explained(&api.Explanation{Reason: api.Reason_REASON_CUT_UNCERTAIN, Score: 70000, ConsecutiveOver: 3,
+		LeftShareBp: 3800, RightShareBp: 6200, MedianBucket: 7, BucketShareBp: 10000, SamplePoints: 2,
+		SplitEvidence: api.SplitEvidence_SPLIT_EVIDENCE_SAMPLES, LeftShareLoBp: 1700, LeftShareHiBp: 5900, RightShareLoBp: 4100, RightShareHiBp: 8300,
+		HotKey: []byte("k"), HotKeyShareBp: 120, HotKeyUpperShareBp: 200, HotKeyLowerPerMin: 840, HotKeyUpperPerMin: 1400})
+	noKey := explained(&api.Explanation{Reason: api.Reason_REASON_NO_SPLIT_KEY, Score: 70000, ConsecutiveOver: 3,
+		LeftShareBp: 1000, RightShareBp: 9000, MedianBucket: 7, BucketShareBp: 10000})
+	tests := []struct {
+		name          string
+		minSide, zMil uint32
+		want, absent  []string
+	}{
+		{
+			name: "other numbers", minSide: 2500, zMil: 1960,
+			want: []string{
+				"verdict      not split: cut_uncertain (the best cut leaves 38.00% | 62.00% by the estimate, but its interval admits a side below 25%: 17.00%..59.00% | 41.00%..83.00%; a column with more evidence decides)",
+				"balance      best cut: 38.00% | 62.00% of the load on each side, 95% interval 17.00%..59.00% | 41.00%..83.00% (each side's lower bound needs 25.00%), placed by sampled keys inside a bucket; bucket 7 holds 100.00%, 2 sampled keys",
+				`hot key      "k": 840 (97.5% lower bound)..1400 weighted ops/min, share 1.20%..2.00% of the route (isolation needs 80.00% and 25000 ops/min)`,
+				"verdict      not split: no_split_key (no cut puts 25% of the load on each side by the evidence: the best leaves 10.00% | 90.00%; hotsplit never splits at a blind midpoint)",
+				"balance      best cut: 10.00% | 90.00% of the load on each side (each side needs 25.00%); bucket 7 holds 100.00%",
+			},
+		},
+		{
+			name: "a server that predates them",
+			want: []string{
+				"verdict      not split: cut_uncertain (the best cut leaves 38.00% | 62.00% by the estimate, but its interval admits a side below what a split needs: 17.00%..59.00% | 41.00%..83.00%; a column with more evidence decides)",
+				"balance      best cut: 38.00% | 62.00% of the load on each side, interval 17.00%..59.00% | 41.00%..83.00%, placed by sampled keys inside a bucket; bucket 7 holds 100.00%, 2 sampled keys",
+				`hot key      "k": 840 (lower bound)..1400 weighted ops/min, share 1.20%..2.00% of the route (isolation needs 80.00% and 25000 ops/min)`,
+				"verdict      not split: no_split_key (no cut puts enough of the load on each side by the evidence: the best leaves 10.00% | 90.00%; hotsplit never splits at a blind midpoint)",
+				"balance      best cut: 10.00% | 90.00% of the load on each side; bucket 7 holds 100.00%",
+			},
+			absent: []string{" 20%", " 20.00%", " 98%", "(99%"},
+		},
+	}
+	f := startCluster(t)
+	f.set("GetConfig", &api.GetConfigResponse{Config: configFixture()})
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out string
+			for _, resp := range []*api.ExplainResponse{uncertain, noKey} {
+				f.set("Explain", withDetectorNumbers(resp, tc.minSide, tc.zMil))
+				r := ctl(t, f, "autosplit", "explain", "9")
+				if r.code != 0 {
+					t.Fatalf("exit %d: %s", r.code, r.stderr)
+				}
+				out += squash(r.stdout)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, squash(w)+"\n") {
+					t.Errorf("output lacks line %q:\n%s", w, out)
+				}
+			}
+			for _, a := range tc.absent {
+				if strings.Contains(out, a) {
+					t.Errorf("output names %q, a number the server did not send:\n%s", a, out)
 				}
 			}
 		})

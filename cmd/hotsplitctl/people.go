@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // forPeople renders a message the server wrote (an error, a health reason, a
@@ -72,8 +74,8 @@ func rewriteForPeople(s string) string {
 		if err != nil {
 			return n
 		}
-		if len(ms) > 13 { // a raw HLC: physical milliseconds above 16 logical bits
-			v, logical = v>>16, strconv.FormatUint(v&0xffff, 10)
+		if len(ms) > 13 { // a raw HLC (epoch milliseconds have 13 digits)
+			v, logical = hlc.Physical(v), strconv.FormatUint(hlc.Logical(v), 10)
 		}
 		if v < minWallMs || v > maxWallMs {
 			return n

@@ -15,11 +15,12 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
 // splitHLC is 1723456789012.3: 2024-08-12 09:59:49.012 UTC, logical 3.
-const splitHLC = 1723456789012<<16 | 3
+var splitHLC = hlc.Make(1723456789012, 3)
 
 var longKey = bytes.Repeat([]byte("z"), 100)
 

@@ -1,7 +1,8 @@
-// Package saturate is unsigned 64-bit arithmetic that stops at the largest
-// uint64 instead of wrapping: load counts and weighted loads are summed and
-// scaled in many places (the detector, the leader's column merge, the keyviz
-// sketch), and an overflow must read as "very large", never as small.
+// Package saturate is unsigned arithmetic that stops at the largest value
+// instead of wrapping: load counts and weighted loads are summed and scaled
+// in many places (the detector, the leader's column merge, the keyviz
+// sketch, the heat history), and an overflow must read as "very large",
+// never as small. The same holds for the detector's 32-bit counters.
 //
 // It is pure and stdlib-only, so every package may import it, the pure ones
 // included. It holds the saturating operations and nothing else.
@@ -28,4 +29,13 @@ func Mul(a, b uint64) uint64 {
 		return math.MaxUint64
 	}
 	return lo
+}
+
+// Inc32 returns a+1, or a when a is the largest uint32: a count of
+// columns or repeats stays at its top rather than wrapping to 0.
+func Inc32(a uint32) uint32 {
+	if a == math.MaxUint32 {
+		return a
+	}
+	return a + 1
 }

@@ -35,6 +35,16 @@ func TestAddMul(t *testing.T) {
 	}
 }
 
+func TestInc32(t *testing.T) {
+	for _, tc := range []struct{ a, want uint32 }{
+		{0, 1}, {41, 42}, {math.MaxUint32 - 1, math.MaxUint32}, {math.MaxUint32, math.MaxUint32},
+	} {
+		if got := Inc32(tc.a); got != tc.want {
+			t.Errorf("Inc32(%d) = %d, want %d", tc.a, got, tc.want)
+		}
+	}
+}
+
 // TestAgainstBigInt: both operations equal arbitrary precision clamped to
 // the largest uint64.
 func TestAgainstBigInt(t *testing.T) {

@@ -271,13 +271,18 @@ func (s *checksumStableStore) GetUint64(key []byte) (uint64, error) {
 // carries a CRC.
 var checksummedFromKey = []byte("hotsplit_checksummed_from")
 
+// CurrentTermKey is raft's stable-store key of the current term
+// (hashicorp/raft does not export it): the checksums seal its value, and
+// an inspection reads it without starting raft.
+const CurrentTermKey = "CurrentTerm"
+
 // legacyStableKeys are the stable-store keys a data dir of an earlier build
 // can hold: raft's own and the applied cluster version (version.go); true
 // marks the uint64 ones (8 bytes legacy, 12 sealed).
 var legacyStableKeys = []struct {
 	key    []byte
 	uint64 bool
-}{{[]byte("CurrentTerm"), true}, {[]byte("LastVoteTerm"), true}, {[]byte("LastVoteCand"), false}, {ClusterVersionKey, true}}
+}{{[]byte(CurrentTermKey), true}, {[]byte("LastVoteTerm"), true}, {[]byte("LastVoteCand"), false}, {ClusterVersionKey, true}}
 
 // migrateStable runs before raft starts. On the first start of this build
 // on a data dir it seals the legacy stable-store values with their CRC and
