@@ -3,7 +3,6 @@ package columns
 import (
 	"bytes"
 	"encoding/binary"
-	"math"
 	"math/bits"
 	"slices"
 
@@ -228,12 +227,7 @@ func (s *rowSample) threshold() uint64 {
 	if s.tu == 0 {
 		return 0
 	}
-	hi, lo := s.tw>>1, s.tw<<63 // tw·2^63
-	if hi >= s.tu {
-		return math.MaxUint64
-	}
-	q, _ := bits.Div64(hi, lo, s.tu)
-	return q
+	return saturate.U128{Hi: s.tw >> 1, Lo: s.tw << 63}.DivSat(s.tu) // tw·2^63 / tu
 }
 
 // weighted returns the sample for a committed column: keys in order,
