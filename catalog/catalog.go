@@ -91,7 +91,7 @@ func (c *Catalog) AscendFrom(start []byte, fn func(*RouteDescriptor) bool) {
 	c.starts.ascendFrom(start, false, fn)
 }
 
-// Split splits route routeID at key (SPEC §3) as an automatic split: the
+// Split splits route routeID at key (docs/design.md#the-catalog) as an automatic split: the
 // new boundary is PlacedByRule. See SplitPlaced.
 func (c *Catalog) Split(routeID uint64, key []byte, commitHLC uint64) (*Catalog, [2]*RouteDescriptor, error) {
 	return c.SplitPlaced(PlacedByRule, routeID, key, commitHLC)
@@ -163,7 +163,7 @@ func (c *Catalog) CheckSplit(routeID uint64, key []byte) (*RouteDescriptor, erro
 	return r, nil
 }
 
-// CheckInvariants verifies SPEC §3: routes sorted by start, disjoint and
+// CheckInvariants verifies docs/design.md#the-catalog: routes sorted by start, disjoint and
 // covering the key space from the empty key to +inf without gaps; start <
 // end unless end is +inf; ids unique, non-zero and below NextRouteID; valid
 // states; boundaries within MaxBoundaryLen; a merged route's lineage (two

@@ -2,7 +2,7 @@
 // (half-open key ranges, each served by one shard group), its invariants,
 // key lookup, the split and merge transitions, the bounded delta history
 // that serves watchers, the protobuf snapshot form, and the sub-bucket
-// layout shared by the detector and every reporter (SPEC §3, §14).
+// layout shared by the detector and every reporter (docs/design.md#the-catalog and docs/design.md#merges).
 //
 // Everything here is pure: no I/O, no goroutines, no clock, no randomness.
 // A *Catalog is an immutable value on a persistent (copy-on-write) B-tree:

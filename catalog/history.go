@@ -7,7 +7,7 @@ import (
 )
 
 // DefaultHistory is how many catalog versions of deltas a History keeps by
-// default (SPEC §3 asks for at least 1024).
+// default (docs/design.md#the-catalog asks for at least 1024).
 const DefaultHistory = 1024
 
 // Delta is the change that produced Version from Version-1: a split

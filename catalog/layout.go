@@ -6,12 +6,12 @@ import (
 	"math/bits"
 )
 
-// MaxBuckets bounds the sub-buckets of one route (SPEC §12).
+// MaxBuckets bounds the sub-buckets of one route (docs/design.md#limits-and-bad-input).
 const MaxBuckets = 256
 
 // Layout maps the keys of one route [start, end) to k sub-buckets of equal
 // width in an 8-byte window that follows the common prefix of start and end
-// (SPEC §3). The detector and every reporter build it from the same
+// (docs/design.md#the-catalog). The detector and every reporter build it from the same
 // (start, end, k), so all agree on bucket i without exchanging boundaries.
 //
 // Within a route every key begins with the common prefix P, and the window

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Merge joins two adjacent routes (SPEC §14): left must end where right
+// Merge joins two adjacent routes (docs/design.md#merges): left must end where right
 // starts, both must be ACTIVE and served by the same group. They become one
 // new route [left.Start, right.End) with id NextRouteID() (ids are never
 // reused), the group and state of its parents, and Merge = {both parents'

@@ -93,8 +93,8 @@ type State interface {
 	LastColumnReporters() []string
 }
 
-// Aggregator assembles the cluster-wide load columns on the leader (SPEC
-// §8): it takes every reporter's closed columns through Report, merges one
+// Aggregator assembles the cluster-wide load columns on the leader
+// (docs/design.md#the-load-pipeline): it takes every reporter's closed columns through Report, merges one
 // column per window, and commits it as an ObserveColumn entry through the
 // single proposer, in increasing window order.
 //
@@ -581,7 +581,7 @@ func (a *Aggregator) RunTerm(ctx context.Context) {
 }
 
 // beginTerm starts a term. The reporters of the last committed column are
-// the ones a new leader waits for (SPEC §8): they count as seen at that
+// the ones a new leader waits for (docs/design.md#the-load-pipeline): they count as seen at that
 // window.
 func (a *Aggregator) beginTerm() *aggTerm {
 	st := a.state()

@@ -168,7 +168,7 @@ type aggHarness struct {
 	term   *aggTerm
 }
 
-// testConfig is a 1 s step with a 500 ms grace and the SPEC defaults else.
+// testConfig is a 1 s step with a 500 ms grace and the defaults else.
 func testConfig() *api.Config {
 	c := fsm.DefaultConfig()
 	c.StepMs, c.GraceMs = testStep, testStep/2

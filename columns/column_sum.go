@@ -18,7 +18,7 @@ import (
 	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
-// Merge bounds (SPEC §8).
+// Merge bounds (docs/design.md#the-load-pipeline).
 const (
 	// mergedTopKeys is how many top-K estimates of one row go into a
 	// committed column: the highest upper bounds. A key the detector could
@@ -278,7 +278,7 @@ func (c *sumShard) apply(b *shardBatch, ww, wr uint32, rh uint64) {
 	b.n = 0
 }
 
-// addRow merges one reporter's row (SPEC §8): plain sums of counts, bytes
+// addRow merges one reporter's row (docs/design.md#the-load-pipeline): plain sums of counts, bytes
 // and buckets; per key, lower += (count-error)·rate and upper += count·rate,
 // plus, for every full sketch that lacks the key, that sketch's smallest
 // count·rate (Space-Saving: an absent key's count is at most the minimum);

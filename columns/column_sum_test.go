@@ -121,7 +121,7 @@ func TestMergeCountsAndBuckets(t *testing.T) {
 	}
 }
 
-// TestMergeTopK checks the SPEC §8 bounds with sample rates 1 and 16 and a
+// TestMergeTopK checks the docs/design.md#the-load-pipeline bounds with sample rates 1 and 16 and a
 // key missing from a full sketch.
 func TestMergeTopK(t *testing.T) {
 	cat := mergeCatalog(t)

@@ -31,7 +31,7 @@ type entryStats struct {
 type mayPlan func(routeID uint64) bool
 
 // entry assembles the ObserveColumn of a sealed sum against the current
-// catalog and detector config (SPEC §8): rows scoring at or above the
+// catalog and detector config (docs/design.md#the-load-pipeline): rows scoring at or above the
 // threshold with their evidence, the belowRows highest rows under it
 // without evidence (display only), per-group totals over every live row,
 // and the count of rows dropped because their route is gone. The output

@@ -22,7 +22,7 @@ var (
 	ErrNotLeader = errors.New("not the leader")
 	// ErrNotReady: the cluster is not bootstrapped yet. Status Unavailable.
 	ErrNotReady = errors.New("cluster not bootstrapped")
-	// ErrInvalidReport: the report broke a rule of SPEC §8/§12; the
+	// ErrInvalidReport: the report broke a rule of docs/design.md#the-load-pipeline/§12; the
 	// message names the field. Status InvalidArgument. Resending it
 	// unchanged fails again.
 	ErrInvalidReport = errors.New("invalid load report")

@@ -13,7 +13,7 @@ type Contribution struct {
 }
 
 // MergeColumn is the entry the leader commits for one window of valid
-// reports (SPEC §8), for tools that replay the load pipeline without a
+// reports (docs/design.md#the-load-pipeline), for tools that replay the load pipeline without a
 // cluster (simlab): the same merge, sampling and version gating as
 // Aggregator, in one call. The contributions must share one window and step
 // and pass validation (Aggregator.Report's checks); rows of routes not in

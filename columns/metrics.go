@@ -12,7 +12,7 @@ const (
 	dropInvalid   = "invalid"    // the row came in a rejected report, or its column was refused
 )
 
-// aggregatorMetrics are the leader-side column metrics (SPEC §10). The
+// aggregatorMetrics are the leader-side column metrics (docs/design.md#observability). The
 // apply side (hotsplit_columns_committed_total and
 // hotsplit_column_dropped_rows_total, counted on every replica) belongs to
 // the fsm package; these count what this node did as leader. Labels take

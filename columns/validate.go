@@ -11,7 +11,7 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// Load report limits (SPEC §12); the wire limits are api's.
+// Load report limits (docs/design.md#limits-and-bad-input); the wire limits are api's.
 const (
 	// maxFutureSteps: a column whose window ends more than this many steps
 	// after the leader's wall clock is rejected (a reporter far ahead must
@@ -101,7 +101,7 @@ func (r *wireReport) head(i int) (api.WireColumn, error) {
 }
 
 // validateReport checks a whole report before anything of it is applied
-// (SPEC §8, §12) against the replicated catalog and config and the leader's
+// (docs/design.md#the-load-pipeline and docs/design.md#limits-and-bad-input) against the replicated catalog and config and the leader's
 // wall clock, and returns the first problem, or nil. The size checked is
 // the report's encoded size as it arrived. cfg must be a valid replicated
 // config (step_ms > 0). It is pure and linear in the report's size, and

@@ -283,7 +283,7 @@ func wireOf(t testing.TB, req *api.ReportRequest) wireReport {
 	return w
 }
 
-// checkLimits restates every SPEC §8/§12 limit independently of
+// checkLimits restates every docs/design.md#the-load-pipeline/§12 limit independently of
 // validateReport.
 func checkLimits(req *api.ReportRequest, cat *catalog.Catalog, cfg *api.Config) error {
 	if proto.Size(req) > 4<<20 {

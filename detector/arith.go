@@ -14,7 +14,7 @@ func weighted(reads, writes uint64, cfg Config) saturate.U128 {
 	return saturate.Mul64(writes, uint64(cfg.WriteWeight)).Add(saturate.Mul64(reads, uint64(cfg.ReadWeight)))
 }
 
-// Score is a route's per-column score (SPEC §6.1): its weighted operations
+// Score is a route's per-column score (docs/design.md#scoring): its weighted operations
 // per minute, (writes·ww + reads·wr)·60000/durMs, floored and saturating at
 // the largest uint64. The product is carried in 128 bits, so only the
 // quotient saturates. durMs must be positive. It is the one definition of

@@ -8,7 +8,7 @@ import (
 	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
-// The RuleBalanceSplit split key (SPEC §6.5, docs/design.md "Split keys"):
+// The RuleBalanceSplit split key (docs/design.md#split-keys, docs/design.md "Split keys"):
 //
 //  1. A route [H, H·0x00) holds one key: already_isolated by its shape,
 //     whatever the evidence says.

@@ -52,7 +52,7 @@ const (
 	DefaultMergeMarginBP     = 5000
 )
 
-// DefaultConfig returns the SPEC §6 defaults: Ww 4, Wr 1, threshold 50000
+// DefaultConfig returns the docs/design.md#the-detector defaults: Ww 4, Wr 1, threshold 50000
 // weighted ops/min, 3 candidate windows, 10 min cooldown, 1 split per
 // column, 1024 auto routes, top-key share 8000 bp, absolute floor
 // threshold/2, 16 buckets, 5 smoothing windows, a hold band of 8000 bp,

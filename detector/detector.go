@@ -1,5 +1,5 @@
 // Package detector decides when a route is hot and where to split it
-// (SPEC §6), and which cold neighbours to merge (SPEC §14, merge.go). It
+// (docs/design.md#the-detector), and which cold neighbours to merge (docs/design.md#merges, merge.go). It
 // runs inside the FSM's Apply of ObserveColumn on every
 // replica, so it is pure: no I/O, no goroutines, no clock, no randomness, no
 // map iteration order in outputs, integer arithmetic only. "Now" and every
@@ -93,8 +93,8 @@ const (
 // point estimate of the hot key's load (the zero value). Which rules are on
 // is replicated behaviour: the fsm derives the set from the cluster
 // version through its feature table (fsm/versions.go), so that a cluster
-// with an older member keeps the older behaviour on every replica (SPEC
-// §5). Each rule is one flag; a new rule is a new flag and a new row of
+// with an older member keeps the older behaviour on every replica
+// (docs/design.md#cluster-versions-and-features). Each rule is one flag; a new rule is a new flag and a new row of
 // that table, never a comparison of rule or version numbers.
 type Rules uint32
 
@@ -239,7 +239,7 @@ type Explanation struct {
 	KnownKeys                      uint32
 }
 
-// Tracked is the sparse per-route state (SPEC §5): kept only while the route
+// Tracked is the sparse per-route state (docs/design.md#the-state-machine): kept only while the route
 // has a non-zero counter, a cooldown not yet over, or a recent explanation.
 type Tracked struct {
 	RouteID         uint64

@@ -81,7 +81,7 @@ func sortedIDs(ids []uint64) []uint64 {
 	return out
 }
 
-// TestGuardrails covers SPEC §6.6: the route cap with live ops and the
+// TestGuardrails covers docs/design.md#guardrails: the route cap with live ops and the
 // column's reserved delta, the per-column budget, the order of candidates.
 func TestGuardrails(t *testing.T) {
 	capAt := func(n uint32) func(*Config) { return func(c *Config) { c.MaxAutoRoutes = n } }

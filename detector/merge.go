@@ -9,7 +9,7 @@ import (
 	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
-// Automatic merges (RuleMerge; SPEC §14, docs/design.md "Merges").
+// Automatic merges (RuleMerge; docs/design.md#merges, docs/design.md "Merges").
 //
 // A pair of routes is merged when, in this column:
 //

@@ -9,7 +9,7 @@ import (
 )
 
 // Observe applies one committed column to s and returns the new state and
-// the ops to plan (SPEC §6). It is pure: s, in and col (including the rows'
+// the ops to plan (docs/design.md#the-detector). It is pure: s, in and col (including the rows'
 // slices) are not modified, and the outcome depends on the inputs only, not
 // on the order of col.Rows or in.LiveOps.
 //
@@ -150,7 +150,7 @@ func (o *observation) walk(order []int) {
 }
 
 // visit applies the column to one route: its score (0 when absent), its
-// counter (SPEC §6.2–6.3) and, when it is hot, the explanation of why it is
+// counter (docs/design.md#hysteresis) and, when it is hot, the explanation of why it is
 // or is not a candidate. Under RuleHoldBand a column in the hold band holds
 // the counter; under RuleColumnExplanations a tracked route that is not hot
 // is explained too (hold_band, or below_threshold once when it cools), so
@@ -312,7 +312,7 @@ func (o *observation) explain(pos int, x Explanation, reason Reason) {
 
 // decide takes the candidates highest score first (ties by route id),
 // chooses their split keys and applies the switch, the budget and the
-// route cap (SPEC §6.4–6.6). A decline costs neither budget nor routes.
+// route cap (docs/design.md#guardrails). A decline costs neither budget nor routes.
 func (o *observation) decide() []Plan {
 	slices.SortFunc(o.cands, func(a, b candidate) int {
 		if c := cmp.Compare(b.score, a.score); c != 0 {

@@ -147,7 +147,7 @@ func durationCase(name string, durMs uint64) scenario {
 	}
 }
 
-// TestHysteresisAndCooldown covers SPEC §6.1–6.4 column by column.
+// TestHysteresisAndCooldown covers docs/design.md#the-detector column by column.
 func TestHysteresisAndCooldown(t *testing.T) {
 	cases := []scenario{
 		{

@@ -102,7 +102,7 @@ func genConfig(t *rapid.T, live int) Config {
 	return c
 }
 
-// bigScore is the SPEC §6.1 score in arbitrary precision: the reference the
+// bigScore is the docs/design.md#scoring score in arbitrary precision: the reference the
 // detector's 128-bit arithmetic must agree with.
 func bigScore(cfg Config, r Row, durMs uint64) *big.Int {
 	w := new(big.Int).Mul(new(big.Int).SetUint64(r.Writes), big.NewInt(int64(cfg.WriteWeight)))

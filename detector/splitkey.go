@@ -8,7 +8,7 @@ import (
 )
 
 // splitChoice is where (and whether) one eligible route would be split,
-// with the evidence behind it (SPEC §6.5).
+// with the evidence behind it (docs/design.md#split-keys).
 type splitChoice struct {
 	// decline is set when no split is possible: no_split_key,
 	// already_isolated or key_too_long.

@@ -138,7 +138,7 @@ func hotKey(k string, lower, upper uint64) KeyEstimate {
 	return KeyEstimate{Key: []byte(k), Lower: lower, Upper: upper}
 }
 
-// TestSplitKey covers SPEC §6.5: isolation first, then the sub-bucket
+// TestSplitKey covers docs/design.md#split-keys: isolation first, then the sub-bucket
 // median with its boundary fallbacks, then decline. Route [a, b) has 16
 // buckets with boundaries a·0x10, a·0x20, …, a·0xf0; the row scores 60000
 // (15000 writes), so a key at 48000 holds 8000 bp.

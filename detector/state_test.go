@@ -14,7 +14,7 @@ func TestDefaultConfigIsTheSpec(t *testing.T) {
 		Threshold: 50_000, WriteWeight: 4, ReadWeight: 1, CandidateWindows: 3,
 		CooldownMs: 600_000, MaxSplitsPerCycle: 1, MaxAutoRoutes: 1024,
 		TopKeyShareBP: 8000, TopKeyAbsoluteFloor: 25_000, Buckets: 16, SmoothingWindows: 5, HoldBandBP: 8000,
-		// docs/design.md "Merges" (SPEC §14 leaves them to the simlab comparison).
+		// docs/design.md "Merges" (docs/design.md#merges leaves them to the simlab comparison).
 		MergeThresholdBP: 2500, MergeWindows: 10, MergeDelayMs: 1_800_000, MaxMergesPerCycle: 1, MergeMarginBP: 5000,
 	}
 	if got != want {

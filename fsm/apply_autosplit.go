@@ -11,7 +11,7 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// applySetAutoSplit flips the kill switch (SPEC §7). A bootstrap flag never
+// applySetAutoSplit flips the kill switch (docs/design.md#ops-the-scheduler-and-the-switch). A bootstrap flag never
 // overrides an operator's choice. Disabling pauses every PENDING/RUNNING op;
 // enabling resumes every PAUSED op, or aborts it as stale when it has been
 // paused longer than op_ttl_ms.
@@ -108,7 +108,7 @@ const ConfigUnchanged = "unchanged: the patch leaves the config as it is"
 
 // KeptNote is the note a mutation's self-declared actor text becomes in a
 // cluster at this state's version: the text itself with ActorNotes on
-// (SPEC §13: the actor is the authenticated identity, the text a note
+// (docs/design.md#trust-and-integrity: the actor is the authenticated identity, the text a note
 // beside it), nothing before — replicas of older versions refuse the
 // field. The transport and Apply both use it.
 func (s *State) KeptNote(n string) string {

@@ -12,7 +12,7 @@ import (
 	"github.com/hotsplit/hotsplit/detector"
 )
 
-// Column limits (SPEC §12). The leader validates reports before building a
+// Column limits (docs/design.md#limits-and-bad-input). The leader validates reports before building a
 // column; the FSM checks again because a log entry is outside bytes too.
 const (
 	maxTopKeys = 256
@@ -97,8 +97,8 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	return res
 }
 
-// checkColumn rejects a malformed column before anything applies: the SPEC
-// §12 limits and sorted reporters here, the window and one row per route in
+// checkColumn rejects a malformed column before anything applies: the
+// limits (docs/design.md#limits-and-bad-input) and sorted reporters here, the window and one row per route in
 // detector.Column.Validate. Before SampledEvidence is on its fields
 // (samples, sample rates, raw counts, variances) are refused: no leader
 // emits them there.

@@ -11,7 +11,7 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// applyMergeRange joins two adjacent routes (SPEC §14, feature
+// applyMergeRange joins two adjacent routes (docs/design.md#merges, feature
 // ManualMerge). A manual merge has op_id 0; with an op_id it is the step
 // of an automatic merge op (AutoMerge, applyMergeOpStep).
 //

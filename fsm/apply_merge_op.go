@@ -11,7 +11,7 @@ import (
 )
 
 // applyMergeOpStep applies the one step of merge op c.OpId (AutoMerge),
-// as applyOpStep does a split op's (SPEC §7): unknown op; not a merge op;
+// as applyOpStep does a split op's (docs/design.md#ops-the-scheduler-and-the-switch): unknown op; not a merge op;
 // step 0; duplicate (a step below next_step answers its first result); a
 // step from the future; a finished op; routes other than planned; switch
 // off (the op pauses); fence; the planned shape (a route gone, changed or

@@ -26,7 +26,7 @@ func EncodeCommand(c *api.Command) ([]byte, error) {
 
 // DecodeCommand parses a log entry strictly: a field this build does not
 // know, at any depth, is ErrDecode; an entry without a command this build
-// knows is ErrUnknownCommand. Apply halts on either (SPEC §5).
+// knows is ErrUnknownCommand. Apply halts on either (docs/design.md#the-state-machine).
 func DecodeCommand(b []byte) (*api.Command, error) {
 	c := &api.Command{}
 	if err := api.UnmarshalStrict(b, c); err != nil {

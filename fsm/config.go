@@ -31,7 +31,7 @@ const DefaultHoldBandBP = 8000
 // boundary both steps agree on (a multiple of both) must come within a day.
 const maxLCMWaitMs = 24 * 3600 * 1000
 
-// DefaultConfig returns the SPEC §6/§8 defaults: Ww 4, Wr 1, threshold
+// DefaultConfig returns the docs/design.md#the-detector/§8 defaults: Ww 4, Wr 1, threshold
 // 50000 weighted ops/min, 3 candidate windows, 10 min cooldown, 1 split per
 // cycle, 1024 auto routes, top-key share 80%, absolute floor threshold/2
 // (following the threshold), 16 buckets, a 60 s step, op TTL = cooldown,

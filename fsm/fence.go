@@ -5,7 +5,7 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// fence is SPEC §4's one rule for every command that changes the catalog —
+// fence is docs/design.md#hlc-and-the-fence's one rule for every command that changes the catalog —
 // a manual split, an op step, a merge: its commit HLC must move forward.
 // The HLC is recorded in the catalog (split_at_hlc, merged_at_hlc) and data
 // nodes order their own events against it, so a change stamped at or below

@@ -126,7 +126,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // failure it returns a wrapped ErrSnapshot and leaves the current state
 // untouched. A snapshot of a cluster version above SupportedVersion also
 // halts: raft would otherwise fall back to an older snapshot and replay a
-// log this build cannot apply (SPEC §5).
+// log this build cannot apply (docs/design.md#the-state-machine).
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	s, err := readSnapshot(rc, f.limits())

@@ -11,7 +11,7 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// Automatic merge ops (AutoMerge, SPEC §14). The detector plans a merge of
+// Automatic merge ops (AutoMerge, docs/design.md#merges). The detector plans a merge of
 // two adjacent cold routes; the plan becomes a PENDING op of kind MERGE
 // with one step, a MergeRange of the planned pair. The op records both
 // routes' shape (target_* the left one, right_route_id and [target_end,

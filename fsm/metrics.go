@@ -9,7 +9,7 @@ import (
 	"github.com/hotsplit/hotsplit/detector"
 )
 
-// Metrics are the FSM's apply-side metrics (SPEC §10). Apply runs on every
+// Metrics are the FSM's apply-side metrics (docs/design.md#observability). Apply runs on every
 // replica, so they are per node: a split counts once on each node. Labels
 // come from fixed enums only (origin, reason, command kind), never a route
 // id or key. A nil *Metrics is valid and records nothing.

@@ -53,7 +53,7 @@ func (a *applier) retireFinished() {
 
 // abortOp marks a live op ABORTED. When at least one step applied, the
 // middle child — the route the next step would have split — gets a
-// cooldown from now (SPEC §7), if it is still a live route. With
+// cooldown from now (docs/design.md#ops-the-scheduler-and-the-switch), if it is still a live route. With
 // StickyAbort an operator's or a stale abort before the first step puts the
 // planned route itself in cooldown, so the abort sticks: the next hot column
 // does not plan the same split again at once. An aborted merge op sticks

@@ -5,7 +5,7 @@ import (
 	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
-// NextOpStep chooses what the op stepper proposes next (SPEC §7): the
+// NextOpStep chooses what the op stepper proposes next (docs/design.md#ops-the-scheduler-and-the-switch): the
 // next step of the oldest live op that is pending or running, while the
 // switch is on — a SplitRange of a split op, the one MergeRange of a merge
 // op (AutoMerge; the command carries its min_version). It returns nil, nil
@@ -45,7 +45,7 @@ func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Comm
 }
 
 // answerOutOfOrderStep answers a step of op that is not the live op's next
-// one, the same for split and merge ops (SPEC §7): step 0; a duplicate (a
+// one, the same for split and merge ops (docs/design.md#ops-the-scheduler-and-the-switch): step 0; a duplicate (a
 // step below next_step answers its first result, even for a finished op);
 // a step from the future; a finished op. nil: step is the next step of a
 // live op.

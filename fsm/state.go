@@ -69,7 +69,7 @@ func (s *State) Bootstrapped() bool { return s.bootstrapped }
 // ClusterID is the id written at bootstrap.
 func (s *State) ClusterID() string { return s.clusterID }
 
-// ClusterVersion gates new commands and fields (SPEC §5).
+// ClusterVersion gates new commands and fields (docs/design.md#cluster-versions-and-features).
 func (s *State) ClusterVersion() uint32 { return s.clusterVersion }
 
 // Catalog is the live route catalog (nil before bootstrap).
@@ -93,7 +93,7 @@ func (s *State) DetectorConfig() detector.Config { return s.detCfg }
 // Switch is the auto-split kill switch.
 func (s *State) Switch() *api.AutoSplitSwitch { return s.sw }
 
-// CeilingMs is the replicated timestamp fence (SPEC §4).
+// CeilingMs is the replicated timestamp fence (docs/design.md#hlc-and-the-fence).
 func (s *State) CeilingMs() uint64 { return s.ceilingMs }
 
 // LastHLC is the highest entry HLC applied so far.

@@ -1,7 +1,7 @@
 // Package heatmap is the key visualizer's heat history: load over key space
 // × time, with every split and merge, kept as replicated state so that every
 // node — restored from a snapshot or joined by one — draws the same picture
-// and it survives leader changes (SPEC §15).
+// and it survives leader changes (docs/design.md#the-key-visualizer).
 //
 // A History is an immutable value. AddColumn and AddMark return a new
 // History sharing all unchanged structure with the old one (appending a

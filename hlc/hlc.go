@@ -1,6 +1,6 @@
 // Package hlc is hotsplit's hybrid logical clock: 64-bit timestamps laid out
 // as physical_ms<<16 | logical, strictly increasing across goroutines, with a
-// fence (the ceiling) below which a leader may issue them (SPEC §4).
+// fence (the ceiling) below which a leader may issue them (docs/design.md#hlc-and-the-fence).
 //
 // It uses only the standard library, keeps no replicated state of its own
 // and never decides leadership: the scheduler raises the ceiling once the
@@ -35,7 +35,7 @@ var ErrBatchSize = errors.New("hlc: invalid batch size")
 // millisecond the physical clock has not reached yet. Issuing it anyway
 // would let a flood of requests push the HLC ahead of wall time without
 // bound (every "now" in Apply would move with it); the oracle waits for
-// the clock instead, as PD's TSO does (SPEC §13). Nothing was issued.
+// the clock instead, as PD's TSO does (docs/design.md#clock-offsets). Nothing was issued.
 var ErrAheadOfClock = errors.New("hlc: batch would run ahead of the physical clock")
 
 // MaxBatch bounds one NextFencedBatch call: one millisecond's worth of

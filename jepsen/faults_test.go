@@ -21,7 +21,7 @@ import (
 	"github.com/hotsplit/hotsplit/jepsen/raftlog"
 )
 
-// Process tests of single faults (SPEC §12, §13): a storage fault on one
+// Process tests of single faults (docs/design.md#limits-and-bad-input and docs/design.md#trust-and-integrity): a storage fault on one
 // node ends that process with one ERROR line naming the file and the cause
 // and a non-zero exit, never a Go panic, while the other nodes keep
 // committing; a node whose clock is off never leads. The byte flip, the

@@ -57,7 +57,7 @@ const (
 	// entry of its raft.db (found through a read-only bbolt open), restart
 	// it: it must stop at once with one ERROR line naming the entry (a
 	// finding otherwise). Heal: remove it from the cluster, keep its damaged
-	// log for the checker, and bring it back empty under a new id (SPEC §9).
+	// log for the checker, and bring it back empty under a new id (docs/design.md#interfaces).
 	BitFlip FaultKind = "bit-flip"
 )
 

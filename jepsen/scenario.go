@@ -65,7 +65,7 @@ type Scenario struct {
 	MaxStampAhead time.Duration
 }
 
-// The end-of-run skew check (SPEC §13): taken 2 × the largest nemesis
+// The end-of-run skew check (docs/design.md#trust-and-integrity): taken 2 × the largest nemesis
 // clock offset + one fence window after the last clock heal, against each
 // node's own clock; the bound is one fence window (the default 1 s) + 1 s.
 const (

@@ -1,5 +1,5 @@
 // Package keyviz is the load sampler and reporter that data nodes embed
-// (SPEC §8). A Sampler counts every client request a node serves — reads,
+// (docs/design.md#the-load-pipeline). A Sampler counts every client request a node serves — reads,
 // writes and bytes per route, weighted counts per sub-bucket of the route's
 // catalog.Layout, and a sampled Space-Saving sketch of the heaviest keys —
 // into columns cut at step boundaries. A Reporter closes a column at each

@@ -109,7 +109,7 @@ type ReporterStats struct {
 }
 
 // Reporter closes the sampler's columns at step boundaries and reports them
-// until the cluster acknowledges them (SPEC §8). Run it once.
+// until the cluster acknowledges them (docs/design.md#the-load-pipeline). Run it once.
 type Reporter struct {
 	cfg    ReporterConfig
 	s      *Sampler

@@ -12,7 +12,7 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// Defaults and limits of the sampler (SPEC §6, §8, §12).
+// Defaults and limits of the sampler (docs/design.md#the-detector, docs/design.md#the-load-pipeline and docs/design.md#limits-and-bad-input).
 const (
 	DefaultStepMs      = 60_000
 	DefaultBuckets     = 16
@@ -37,7 +37,7 @@ const (
 var ErrInvalidConfig = errors.New("invalid keyviz config")
 
 // LoadConfig is the part of the cluster's replicated config a sampler follows
-// (SPEC §8). It comes back in every Report response and is adopted at the
+// (docs/design.md#the-load-pipeline). It comes back in every Report response and is adopted at the
 // next step boundary.
 type LoadConfig struct {
 	StepMs      uint64
@@ -120,7 +120,7 @@ func (s seedSource) next() uint64 {
 }
 
 // Sampler counts the requests a data node serves, per route, into columns
-// (SPEC §8). Observe and ObserveSize may be called from any number of
+// (docs/design.md#the-load-pipeline). Observe and ObserveSize may be called from any number of
 // goroutines; SetRoutes, SetConfig and CloseColumn may be called from any
 // goroutine too and are serialized among themselves (normally a Reporter
 // calls them).

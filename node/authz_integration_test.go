@@ -146,7 +146,7 @@ var matrixCalls = map[string]matrixCall{
 	},
 }
 
-// grantedBy is SPEC §13's role list, written out apart from the table the
+// grantedBy is docs/design.md#trust-and-integrity's role list, written out apart from the table the
 // server enforces: the methods each role adds to the one below it.
 var grantedBy = map[string][]string{
 	"reporter": {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
@@ -192,7 +192,7 @@ func serviceMethods(t *testing.T) []string {
 // TestIntegrationRoleMatrix calls every RPC, through the leader and
 // through a follower, as every role, as a member's node certificate, with
 // no credentials, with a certificate of another CA and with an expired
-// one: each is allowed exactly as SPEC §13 says, refused with
+// one: each is allowed exactly as docs/design.md#trust-and-integrity says, refused with
 // PermissionDenied naming the identity, the method and the role, or
 // Unauthenticated, or (a certificate the cluster CA did not sign, or that
 // expired) cannot connect at all.

@@ -16,7 +16,7 @@ import (
 // into a different state (memory corruption, a bug, a changed entry that
 // slipped past the checksums). It writes the state for a post-mortem, then
 // stops the node in one line: a replica that may serve wrong reads must not
-// serve at all, the leader included (SPEC §13).
+// serve at all, the leader included (docs/design.md#trust-and-integrity).
 func (n *Node) diverged(index uint64, st *fsm.State, v *api.CheckStateResponse) {
 	var mine, theirs []byte
 	for _, r := range v.GetReports() {

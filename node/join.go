@@ -20,7 +20,7 @@ import (
 // it knows its cluster (through --join members, else through its own
 // endpoint, which forwards to the leader): the leader checks it still
 // belongs to that cluster, refreshes its member record and applies its
-// --autoSplit start flag (SPEC §7). A fresh --bootstrap node needs neither:
+// --autoSplit start flag (docs/design.md#ops-the-scheduler-and-the-switch). A fresh --bootstrap node needs neither:
 // as leader it records itself.
 func (n *Node) announce(ctx context.Context, self *api.Member, existing bool) {
 	if !existing {

@@ -96,7 +96,7 @@ func (n *Node) hlcSkewSeconds() float64 {
 	return float64(n.clock.AheadMs(max(n.clock.Last(), n.fsm.State().LastHLC()))) / 1000
 }
 
-// Defaults of the integrity settings (SPEC §13).
+// Defaults of the integrity settings (docs/design.md#trust-and-integrity).
 const (
 	DefaultMaxClockOffset     = 500 * time.Millisecond
 	DefaultStateCheckInterval = 10 * time.Minute
@@ -154,7 +154,7 @@ func (n *Node) openListeners() error {
 	return nil
 }
 
-// limitListeners caps the connections of every listener (SPEC §13).
+// limitListeners caps the connections of every listener (docs/design.md#trust-and-integrity).
 func (n *Node) limitListeners(max int, m *transport.Metrics) {
 	n.raftLn = transport.LimitListener(n.raftLn, max, "raft", m)
 	n.grpcLn = transport.LimitListener(n.grpcLn, max, "grpc", m)
@@ -216,7 +216,7 @@ func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
 // halt stops the node for good: a storage fault, an entry this build
-// cannot apply, a diverged state, a clock off from the cluster (SPEC §12).
+// cannot apply, a diverged state, a clock off from the cluster (docs/design.md#limits-and-bad-input).
 // The first caller logs one ERROR line and, in a real process, exits 1;
 // every other caller blocks in a real process (the exit is under way, and
 // returning an error into raft would make it panic) and returns at once

@@ -26,7 +26,7 @@ import (
 const RoleNode = "node"
 
 // ClientRoles are the roles a client certificate may carry, lowest first
-// (SPEC §13). What each may do is the authorization table's business, not
+// (docs/design.md#trust-and-integrity). What each may do is the authorization table's business, not
 // this package's; the list is here so certificates are checked when made.
 var ClientRoles = []string{"reporter", "reader", "operator", "admin"}
 

@@ -9,7 +9,7 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// Proposal failures come in two classes (SPEC §9). Definite errors mean the
+// Proposal failures come in two classes (docs/design.md#interfaces). Definite errors mean the
 // command was certainly not appended: the caller may retry. Unknown errors
 // mean it may or may not commit: only re-sending with the same request id is
 // safe (the FSM's request table answers with the first result).

@@ -45,7 +45,7 @@ var (
 const maxPromotionLag = 64
 
 // Join adds a node as a non-voter and records it as a member; the leader
-// promotes it to voter once it has caught up (SPEC §9). Leader only.
+// promotes it to voter once it has caught up (docs/design.md#interfaces). Leader only.
 // needsAdmission is set when the caller is the node itself rather than an
 // admin: from cluster version 2 a new node must then have been admitted
 // (Admit) from the raft address it gives.
@@ -139,7 +139,7 @@ func (s *Scheduler) setMember(ctx context.Context, m *api.Member) error {
 	return nil
 }
 
-// seedSwitchFromFlag applies SPEC §7 to a member that just started with an
+// seedSwitchFromFlag applies docs/design.md#ops-the-scheduler-and-the-switch to a member that just started with an
 // explicit --autoSplit: its value is committed only while no operator has
 // ever set the switch; otherwise the mismatch is a warning (here, and in
 // every status answer while the member's record says so).

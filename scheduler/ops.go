@@ -9,7 +9,7 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// stepOps is the op-stepping duty of SPEC §7: while the switch is on, take
+// stepOps is the op-stepping duty of docs/design.md#ops-the-scheduler-and-the-switch: while the switch is on, take
 // the oldest live op and propose its next step (a SplitRange, or a merge
 // op's MergeRange) through the single proposer, one step in flight at a time. The FSM decides what a step does
 // (apply, pause, abort, or answer a duplicate with the first result), so a

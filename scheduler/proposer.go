@@ -20,7 +20,7 @@ type Applier interface {
 	Apply(cmd []byte, timeout time.Duration) raft.ApplyFuture
 }
 
-// Proposer is the single proposer of SPEC §4: it stamps a command with the
+// Proposer is the single proposer of docs/design.md#hlc-and-the-fence: it stamps a command with the
 // leader's HLC and enqueues it into raft inside one critical section, so the
 // log order equals the HLC order. It never waits on a future while holding
 // the lock. Safe for concurrent use.

@@ -71,7 +71,7 @@ type Config struct {
 	// proposes through this scheduler's proposer (Loads); nil: none.
 	Columns *columns.Config
 	// ClockMonitor, when enabled, vetoes leadership while this node's clock
-	// is off from a majority (SPEC §13). nil: no monitor.
+	// is off from a majority (docs/design.md#trust-and-integrity). nil: no monitor.
 	ClockMonitor *ClockMonitor
 	// StateChecks is this node's part in the cross-replica state check; nil
 	// disables CheckState.
@@ -311,7 +311,7 @@ func (s *Scheduler) IsReady() bool {
 	}
 }
 
-// ReadIndex implements the read path of SPEC §9 on the leader: after an
+// ReadIndex implements the read path of docs/design.md#interfaces on the leader: after an
 // entry of this term has applied (the fence), take the commit index, confirm
 // leadership with a heartbeat round, and return the index the caller must
 // wait for (fsm.WaitIndex) before answering.
@@ -349,7 +349,7 @@ const TimestampWait = 5 * time.Millisecond
 // Timestamps reserves a batch of n fenced timestamps and confirms leadership
 // before returning them, so a deposed leader that has not noticed yet cannot
 // hand out values that a client could see before a newer leader's. A batch
-// never carries the HLC past the physical clock (SPEC §13): it waits up to
+// never carries the HLC past the physical clock (docs/design.md#the-timestamp-oracle): it waits up to
 // TimestampWait for the clock, then fails with ErrNotReady.
 func (s *Scheduler) Timestamps(ctx context.Context, n uint64) (uint64, error) {
 	if !s.IsReady() {
@@ -456,7 +456,7 @@ func (s *Scheduler) giveAway(ctx context.Context, log *slog.Logger, term uint64)
 	}
 }
 
-// establishFence is SPEC §4's order on gaining leadership: a Barrier (every
+// establishFence is docs/design.md#hlc-and-the-fence's order on gaining leadership: a Barrier (every
 // earlier entry has applied), Observe the last applied HLC and the old
 // ceiling, commit AdvanceCeiling, and only once it applied raise the local
 // ceiling.

@@ -44,8 +44,8 @@ type StateCheckConfig struct {
 // keptChecks is how many recent markers a node keeps hashes of.
 const keptChecks = 8
 
-// StateChecker is one node's part in the cross-replica state check (SPEC
-// §13). The FSM hands it the state at each CheckState marker through its
+// StateChecker is one node's part in the cross-replica state check
+// (docs/design.md#cross-replica-state-checks). The FSM hands it the state at each CheckState marker through its
 // StateCaptures; Run hashes it on its own goroutine. Peers read the
 // hash through Report. Once its own hash is known the node judges: it
 // collects every member's hash at that index, decides by majority within

@@ -14,7 +14,7 @@ import (
 )
 
 // Authenticator establishes who a caller is, from a verified client
-// certificate or a bearer token (SPEC §13). A token, when one is presented,
+// certificate or a bearer token (docs/design.md#tls-and-identities). A token, when one is presented,
 // must be valid and is the identity; otherwise the certificate is.
 type Authenticator struct {
 	// Insecure: the node runs without TLS; every caller is the anonymous

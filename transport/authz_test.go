@@ -53,7 +53,7 @@ func TestAuthorizationTableCoversEveryRPC(t *testing.T) {
 	}
 }
 
-// The role definitions of SPEC §13, written out independently of the table:
+// The role definitions of docs/design.md#trust-and-integrity, written out independently of the table:
 // each role's methods beyond the role below it.
 var specRoles = map[Role][]string{
 	RoleReporter: {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},

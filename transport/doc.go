@@ -1,6 +1,6 @@
 // Package transport adapts gRPC to hotsplit: the Catalog, Load, AutoSplit
 // and Cluster services, one-hop forwarding to the leader, the linearizable
-// read path of SPEC §9, and the mapping of every failure to a deliberately
+// read path of docs/design.md#interfaces, and the mapping of every failure to a deliberately
 // chosen status code with its outcome class (definitely not applied, or
 // unknown).
 //

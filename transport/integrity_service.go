@@ -12,7 +12,7 @@ import (
 	"github.com/hotsplit/hotsplit/scheduler"
 )
 
-// The node-to-node integrity calls of the Cluster service (SPEC §13): the
+// The node-to-node integrity calls of the Cluster service (docs/design.md#trust-and-integrity): the
 // clock-offset ping and the state-hash report, and the operator's state
 // check that uses them.
 

@@ -16,7 +16,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// Limits bound what one node takes in (SPEC §13, docs/security.md). Zero
+// Limits bound what one node takes in (docs/design.md#trust-and-integrity, docs/security.md). Zero
 // fields take the defaults below.
 type Limits struct {
 	// MaxConcurrentStreams per gRPC connection (default 256).

@@ -23,7 +23,7 @@ type loadServer struct {
 }
 
 // Report hands load reports to the leader's column aggregator; followers
-// forward them (SPEC §8) as the bytes they arrived as, declaring their size
+// forward them (docs/design.md#the-load-pipeline) as the bytes they arrived as, declaring their size
 // so the leader charges its budget for what the report is. On the leader
 // the report is merged straight from those bytes; then the bytes and what
 // admission charged for them are let go while the report waits for its

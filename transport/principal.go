@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Role is what an identity may do (SPEC §13). reporter < reader < operator
+// Role is what an identity may do (docs/design.md#trust-and-integrity). reporter < reader < operator
 // < admin: each includes the ones before it. node is apart: peer traffic
 // between members.
 type Role uint8

@@ -236,7 +236,7 @@ func (s *Server) awaitLeader(ctx context.Context) bool {
 	}
 }
 
-// readState answers the read path of SPEC §9: stale reads from the local
+// readState answers the read path of docs/design.md#interfaces: stale reads from the local
 // FSM; linearizable reads (on the leader, which route has established) wait
 // for the read index.
 func (s *Server) readState(ctx context.Context, c api.Consistency) (*fsm.State, *api.ReadInfo, error) {

@@ -6,7 +6,7 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// Request-shape limits checked before anything reaches the log (SPEC §12).
+// Request-shape limits checked before anything reaches the log (docs/design.md#limits-and-bad-input).
 const (
 	maxRequestIDLen = 128
 	maxActorLen     = 256

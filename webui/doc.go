@@ -2,7 +2,7 @@
 // hand-written canvas page (embedded, no network fetch, no inline script)
 // drawing load over key space × time with every split and merge, and the
 // handlers of GET /api/v1/heatmap, /api/v1/decisions and /api/v1/explain
-// it polls (SPEC §15; docs/operations.md documents the API).
+// it polls (docs/design.md#the-key-visualizer; docs/operations.md documents the API).
 //
 // It reads a node's replicated state through Source, a small interface the
 // node implements over its state machine; it never reaches raft, the

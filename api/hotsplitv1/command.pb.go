@@ -22,7 +22,7 @@ const (
 )
 
 // Command is the envelope of every Raft log entry. Only the leader's single
-// proposer fills `hlc` (SPEC §4); forwarded requests never carry one.
+// proposer fills `hlc` (docs/design.md#hlc-and-the-fence); forwarded requests never carry one.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Lowest cluster_version a replica must support to apply this entry; a
@@ -678,7 +678,7 @@ func (x *SplitRange) GetNote() string {
 }
 
 // MergeRange joins two adjacent ACTIVE routes of one group into one new
-// route (cluster version 3, SPEC §14). A manual merge has op_id 0 and may
+// route (cluster version 3, docs/design.md#merges). A manual merge has op_id 0 and may
 // carry expected_version (compare-and-set on the catalog version); op_id
 // and step are kept for the steps of automatic merge ops, validated
 // structurally like a split op's.
@@ -778,7 +778,7 @@ func (x *MergeRange) GetNote() string {
 	return ""
 }
 
-// ObserveColumn is one cluster-wide load column (SPEC §8); applying it runs
+// ObserveColumn is one cluster-wide load column (docs/design.md#the-load-pipeline); applying it runs
 // the detector.
 type ObserveColumn struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1538,7 +1538,7 @@ func (x *AbortOp) GetNote() string {
 
 // CheckState is the cross-replica state check marker (cluster version 2):
 // every replica hashes its state right after applying it and the members
-// compare their hashes (SPEC §13). It changes no replicated state.
+// compare their hashes (docs/design.md#trust-and-integrity). It changes no replicated state.
 type CheckState struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Actor         string                 `protobuf:"bytes,1,opt,name=actor,proto3" json:"actor,omitempty"`

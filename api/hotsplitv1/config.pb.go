@@ -21,7 +21,7 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Config holds the replicated detector and load settings (SPEC §6, §8).
+// Config holds the replicated detector and load settings (docs/design.md#the-detector and docs/design.md#the-load-pipeline).
 // Ratios are basis points; durations are milliseconds; scores are weighted
 // operations per minute. Every field is validated before it is committed.
 type Config struct {

@@ -1,6 +1,6 @@
 package hotsplitv1
 
-// Wire limits of the API (SPEC §12, docs/security.md). Both sides hold to
+// Wire limits of the API (docs/design.md#limits-and-bad-input, docs/security.md). Both sides hold to
 // them: a reporter trims what it sends to fit, and a node refuses what does
 // not, so each is written here once.
 const (

@@ -743,10 +743,10 @@ type ClusterClient interface {
 	Admit(ctx context.Context, in *AdmitRequest, opts ...grpc.CallOption) (*AdmitResponse, error)
 	// Role: node. A member measures its clock offset to this one, NTP-style:
 	// the answer carries this node's physical clock, read between the
-	// caller's send and receive (SPEC §13, --maxClockOffset).
+	// caller's send and receive (docs/design.md#clock-offsets, --maxClockOffset).
 	ClockPing(ctx context.Context, in *ClockPingRequest, opts ...grpc.CallOption) (*ClockPingResponse, error)
 	// Role: node. A member asks for this node's state hash at the index of a
-	// CheckState marker (the cross-replica state check, SPEC §13). The answer
+	// CheckState marker (the cross-replica state check, docs/design.md#cross-replica-state-checks). The answer
 	// waits until this node has applied that index.
 	StateHash(ctx context.Context, in *StateHashRequest, opts ...grpc.CallOption) (*StateHashResponse, error)
 	// Role: operator. Commits a CheckState marker, collects every member's
@@ -946,10 +946,10 @@ type ClusterServer interface {
 	Admit(context.Context, *AdmitRequest) (*AdmitResponse, error)
 	// Role: node. A member measures its clock offset to this one, NTP-style:
 	// the answer carries this node's physical clock, read between the
-	// caller's send and receive (SPEC §13, --maxClockOffset).
+	// caller's send and receive (docs/design.md#clock-offsets, --maxClockOffset).
 	ClockPing(context.Context, *ClockPingRequest) (*ClockPingResponse, error)
 	// Role: node. A member asks for this node's state hash at the index of a
-	// CheckState marker (the cross-replica state check, SPEC §13). The answer
+	// CheckState marker (the cross-replica state check, docs/design.md#cross-replica-state-checks). The answer
 	// waits until this node has applied that index.
 	StateHash(context.Context, *StateHashRequest) (*StateHashResponse, error)
 	// Role: operator. Commits a CheckState marker, collects every member's

@@ -22,7 +22,7 @@ const (
 )
 
 // SwitchSource records who last set the auto-split switch. Once an operator
-// has set it, bootstrap flags never change it again (SPEC §7).
+// has set it, bootstrap flags never change it again (docs/design.md#ops-the-scheduler-and-the-switch).
 type SwitchSource int32
 
 const (
@@ -491,7 +491,7 @@ func (OpKind) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
-// AutoSplitFlag is a member's explicit --autoSplit start flag (SPEC §7).
+// AutoSplitFlag is a member's explicit --autoSplit start flag (docs/design.md#ops-the-scheduler-and-the-switch).
 type AutoSplitFlag int32
 
 const (
@@ -941,7 +941,7 @@ func (x *AutoSplitSwitch) GetNote() string {
 }
 
 // Explanation is the last word of the detector about one route, with the
-// numbers behind it (SPEC §6.8).
+// numbers behind it (docs/design.md#explanations).
 type Explanation struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Reason Reason                 `protobuf:"varint,1,opt,name=reason,proto3,enum=hotsplit.v1.Reason" json:"reason,omitempty"`
@@ -2243,7 +2243,7 @@ func (x *RequestRecord) GetDescription() string {
 	return ""
 }
 
-// StateSnapshot is the whole replicated state (SPEC §5). Snapshot files and
+// StateSnapshot is the whole replicated state (docs/design.md#the-state-machine). Snapshot files and
 // the state hash are built from it with deterministic marshaling.
 type StateSnapshot struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`

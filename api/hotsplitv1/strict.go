@@ -13,7 +13,7 @@ import (
 // newer version would diverge from the others. Protobuf has no end marker, so
 // trailing garbage surfaces either as a parse error or as unknown fields and
 // is rejected either way. API requests use plain proto.Unmarshal instead:
-// they ignore unknown fields (SPEC §12).
+// they ignore unknown fields (docs/design.md#limits-and-bad-input).
 func UnmarshalStrict(b []byte, m proto.Message) error {
 	if err := proto.Unmarshal(b, m); err != nil {
 		return err

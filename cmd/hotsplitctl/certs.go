@@ -18,7 +18,7 @@ import (
 	"github.com/hotsplit/hotsplit/pki"
 )
 
-// tokenBytes is the randomness of a bearer token (SPEC §13: at least 32).
+// tokenBytes is the randomness of a bearer token (docs/design.md#tls-and-identities: 32 bytes).
 const tokenBytes = 32
 
 // certFlags are the flags every certs subcommand shares.

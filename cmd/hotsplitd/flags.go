@@ -35,7 +35,7 @@ type options struct {
 }
 
 // autoSplitFlag remembers whether --autoSplit was given at all: only an
-// explicit value seeds or is compared with the replicated switch (SPEC §7).
+// explicit value seeds or is compared with the replicated switch (docs/design.md#ops-the-scheduler-and-the-switch).
 type autoSplitFlag struct {
 	set, value bool
 }
@@ -65,7 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	join := fs.String("join", "", "comma-separated gRPC addresses of members to join through (a fresh data dir only)")
 	splits := fs.String("initialSplits", "", "comma-separated initial split keys for --bootstrap (Go escapes such as \\x00 allowed)")
 	fs.Uint64Var(&n.GroupID, "groupId", 1, "shard group of the initial routes")
-	fs.Var(&o.autoSplit, "autoSplit", "seed the automatic-split switch (SPEC §7): at bootstrap it sets it; later it applies only while no operator has set the switch")
+	fs.Var(&o.autoSplit, "autoSplit", "seed the automatic-split switch (docs/design.md#ops-the-scheduler-and-the-switch): at bootstrap it sets it; later it applies only while no operator has set the switch")
 
 	cfg := &api.Config{}
 	n.BootstrapConfig = cfg
@@ -205,7 +205,7 @@ func requireNodeFlags(o *options) error {
 }
 
 // tlsFlags puts the TLS files into the node config: secure by default,
-// plaintext only with --insecure (SPEC §13).
+// plaintext only with --insecure (docs/design.md#trust-and-integrity).
 func tlsFlags(o *options) error {
 	f := o.tls
 	var missing []string

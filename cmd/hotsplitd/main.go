@@ -46,7 +46,7 @@ func main() {
 	}
 	if err != nil {
 		// The last line before a failed exit is one ERROR line naming the
-		// file and the cause (SPEC §12), in the node's log format.
+		// file and the cause (docs/design.md#limits-and-bad-input), in the node's log format.
 		opts.node.Logger.Error("hotsplitd: "+err.Error(), "reason", "exit")
 		os.Exit(1)
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
-// The rolling-upgrade process tests (SPEC §5): a cluster of three nodes
+// The rolling-upgrade process tests (docs/design.md#cluster-versions-and-features): a cluster of three nodes
 // runs a release recorded in testdata/upgrade/baseline, built from its own
 // tree; the nodes are replaced one at a time by the head build on the same
 // data dir and flags. The old nodes are driven only through the public

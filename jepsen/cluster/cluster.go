@@ -557,7 +557,7 @@ func (n *Node) CorruptState(ctx context.Context) error {
 // Rename gives node n a new id, an empty data dir and a node certificate
 // for the new id, admitted through the given gRPC addresses, which it joins
 // at its next Start: a node whose data was lost comes back under a new id
-// (SPEC §9). It must not be running.
+// (docs/design.md#interfaces). It must not be running.
 func (c *Cluster) Rename(ctx context.Context, n *Node, id string, join []string) error {
 	if n.Running() {
 		return fmt.Errorf("node %s is running", n.ID)

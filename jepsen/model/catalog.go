@@ -12,7 +12,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// MaxBoundaryLen is the longest route boundary (SPEC §3: a 4 KiB data key
+// MaxBoundaryLen is the longest route boundary (docs/design.md#the-catalog: a 4 KiB data key
 // plus the 0x00 that isolates it).
 const MaxBoundaryLen = 4096 + 1
 
@@ -295,7 +295,7 @@ func (c *Catalog) Split(id uint64, key []byte, hlc uint64, byOperator bool) (*Ca
 	return c.derive(c.Version+1, c.NextID+2, routes), [2]Route{left, right}, OK
 }
 
-// Merge applies the merge transition (SPEC §14), checking in the FSM's
+// Merge applies the merge transition (docs/design.md#merges), checking in the FSM's
 // order: two distinct routes, the left one live, then the right one, the
 // left ending where the right starts, one group, both ACTIVE. The merged
 // route takes the next id, the left route's start and slot, the right
@@ -344,7 +344,7 @@ func (c *Catalog) Merge(leftID, rightID, hlc uint64) (*Catalog, Route, Code) {
 // ErrInvariant wraps every catalog invariant violation.
 var ErrInvariant = errors.New("catalog invariant violated")
 
-// Check verifies SPEC §3 on one catalog: routes sorted by start, disjoint
+// Check verifies docs/design.md#the-catalog on one catalog: routes sorted by start, disjoint
 // and covering the key space from the empty key to +inf without gaps;
 // start < end unless end is +inf; ids non-zero, unique and below NextID;
 // states valid; boundaries within MaxBoundaryLen; version at least 1; the

@@ -1,7 +1,7 @@
 // Package model is the jepsen checker's own reading of hotsplit's raft log:
 // a small catalog model (routes with their lineage, the split and merge
-// transitions, the SPEC §3 invariants, a canonical hash) and a replay of
-// the committed log under the SPEC's rules for manual splits and merges
+// transitions, the docs/design.md#the-catalog invariants, a canonical hash) and a replay of
+// the committed log under the design's rules for manual splits and merges
 // (expected-version CAS, the HLC fence, the merge refusals), op steps of
 // split and merge ops (duplicates, pausing, aborting), the auto-split
 // switch, the request-id table and the cluster version that turns merges

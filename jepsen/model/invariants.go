@@ -9,7 +9,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// CheckCatalogs verifies every catalog version of the replay: SPEC §3 on
+// CheckCatalogs verifies every catalog version of the replay: docs/design.md#the-catalog on
 // each, versions contiguous, and each step from one version to the next a
 // split or a merge with its lineage (CheckTransition).
 func (r *Replay) CheckCatalogs() []error {

@@ -15,7 +15,7 @@ import (
 // import the FSM): the oldest id, by apply order, is forgotten first.
 const RequestTableSize = 10000
 
-// Default detector timings (SPEC §6) for a Bootstrap config that leaves
+// Default detector timings (docs/design.md#the-detector) for a Bootstrap config that leaves
 // them zero: the cooldown is 10 min and the op TTL follows the cooldown;
 // an absent merge delay is 30 min (restated from detector, which the model
 // does not import).
@@ -388,7 +388,7 @@ func (p *replayer) bootstrap(e raftlog.Entry, cmd *api.Command, b *api.Bootstrap
 }
 
 // fence: a split whose HLC does not move past the last applied HLC is
-// refused (SPEC §4).
+// refused (docs/design.md#hlc-and-the-fence).
 func (p *replayer) fence(e raftlog.Entry, cmd *api.Command, prevHLC uint64) bool {
 	if cmd.GetHlc() > prevHLC {
 		return true
@@ -426,7 +426,7 @@ func (p *replayer) split(e raftlog.Entry, cmd *api.Command, routeID uint64, key 
 	return Outcome{Code: OK, Version: next.Version, Children: children, HLC: cmd.GetHlc()}
 }
 
-// opStep follows SPEC §7 in the FSM's documented order: duplicate, step
+// opStep follows docs/design.md#ops-the-scheduler-and-the-switch in the FSM's documented order: duplicate, step
 // from the future, finished op, plan mismatch, switch off (pause), fence,
 // target gone or reshaped (abort), split.
 func (p *replayer) opStep(e raftlog.Entry, cmd *api.Command, s *api.SplitRange, prevHLC, now uint64) (Outcome, error) {

@@ -1,4 +1,4 @@
-// Package health is one node's view of its cluster's health (SPEC §13,
+// Package health is one node's view of its cluster's health (docs/design.md#trust-and-integrity,
 // Cluster.Health): a monitor probes every member's progress, follows
 // raft's heartbeat observations on the leader, and decides per member
 // whether it is reachable and caught up, and for the cluster whether it

@@ -25,7 +25,7 @@ type Dialer interface {
 	DialContext(ctx context.Context, network, address string) (net.Conn, error)
 }
 
-// Raft stream layer limits (SPEC §13): a connection that has not finished
+// Raft stream layer limits (docs/design.md#trust-and-integrity): a connection that has not finished
 // its TLS handshake and member check within raftHandshakeTimeout is closed,
 // and at most MaxHandshakes connections may be at that stage at once: a
 // new one beyond the cap evicts the oldest, so idle connections cannot

@@ -17,7 +17,7 @@ import (
 // ErrCorrupt marks a storage fault found on read: an entry or value whose
 // checksum does not match, that does not decode, that is missing inside the
 // log, or a bolt file whose pages panic the reader. The node stops on it
-// with one line naming the file and the cause (SPEC §12).
+// with one line naming the file and the cause (docs/design.md#limits-and-bad-input).
 var ErrCorrupt = errors.New("corrupt storage")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

@@ -13,7 +13,7 @@ import (
 
 // The disk-full seam: once armed, log-store and snapshot-sink writes of a
 // node draw on a byte budget and fail with ENOSPC when it runs out, as a
-// full disk would (SPEC §12's fail-stop must then hold). Budgets are per
+// full disk would (docs/design.md#limits-and-bad-input's fail-stop must then hold). Budgets are per
 // node id, so an in-process test can fill one node's disk of several.
 
 // diskBudgets maps node id -> *atomic.Int64: bytes left; negative means

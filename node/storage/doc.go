@@ -1,5 +1,5 @@
-// Package storage is a node's durable raft state and its integrity (SPEC
-// §12): raft.db opened defensively (bbolt's panics and mmap faults become
+// Package storage is a node's durable raft state and its integrity
+// (docs/design.md#fail-stop, docs/design.md#checksummed-log): raft.db opened defensively (bbolt's panics and mmap faults become
 // errors naming the file), every log entry and stable-store value
 // checksummed on write and verified on read, a failed write or a damaged
 // read stopping the node in one line, snapshots that cannot be written

@@ -34,7 +34,7 @@ type Config struct {
 	WrapLog func(raft.LogStore) raft.LogStore
 }
 
-// Stores are a node's raft stores, each wrapped as SPEC §12 asks: every
+// Stores are a node's raft stores, each wrapped as docs/design.md#limits-and-bad-input asks: every
 // log entry and stable-store value checksummed on write and verified on
 // read, and a failed write, a damaged read or a snapshot that cannot be
 // written stopping the node in one line (Config.Halt). Safe for concurrent

@@ -10,7 +10,7 @@ import (
 // fatalLogStore and fatalStableStore stop the process (through halt) when a
 // write fails. A node that cannot persist must not keep serving: raft would
 // otherwise go on answering from memory with a log that disagrees with its
-// disk (SPEC §12). Reads pass their errors through: raft handles those.
+// disk (docs/design.md#limits-and-bad-input). Reads pass their errors through: raft handles those.
 type fatalLogStore struct {
 	raft.LogStore
 	path string

@@ -13,7 +13,7 @@ import (
 // ClusterVersionKey holds, in the raft stable store, the highest cluster
 // version this data dir has applied. It is checked before raft starts, so an
 // older binary refuses the data dir in one line instead of replaying a log
-// it may not be able to apply (SPEC §5).
+// it may not be able to apply (docs/design.md#the-state-machine).
 var ClusterVersionKey = []byte("hotsplit_cluster_version")
 
 // CheckClusterVersion refuses a data dir that has run at a cluster version
