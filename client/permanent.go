@@ -102,8 +102,8 @@ func configName(s Setting) string {
 // x509 or crypto/tls error), so errors.Is and errors.As see both. Calls
 // return it inside an *Error. Its gRPC status code is Unavailable, the code
 // gRPC gives any failed connection (so code-based callers such as a
-// node's join loop behave as before); ErrPermanent, not the code, says
-// that retrying is useless.
+// node's join loop treat it as any unreachable peer); ErrPermanent, not
+// the code, says that retrying is useless.
 type PermanentError struct {
 	Problem Problem
 	// Endpoint is the address that showed the problem ("" when it was

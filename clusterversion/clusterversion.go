@@ -17,8 +17,8 @@ import (
 	"fmt"
 )
 
-// Cluster versions (docs/design.md#cluster-versions-and-features). Each wave
-// of replicated changes is one version; testdata/upgrade/baseline records
+// Cluster versions (docs/design.md#cluster-versions-and-features). Each set
+// of replicated changes released together is one version; testdata/upgrade/baseline records
 // the last release of each.
 const (
 	Version1 = 1

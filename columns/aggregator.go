@@ -368,8 +368,9 @@ func (a *Aggregator) release(arr *arrival) {
 }
 
 // takeSlot takes an ingest slot and its scratch, waiting for one while the
-// call lasts. A free slot is taken whatever ctx says, as before there were
-// slots: only waiting ends with the call.
+// call lasts. A free slot is taken whatever ctx says, so a report whose
+// caller is about to give up still counts when nothing is queued ahead
+// of it: only waiting ends with the call.
 func (a *Aggregator) takeSlot(ctx context.Context) (*rowScratch, error) {
 	select {
 	case sc := <-a.ingest:
@@ -422,7 +423,7 @@ func checkRead(report []byte, r wireReport, err error, cat *catalog.Catalog, cfg
 // A report that contradicts one already taken — the same (reporter, window)
 // with other content — is refused as a whole with ErrConflictingReport
 // (AlreadyExists), changing nothing; an identical resend only waits for
-// its column, as before.
+// its column.
 //
 // The bookkeeping — conflicts, claims, the reporters seen, releasing the
 // report's arrival arr (may be nil) — happens under a.mu; the merges of

@@ -12,7 +12,7 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// The rules of cluster version 3 (rulesV3): cuts on the best evidence with
+// The rules of cluster version 3 (AllRules): cuts on the best evidence with
 // confidence intervals (evidence.go) and isolation of a key whose own load
 // is hot (heavykey.go). Route [a, b) has 16 buckets: bucket i holds the
 // keys "a"+[16i, 16i+16), so "ap…" is bucket 7.
@@ -45,7 +45,7 @@ type splitCaseV3 struct {
 	exact    bool // the interval is the point
 }
 
-func TestSplitKeyV3(t *testing.T) {
+func TestEvidenceCutSplitKey(t *testing.T) {
 	in7 := buckets(16, map[int]uint64{7: 60_000})
 	five := []KeyEstimate{known("ap1", 12_000), known("ap2", 12_000), known("ap3", 12_000), known("ap4", 12_000), known("ap5", 12_000)}
 	cases := []splitCaseV3{
@@ -124,7 +124,7 @@ func TestSplitKeyV3(t *testing.T) {
 			reason: ReasonAlreadyIsolated, isolation: ReasonAlreadyIsolated}},
 	}
 	for _, tc := range cases {
-		tc.rules = rulesV3
+		tc.rules = AllRules
 		t.Run(tc.name, func(t *testing.T) {
 			runSplitCase(t, tc.splitCase)
 			x := explanationOf(t, tc.splitCase)
@@ -180,16 +180,16 @@ func checkInterval(t *testing.T, x Explanation) {
 	}
 }
 
-// TestFewKeysUnderV2: the version 2 rules decline the few-keys rows the
+// TestFewKeysUnderBalanceRules: the version 2 rules decline the few-keys rows the
 // version 3 rules cut (fewer than four sampled keys; keys of known load
 // are no evidence to them), and record none of the version 3 numbers.
-func TestFewKeysUnderV2(t *testing.T) {
+func TestFewKeysUnderBalanceRules(t *testing.T) {
 	in7 := buckets(16, map[int]uint64{7: 60_000})
 	for _, row := range []Row{
 		{Buckets: in7, TopKeys: []KeyEstimate{known("ap1", 12_000), known("ap2", 12_000), known("ap3", 12_000), known("ap4", 12_000), known("ap5", 12_000)}},
 		{Buckets: buckets(16, map[int]uint64{2: 20_000, 5: 20_000, 9: 20_000}), Samples: samples("a\x25", "a\x55", "a\x95")},
 	} {
-		tc := splitCase{start: "a", end: "b", row: row, rules: rulesV2}
+		tc := splitCase{start: "a", end: "b", row: row, rules: balanceRules}
 		x := explanationOf(t, tc)
 		if x.Reason != ReasonNoSplitKey {
 			t.Errorf("v2: %v, want no_split_key", x.Reason)
@@ -200,13 +200,13 @@ func TestFewKeysUnderV2(t *testing.T) {
 	}
 }
 
-// TestPlanExplanationV3: a planned cut keeps the evidence and the interval
+// TestEvidenceCutPlanExplanation: a planned cut keeps the evidence and the interval
 // behind it.
-func TestPlanExplanationV3(t *testing.T) {
+func TestEvidenceCutPlanExplanation(t *testing.T) {
 	cfg := DefaultConfig()
 	c, id := routeUnderTest(t, "a", "b")
 	in := enabledInput(c, cfg)
-	in.Rules = rulesV3
+	in.Rules = AllRules
 	row := Row{RouteID: id, Writes: hotWrites, Buckets: buckets(16, map[int]uint64{7: 60_000}), SampleRate: 16,
 		TopKeys: []KeyEstimate{sampledAt16("ap1", 20_400), sampledAt16("ap2", 19_800), sampledAt16("ap3", 19_800)},
 		Samples: samples("ap1", "ap2", "ap3")}

@@ -17,13 +17,12 @@ const (
 	minute = uint64(60_000)
 )
 
-// The rule sets of cluster versions 1, 2 and 3: fsm's feature table maps
-// version 1 to no rules, version 2 to the version 2 release's four and
-// version 3 to every rule of this build (the fsm tests that mapping).
+// The rule sets the tests run besides AllRules: none (the first rules,
+// cluster version 1) and the balance rules that cluster version 2 turns on
+// (fsm tests that mapping).
 const (
-	rulesV1 Rules = 0
-	rulesV2       = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations
-	rulesV3       = AllRules
+	noRules      Rules = 0
+	balanceRules       = RuleHoldBand | RuleBalanceSplit | RuleLowerBoundIsolation | RuleColumnExplanations
 )
 
 // Loads against the default threshold of 50000 weighted ops/min.

@@ -29,7 +29,7 @@ type mergeRun struct {
 }
 
 func newMergeRun(t testing.TB, c *catalog.Catalog, cfg Config) *mergeRun {
-	return &mergeRun{t: t, in: Input{Config: cfg, Catalog: c, Enabled: true, NextOpID: 100, Rules: rulesV3}, at: t0}
+	return &mergeRun{t: t, in: Input{Config: cfg, Catalog: c, Enabled: true, NextOpID: 100, Rules: AllRules}, at: t0}
 }
 
 // column observes one complete column with the given rows and returns its
@@ -333,7 +333,7 @@ func TestMergeRules(t *testing.T) {
 		}},
 		{"without the merge rule, no merge and no cold state", func(t *testing.T) {
 			r := newMergeRun(t, newCatalog(t, "m"), mergeConfig())
-			r.in.Rules = rulesV2
+			r.in.Rules = balanceRules
 			if p := r.idle(6); len(p) != 0 || r.s.Cold().RunColumns != 0 {
 				t.Fatalf("plans %+v, cold %+v", p, r.s.Cold())
 			}
@@ -610,7 +610,7 @@ func TestMergeProperties(t *testing.T) {
 		for _, r := range routes {
 			created[r.ID] = t0 + rapid.SampledFrom([]uint64{0, 0, 0, 2 * minute, 7 * minute}).Draw(t, "created")
 		}
-		in := Input{Config: cfg, Catalog: c, NextOpID: 1, Rules: rulesV3, CreatedAtMs: createdAt(created)}
+		in := Input{Config: cfg, Catalog: c, NextOpID: 1, Rules: AllRules, CreatedAtMs: createdAt(created)}
 		var (
 			s     *State
 			model coldModel

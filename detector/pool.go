@@ -41,7 +41,8 @@ import (
 // load balances, not this one. Measured (docs/benchmarks.md): pooling
 // across score changes of a few percent cost oscillate 0.8 splits a run;
 // gated at one sd it costs none. Traffic burstier than Poisson fails the
-// gate more often and falls back to one column's evidence, as before. A route's bounds never change (splits and merges make new
+// gate more often and falls back to one column's evidence. A route's
+// bounds never change (splits and merges make new
 // routes), but keys outside the route are ignored all the same. Bounded:
 // MaxPooledKeys keys, the newest column's first.
 

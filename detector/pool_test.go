@@ -68,36 +68,36 @@ func TestPooledEvidenceCut(t *testing.T) {
 		evidence  Evidence
 		halfBelow uint32 // the half width is below this (0: unchecked)
 	}{
-		{name: "eight samples of one column: balanced by the estimate, not at confidence", rules: rulesV3,
+		{name: "eight samples of one column: balanced by the estimate, not at confidence", rules: AllRules,
 			row: Row{Buckets: in7, Samples: samples(eight...)}, reason: ReasonCutUncertain, key: "", left: 5000, points: 8,
 			evidence: EvidenceSamples},
-		{name: "the same keys in the two columns before: three times the evidence, the cut is made", rules: rulesV3,
+		{name: "the same keys in the two columns before: three times the evidence, the cut is made", rules: AllRules,
 			row: Row{Buckets: in7, Samples: samples(eight...)}, pool: pooled(2, 100, eight...),
 			reason: ReasonPlanned, key: "ap5", left: 5000, points: 8, evidence: EvidenceSamples, halfBelow: 3000},
-		{name: "without the rule the pool is not evidence", rules: rulesV3 &^ RulePooledEvidence,
+		{name: "without the rule the pool is not evidence", rules: AllRules &^ RulePooledEvidence,
 			row: Row{Buckets: in7, Samples: samples(eight...)}, pool: pooled(2, 100, eight...),
 			reason: ReasonCutUncertain, left: 5000, points: 8, evidence: EvidenceSamples},
-		{name: "one column of 32 keys: the cut halves them", rules: rulesV3,
+		{name: "one column of 32 keys: the cut halves them", rules: AllRules,
 			row:    Row{Buckets: in7, Samples: manySamples("ap", 32)},
 			reason: ReasonPlanned, key: "ap16", left: 5000, points: 32, evidence: EvidenceSamples},
-		{name: "the columns before sampled only the first half: the cut moves left", rules: rulesV3,
+		{name: "the columns before sampled only the first half: the cut moves left", rules: AllRules,
 			row: Row{Buckets: in7, Samples: manySamples("ap", 32)}, pool: pooled(2, 100, keyStrings(manySamples("ap", 16))...),
 			reason: ReasonPlanned, key: "ap11", left: 5156, points: 32, evidence: EvidenceSamples},
-		{name: "pooled keys outside the route are ignored", rules: rulesV3,
+		{name: "pooled keys outside the route are ignored", rules: AllRules,
 			row: Row{Buckets: in7, Samples: samples(eight...)}, pool: pooled(2, 100, "b1", "b2", "b3", "b4", "b5", "b6", "b7", "b8"),
 			reason: ReasonCutUncertain, left: 5000, points: 8, evidence: EvidenceSamples},
-		{name: "a pooled key in a bucket empty in this column is stale", rules: rulesV3,
+		{name: "a pooled key in a bucket empty in this column is stale", rules: AllRules,
 			row: Row{Buckets: in7, Samples: samples(eight...)}, pool: pooled(2, 100, "a\x95x", "a\x96y", "a\x97z"),
 			reason: ReasonCutUncertain, left: 5000, points: 11, evidence: EvidenceSamples},
-		{name: "a cut between buckets stays exact: pooled keys only place cuts inside a bucket", rules: rulesV3,
+		{name: "a cut between buckets stays exact: pooled keys only place cuts inside a bucket", rules: AllRules,
 			row:  Row{Buckets: buckets(16, map[int]uint64{2: 20_000, 5: 20_000, 9: 20_000}), Samples: samples("a\x25", "a\x55", "a\x95")},
 			pool: pooled(2, 100, "a\x25", "a\x55", "a\x95"), reason: ReasonPlanned, key: "a\x90", left: 6666, half: 0, points: 3,
 			evidence: EvidenceBuckets},
-		{name: "a pooled known key keeps its load known; an exact one stands for its load in each pooled column", rules: rulesV3,
+		{name: "a pooled known key keeps its load known; an exact one stands for its load in each pooled column", rules: AllRules,
 			row:  Row{Buckets: in7, TopKeys: []KeyEstimate{known("ap1", 30_000)}, Samples: samples("ap7", "ap8")},
 			pool: []PooledKey{{Key: []byte("ap7"), Weight: 30_000, Known: true}}, reason: ReasonPlanned, key: "ap1\x00", left: 6651,
 			points: 1, evidence: EvidenceTopKeys},
-		{name: "exact loads are not pooled: earlier columns do not move a cut between them", rules: rulesV3,
+		{name: "exact loads are not pooled: earlier columns do not move a cut between them", rules: AllRules,
 			row: Row{Buckets: in7, TopKeys: []KeyEstimate{known("ap1", 20_000), known("ap2", 25_000), known("ap3", 15_000)}},
 			pool: []PooledKey{{Key: []byte("ap1"), Weight: 5_000, Known: true}, {Key: []byte("ap2"), Weight: 5_000, Known: true},
 				{Key: []byte("ap3"), Weight: 50_000, Known: true}},
@@ -132,8 +132,8 @@ func TestPooledEvidenceCut(t *testing.T) {
 func TestPooledEvidenceNarrowsByRootThree(t *testing.T) {
 	in7 := buckets(16, map[int]uint64{7: 60_000})
 	row := Row{Buckets: in7, Samples: manySamples("ap", 32)}
-	one := pooledExplanation(t, rulesV3, row, nil)
-	three := pooledExplanation(t, rulesV3, row, pooled(2, 100, keyStrings(manySamples("ap", 32))...))
+	one := pooledExplanation(t, AllRules, row, nil)
+	three := pooledExplanation(t, AllRules, row, pooled(2, 100, keyStrings(manySamples("ap", 32))...))
 	h1, h3 := one.LeftShareHiBP-one.LeftShareBP, three.LeftShareHiBP-three.LeftShareBP
 	if one.Reason != ReasonPlanned || three.Reason != ReasonPlanned || one.LeftShareBP != three.LeftShareBP {
 		t.Fatalf("one column %v %d, three %v %d", one.Reason, one.LeftShareBP, three.Reason, three.LeftShareBP)
@@ -165,7 +165,7 @@ func TestPoolOfAnotherLoadUnused(t *testing.T) {
 		{score * 5 / 4, ReasonCutUncertain},
 		{0, ReasonCutUncertain},
 	} {
-		if x := pooledExplanationAfter(t, rulesV3, row, pool, tc.last); x.Reason != tc.want {
+		if x := pooledExplanationAfter(t, AllRules, row, pool, tc.last); x.Reason != tc.want {
 			t.Errorf("after a column scoring %d (this one %d): %v, want %v", tc.last, score, x.Reason, tc.want)
 		}
 	}
@@ -226,8 +226,8 @@ func TestPoolFollowsTheCounter(t *testing.T) {
 			{row: &r1, want: "0:ap1 0:ap2"},
 			{row: &r2, gap: true, want: "0:ap3"}}},
 		{"without the rule there is no pool", []step{
-			{row: &r1, rules: rulesV3 &^ RulePooledEvidence, want: ""},
-			{row: &r2, rules: rulesV3 &^ RulePooledEvidence, want: ""}}},
+			{row: &r1, rules: AllRules &^ RulePooledEvidence, want: ""},
+			{row: &r2, rules: AllRules &^ RulePooledEvidence, want: ""}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -248,7 +248,7 @@ func TestPoolFollowsTheCounter(t *testing.T) {
 				}
 				in := enabledInput(c, cfg)
 				in.NowMs = at + minute
-				in.Rules = rulesV3
+				in.Rules = AllRules
 				if st.rules != 0 {
 					in.Rules = st.rules
 				}
@@ -277,7 +277,7 @@ func TestResetHysteresisEmptiesPools(t *testing.T) {
 	cfg := DefaultConfig()
 	c, id := routeUnderTest(t, "a", "b")
 	in := enabledInput(c, cfg)
-	in.Rules = rulesV3
+	in.Rules = AllRules
 	s, _ := Observe(in, nil, column(Row{RouteID: id, Writes: hotWrites, Buckets: buckets(16, map[int]uint64{7: 4 * hotWrites}),
 		Samples: samples("ap1")}))
 	if poolString(s, id) != "0:ap1" {

@@ -22,7 +22,7 @@ type splitCase struct {
 	isolation Reason
 	median    int // expected median bucket, checked when origin is the median
 
-	// rulesV2 cases (rules rulesV2): the expected shares of the best cut,
+	// balanceRules cases (rules balanceRules): the expected shares of the best cut,
 	// checked when left is not 0.
 	rules       Rules
 	left, right uint32

@@ -193,7 +193,8 @@ func checkRouteLoads(c *api.ObserveColumn, version uint32) *api.CommandResult {
 // route_loads (one assembled at version 3) holds at most
 // api.MaxColumnEvidenceBytes of rows, measured as the sum of each row's
 // encoded size. A column without route_loads was assembled before the
-// version rose (checkRouteLoads) and applies as before.
+// version rose (checkRouteLoads) and applies unbounded, as its version's
+// replicas applied it.
 func checkEvidenceBytes(c *api.ObserveColumn, version uint32) *api.CommandResult {
 	if c.GetRouteLoads() == nil || !clusterversion.BoundedEvidence.EnabledAt(version) {
 		return nil

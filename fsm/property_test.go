@@ -338,7 +338,8 @@ func TestPropertyReplicasAgree(t *testing.T) {
 }
 
 // Replaying the same ObserveColumn entries into fresh FSMs gives the same
-// tracked state, ops and explanations (issue 5 acceptance).
+// tracked state, ops and explanations: a new leader or a restored replica
+// reaches the same decisions.
 func TestPropertyColumnReplay(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := &gen{t: t, ms: startMs}

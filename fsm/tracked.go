@@ -40,7 +40,7 @@ func trackedToProto(ts []detector.Tracked) []*api.TrackedRoute {
 }
 
 // poolToProto converts a tracked entry's pooled evidence (nil when empty:
-// a version 2 state encodes as before).
+// a version 2 state encodes as a version 2 build encodes it).
 func poolToProto(pool []detector.PooledKey) []*api.PooledKey {
 	if len(pool) == 0 {
 		return nil

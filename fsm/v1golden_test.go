@@ -21,8 +21,8 @@ import (
 // replicas disagree.
 const v1GoldenHash = "e0fb95c55d335193f7e551e402a02df88a19e1d73cacbd9e4055beab81b2c549"
 
-// v1Scenario drives an FSM at cluster version 1 through everything issue 13
-// changes at version 2: a zero weight at bootstrap, isolation, a median
+// v1Scenario drives an FSM at cluster version 1 through everything that
+// version 2 changes: a zero weight at bootstrap, isolation, a median
 // split, a column in the 80% band and a cold one after hot ones, an absent
 // route, an operator abort before step 1 followed by hot columns, a config
 // change of the threshold and a zero weight, and a step change. It uses

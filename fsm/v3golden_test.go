@@ -12,9 +12,9 @@ import (
 )
 
 // The state hashes the version 3 build computes for the version 3 scenarios
-// below, pinned at commit 0b78e78 (the tree before the load columns moved
-// out of the scheduler, the last commit of the version 3 wave): the
-// refactors that follow must not change what a version 3 replica computes.
+// below, first computed at commit 0b78e78, a build whose newest version is
+// 3: what a version 3 replica computes must not change while the code
+// around it does.
 // They pin every version 3 rule — route loads, manual and automatic merges,
 // request fingerprints, the unchanged patch, the step change without
 // columns, evidence cuts, heavy-key isolation, the heat history, operator

@@ -23,7 +23,7 @@ import (
 	"github.com/hotsplit/hotsplit/jepsen/raftlog"
 )
 
-// The integrity faults of issue 12: a timestamp flood, a clock on either
+// The integrity faults: a timestamp flood, a clock on either
 // side of --maxClockOffset, and a flipped byte in a follower's log.
 
 // floodClient is the history's client id of flood client i.

@@ -18,8 +18,8 @@ import (
 	"github.com/hotsplit/hotsplit/jepsen/cluster"
 )
 
-// TestIntegrationRaftPortRefusesPlaintext replays the raft-port attack of
-// issue 11 against a secure 3-process cluster: from a plain TCP client, an
+// TestIntegrationRaftPortRefusesPlaintext replays the raft-port attack on
+// a plaintext port against a secure 3-process cluster: from a plain TCP client, an
 // AppendEntries at a higher term carrying an entry (encoded by raft's own
 // transport), then six AppendEntries whose bytes do not decode. Against
 // the plaintext build the first was committed and the second made every

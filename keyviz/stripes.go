@@ -28,7 +28,8 @@ import (
 // alone never sees its own words change while it polls, so a route observed
 // from one goroutine is not striped (unless the goroutine is preempted
 // mid-poll and another takes over its P), and a seeded single-goroutine
-// replay, like simlab's, samples exactly as before. The probe costs about a
+// replay, like simlab's, samples exactly as an unstriped sampler would.
+// The probe costs about a
 // microsecond per 4096 observations of a word, under 0.3 ns per
 // observation. Other signals were worse: the add's own — a failed
 // compare-and-swap — was too rare, since contention costs line transfers

@@ -20,7 +20,7 @@ import (
 	"github.com/hotsplit/hotsplit/sim"
 )
 
-// End-to-end tests of automatic splitting (issue 6): a three-node
+// End-to-end tests of automatic splitting: a three-node
 // in-process cluster, the simulated data plane putting load on it, and
 // checks against the replicated state and each node's raft log. Time runs
 // fast rather than fake: steps of 100–200 ms keep minutes of columns within

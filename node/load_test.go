@@ -15,7 +15,7 @@ import (
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
-// Load pipeline tests at node level (issue 5): reporters with known
+// Load pipeline tests at node level: reporters with known
 // contributions drive Load.Report through the cluster, so every committed
 // column can be checked against exactly the reporters it lists.
 

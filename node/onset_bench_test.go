@@ -13,7 +13,7 @@ import (
 // BenchmarkAutoSplitOnset measures, over 20 runs per workload, the time from
 // the first hot column to the first automatic split applied (in steps), and
 // the load imbalance (hottest route / mean of the routes with load) in the
-// first hot column and in the last column of the run (issue 6). Run:
+// first hot column and in the last column of the run. Run:
 //
 //	go test -run '^$' -bench AutoSplitOnset -benchtime 1x -timeout 30m ./node/
 func BenchmarkAutoSplitOnset(b *testing.B) {

@@ -3,8 +3,8 @@
 // generated workload routed by the live catalog. It is what `hotsplitctl sim`,
 // `hotsplitd --dev` and the end-to-end tests put load on a cluster with.
 //
-// Workloads (uniform, zipf, hotrange, hotkey, shift, and the key shapes of
-// issue 13: narrow, pair, incidental, oscillate) are exact and
+// Workloads (uniform, zipf, hotrange, hotkey, shift, and the real key
+// shapes: narrow, pair, incidental, oscillate) are exact and
 // reproducible: the sequence of operations — each one's key and kind — is a
 // pure function of the workload's options and the seed, whatever the number of
 // nodes, the machine's speed or the catalog's splits. Only which column an

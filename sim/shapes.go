@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The workloads of real key shapes (issue 13): narrow, pair, incidental and
+// The workloads of real key shapes: narrow, pair, incidental and
 // oscillate. Like the others they are pure functions of their options and
 // the seed.
 

@@ -54,7 +54,7 @@ func mustWorkload(t testing.TB, name string, mod func(*WorkloadOptions)) Workloa
 }
 
 // checkShare asserts an observed share: within 5% (relative) of the
-// configured share — the acceptance bound of issue 5 — and, tighter, within
+// configured share — the simulator's documented accuracy — and, tighter, within
 // five standard deviations of the exact expectation (which adds the uniform
 // remainder's hits).
 func checkShare(t *testing.T, what string, got, n int, configured, expected float64) {

@@ -129,7 +129,7 @@ type FewKeysShape struct {
 	Load   float64
 }
 
-// FewKeysShapes are issue 23's shapes: two keys 50/50, three 34/33/33,
+// FewKeysShapes are the few-keys shapes: two keys 50/50, three 34/33/33,
 // five 20% each (the reported one, at 3× the threshold) and unequal
 // 40/35/25.
 func FewKeysShapes() []FewKeysShape {

@@ -28,8 +28,9 @@ const (
 	// its column can carry evidence for. More would cost the leader the
 	// most per byte of anything it reads (a v2 row with evidence costs it
 	// 25 times one without), only to be dropped at the entry. The leader
-	// does not refuse more: reporters before this bound sent evidence up
-	// to MaxReportBytes.
+	// does not refuse more: reporters built without this bound send
+	// evidence up to MaxReportBytes, and a rolling upgrade of the data
+	// nodes must not lose their columns.
 	MaxReportEvidenceBytes = MaxColumnEvidenceBytes
 	// MaxMessageBytes is the largest gRPC message a node sends or
 	// receives: a full report plus room for gRPC's framing and metadata.

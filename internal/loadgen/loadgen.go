@@ -36,7 +36,7 @@ type Shape int
 
 const (
 	// V1 rows: counts and the route's buckets; one route in 100 is hot, with
-	// 8 top keys (a version 1 data node; the benchmark since issue 5).
+	// 8 top keys (a version 1 data node).
 	V1 Shape = iota
 	// V2 rows: every row also carries 8 top keys with raw sampled counts and
 	// a 32-key operation sample (a version 2 data node whose every route

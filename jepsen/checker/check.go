@@ -51,7 +51,8 @@ type Input struct {
 	Committed uint64
 	Nodes     []NodeFinal
 	// Checksums: every node that wrote these logs checksums its entries
-	// (a build from issue 12 on), so each must carry a matching one.
+	// (every build that writes checksums), so each must carry a matching
+	// one.
 	Checksums bool
 	// Damaged are logs the bit-flip nemesis damaged and set aside.
 	Damaged []DamagedLog

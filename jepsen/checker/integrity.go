@@ -8,7 +8,7 @@ import (
 	"github.com/hotsplit/hotsplit/jepsen/raftlog"
 )
 
-// Checks of issue 12 (docs/design.md#trust-and-integrity).
+// The integrity checks (docs/design.md#trust-and-integrity).
 const (
 	// CheckChecksum: every entry of every node's log carries a checksum
 	// that matches it; a log the bit-flip nemesis damaged fails exactly

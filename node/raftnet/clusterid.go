@@ -17,7 +17,7 @@ import (
 // answer its own (a higher term in an answer would depose a leader).
 //
 // Negotiated, for rolling upgrades: a node offers raftClusterALPN in its
-// TLS ClientHello and lists it as its server protocol. A build before this
+// TLS ClientHello and lists it as its server protocol. A build without the
 // binding lists no server protocols, so it ignores the offer and the
 // connection carries raft alone, as before; a dialer of such a build offers
 // nothing and is accepted without the exchange. Only two nodes of this

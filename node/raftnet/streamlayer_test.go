@@ -303,7 +303,7 @@ func TestSecureStreamDialChecksPeer(t *testing.T) {
 // clusters close before raft sees them, in both directions, and each end
 // says so; nodes of one cluster, a node that does not know its cluster
 // yet, and nodes of a build without the binding (no ALPN offered or
-// accepted: a rolling upgrade) connect as before and carry raft's bytes.
+// accepted: a rolling upgrade) connect and carry raft's bytes.
 func TestSecureStreamBindsClusterID(t *testing.T) {
 	var mu sync.Mutex
 	var told []string

@@ -132,7 +132,7 @@ func (a *ackTracker) doneWaiting() {
 // acknowledged. So after raft's verification, a quorum must also have
 // accepted an AppendEntries of this term sent after the call began; the
 // heartbeats raft's verification triggers are such requests, so a leader
-// that still leads waits no longer than before.
+// that still leads waits no longer than raft's own verification.
 type FreshVerify struct {
 	*raft.Raft
 	acks *ackTracker

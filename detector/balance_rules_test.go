@@ -11,11 +11,11 @@ import (
 	"github.com/hotsplit/hotsplit/internal/saturate"
 )
 
-// The rules of cluster version 2 (rulesV2): split keys at the balance point
-// of the evidence, isolation on the lower confidence bound,
-// already_isolated by shape, the hold band and coherent explanations. The
-// version 1 rules are what the other tests of this package run
-// (Input.Rules 0 is rulesV1).
+// The balance rules (balanceRules, on from cluster version 2): split keys at
+// the balance point of the evidence, isolation on the lower confidence
+// bound, already_isolated by shape, the hold band and coherent
+// explanations. With no rule flags (Input.Rules 0, noRules) the detector
+// runs its first rules.
 
 // samples are equal-weight sampled keys.
 func samples(ks ...string) []WeightedKey {
@@ -33,9 +33,9 @@ func withVariance(k KeyEstimate, v uint64) KeyEstimate {
 	return k
 }
 
-// TestSplitKeyV2: route [a, b) has 16 buckets with boundaries a·0x10, …,
+// TestBalanceSplitKey: route [a, b) has 16 buckets with boundaries a·0x10, …,
 // a·0xf0 (bucket 7 holds the keys "ap…"); the row scores 60000.
-func TestSplitKeyV2(t *testing.T) {
+func TestBalanceSplitKey(t *testing.T) {
 	in7 := buckets(16, map[int]uint64{7: 60_000})
 	mid := buckets(16, map[int]uint64{2: 100, 5: 300, 9: 200})
 	cases := []splitCase{
@@ -89,18 +89,18 @@ func TestSplitKeyV2(t *testing.T) {
 			reason: ReasonNoSplitKey, isolation: ReasonTopKErrorBound, left: 1000, right: 9000},
 	}
 	for _, tc := range cases {
-		tc.rules = rulesV2
+		tc.rules = balanceRules
 		t.Run(tc.name, func(t *testing.T) { runSplitCase(t, tc) })
 	}
 }
 
-// TestPlanExplanationV2: a planned key keeps the numbers behind it and the
+// TestBalancePlanExplanation: a planned key keeps the numbers behind it and the
 // settings it was judged by.
-func TestPlanExplanationV2(t *testing.T) {
+func TestBalancePlanExplanation(t *testing.T) {
 	cfg := DefaultConfig()
 	c, id := routeUnderTest(t, "a", "b")
 	in := enabledInput(c, cfg)
-	in.Rules = rulesV2
+	in.Rules = balanceRules
 	row := Row{RouteID: id, Writes: hotWrites, Buckets: buckets(16, map[int]uint64{7: 60_000}), SampleRate: 16,
 		Samples: samples("ap1", "ap2", "ap3", "ap4"), TopKeys: []KeyEstimate{withVariance(hotKey("ap2", 15_000, 18_000), 1)}}
 	s, plans := Observe(in, eligibleState(t, cfg, id), column(row))
@@ -123,7 +123,7 @@ func TestPlanExplanationV2(t *testing.T) {
 }
 
 // TestHoldBand: a column in [hold·threshold, threshold) holds the counter
-// (rulesV2, hold > 0); below it, or absent, or strict, it resets. rulesV1
+// (balanceRules, hold > 0); below it, or absent, or strict, it resets. noRules
 // is strict whatever the config says.
 func TestHoldBand(t *testing.T) {
 	const (
@@ -140,25 +140,25 @@ func TestHoldBand(t *testing.T) {
 		want   []uint32 // counter after each column
 		reason []Reason
 	}{
-		{"hold 8000: the band holds, three hot columns plan", rulesV2, 8000,
+		{"hold 8000: the band holds, three hot columns plan", balanceRules, 8000,
 			[]uint64{hot, band, hot, band, hot}, []uint32{1, 1, 2, 2, 3},
 			[]Reason{ReasonCounting, ReasonHoldBand, ReasonCounting, ReasonHoldBand, ReasonPlanned}},
-		{"hold 8000: below the band resets", rulesV2, 8000,
+		{"hold 8000: below the band resets", balanceRules, 8000,
 			[]uint64{hot, hot, low, hot}, []uint32{1, 2, 0, 1},
 			[]Reason{ReasonCounting, ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"hold 8000: an absent route resets", rulesV2, 8000,
+		{"hold 8000: an absent route resets", balanceRules, 8000,
 			[]uint64{hot, hot, gone, hot}, []uint32{1, 2, 0, 1},
 			[]Reason{ReasonCounting, ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"hold 9500: 90% is below the band", rulesV2, 9500,
+		{"hold 9500: 90% is below the band", balanceRules, 9500,
 			[]uint64{hot, band, hot}, []uint32{1, 0, 1},
 			[]Reason{ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"hold 0 is strict", rulesV2, 0,
+		{"hold 0 is strict", balanceRules, 0,
 			[]uint64{hot, band, hot}, []uint32{1, 0, 1},
 			[]Reason{ReasonCounting, ReasonBelowThreshold, ReasonCounting}},
-		{"a band column with nothing counted is below the threshold", rulesV2, 8000,
+		{"a band column with nothing counted is below the threshold", balanceRules, 8000,
 			[]uint64{band, band}, []uint32{0, 0},
 			[]Reason{ReasonUnspecified, ReasonUnspecified}},
-		{"version 1 rules are strict whatever the config", rulesV1, 8000,
+		{"version 1 rules are strict whatever the config", noRules, 8000,
 			[]uint64{hot, band, hot}, []uint32{1, 0, 1},
 			[]Reason{ReasonCounting, ReasonCounting, ReasonCounting}},
 	}
@@ -186,10 +186,10 @@ func TestHoldBand(t *testing.T) {
 	}
 }
 
-// TestExplanationCoherenceV2: under rulesV2 the explanation's score,
+// TestColumnExplanationsCoherent: under balanceRules the explanation's score,
 // counter and reason come from one column, also after the load drops;
-// under rulesV1 a cooled route keeps its last hot explanation.
-func TestExplanationCoherenceV2(t *testing.T) {
+// under noRules a cooled route keeps its last hot explanation.
+func TestColumnExplanationsCoherent(t *testing.T) {
 	cfg := DefaultConfig()
 	c := newCatalog(t, "m", "n", "n\x00")
 	run := func(rules Rules, rows ...[]Row) *State {
@@ -207,7 +207,7 @@ func TestExplanationCoherenceV2(t *testing.T) {
 		{hot(1), writesRow(3, hotWrites)}, {hot(1), writesRow(3, hotWrites)},
 		{writesRow(1, below), writesRow(3, hotWrites)}, {writesRow(1, below), writesRow(3, below)}, {writesRow(1, 1000), writesRow(3, below)},
 	}
-	s := run(rulesV2, hotCold...)
+	s := run(balanceRules, hotCold...)
 	tr, _ := s.Get(1)
 	x := tr.Explanation
 	if x.Reason != ReasonBelowThreshold || x.Score != 36_000 || x.ConsecutiveOver != 0 || x.AtMs != t0+3*minute || x.Threshold != 50_000 {
@@ -222,22 +222,22 @@ func TestExplanationCoherenceV2(t *testing.T) {
 	}
 	// The hot single-key route was explained already_isolated with its own
 	// counter at every hot column.
-	s3 := run(rulesV2, hotCold[:3]...)
+	s3 := run(balanceRules, hotCold[:3]...)
 	if tr, _ := s3.Get(3); tr.Explanation.Reason != ReasonAlreadyIsolated || tr.Explanation.ConsecutiveOver != 3 || tr.ConsecutiveOver != 3 {
 		t.Fatalf("hot single-key route: %+v", tr)
 	}
-	// Version 1 keeps the stale explanation (the incoherence issue 13
-	// fixes at version 2), so replicas of a version 1 cluster agree.
-	s = run(rulesV1, hotCold...)
+	// Without the rule the stale explanation stays (the incoherence
+	// column_explanations fixes), so replicas of a version 1 cluster agree.
+	s = run(noRules, hotCold...)
 	if tr, _ := s.Get(1); tr.Explanation.Reason != ReasonCounting || tr.Explanation.ConsecutiveOver != 2 || tr.ConsecutiveOver != 0 {
 		t.Fatalf("version 1 route 1: %+v", tr)
 	}
 }
 
-// TestRulesV1HaveNoV2Outputs: whatever the input, rulesV1 never produces
+// TestNoRulesHaveNoFlaggedOutputs: whatever the input, noRules never produces
 // a version 2 origin, reason or explanation field, so a version 1 cluster's
 // state stays what a version 1 binary computes.
-func TestRulesV1HaveNoV2Outputs(t *testing.T) {
+func TestNoRulesHaveNoFlaggedOutputs(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := genCatalog(t)
 		routes := routesOf(c)
@@ -260,7 +260,7 @@ func TestRulesV1HaveNoV2Outputs(t *testing.T) {
 			Column{WindowStartMs: t0, AtMs: t0 + minute, Rows: rows})
 		for _, p := range plans {
 			if p.Origin == OriginBalance {
-				t.Fatalf("rulesV1 planned a balance split: %+v", p)
+				t.Fatalf("noRules planned a balance split: %+v", p)
 			}
 		}
 		for _, tr := range s.Tracked() {
@@ -268,13 +268,13 @@ func TestRulesV1HaveNoV2Outputs(t *testing.T) {
 			if x.Reason == ReasonHoldBand || x.Reason == ReasonBelowThreshold || x.Origin == OriginBalance ||
 				x.LeftShareBP != 0 || x.RightShareBP != 0 || x.BucketShareBP != 0 || x.HotKeyUpperShareBP != 0 ||
 				x.SampleRate != 0 || x.Floor != 0 || x.Threshold != 0 || x.CandidateWindows != 0 || x.HoldBandBP != 0 || x.SamplePoints != 0 {
-				t.Fatalf("rulesV1 explanation with version 2 content: %+v", x)
+				t.Fatalf("noRules explanation with version 2 content: %+v", x)
 			}
 		}
 	})
 }
 
-// TestBalancePlansAreValid: under rulesV2 every planned key lies strictly
+// TestBalancePlansAreValid: under balanceRules every planned key lies strictly
 // inside its route and a balance plan leaves MinSideShareBP on each side.
 func TestBalancePlansAreValid(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -291,7 +291,7 @@ func TestBalancePlansAreValid(t *testing.T) {
 		for range rapid.IntRange(0, 12).Draw(t, "samples") {
 			row.Samples = append(row.Samples, WeightedKey{Key: genKeyFor(t, r), Weight: rapid.Uint64Range(0, 100).Draw(t, "w")})
 		}
-		_, plans := Observe(Input{Config: cfg, Catalog: withStates(t, c, nil), NowMs: t0 + minute, Enabled: true, NextOpID: 1, Rules: rulesV2}, nil,
+		_, plans := Observe(Input{Config: cfg, Catalog: withStates(t, c, nil), NowMs: t0 + minute, Enabled: true, NextOpID: 1, Rules: balanceRules}, nil,
 			Column{WindowStartMs: t0, AtMs: t0 + minute, Rows: []Row{row}})
 		for _, p := range plans {
 			if _, err := c.CheckSplit(p.RouteID, p.Keys[0]); err != nil && r.State == catalog.StateActive {
