@@ -32,16 +32,16 @@ type effect struct {
 
 // effects lists the features that do more than gate.
 var effects = map[clusterversion.Feature]effect{
-	clusterversion.HoldBand: {rules: detector.RuleHoldBand, raise: raiseHoldBand},
-	clusterversion.FloorFollowsThreshold: {raise: raiseFloorFollowsThreshold},
-	clusterversion.BalanceSplitKeys: {rules: detector.RuleBalanceSplit},
-	clusterversion.LowerBoundIsolation: {rules: detector.RuleLowerBoundIsolation},
-	clusterversion.ColumnExplanations: {rules: detector.RuleColumnExplanations},
-	clusterversion.AutoMerge: {rules: detector.RuleMerge, raise: raiseAutoMerge},
-	clusterversion.EvidenceCuts: {rules: detector.RuleEvidenceCuts},
-	clusterversion.HeavyKeyIsolation: {rules: detector.RuleHeavyKeyIsolation},
+	clusterversion.HoldBand:               {rules: detector.RuleHoldBand, raise: raiseHoldBand},
+	clusterversion.FloorFollowsThreshold:  {raise: raiseFloorFollowsThreshold},
+	clusterversion.BalanceSplitKeys:       {rules: detector.RuleBalanceSplit},
+	clusterversion.LowerBoundIsolation:    {rules: detector.RuleLowerBoundIsolation},
+	clusterversion.ColumnExplanations:     {rules: detector.RuleColumnExplanations},
+	clusterversion.AutoMerge:              {rules: detector.RuleMerge, raise: raiseAutoMerge},
+	clusterversion.EvidenceCuts:           {rules: detector.RuleEvidenceCuts},
+	clusterversion.HeavyKeyIsolation:      {rules: detector.RuleHeavyKeyIsolation},
 	clusterversion.OperatorBoundariesKept: {raise: raiseOperatorBoundaries},
-	clusterversion.PooledEvidence: {rules: detector.RulePooledEvidence},
+	clusterversion.PooledEvidence:         {rules: detector.RulePooledEvidence},
 }
 
 // hookRow is one raise hook in table order, with the version it runs at.
