@@ -31,7 +31,6 @@ var tagSets = []string{"", "jepsen"}
 type listedPackage struct {
 	ImportPath string
 	Dir        string
-	Standard   bool
 	GoFiles    []string
 	CgoFiles   []string
 	Imports    []string
