@@ -201,16 +201,24 @@ func TestImportRuleReportsViolations(t *testing.T) {
 			got = append(got, s)
 		}
 	}
+	// The violations module's simlab imports scheduler whatever the real
+	// tree does: reported, and marked pending while pending says so.
+	simlab := " must not import scheduler (simlab/simlab.go:6)"
+	for _, pi := range pending {
+		if pi.from == "simlab" && pi.to == "scheduler" {
+			simlab += " pending: " + pi.reason
+		}
+	}
 	want := []string{
 		"import rule (tags default): catalog must not import fsm (catalog/catalog.go:11)",
 		"import rule (tags default): columns must not import fsm (columns/columns.go:6)",
 		"import rule (tags default): datanode must not import internal/loglimit (datanode/datanode.go:8)",
-		"import rule (tags default): simlab must not import scheduler (simlab/simlab.go:6) pending: pending the columns move",
+		"import rule (tags default): simlab" + simlab,
 		"import rule (tags jepsen): catalog must not import fsm (catalog/catalog.go:11)",
 		"import rule (tags jepsen): columns must not import fsm (columns/columns.go:6)",
 		"import rule (tags jepsen): datanode must not import internal/loglimit (datanode/datanode.go:8)",
 		"import rule (tags jepsen): detector must not import scheduler (detector/controls_jepsen.go:8)",
-		"import rule (tags jepsen): simlab must not import scheduler (simlab/simlab.go:6) pending: pending the columns move",
+		"import rule (tags jepsen): simlab" + simlab,
 	}
 	sort.Strings(got)
 	if !slices.Equal(got, want) {
