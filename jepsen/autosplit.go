@@ -8,13 +8,9 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
-	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/jepsen/cluster"
 	"github.com/hotsplit/hotsplit/jepsen/model"
@@ -374,37 +370,4 @@ func (a *autoRun) accept(replay *model.Replay, c *cluster.Cluster) []string {
 		a.mu.Unlock()
 	}
 	return out
-}
-
-// autoSplitBootstrap is the detector config and initial routes the
-// automatic-split scenario bootstraps with: 1 s columns, a threshold the
-// simulated hot key and hot range clear many times over (and the uniform
-// rest does not), quick cooldowns, an op TTL far above any disable the
-// workload makes, and routes that bound the simulator's key space (so its
-// layout works) apart from the manual workload's keys below it.
-func autoSplitBootstrap() []string {
-	ks, err := sim.NewKeySpace(sim.DefaultKeySpace)
-	if err != nil {
-		panic(err) // a constant key space
-	}
-	var bounds []string
-	for _, k := range ks.SplitKeys(1) {
-		bounds = append(bounds, string(k))
-	}
-	return []string{"--autoSplit", "--initialSplits", strings.Join(bounds, ","),
-		"--autoSplitStep", "1s", "--autoSplitThreshold", "30000", "--autoSplitCandidateWindows", "2",
-		"--autoSplitCooldown", "2s", "--autoSplitOpTTL", "10m", "--autoSplitMaxPerCycle", "1"}
-}
-
-// autoMergeConfig makes cold routes merge within the run (hotsplitd has no
-// flags for the merge settings): cold for 3 complete columns (one more
-// than the split's candidate windows), 3 s after the split or merge that
-// made either route, up to 2 merges per column; a route is cold below a
-// quarter of the split threshold (the default). Columns come only while
-// the simulator reports, and automatic merges keep an operator's
-// boundaries (the bootstrap's keys, the manual workload's splits), so what
-// merges is the simulator's own splits once their load moves away: the
-// hot range's pieces when the hot key comes back.
-func autoMergeConfig() *api.ConfigPatch {
-	return &api.ConfigPatch{MergeWindows: proto.Uint32(3), MergeDelayMs: proto.Uint64(3000), MaxMergesPerCycle: proto.Uint32(2)}
 }

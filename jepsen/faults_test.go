@@ -564,3 +564,17 @@ func mountTmpfs(dir, size string) ([]byte, error) {
 }
 
 func unmount(dir string) { exec.Command("umount", dir).Run() }
+
+// overwriteAround writes 64 pseudo-random bytes over entry index's stored
+// value, starting 16 bytes before it (the page's element header side).
+func overwriteAround(dbPath string, index uint64, seed uint64) (int, error) {
+	return damageEntry(dbPath, index, func(file []byte, at int, _ []byte) {
+		x := seed | 1
+		for k := max(0, at-16); k < min(len(file), at+48); k++ {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			file[k] = byte(x)
+		}
+	})
+}

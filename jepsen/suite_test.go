@@ -10,10 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/jepsen/checker"
 	"github.com/hotsplit/hotsplit/jepsen/cluster"
 	"github.com/hotsplit/hotsplit/sim"
@@ -217,6 +221,39 @@ func TestIntegrationJepsenAutoSplit(t *testing.T) {
 		// splits can merge).
 		Auto: &AutoSplit{Phases: []SimPhase{{sim.HotKey, 10 * time.Second}, {sim.HotRange, 14 * time.Second}, {sim.HotKey, 14 * time.Second}},
 			Rate: 1000, SimNodes: 3, Failpoint: true, RestartAfter: time.Second, MinAutoSplits: 3, MinAutoMerges: 3}})
+}
+
+// autoSplitBootstrap is the detector config and initial routes the
+// automatic-split scenario bootstraps with: 1 s columns, a threshold the
+// simulated hot key and hot range clear many times over (and the uniform
+// rest does not), quick cooldowns, an op TTL far above any disable the
+// workload makes, and routes that bound the simulator's key space (so its
+// layout works) apart from the manual workload's keys below it.
+func autoSplitBootstrap() []string {
+	ks, err := sim.NewKeySpace(sim.DefaultKeySpace)
+	if err != nil {
+		panic(err) // a constant key space
+	}
+	var bounds []string
+	for _, k := range ks.SplitKeys(1) {
+		bounds = append(bounds, string(k))
+	}
+	return []string{"--autoSplit", "--initialSplits", strings.Join(bounds, ","),
+		"--autoSplitStep", "1s", "--autoSplitThreshold", "30000", "--autoSplitCandidateWindows", "2",
+		"--autoSplitCooldown", "2s", "--autoSplitOpTTL", "10m", "--autoSplitMaxPerCycle", "1"}
+}
+
+// autoMergeConfig makes cold routes merge within the run (hotsplitd has no
+// flags for the merge settings): cold for 3 complete columns (one more
+// than the split's candidate windows), 3 s after the split or merge that
+// made either route, up to 2 merges per column; a route is cold below a
+// quarter of the split threshold (the default). Columns come only while
+// the simulator reports, and automatic merges keep an operator's
+// boundaries (the bootstrap's keys, the manual workload's splits), so what
+// merges is the simulator's own splits once their load moves away: the
+// hot range's pieces when the hot key comes back.
+func autoMergeConfig() *api.ConfigPatch {
+	return &api.ConfigPatch{MergeWindows: proto.Uint32(3), MergeDelayMs: proto.Uint64(3000), MaxMergesPerCycle: proto.Uint32(2)}
 }
 
 // Negative controls: each deliberate bug, with the fault that exposes it,

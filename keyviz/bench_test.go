@@ -420,7 +420,7 @@ func BenchmarkStripeHint(b *testing.B) {
 		atomic.Uint64
 		_ [56]byte
 	}
-	hints := sync.Pool{New: func() any { return int(ticket.Add(1) & 0xff) }}
+	hints := sync.Pool{New: func() any { h := int(ticket.Add(1) & 0xff); return &h }}
 	cas := func(p *atomic.Uint64) bool {
 		v := p.Load()
 		return p.CompareAndSwap(v, v+1)
@@ -434,9 +434,9 @@ func BenchmarkStripeHint(b *testing.B) {
 			}
 		},
 		"pool-hint": func(st *stripeSet) {
-			h, _ := hints.Get().(int)
-			for !cas(&st.c[(h&(n-1))*st.words]) {
-				h = (h + 1) & 0xff
+			h, _ := hints.Get().(*int)
+			for !cas(&st.c[(*h&(n-1))*st.words]) {
+				*h = (*h + 1) & 0xff
 			}
 			hints.Put(h)
 		},

@@ -128,7 +128,7 @@ func loadCluster(t *testing.T) *testCluster {
 
 // waitWindowEnd blocks until wall time passes the end of window w plus d.
 func waitWindowEnd(w uint64, d time.Duration) {
-	if wait := time.UnixMilli(int64(w + loadStepMs)).Add(d).Sub(time.Now()); wait > 0 {
+	if wait := time.Until(time.UnixMilli(int64(w + loadStepMs)).Add(d)); wait > 0 {
 		time.Sleep(wait)
 	}
 }

@@ -117,19 +117,3 @@ func authorize(p *Principal, method string, req any) error {
 	}
 	return status.Errorf(codes.PermissionDenied, "identity %q (roles %s) may not call %s: it needs role %s", p.Name, p.rolesString(), method, need)
 }
-
-// neededRole describes the role a method needs, as docs/security.md's
-// table writes it.
-func neededRole(method string) string {
-	r, ok := authzTable[method]
-	if !ok {
-		return "(refused)"
-	}
-	switch {
-	case r.role == roleNobody:
-		return "node only"
-	case r.node:
-		return r.role.String() + ", node"
-	}
-	return r.role.String()
-}

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"fmt"
 	"sync"
 
 	"golang.org/x/time/rate"
@@ -10,6 +11,7 @@ import (
 type limitClass uint8
 
 const (
+	// limitNone, the zero value: a method whose row names no limit.
 	limitNone limitClass = iota
 	// limitTimestamp: GetTimestamp calls.
 	limitTimestamp
@@ -22,12 +24,14 @@ const (
 
 func (c limitClass) String() string {
 	switch c {
+	case limitNone:
+		return "none"
 	case limitTimestamp:
 		return "timestamp"
 	case limitMutation:
 		return "mutation"
 	}
-	return "none"
+	return fmt.Sprintf("limitClass(%d)", uint8(c))
 }
 
 // RateLimits are per-identity token buckets, enforced by the node a call

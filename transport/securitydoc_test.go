@@ -20,3 +20,19 @@ func TestSecurityDocListsEveryMethod(t *testing.T) {
 		}
 	}
 }
+
+// neededRole describes the role a method needs, as docs/security.md's
+// table writes it.
+func neededRole(method string) string {
+	r, ok := authzTable[method]
+	if !ok {
+		return "(refused)"
+	}
+	switch {
+	case r.role == roleNobody:
+		return "node only"
+	case r.node:
+		return r.role.String() + ", node"
+	}
+	return r.role.String()
+}

@@ -1,0 +1,5 @@
+// Package loglimit stands in for the log-line limiter.
+package loglimit
+
+// Limit is a stand-in.
+type Limit struct{}

@@ -1,0 +1,2 @@
+// Package raftnet is clean in the default build.
+package raftnet
