@@ -1,8 +1,9 @@
 // Package catalog is the route catalog of hotsplit: the set of live routes
-// (half-open key ranges, each served by one shard group), its invariants,
-// key lookup, the split and merge transitions, the bounded delta history
-// that serves watchers, the protobuf snapshot form, and the sub-bucket
-// layout shared by the detector and every reporter (docs/design.md#the-catalog and docs/design.md#merges).
+// (half-open key ranges, each served by one shard group), its invariants, key
+// lookup, the split and merge transitions, the bounded delta history that
+// serves watchers, the protobuf snapshot form, and the sub-bucket layout shared
+// by the detector and every reporter (docs/design.md#the-catalog and
+// docs/design.md#merges).
 //
 // Everything here is pure: no I/O, no goroutines, no clock, no randomness.
 // A *Catalog is an immutable value on a persistent (copy-on-write) B-tree:

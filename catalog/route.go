@@ -9,7 +9,8 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 )
 
-// Key size limits (docs/design.md#the-catalog and docs/design.md#limits-and-bad-input). A route boundary may be one byte longer
+// Key size limits (docs/design.md#the-catalog and
+// docs/design.md#limits-and-bad-input). A route boundary may be one byte longer
 // than a data key so that any key H can be isolated as [H, H·0x00).
 const (
 	MaxKeyLen      = 4096

@@ -9,9 +9,10 @@ import (
 	"testing"
 )
 
-// TestImports keeps the package thin (docs/design.md#packages-and-imports): besides the standard library
-// it may import only the generated API, the backup file format, gRPC and
-// protobuf, so that data nodes embedding keyviz pull in no server code.
+// TestImports keeps the package thin (docs/design.md#packages-and-imports):
+// besides the standard library it may import only the generated API, the backup
+// file format, gRPC and protobuf, so that data nodes embedding keyviz pull in
+// no server code.
 func TestImports(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil {

@@ -94,9 +94,9 @@ type State interface {
 }
 
 // Aggregator assembles the cluster-wide load columns on the leader
-// (docs/design.md#the-load-pipeline): it takes every reporter's closed columns through Report, merges one
-// column per window, and commits it as an ObserveColumn entry through the
-// single proposer, in increasing window order.
+// (docs/design.md#the-load-pipeline): it takes every reporter's closed columns
+// through Report, merges one column per window, and commits it as an
+// ObserveColumn entry through the single proposer, in increasing window order.
 //
 // Exactly once. A reporter's contribution to a window, (reporter, window),
 // is merged at most once per term (the open column records its reporters;
@@ -386,13 +386,13 @@ func (a *Aggregator) takeSlot(ctx context.Context) (*rowScratch, error) {
 }
 
 // checkRead validates an encoded report whose top level was read already
-// (r, or the error reading it) with validateReportInto. A report that
+// (r, or the error reading it) with validateReport. A report that
 // protobuf would not decode is rejected as malformed, with err wrapping
 // api.ErrMalformedReport, whatever else is wrong with it — as if decoding
 // came first; validation reads every row, so it finds out.
 func checkRead(report []byte, r wireReport, err error, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (cols []columnInfo, rej *rejection, _ error) {
 	if err == nil {
-		cols, rej = validateReportInto(r, cat, cfg, nowMs, sc)
+		cols, rej = validateReport(r, cat, cfg, nowMs, sc)
 		switch {
 		case rej == nil:
 			return cols, nil, nil

@@ -63,7 +63,7 @@ func BenchmarkValidateReport(b *testing.B) {
 	b.SetBytes(int64(w.size))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, rej := validateReport(w, c, cfg, 101_000); rej != nil {
+		if _, rej := validateReport(w, c, cfg, 101_000, new(rowScratch)); rej != nil {
 			b.Fatal(rej.msg)
 		}
 	}
@@ -192,7 +192,7 @@ func BenchmarkIngestReport(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cols, rej := validateReportInto(rep, cat, cfg, w+testStep, &sc)
+				cols, rej := validateReport(rep, cat, cfg, w+testStep, &sc)
 				if rej != nil {
 					b.Fatal(rej.msg)
 				}
@@ -267,7 +267,7 @@ func BenchmarkColumnSumMemory(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						cols, rej := validateReport(rep, cat, cfg, w+testStep)
+						cols, rej := validateReport(rep, cat, cfg, w+testStep, new(rowScratch))
 						if rej != nil {
 							b.Fatal(rej.msg)
 						}

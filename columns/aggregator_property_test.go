@@ -86,7 +86,7 @@ func TestAggregatorExactlyOnceProperty(t *testing.T) {
 				req.Columns = append(req.Columns, reportCol(w, row(2, propReads(r.id, w), 0)))
 			}
 			st := h.f.State()
-			cols, rej := validateReport(wireOf(t, req), st.Catalog(), st.Config(), now)
+			cols, rej := validateReport(wireOf(t, req), st.Catalog(), st.Config(), now, new(rowScratch))
 			if rej != nil {
 				rt.Fatalf("valid report rejected: %s", rej.msg)
 			}

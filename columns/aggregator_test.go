@@ -787,7 +787,7 @@ func TestAggregatorStepChangeWindows(t *testing.T) {
 		{"old step at the boundary", old(at), false},
 	} {
 		req := &api.ReportRequest{ReporterId: "a", Columns: []*api.ReportColumn{tc.col}}
-		_, r := validateReport(wireOf(t, req), cat, cfg, at)
+		_, r := validateReport(wireOf(t, req), cat, cfg, at, new(rowScratch))
 		if (r == nil) != tc.ok || (r != nil && r.reason != rejectStep) {
 			t.Errorf("%s: rejection %+v", tc.name, r)
 		}

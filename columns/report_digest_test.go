@@ -169,7 +169,7 @@ func TestValidationDigests(t *testing.T) {
 	cat := narrowCatalog(t)
 	r := validReport() // two columns
 	w := wireOf(t, r)
-	cols, rej := validateReport(w, cat, validateConfig(), validNowMs)
+	cols, rej := validateReport(w, cat, validateConfig(), validNowMs, new(rowScratch))
 	if rej != nil {
 		t.Fatal(rej.msg)
 	}

@@ -100,24 +100,6 @@ func (r *wireReport) head(i int) (api.WireColumn, error) {
 	return api.ReadColumn(r.columns[i])
 }
 
-// validateReport checks a whole report before anything of it is applied
-// (docs/design.md#the-load-pipeline and docs/design.md#limits-and-bad-input) against the replicated catalog and config and the leader's
-// wall clock, and returns the first problem, or nil. The size checked is
-// the report's encoded size as it arrived. cfg must be a valid replicated
-// config (step_ms > 0). It is pure and linear in the report's size, and
-// walks the report once: on the way it computes each column's content
-// digest (see digester); cols[i] describes columns[i]. A column or row that
-// does not decode is refused as malformed (it cannot come through the
-// transport, whose codec refuses it first).
-//
-// Rows of routes that are not live are checked for everything that does not
-// need the route (they are dropped later, not rejected); rows of live routes
-// must also carry exactly the route's bucket count under the replicated
-// config.
-func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs uint64) (cols []columnInfo, rej *rejection) {
-	return validateReportInto(r, cat, cfg, nowMs, new(rowScratch))
-}
-
 // rowScratch holds the rows validation read, for the merge that follows:
 // each row is read from the wire once. One is reused report after report
 // (the Aggregator keeps one per ingest slot), so its rows' slices keep
@@ -137,9 +119,25 @@ func (sc *rowScratch) next(n int) *api.WireRow {
 	return &sc.rows[n]
 }
 
-// validateReportInto is validateReport reading the rows into sc, which the
-// returned columns' parsed rows then share.
-func validateReportInto(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (cols []columnInfo, rej *rejection) {
+// validateReport checks a whole report before anything of it is applied
+// (docs/design.md#the-load-pipeline and docs/design.md#limits-and-bad-input)
+// against the replicated catalog and config and the leader's wall clock, and
+// returns the first problem, or nil. The size checked is the report's encoded
+// size as it arrived. cfg must be a valid replicated config (step_ms > 0). It
+// is pure and linear in the report's size, and walks the report once: on the
+// way it computes each column's content digest (see digester); cols[i]
+// describes columns[i]. A column or row that does not decode is refused as
+// malformed (it cannot come through the transport, whose codec refuses it
+// first).
+//
+// Rows of routes that are not live are checked for everything that does not
+// need the route (they are dropped later, not rejected); rows of live routes
+// must also carry exactly the route's bucket count under the replicated
+// config.
+//
+// It reads the rows into sc, which the returned columns' parsed rows then
+// share.
+func validateReport(r wireReport, cat *catalog.Catalog, cfg *api.Config, nowMs uint64, sc *rowScratch) (cols []columnInfo, rej *rejection) {
 	if r.size > api.MaxReportBytes {
 		return nil, reject(rejectTooLarge, "report: %d bytes exceeds the limit of %d", r.size, api.MaxReportBytes)
 	}

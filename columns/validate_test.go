@@ -136,7 +136,7 @@ func TestValidateReportAcceptsValid(t *testing.T) {
 	r.Columns[1].Rows = append(r.Columns[1].Rows, &api.ReportRow{RouteId: 4, Reads: 1, SampleRate: 1, Buckets: make([]uint64, 3)})
 	// The last window not too far ahead: [12000, 13000) ends two steps after now.
 	r.Columns = append(r.Columns, reportCol(12000))
-	if _, rej := validateReport(wireOf(t, r), cat, validateConfig(), validNowMs); rej != nil {
+	if _, rej := validateReport(wireOf(t, r), cat, validateConfig(), validNowMs, new(rowScratch)); rej != nil {
 		t.Fatalf("valid report rejected: %s", rej.msg)
 	}
 }
@@ -147,7 +147,7 @@ func TestValidateReportRejects(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := validReport()
 			tc.mutate(r)
-			_, rej := validateReport(wireOf(t, r), cat, validateConfig(), validNowMs)
+			_, rej := validateReport(wireOf(t, r), cat, validateConfig(), validNowMs, new(rowScratch))
 			if rej == nil {
 				t.Fatalf("accepted")
 			}
@@ -220,8 +220,8 @@ func FuzzReportValidation(f *testing.F) {
 		asMsg.size = asSent.size // the limit is on what arrived
 		// Through the column heads, as Take validates after its late check.
 		asSent.readHeads()
-		cols, rej := validateReportInto(asSent, cat, cfg, validNowMs, &sc)
-		mcols, mrej := validateReport(asMsg, cat, cfg, validNowMs)
+		cols, rej := validateReport(asSent, cat, cfg, validNowMs, &sc)
+		mcols, mrej := validateReport(asMsg, cat, cfg, validNowMs, new(rowScratch))
 		if (rej == nil) != (crej == nil) || (rej != nil && *rej != *crej) {
 			t.Fatalf("validation gives %+v, the leader %+v", rej, crej)
 		}

@@ -1,9 +1,9 @@
 // Package detector decides when a route is hot and where to split it
-// (docs/design.md#the-detector), and which cold neighbours to merge (docs/design.md#merges, merge.go). It
-// runs inside the FSM's Apply of ObserveColumn on every
-// replica, so it is pure: no I/O, no goroutines, no clock, no randomness, no
-// map iteration order in outputs, integer arithmetic only. "Now" and every
-// other input are passed in explicitly.
+// (docs/design.md#the-detector), and which cold neighbours to merge
+// (docs/design.md#merges, merge.go). It runs inside the FSM's Apply of
+// ObserveColumn on every replica, so it is pure: no I/O, no goroutines, no
+// clock, no randomness, no map iteration order in outputs, integer arithmetic
+// only. "Now" and every other input are passed in explicitly.
 //
 // State is an immutable value: Observe and the On* transitions return a new
 // State and never modify the one they were given, so the FSM can hand the
@@ -90,12 +90,13 @@ const (
 
 // Rules is the set of rules Observe applies on top of the first release's:
 // strict hysteresis, the sub-bucket median split key, and isolation on the
-// point estimate of the hot key's load (the zero value). Which rules are on
-// is replicated behaviour: the fsm derives the set from the cluster
-// version through its feature table (fsm/versions.go), so that a cluster
-// with an older member keeps the older behaviour on every replica
-// (docs/design.md#cluster-versions-and-features). Each rule is one flag; a new rule is a new flag and a new row of
-// that table, never a comparison of rule or version numbers.
+// point estimate of the hot key's load (the zero value). Which rules are on is
+// replicated behaviour: the fsm derives the set from the cluster version
+// through its feature table (fsm/versions.go), so that a cluster with an older
+// member keeps the older behaviour on every replica
+// (docs/design.md#cluster-versions-and-features). Each rule is one flag; a new
+// rule is a new flag and a new row of that table, never a comparison of rule or
+// version numbers.
 type Rules uint32
 
 // The rules. Each names one behaviour and is tested on its own.
@@ -239,8 +240,9 @@ type Explanation struct {
 	KnownKeys                      uint32
 }
 
-// Tracked is the sparse per-route state (docs/design.md#the-state-machine): kept only while the route
-// has a non-zero counter, a cooldown not yet over, or a recent explanation.
+// Tracked is the sparse per-route state (docs/design.md#the-state-machine):
+// kept only while the route has a non-zero counter, a cooldown not yet over, or
+// a recent explanation.
 type Tracked struct {
 	RouteID         uint64
 	ConsecutiveOver uint32

@@ -11,7 +11,8 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// applySetAutoSplit flips the kill switch (docs/design.md#ops-the-scheduler-and-the-switch). A bootstrap flag never
+// applySetAutoSplit flips the kill switch
+// (docs/design.md#ops-the-scheduler-and-the-switch). A bootstrap flag never
 // overrides an operator's choice. Disabling pauses every PENDING/RUNNING op;
 // enabling resumes every PAUSED op, or aborts it as stale when it has been
 // paused longer than op_ttl_ms.

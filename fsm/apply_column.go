@@ -12,8 +12,9 @@ import (
 	"github.com/hotsplit/hotsplit/detector"
 )
 
-// Column limits (docs/design.md#limits-and-bad-input). The leader validates reports before building a
-// column; the FSM checks again because a log entry is outside bytes too.
+// Column limits (docs/design.md#limits-and-bad-input). The leader validates
+// reports before building a column; the FSM checks again because a log entry is
+// outside bytes too.
 const (
 	maxTopKeys = 256
 	// maxSamples bounds a row's merged operation sample (the leader keeps
@@ -97,11 +98,11 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	return res
 }
 
-// checkColumn rejects a malformed column before anything applies: the
-// limits (docs/design.md#limits-and-bad-input) and sorted reporters here, the window and one row per route in
-// detector.Column.Validate. Before SampledEvidence is on its fields
-// (samples, sample rates, raw counts, variances) are refused: no leader
-// emits them there.
+// checkColumn rejects a malformed column before anything applies: the limits
+// (docs/design.md#limits-and-bad-input) and sorted reporters here, the window
+// and one row per route in detector.Column.Validate. Before SampledEvidence is
+// on its fields (samples, sample rates, raw counts, variances) are refused: no
+// leader emits them there.
 func checkColumn(c *api.ObserveColumn, version uint32) *api.CommandResult {
 	invalid := func(format string, args ...any) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, format, args...)

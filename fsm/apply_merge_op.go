@@ -10,14 +10,15 @@ import (
 	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
-// applyMergeOpStep applies the one step of merge op c.OpId (AutoMerge),
-// as applyOpStep does a split op's (docs/design.md#ops-the-scheduler-and-the-switch): unknown op; not a merge op;
-// step 0; duplicate (a step below next_step answers its first result); a
-// step from the future; a finished op; routes other than planned; switch
-// off (the op pauses); fence; the planned shape (a route gone, changed or
-// not ACTIVE aborts the op). The merge itself is the manual merge's
-// transition (catalog.Merge, commitMerge), validated by the op's recorded
-// shape, never by catalog version.
+// applyMergeOpStep applies the one step of merge op c.OpId (AutoMerge), as
+// applyOpStep does a split op's
+// (docs/design.md#ops-the-scheduler-and-the-switch): unknown op; not a merge
+// op; step 0; duplicate (a step below next_step answers its first result); a
+// step from the future; a finished op; routes other than planned; switch off
+// (the op pauses); fence; the planned shape (a route gone, changed or not
+// ACTIVE aborts the op). The merge itself is the manual merge's transition
+// (catalog.Merge, commitMerge), validated by the op's recorded shape, never by
+// catalog version.
 func (a *applier) applyMergeOpStep(c *api.MergeRange) *api.CommandResult {
 	if err := a.s.Require(clusterversion.AutoMerge); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "op_id: %v", err)

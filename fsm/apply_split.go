@@ -90,11 +90,12 @@ func (a *applier) commitSplit(parentID uint64, next *catalog.Catalog, children [
 	a.s.det = a.s.det.OnSplit(a.s.detCfg, parentID, []uint64{children[0].ID, children[1].ID}, consumed, hlc.Physical(commit))
 }
 
-// applyOpStep applies step c.Step of op c.OpId exactly as docs/design.md#ops-the-scheduler-and-the-switch says.
-// The checks run in this order: unknown op; step 0; duplicate (a step
-// below next_step returns its first result, even for a finished op); a step
-// from the future; a finished op; route and key other than planned; switch
-// off (the op pauses); fence; the target's shape (a mismatch aborts the op).
+// applyOpStep applies step c.Step of op c.OpId exactly as
+// docs/design.md#ops-the-scheduler-and-the-switch says. The checks run in this
+// order: unknown op; step 0; duplicate (a step below next_step returns its
+// first result, even for a finished op); a step from the future; a finished op;
+// route and key other than planned; switch off (the op pauses); fence; the
+// target's shape (a mismatch aborts the op).
 func (a *applier) applyOpStep(c *api.SplitRange) *api.CommandResult {
 	i, found := findOp(a.s.ops, c.GetOpId())
 	if !found {

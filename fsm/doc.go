@@ -1,7 +1,9 @@
 // Package fsm is hotsplit's replicated state machine: a raft.FSM (and
 // raft.ConfigurationStore) whose Apply decodes one Command envelope per log
-// entry and runs one applyXxx function per command (docs/design.md#the-state-machine and docs/design.md#ops-the-scheduler-and-the-switch), and whose
-// snapshots capture the whole replicated state.
+// entry and runs one applyXxx function per command
+// (docs/design.md#the-state-machine and
+// docs/design.md#ops-the-scheduler-and-the-switch), and whose snapshots capture
+// the whole replicated state.
 //
 // Determinism. Apply reads no wall clock, no randomness and no map order,
 // and uses integer arithmetic only; "now" is the physical part of

@@ -51,12 +51,12 @@ func (a *applier) retireFinished() {
 	a.s.ops = ops
 }
 
-// abortOp marks a live op ABORTED. When at least one step applied, the
-// middle child — the route the next step would have split — gets a
-// cooldown from now (docs/design.md#ops-the-scheduler-and-the-switch), if it is still a live route. With
-// StickyAbort an operator's or a stale abort before the first step puts the
-// planned route itself in cooldown, so the abort sticks: the next hot column
-// does not plan the same split again at once. An aborted merge op sticks
+// abortOp marks a live op ABORTED. When at least one step applied, the middle
+// child — the route the next step would have split — gets a cooldown from now
+// (docs/design.md#ops-the-scheduler-and-the-switch), if it is still a live
+// route. With StickyAbort an operator's or a stale abort before the first step
+// puts the planned route itself in cooldown, so the abort sticks: the next hot
+// column does not plan the same split again at once. An aborted merge op sticks
 // by restarting its routes' cold streaks (mergeOpAborted).
 func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *api.Op {
 	n := cloneOp(op)

@@ -5,14 +5,15 @@ import (
 	"github.com/hotsplit/hotsplit/clusterversion"
 )
 
-// NextOpStep chooses what the op stepper proposes next (docs/design.md#ops-the-scheduler-and-the-switch): the
-// next step of the oldest live op that is pending or running, while the
-// switch is on — a SplitRange of a split op, the one MergeRange of a merge
-// op (AutoMerge; the command carries its min_version). It returns nil, nil
-// when nothing is to be proposed: the switch is off (a paused op waits for
-// it), no op is runnable, or the oldest runnable op has no step left to
-// take (step 0, or past its last step: the FSM finishes such an op
-// itself). A paused op is skipped, not waited for.
+// NextOpStep chooses what the op stepper proposes next
+// (docs/design.md#ops-the-scheduler-and-the-switch): the next step of the
+// oldest live op that is pending or running, while the switch is on — a
+// SplitRange of a split op, the one MergeRange of a merge op (AutoMerge; the
+// command carries its min_version). It returns nil, nil when nothing is to be
+// proposed: the switch is off (a paused op waits for it), no op is runnable, or
+// the oldest runnable op has no step left to take (step 0, or past its last
+// step: the FSM finishes such an op itself). A paused op is skipped, not waited
+// for.
 //
 // It is pure and reads only its arguments: live is State.LiveOps (oldest
 // first), switchOn the replicated switch and actor the step's actor. The
@@ -44,11 +45,11 @@ func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Comm
 	return nil, nil
 }
 
-// answerOutOfOrderStep answers a step of op that is not the live op's next
-// one, the same for split and merge ops (docs/design.md#ops-the-scheduler-and-the-switch): step 0; a duplicate (a
-// step below next_step answers its first result, even for a finished op);
-// a step from the future; a finished op. nil: step is the next step of a
-// live op.
+// answerOutOfOrderStep answers a step of op that is not the live op's next one,
+// the same for split and merge ops
+// (docs/design.md#ops-the-scheduler-and-the-switch): step 0; a duplicate (a
+// step below next_step answers its first result, even for a finished op); a
+// step from the future; a finished op. nil: step is the next step of a live op.
 func answerOutOfOrderStep(op *api.Op, step uint32) *api.CommandResult {
 	switch {
 	case step == 0:

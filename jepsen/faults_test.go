@@ -21,12 +21,13 @@ import (
 	"github.com/hotsplit/hotsplit/jepsen/raftlog"
 )
 
-// Process tests of single faults (docs/design.md#limits-and-bad-input and docs/design.md#trust-and-integrity): a storage fault on one
-// node ends that process with one ERROR line naming the file and the cause
-// and a non-zero exit, never a Go panic, while the other nodes keep
-// committing; a node whose clock is off never leads. The byte flip, the
-// truncated raft.db, a full disk on the leader and the clock refusal run in
-// CI; the rest of the matrix runs with -long.
+// Process tests of single faults (docs/design.md#limits-and-bad-input and
+// docs/design.md#trust-and-integrity): a storage fault on one node ends that
+// process with one ERROR line naming the file and the cause and a non-zero
+// exit, never a Go panic, while the other nodes keep committing; a node whose
+// clock is off never leads. The byte flip, the truncated raft.db, a full disk
+// on the leader and the clock refusal run in CI; the rest of the matrix runs
+// with -long.
 
 // faultCluster starts a three-node cluster for one test, under the suite's
 // directory; its artifacts stay there if the test fails.

@@ -12,7 +12,8 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// Defaults and limits of the sampler (docs/design.md#the-detector, docs/design.md#the-load-pipeline and docs/design.md#limits-and-bad-input).
+// Defaults and limits of the sampler (docs/design.md#the-detector,
+// docs/design.md#the-load-pipeline and docs/design.md#limits-and-bad-input).
 const (
 	DefaultStepMs      = 60_000
 	DefaultBuckets     = 16

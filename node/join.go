@@ -15,13 +15,13 @@ import (
 	"github.com/hotsplit/hotsplit/client"
 )
 
-// announce makes the cluster know this node. A fresh node with --join
-// joins through the given members. A node with state announces itself once
-// it knows its cluster (through --join members, else through its own
-// endpoint, which forwards to the leader): the leader checks it still
-// belongs to that cluster, refreshes its member record and applies its
-// --autoSplit start flag (docs/design.md#ops-the-scheduler-and-the-switch). A fresh --bootstrap node needs neither:
-// as leader it records itself.
+// announce makes the cluster know this node. A fresh node with --join joins
+// through the given members. A node with state announces itself once it knows
+// its cluster (through --join members, else through its own endpoint, which
+// forwards to the leader): the leader checks it still belongs to that cluster,
+// refreshes its member record and applies its --autoSplit start flag
+// (docs/design.md#ops-the-scheduler-and-the-switch). A fresh --bootstrap node
+// needs neither: as leader it records itself.
 func (n *Node) announce(ctx context.Context, self *api.Member, existing bool) {
 	if !existing {
 		if len(n.cfg.Join) > 0 {

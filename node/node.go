@@ -215,12 +215,12 @@ func (n *Node) Scheduler() *scheduler.Scheduler { return n.sched }
 // and Config.Halt let the process live on (a real process has exited).
 func (n *Node) Halted() <-chan struct{} { return n.halted }
 
-// halt stops the node for good: a storage fault, an entry this build
-// cannot apply, a diverged state, a clock off from the cluster (docs/design.md#limits-and-bad-input).
-// The first caller logs one ERROR line and, in a real process, exits 1;
-// every other caller blocks in a real process (the exit is under way, and
-// returning an error into raft would make it panic) and returns at once
-// when a test installed Config.Halt.
+// halt stops the node for good: a storage fault, an entry this build cannot
+// apply, a diverged state, a clock off from the cluster
+// (docs/design.md#limits-and-bad-input). The first caller logs one ERROR line
+// and, in a real process, exits 1; every other caller blocks in a real process
+// (the exit is under way, and returning an error into raft would make it panic)
+// and returns at once when a test installed Config.Halt.
 func (n *Node) halt(err error) {
 	if !n.halting.CompareAndSwap(false, true) {
 		if n.cfg.Halt == nil {

@@ -139,10 +139,11 @@ func (s *Scheduler) setMember(ctx context.Context, m *api.Member) error {
 	return nil
 }
 
-// seedSwitchFromFlag applies docs/design.md#ops-the-scheduler-and-the-switch to a member that just started with an
-// explicit --autoSplit: its value is committed only while no operator has
-// ever set the switch; otherwise the mismatch is a warning (here, and in
-// every status answer while the member's record says so).
+// seedSwitchFromFlag applies docs/design.md#ops-the-scheduler-and-the-switch to
+// a member that just started with an explicit --autoSplit: its value is
+// committed only while no operator has ever set the switch; otherwise the
+// mismatch is a warning (here, and in every status answer while the member's
+// record says so).
 func (s *Scheduler) seedSwitchFromFlag(ctx context.Context, m *api.Member) {
 	if m.AutoSplitFlag == api.AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET {
 		return

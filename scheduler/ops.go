@@ -9,12 +9,14 @@ import (
 	"github.com/hotsplit/hotsplit/hlc"
 )
 
-// stepOps is the op-stepping duty of docs/design.md#ops-the-scheduler-and-the-switch: while the switch is on, take
-// the oldest live op and propose its next step (a SplitRange, or a merge
-// op's MergeRange) through the single proposer, one step in flight at a time. The FSM decides what a step does
-// (apply, pause, abort, or answer a duplicate with the first result), so a
-// step re-proposed after an ambiguous failure is harmless, and a new leader
-// needs nothing but the replicated ops to continue at the exact next step.
+// stepOps is the op-stepping duty of
+// docs/design.md#ops-the-scheduler-and-the-switch: while the switch is on, take
+// the oldest live op and propose its next step (a SplitRange, or a merge op's
+// MergeRange) through the single proposer, one step in flight at a time. The
+// FSM decides what a step does (apply, pause, abort, or answer a duplicate with
+// the first result), so a step re-proposed after an ambiguous failure is
+// harmless, and a new leader needs nothing but the replicated ops to continue
+// at the exact next step.
 func (s *Scheduler) stepOps(ctx context.Context) {
 	backoff := s.cfg.OpRetryMin
 	for {

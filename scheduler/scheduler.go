@@ -349,8 +349,9 @@ const TimestampWait = 5 * time.Millisecond
 // Timestamps reserves a batch of n fenced timestamps and confirms leadership
 // before returning them, so a deposed leader that has not noticed yet cannot
 // hand out values that a client could see before a newer leader's. A batch
-// never carries the HLC past the physical clock (docs/design.md#the-timestamp-oracle): it waits up to
-// TimestampWait for the clock, then fails with ErrNotReady.
+// never carries the HLC past the physical clock
+// (docs/design.md#the-timestamp-oracle): it waits up to TimestampWait for the
+// clock, then fails with ErrNotReady.
 func (s *Scheduler) Timestamps(ctx context.Context, n uint64) (uint64, error) {
 	if !s.IsReady() {
 		return 0, ErrNotLeader

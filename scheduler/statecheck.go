@@ -45,13 +45,13 @@ type StateCheckConfig struct {
 const keptChecks = 8
 
 // StateChecker is one node's part in the cross-replica state check
-// (docs/design.md#cross-replica-state-checks). The FSM hands it the state at each CheckState marker through its
-// StateCaptures; Run hashes it on its own goroutine. Peers read the
-// hash through Report. Once its own hash is known the node judges: it
-// collects every member's hash at that index, decides by majority within
-// one hash format (judgeReports), exports the outcome, and if it is the
-// one that diverged it calls Diverged. The leader answers `cluster check`
-// with its own judgement (Result). Safe for concurrent use.
+// (docs/design.md#cross-replica-state-checks). The FSM hands it the state at
+// each CheckState marker through its StateCaptures; Run hashes it on its own
+// goroutine. Peers read the hash through Report. Once its own hash is known the
+// node judges: it collects every member's hash at that index, decides by
+// majority within one hash format (judgeReports), exports the outcome, and if
+// it is the one that diverged it calls Diverged. The leader answers `cluster
+// check` with its own judgement (Result). Safe for concurrent use.
 type StateChecker struct {
 	cfg      StateCheckConfig
 	captures *StateCaptures

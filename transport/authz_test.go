@@ -53,8 +53,8 @@ func TestAuthorizationTableCoversEveryRPC(t *testing.T) {
 	}
 }
 
-// The role definitions of docs/design.md#trust-and-integrity, written out independently of the table:
-// each role's methods beyond the role below it.
+// The role definitions of docs/design.md#trust-and-integrity, written out
+// independently of the table: each role's methods beyond the role below it.
 var specRoles = map[Role][]string{
 	RoleReporter: {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
 	RoleReader: {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain",

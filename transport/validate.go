@@ -6,7 +6,8 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 )
 
-// Request-shape limits checked before anything reaches the log (docs/design.md#limits-and-bad-input).
+// Request-shape limits checked before anything reaches the log
+// (docs/design.md#limits-and-bad-input).
 const (
 	maxRequestIDLen = 128
 	maxActorLen     = 256

@@ -21,9 +21,10 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Config holds the replicated detector and load settings (docs/design.md#the-detector and docs/design.md#the-load-pipeline).
-// Ratios are basis points; durations are milliseconds; scores are weighted
-// operations per minute. Every field is validated before it is committed.
+// Config holds the replicated detector and load settings
+// (docs/design.md#the-detector and docs/design.md#the-load-pipeline). Ratios
+// are basis points; durations are milliseconds; scores are weighted operations
+// per minute. Every field is validated before it is committed.
 type Config struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Threshold uint64                 `protobuf:"varint,1,opt,name=threshold,proto3" json:"threshold,omitempty"`

@@ -746,8 +746,9 @@ type ClusterClient interface {
 	// caller's send and receive (docs/design.md#clock-offsets, --maxClockOffset).
 	ClockPing(ctx context.Context, in *ClockPingRequest, opts ...grpc.CallOption) (*ClockPingResponse, error)
 	// Role: node. A member asks for this node's state hash at the index of a
-	// CheckState marker (the cross-replica state check, docs/design.md#cross-replica-state-checks). The answer
-	// waits until this node has applied that index.
+	// CheckState marker (the cross-replica state check,
+	// docs/design.md#cross-replica-state-checks). The answer waits until this
+	// node has applied that index.
 	StateHash(ctx context.Context, in *StateHashRequest, opts ...grpc.CallOption) (*StateHashResponse, error)
 	// Role: operator. Commits a CheckState marker, collects every member's
 	// state hash at its index and compares them (`hotsplitctl cluster
@@ -949,8 +950,9 @@ type ClusterServer interface {
 	// caller's send and receive (docs/design.md#clock-offsets, --maxClockOffset).
 	ClockPing(context.Context, *ClockPingRequest) (*ClockPingResponse, error)
 	// Role: node. A member asks for this node's state hash at the index of a
-	// CheckState marker (the cross-replica state check, docs/design.md#cross-replica-state-checks). The answer
-	// waits until this node has applied that index.
+	// CheckState marker (the cross-replica state check,
+	// docs/design.md#cross-replica-state-checks). The answer waits until this
+	// node has applied that index.
 	StateHash(context.Context, *StateHashRequest) (*StateHashResponse, error)
 	// Role: operator. Commits a CheckState marker, collects every member's
 	// state hash at its index and compares them (`hotsplitctl cluster

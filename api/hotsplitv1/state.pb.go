@@ -21,8 +21,9 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// SwitchSource records who last set the auto-split switch. Once an operator
-// has set it, bootstrap flags never change it again (docs/design.md#ops-the-scheduler-and-the-switch).
+// SwitchSource records who last set the auto-split switch. Once an operator has
+// set it, bootstrap flags never change it again
+// (docs/design.md#ops-the-scheduler-and-the-switch).
 type SwitchSource int32
 
 const (
@@ -491,7 +492,8 @@ func (OpKind) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
 }
 
-// AutoSplitFlag is a member's explicit --autoSplit start flag (docs/design.md#ops-the-scheduler-and-the-switch).
+// AutoSplitFlag is a member's explicit --autoSplit start flag
+// (docs/design.md#ops-the-scheduler-and-the-switch).
 type AutoSplitFlag int32
 
 const (

@@ -35,7 +35,8 @@ type options struct {
 }
 
 // autoSplitFlag remembers whether --autoSplit was given at all: only an
-// explicit value seeds or is compared with the replicated switch (docs/design.md#ops-the-scheduler-and-the-switch).
+// explicit value seeds or is compared with the replicated switch
+// (docs/design.md#ops-the-scheduler-and-the-switch).
 type autoSplitFlag struct {
 	set, value bool
 }

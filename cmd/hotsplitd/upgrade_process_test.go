@@ -27,12 +27,12 @@ import (
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
 
-// The rolling-upgrade process tests (docs/design.md#cluster-versions-and-features): a cluster of three nodes
-// runs a release recorded in testdata/upgrade/baseline, built from its own
-// tree; the nodes are replaced one at a time by the head build on the same
-// data dir and flags. The old nodes are driven only through the public
-// API (head's client over gRPC, the old hotsplitctl as a reporter) and
-// /healthz and /readyz.
+// The rolling-upgrade process tests
+// (docs/design.md#cluster-versions-and-features): a cluster of three nodes runs
+// a release recorded in testdata/upgrade/baseline, built from its own tree; the
+// nodes are replaced one at a time by the head build on the same data dir and
+// flags. The old nodes are driven only through the public API (head's client
+// over gRPC, the old hotsplitctl as a reporter) and /healthz and /readyz.
 
 // upgradeStepMs is the column length of the upgrade clusters: short, so
 // the tests see many columns; the grace is the whole step, so a reporter
@@ -490,12 +490,12 @@ type simSummary struct {
 }
 
 // wait waits for the run to end and checks that no column was lost: every
-// column its reporter closed was acknowledged (but for an empty last one
-// still pending), none dropped or refused, and every operation it served
-// was in a column acknowledged as counted in a committed column. A column acknowledged late (dropped by the
-// cluster) is allowed only if it held no operation: a reporter that starts
-// after another may close an empty first window the cluster has already
-// committed.
+// column its reporter closed was acknowledged (but for an empty last one still
+// pending), none dropped or refused, and every operation it served was in a
+// column acknowledged as counted in a committed column. A column acknowledged
+// late (dropped by the cluster) is allowed only if it held no operation: a
+// reporter that starts after another may close an empty first window the
+// cluster has already committed.
 func (s *simRun) wait(t *testing.T, within time.Duration) simSummary {
 	t.Helper()
 	select {

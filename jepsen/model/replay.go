@@ -426,9 +426,9 @@ func (p *replayer) split(e raftlog.Entry, cmd *api.Command, routeID uint64, key 
 	return Outcome{Code: OK, Version: next.Version, Children: children, HLC: cmd.GetHlc()}
 }
 
-// opStep follows docs/design.md#ops-the-scheduler-and-the-switch in the FSM's documented order: duplicate, step
-// from the future, finished op, plan mismatch, switch off (pause), fence,
-// target gone or reshaped (abort), split.
+// opStep follows docs/design.md#ops-the-scheduler-and-the-switch in the FSM's
+// documented order: duplicate, step from the future, finished op, plan
+// mismatch, switch off (pause), fence, target gone or reshaped (abort), split.
 func (p *replayer) opStep(e raftlog.Entry, cmd *api.Command, s *api.SplitRange, prevHLC, now uint64) (Outcome, error) {
 	op, err := p.opOf(s.GetOpId(), false, now)
 	if err != nil {

@@ -7,10 +7,10 @@ import (
 )
 
 // The model's own restatement of the rows of fsm/versions.go it needs
-// (docs/design.md#cluster-versions-and-features): the cluster version that turns each replicated rule on. The
-// model shares no code with fsm, so it keeps this table itself; as in the
-// FSM, this file is the only one of the model that compares cluster
-// versions.
+// (docs/design.md#cluster-versions-and-features): the cluster version that
+// turns each replicated rule on. The model shares no code with fsm, so it keeps
+// this table itself; as in the FSM, this file is the only one of the model that
+// compares cluster versions.
 type feature struct {
 	name string
 	from uint32
