@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// embeddable are the packages data nodes link (SPEC §2): a data node must
+// embeddable are the packages data nodes link (docs/design.md#packages-and-imports): a data node must
 // not carry the control plane's consensus, storage or servers.
 var embeddable = []string{"keyviz", "sim", "datanode"}
 
