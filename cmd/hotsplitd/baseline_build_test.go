@@ -85,6 +85,27 @@ func TestParseBaselines(t *testing.T) {
 	}
 }
 
+// TestBuildUpgradeBaselines builds every release testdata/upgrade/baseline
+// names, at the paths the rolling-upgrade tests build them at, so that
+// their later builds cost a link. .ci/run runs it in the background of the
+// jepsen stage, whose real processes leave the CPUs mostly idle; it skips
+// unless HOTSPLIT_BUILD_BASELINES=1 asks for it, so the unit stage never
+// pays for it.
+func TestBuildUpgradeBaselines(t *testing.T) {
+	if os.Getenv("HOTSPLIT_BUILD_BASELINES") != "1" {
+		t.Skip("builds every upgrade baseline; set HOTSPLIT_BUILD_BASELINES=1")
+	}
+	versions := readBaselines(t)
+	for v := range versions {
+		hotsplitd, ctl := baselineBinaries(t, v)
+		for _, bin := range []string{hotsplitd, ctl} {
+			if _, err := os.Stat(bin); err != nil {
+				t.Errorf("cluster version %d release: %v", v, err)
+			}
+		}
+	}
+}
+
 // baselineBuild is the build of one baseline commit, done once per test
 // binary.
 type baselineBuild struct {
