@@ -21,6 +21,19 @@ const InitialVersion = 1
 // len(splits)+1 routes when operator-given split keys are supplied (strictly
 // increasing, non-empty, at most MaxBoundaryLen bytes). Route ids start at 1.
 func New(splits [][]byte, groupID uint64) (*Catalog, error) {
+	groups := make([]uint64, len(splits)+1)
+	for i := range groups {
+		groups[i] = groupID
+	}
+	return NewInGroups(splits, groups)
+}
+
+// NewInGroups is New with the group of each initial route given, in key
+// order: len(groups) must be len(splits)+1.
+func NewInGroups(splits [][]byte, groups []uint64) (*Catalog, error) {
+	if len(groups) != len(splits)+1 {
+		return nil, fmt.Errorf("%w: %d groups for %d routes", ErrInvalidSplits, len(groups), len(splits)+1)
+	}
 	for i, k := range splits {
 		switch {
 		case len(k) == 0:
@@ -38,7 +51,7 @@ func New(splits [][]byte, groupID uint64) (*Catalog, error) {
 		if i < len(splits) {
 			end = bytes.Clone(splits[i])
 		}
-		routes = append(routes, &RouteDescriptor{ID: uint64(i + 1), Start: start, End: end, GroupID: groupID, State: StateActive})
+		routes = append(routes, &RouteDescriptor{ID: uint64(i + 1), Start: start, End: end, GroupID: groups[i], State: StateActive})
 		start = end
 	}
 	return build(InitialVersion, uint64(len(routes)+1), routes)

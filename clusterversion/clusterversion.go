@@ -24,10 +24,11 @@ const (
 	Version1 = 1
 	Version2 = 2
 	Version3 = 3
+	Version4 = 4
 )
 
 // Supported is the highest cluster_version this build can apply.
-const Supported = Version3
+const Supported = Version4
 
 // Feature is one replicated behaviour that a cluster version turns on, in
 // the spirit of CockroachDB's clusterversion keys: the rules are keyed on
@@ -67,6 +68,7 @@ const (
 	OperatorBoundariesKept
 	BoundedEvidence
 	PooledEvidence
+	ShardGroups
 	numFeatures
 )
 
@@ -139,6 +141,8 @@ var table = [numFeatures]row{
 		"a column's rows (its evidence) total at most MaxColumnEvidenceBytes encoded; hot routes beyond it count through route_loads alone"},
 	PooledEvidence: {"pooled_evidence", Version3,
 		"a cut inside a bucket weighs each key by its evidence over the route's last 3 counted columns, not one (tracked pool of up to 512 keys, 16 KiB; in snapshots and the state hash)"},
+	ShardGroups: {"shard_groups", Version4,
+		"the shard group table (id, name, ACTIVE or DRAINING, capacity, data-node identities; at most 64 groups): AddGroup, SetGroup, RemoveGroup, a bootstrap over several groups; the raise makes a group of every group id the catalog uses"},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature

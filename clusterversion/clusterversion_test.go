@@ -50,7 +50,7 @@ func TestFeatureGates(t *testing.T) {
 			t.Errorf("%s at %d: %v, want ErrVersionTooLow saying %q", f, v-1, err, want)
 		}
 	}
-	if got := Versions(); !slices.Equal(got, []uint32{Version1, Version2, Version3}) {
+	if got := Versions(); !slices.Equal(got, []uint32{Version1, Version2, Version3, Version4}) {
 		t.Errorf("Versions() = %v", got)
 	}
 	for _, tc := range []struct {

@@ -138,6 +138,12 @@ func (a *applier) dispatch() *api.CommandResult {
 		return a.applyCheckState(b.CheckState)
 	case *api.Command_MergeRange:
 		return a.applyMergeRange(b.MergeRange)
+	case *api.Command_AddGroup:
+		return a.applyAddGroup(b.AddGroup)
+	case *api.Command_SetGroup:
+		return a.applySetGroup(b.SetGroup)
+	case *api.Command_RemoveGroup:
+		return a.applyRemoveGroup(b.RemoveGroup)
 	}
 	// DecodeCommand refused every other body already.
 	a.haltErr = fmt.Errorf("%w: %T", ErrUnknownCommand, a.cmd.GetBody())

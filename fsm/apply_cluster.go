@@ -24,11 +24,16 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	if b.GetClusterId() == "" {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "cluster_id: required")
 	}
-	cat, err := catalog.New(b.GetInitialSplits(), b.GetGroupId())
+	version := max(1, b.GetClusterVersion())
+	groupIDs, groups, r := a.bootstrapGroupsOf(b, version)
+	if r != nil {
+		return r
+	}
+	cat, err := catalog.NewInGroups(b.GetInitialSplits(), groupIDs)
 	if err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "initial_splits: %v", err)
 	}
-	if clusterversion.OperatorBoundariesKept.EnabledAt(max(1, b.GetClusterVersion())) {
+	if clusterversion.OperatorBoundariesKept.EnabledAt(version) {
 		// The initial split keys are the operator's: automatic merges keep
 		// them.
 		if cat, _, err = cat.MarkAllStarts(); err != nil {
@@ -36,7 +41,7 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 			return nil
 		}
 	}
-	cfg := withDefaults(b.GetConfig(), max(1, b.GetClusterVersion()))
+	cfg := withDefaults(b.GetConfig(), version)
 	if err := ValidateConfig(cfg); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "config: %v", err)
 	}
@@ -48,8 +53,12 @@ func (a *applier) applyBootstrap(b *api.Bootstrap) *api.CommandResult {
 	s := a.s
 	s.bootstrapped = true
 	s.clusterID = b.GetClusterId()
-	s.clusterVersion = max(1, b.GetClusterVersion())
+	s.clusterVersion = version
 	s.cat = cat
+	s.groups = groups
+	if len(groups) > 0 {
+		s.nextGroupID = groups[len(groups)-1].GetGroupId() + 1
+	}
 	s.hist = catalog.NewHistory(a.f.historySize, cat.Version())
 	s.cfg = cfg
 	s.detCfg = detectorConfig(cfg)

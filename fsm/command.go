@@ -52,12 +52,15 @@ const (
 	kindAdmitMember    = "admit_member"
 	kindCheckState     = "check_state"
 	kindMergeRange     = "merge_range"
+	kindAddGroup       = "add_group"
+	kindSetGroup       = "set_group"
+	kindRemoveGroup    = "remove_group"
 	kindInvalid        = "invalid"
 )
 
 var commandKinds = []string{kindBootstrap, kindAdvanceCeiling, kindSetMember, kindRemoveMember,
 	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindAdmitMember, kindCheckState,
-	kindMergeRange, kindInvalid}
+	kindMergeRange, kindAddGroup, kindSetGroup, kindRemoveGroup, kindInvalid}
 
 func commandKind(c *api.Command) string {
 	switch c.GetBody().(type) {
@@ -85,6 +88,12 @@ func commandKind(c *api.Command) string {
 		return kindCheckState
 	case *api.Command_MergeRange:
 		return kindMergeRange
+	case *api.Command_AddGroup:
+		return kindAddGroup
+	case *api.Command_SetGroup:
+		return kindSetGroup
+	case *api.Command_RemoveGroup:
+		return kindRemoveGroup
 	}
 	return kindInvalid
 }

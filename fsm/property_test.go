@@ -59,9 +59,14 @@ func (g *gen) bootstrap() *api.Command {
 		splits = append(splits, []byte(k))
 	}
 	sortKeys(splits)
+	version := rapid.SampledFrom(newestMostly).Draw(g.t, "cluster-version")
+	var groups uint32
+	if clusterversion.ShardGroups.EnabledAt(version) {
+		groups = uint32(rapid.IntRange(0, 3).Draw(g.t, "group-count"))
+	}
 	return &api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
 		ClusterId: "prop", InitialSplits: splits, AutoSplit: rapid.IntRange(0, 4).Draw(g.t, "auto") > 0,
-		ClusterVersion: rapid.SampledFrom(newestMostly).Draw(g.t, "cluster-version"),
+		ClusterVersion: version, GroupId: uint64(rapid.IntRange(0, 2).Draw(g.t, "group-id")), GroupCount: groups,
 		Config: &api.Config{
 			Threshold:         uint64(rapid.IntRange(100, 5000).Draw(g.t, "threshold")),
 			CandidateWindows:  uint32(rapid.IntRange(1, 2).Draw(g.t, "cw")),
@@ -96,7 +101,7 @@ func (g *gen) next(s *State) *api.Command {
 func (g *gen) body(s *State) *api.Command {
 	cat := s.Catalog()
 	route := func() *catalog.RouteDescriptor { return cat.Lookup(g.key("route-key")) }
-	switch rapid.IntRange(0, 15).Draw(g.t, "kind") {
+	switch rapid.IntRange(0, 16).Draw(g.t, "kind") {
 	case 0, 1:
 		r := route()
 		c := split(r.ID, string(g.key("split-key")))
@@ -164,9 +169,37 @@ func (g *gen) body(s *State) *api.Command {
 			c.GetMergeRange().ExpectedVersion = &v
 		}
 		return c
+	case 16:
+		return g.group(s)
 	default:
 		r := route()
 		return split(r.ID, string(r.Start)) // always at a boundary
+	}
+}
+
+// group draws a shard group command over a few names, identities and ids
+// (existing, removed or never made), so that conflicts are common.
+func (g *gen) group(s *State) *api.Command {
+	names := []string{"east", "west", "group-1", "group-2"}
+	ids := []string{"dn-1", "dn-2", "dn-3"}
+	id := uint64(rapid.IntRange(0, int(s.NextGroupID())+1).Draw(g.t, "group-id"))
+	switch rapid.IntRange(0, 3).Draw(g.t, "group-kind") {
+	case 0:
+		return addGroup(rapid.SampledFrom(names).Draw(g.t, "group-name"), uint64(rapid.IntRange(0, 3).Draw(g.t, "capacity")),
+			rapid.SliceOfN(rapid.SampledFrom(ids), 0, 2).Draw(g.t, "identities")...)
+	case 1:
+		return removeGroup(id)
+	default:
+		c := &api.SetGroup{GroupId: id, State: api.GroupState(rapid.IntRange(0, 3).Draw(g.t, "group-state")),
+			AddIdentities:    rapid.SliceOfN(rapid.SampledFrom(ids), 0, 1).Draw(g.t, "add-identities"),
+			RemoveIdentities: rapid.SliceOfN(rapid.SampledFrom(ids), 0, 1).Draw(g.t, "remove-identities")}
+		if rapid.Bool().Draw(g.t, "rename") {
+			c.Name = proto.String(rapid.SampledFrom(names).Draw(g.t, "new-name"))
+		}
+		if rapid.Bool().Draw(g.t, "recapacity") {
+			c.Capacity = proto.Uint64(uint64(rapid.IntRange(0, 3).Draw(g.t, "new-capacity")))
+		}
+		return setGroup(c)
 	}
 }
 

@@ -45,12 +45,16 @@ func TestReseed(t *testing.T) {
 	if p.GetCeilingMs() != st.CeilingMs()+5000 {
 		t.Errorf("ceiling %d, want the HLC start %d", p.GetCeilingMs(), st.CeilingMs()+5000)
 	}
+	// The raise to 4 made a group of the catalog's one group id.
+	if gs := p.GetGroups(); len(gs) != 1 || gs[0].GetGroupId() != p.GetCatalog().GetRoutes()[0].GetGroupId() || p.GetNextGroupId() != gs[0].GetGroupId()+1 {
+		t.Errorf("groups %v, next id %d after the raise: want one group of the catalog's group id", gs, p.GetNextGroupId())
+	}
 	// Everything else is the backup's.
 	strip := func(q *api.StateSnapshot) *api.StateSnapshot {
 		q = proto.CloneOf(q)
 		q.ClusterId, q.PreviousClusterIds, q.Members, q.Admissions, q.ClusterVersion, q.CeilingMs = "", nil, nil, nil, 0, 0
 		// The raise hooks' changes, checked above (the boundary marks below).
-		q.Config, q.Decisions, q.NextDecisionSeq = nil, nil, 0
+		q.Config, q.Decisions, q.NextDecisionSeq, q.Groups, q.NextGroupId = nil, nil, 0, nil, 0
 		for _, r := range q.GetCatalog().GetRoutes() {
 			r.OperatorStart = false
 		}

@@ -264,6 +264,10 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 	if err := restoreHeat(s, p); err != nil {
 		return nil, err
 	}
+	if err := checkGroups(p, s.cat); err != nil {
+		return nil, err
+	}
+	s.groups, s.nextGroupID = p.GetGroups(), p.GetNextGroupId()
 	s.previousClusterIDs = p.GetPreviousClusterIds()
 	s.members = p.GetMembers()
 	if err := checkAdmissions(p.GetAdmissions(), s.members); err != nil {
@@ -297,7 +301,8 @@ func checkEmpty(p *api.StateSnapshot) error {
 	if p.GetClusterId() != "" || clusterversion.IsVersion(p.GetClusterVersion()) || p.GetConfig() != nil || p.GetSwitch() != nil ||
 		len(p.GetMembers()) != 0 || len(p.GetTracked()) != 0 || len(p.GetOps()) != 0 || len(p.GetDecisions()) != 0 ||
 		p.GetLastColumnAtMs() != 0 || len(p.GetLastColumnReporters()) != 0 || p.GetNextOpId() != 1 || p.GetNextDecisionSeq() != 1 ||
-		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 || p.GetCold() != nil || p.GetHeatHistory() != nil {
+		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 || p.GetCold() != nil || p.GetHeatHistory() != nil ||
+		len(p.GetGroups()) != 0 || p.GetNextGroupId() != 0 {
 		return errors.New("state without a catalog (not bootstrapped) holds bootstrapped fields")
 	}
 	return nil

@@ -51,6 +51,10 @@ type State struct {
 	// heat is the key visualizer's history (HeatHistory); nil below
 	// cluster version 3 and until its first column or mark.
 	heat *heatmap.History
+	// groups are the shard groups by id (ShardGroups; empty below cluster
+	// version 4); nextGroupID the id the next AddGroup gets.
+	groups      []*api.ShardGroup
+	nextGroupID uint64
 }
 
 // emptyState is the state before any entry: not bootstrapped, every id
@@ -217,6 +221,8 @@ func (s *State) coreProto() *api.StateSnapshot {
 		NextRequestSeq:      s.nextRequestSeq,
 		FenceViolations:     s.fenceViolations,
 		PreviousClusterIds:  s.previousClusterIDs,
+		Groups:              s.groups,
+		NextGroupId:         s.nextGroupID,
 	}
 	if s.cat != nil {
 		p.Catalog = &api.CatalogSnapshot{Version: s.cat.Version(), NextRouteId: s.cat.NextRouteID()}

@@ -42,6 +42,7 @@ var effects = map[clusterversion.Feature]effect{
 	clusterversion.HeavyKeyIsolation:      {rules: detector.RuleHeavyKeyIsolation},
 	clusterversion.OperatorBoundariesKept: {raise: raiseOperatorBoundaries},
 	clusterversion.PooledEvidence:         {rules: detector.RulePooledEvidence},
+	clusterversion.ShardGroups:            {raise: raiseShardGroups},
 }
 
 // hookRow is one raise hook in table order, with the version it runs at.

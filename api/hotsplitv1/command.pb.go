@@ -46,6 +46,9 @@ type Command struct {
 	//	*Command_AdmitMember
 	//	*Command_CheckState
 	//	*Command_MergeRange
+	//	*Command_AddGroup
+	//	*Command_SetGroup
+	//	*Command_RemoveGroup
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -217,6 +220,33 @@ func (x *Command) GetMergeRange() *MergeRange {
 	return nil
 }
 
+func (x *Command) GetAddGroup() *AddGroup {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AddGroup); ok {
+			return x.AddGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSetGroup() *SetGroup {
+	if x != nil {
+		if x, ok := x.Body.(*Command_SetGroup); ok {
+			return x.SetGroup
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRemoveGroup() *RemoveGroup {
+	if x != nil {
+		if x, ok := x.Body.(*Command_RemoveGroup); ok {
+			return x.RemoveGroup
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -271,6 +301,19 @@ type Command_MergeRange struct {
 	MergeRange *MergeRange `protobuf:"bytes,40,opt,name=merge_range,json=mergeRange,proto3,oneof"`
 }
 
+type Command_AddGroup struct {
+	// Cluster version 4 (shard_groups).
+	AddGroup *AddGroup `protobuf:"bytes,50,opt,name=add_group,json=addGroup,proto3,oneof"`
+}
+
+type Command_SetGroup struct {
+	SetGroup *SetGroup `protobuf:"bytes,51,opt,name=set_group,json=setGroup,proto3,oneof"`
+}
+
+type Command_RemoveGroup struct {
+	RemoveGroup *RemoveGroup `protobuf:"bytes,52,opt,name=remove_group,json=removeGroup,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Body() {}
 
 func (*Command_AdvanceCeiling) isCommand_Body() {}
@@ -295,6 +338,12 @@ func (*Command_CheckState) isCommand_Body() {}
 
 func (*Command_MergeRange) isCommand_Body() {}
 
+func (*Command_AddGroup) isCommand_Body() {}
+
+func (*Command_SetGroup) isCommand_Body() {}
+
+func (*Command_RemoveGroup) isCommand_Body() {}
+
 type Bootstrap struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -304,8 +353,13 @@ type Bootstrap struct {
 	Config         *Config  `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
 	AutoSplit      bool     `protobuf:"varint,5,opt,name=auto_split,json=autoSplit,proto3" json:"auto_split,omitempty"`
 	ClusterVersion uint32   `protobuf:"varint,6,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Cluster version 4 (shard_groups): the number of shard groups to
+	// create, ids group_id .. group_id+group_count-1, named "group-<id>"; the
+	// initial routes are spread over them in key order, in contiguous runs of
+	// as equal a size as the routes allow. 0 means 1.
+	GroupCount    uint32 `protobuf:"varint,7,opt,name=group_count,json=groupCount,proto3" json:"group_count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Bootstrap) Reset() {
@@ -376,6 +430,13 @@ func (x *Bootstrap) GetAutoSplit() bool {
 func (x *Bootstrap) GetClusterVersion() uint32 {
 	if x != nil {
 		return x.ClusterVersion
+	}
+	return 0
+}
+
+func (x *Bootstrap) GetGroupCount() uint32 {
+	if x != nil {
+		return x.GroupCount
 	}
 	return 0
 }
@@ -778,6 +839,256 @@ func (x *MergeRange) GetNote() string {
 	return ""
 }
 
+// AddGroup creates a shard group (cluster version 4, shard_groups;
+// docs/design.md#shard-groups). The group gets the next group id, state
+// ACTIVE, and the default capacity when capacity is 0.
+type AddGroup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique among groups; 1..64 bytes of [a-z0-9-], starting with a letter.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Weighted ops/min the group can serve (0: fsm.DefaultGroupCapacity).
+	Capacity uint64 `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// The data-node identities (certificate common names) that serve the
+	// group; an identity serves at most one group.
+	Identities []string `protobuf:"bytes,3,rep,name=identities,proto3" json:"identities,omitempty"`
+	// The authenticated identity of the caller, and its self-declared text.
+	Actor         string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	Note          string `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddGroup) Reset() {
+	*x = AddGroup{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddGroup) ProtoMessage() {}
+
+func (x *AddGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddGroup.ProtoReflect.Descriptor instead.
+func (*AddGroup) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AddGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AddGroup) GetCapacity() uint64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *AddGroup) GetIdentities() []string {
+	if x != nil {
+		return x.Identities
+	}
+	return nil
+}
+
+func (x *AddGroup) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AddGroup) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// SetGroup changes a shard group (cluster version 4, shard_groups). Unset
+// fields keep their value; a patch that changes nothing is refused.
+type SetGroup struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	GroupId  uint64                 `protobuf:"varint,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Name     *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	Capacity *uint64                `protobuf:"varint,3,opt,name=capacity,proto3,oneof" json:"capacity,omitempty"`
+	// ACTIVE or DRAINING; UNSPECIFIED keeps the state.
+	State GroupState `protobuf:"varint,4,opt,name=state,proto3,enum=hotsplit.v1.GroupState" json:"state,omitempty"`
+	// Identities to add to and to remove from the group.
+	AddIdentities    []string `protobuf:"bytes,5,rep,name=add_identities,json=addIdentities,proto3" json:"add_identities,omitempty"`
+	RemoveIdentities []string `protobuf:"bytes,6,rep,name=remove_identities,json=removeIdentities,proto3" json:"remove_identities,omitempty"`
+	Actor            string   `protobuf:"bytes,7,opt,name=actor,proto3" json:"actor,omitempty"`
+	Note             string   `protobuf:"bytes,8,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetGroup) Reset() {
+	*x = SetGroup{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGroup) ProtoMessage() {}
+
+func (x *SetGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGroup.ProtoReflect.Descriptor instead.
+func (*SetGroup) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SetGroup) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
+	}
+	return 0
+}
+
+func (x *SetGroup) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *SetGroup) GetCapacity() uint64 {
+	if x != nil && x.Capacity != nil {
+		return *x.Capacity
+	}
+	return 0
+}
+
+func (x *SetGroup) GetState() GroupState {
+	if x != nil {
+		return x.State
+	}
+	return GroupState_GROUP_STATE_UNSPECIFIED
+}
+
+func (x *SetGroup) GetAddIdentities() []string {
+	if x != nil {
+		return x.AddIdentities
+	}
+	return nil
+}
+
+func (x *SetGroup) GetRemoveIdentities() []string {
+	if x != nil {
+		return x.RemoveIdentities
+	}
+	return nil
+}
+
+func (x *SetGroup) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *SetGroup) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// RemoveGroup deletes a shard group that serves no route (cluster version
+// 4, shard_groups).
+type RemoveGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       uint64                 `protobuf:"varint,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Actor         string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	Note          string                 `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveGroup) Reset() {
+	*x = RemoveGroup{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveGroup) ProtoMessage() {}
+
+func (x *RemoveGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveGroup.ProtoReflect.Descriptor instead.
+func (*RemoveGroup) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RemoveGroup) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
+	}
+	return 0
+}
+
+func (x *RemoveGroup) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *RemoveGroup) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 // ObserveColumn is one cluster-wide load column (docs/design.md#the-load-pipeline); applying it runs
 // the detector.
 type ObserveColumn struct {
@@ -803,7 +1114,7 @@ type ObserveColumn struct {
 
 func (x *ObserveColumn) Reset() {
 	*x = ObserveColumn{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1126,7 @@ func (x *ObserveColumn) String() string {
 func (*ObserveColumn) ProtoMessage() {}
 
 func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[8]
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1139,7 @@ func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveColumn.ProtoReflect.Descriptor instead.
 func (*ObserveColumn) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ObserveColumn) GetWindowStartMs() uint64 {
@@ -906,7 +1217,7 @@ type RouteLoads struct {
 
 func (x *RouteLoads) Reset() {
 	*x = RouteLoads{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1229,7 @@ func (x *RouteLoads) String() string {
 func (*RouteLoads) ProtoMessage() {}
 
 func (x *RouteLoads) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[9]
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1242,7 @@ func (x *RouteLoads) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteLoads.ProtoReflect.Descriptor instead.
 func (*RouteLoads) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RouteLoads) GetRouteIdDeltas() []uint64 {
@@ -996,7 +1307,7 @@ type ColumnRow struct {
 
 func (x *ColumnRow) Reset() {
 	*x = ColumnRow{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1319,7 @@ func (x *ColumnRow) String() string {
 func (*ColumnRow) ProtoMessage() {}
 
 func (x *ColumnRow) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[10]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1332,7 @@ func (x *ColumnRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnRow.ProtoReflect.Descriptor instead.
 func (*ColumnRow) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ColumnRow) GetRouteId() uint64 {
@@ -1121,7 +1432,7 @@ type WeightedKey struct {
 
 func (x *WeightedKey) Reset() {
 	*x = WeightedKey{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1444,7 @@ func (x *WeightedKey) String() string {
 func (*WeightedKey) ProtoMessage() {}
 
 func (x *WeightedKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1457,7 @@ func (x *WeightedKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedKey.ProtoReflect.Descriptor instead.
 func (*WeightedKey) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WeightedKey) GetKey() []byte {
@@ -1183,7 +1494,7 @@ type KeyEstimate struct {
 
 func (x *KeyEstimate) Reset() {
 	*x = KeyEstimate{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1506,7 @@ func (x *KeyEstimate) String() string {
 func (*KeyEstimate) ProtoMessage() {}
 
 func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1519,7 @@ func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyEstimate.ProtoReflect.Descriptor instead.
 func (*KeyEstimate) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KeyEstimate) GetKey() []byte {
@@ -1266,7 +1577,7 @@ type GroupLoad struct {
 
 func (x *GroupLoad) Reset() {
 	*x = GroupLoad{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1589,7 @@ func (x *GroupLoad) String() string {
 func (*GroupLoad) ProtoMessage() {}
 
 func (x *GroupLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1602,7 @@ func (x *GroupLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLoad.ProtoReflect.Descriptor instead.
 func (*GroupLoad) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GroupLoad) GetGroupId() uint64 {
@@ -1343,7 +1654,7 @@ type SetAutoSplit struct {
 
 func (x *SetAutoSplit) Reset() {
 	*x = SetAutoSplit{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1666,7 @@ func (x *SetAutoSplit) String() string {
 func (*SetAutoSplit) ProtoMessage() {}
 
 func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1679,7 @@ func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAutoSplit.ProtoReflect.Descriptor instead.
 func (*SetAutoSplit) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SetAutoSplit) GetEnabled() bool {
@@ -1418,7 +1729,7 @@ type SetConfig struct {
 
 func (x *SetConfig) Reset() {
 	*x = SetConfig{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1430,7 +1741,7 @@ func (x *SetConfig) String() string {
 func (*SetConfig) ProtoMessage() {}
 
 func (x *SetConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1443,7 +1754,7 @@ func (x *SetConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfig.ProtoReflect.Descriptor instead.
 func (*SetConfig) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetConfig) GetPatch() *ConfigPatch {
@@ -1480,7 +1791,7 @@ type AbortOp struct {
 
 func (x *AbortOp) Reset() {
 	*x = AbortOp{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[16]
+	mi := &file_hotsplitv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1803,7 @@ func (x *AbortOp) String() string {
 func (*AbortOp) ProtoMessage() {}
 
 func (x *AbortOp) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[16]
+	mi := &file_hotsplitv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1816,7 @@ func (x *AbortOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOp.ProtoReflect.Descriptor instead.
 func (*AbortOp) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{16}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AbortOp) GetOpId() uint64 {
@@ -1548,7 +1859,7 @@ type CheckState struct {
 
 func (x *CheckState) Reset() {
 	*x = CheckState{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[17]
+	mi := &file_hotsplitv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1871,7 @@ func (x *CheckState) String() string {
 func (*CheckState) ProtoMessage() {}
 
 func (x *CheckState) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[17]
+	mi := &file_hotsplitv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1884,7 @@ func (x *CheckState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckState.ProtoReflect.Descriptor instead.
 func (*CheckState) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{17}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckState) GetActor() string {
@@ -1587,7 +1898,7 @@ var File_hotsplitv1_command_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xc5\x06\n" +
+	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xf0\a\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vmin_version\x18\x01 \x01(\rR\n" +
 	"minVersion\x12\x10\n" +
@@ -1611,8 +1922,11 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\vcheck_state\x18\x1e \x01(\v2\x17.hotsplit.v1.CheckStateH\x00R\n" +
 	"checkState\x12:\n" +
 	"\vmerge_range\x18( \x01(\v2\x17.hotsplit.v1.MergeRangeH\x00R\n" +
-	"mergeRangeB\x06\n" +
-	"\x04body\"\xe1\x01\n" +
+	"mergeRange\x124\n" +
+	"\tadd_group\x182 \x01(\v2\x15.hotsplit.v1.AddGroupH\x00R\baddGroup\x124\n" +
+	"\tset_group\x183 \x01(\v2\x15.hotsplit.v1.SetGroupH\x00R\bsetGroup\x12=\n" +
+	"\fremove_group\x184 \x01(\v2\x18.hotsplit.v1.RemoveGroupH\x00R\vremoveGroupB\x06\n" +
+	"\x04body\"\x82\x02\n" +
 	"\tBootstrap\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12%\n" +
@@ -1621,7 +1935,9 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x06config\x18\x04 \x01(\v2\x13.hotsplit.v1.ConfigR\x06config\x12\x1d\n" +
 	"\n" +
 	"auto_split\x18\x05 \x01(\bR\tautoSplit\x12'\n" +
-	"\x0fcluster_version\x18\x06 \x01(\rR\x0eclusterVersion\"/\n" +
+	"\x0fcluster_version\x18\x06 \x01(\rR\x0eclusterVersion\x12\x1f\n" +
+	"\vgroup_count\x18\a \x01(\rR\n" +
+	"groupCount\"/\n" +
 	"\x0eAdvanceCeiling\x12\x1d\n" +
 	"\n" +
 	"ceiling_ms\x18\x01 \x01(\x04R\tceilingMs\"8\n" +
@@ -1652,7 +1968,30 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\x04step\x18\x05 \x01(\rR\x04step\x12\x14\n" +
 	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04note\x18\a \x01(\tR\x04noteB\x13\n" +
-	"\x11_expected_version\"\xc7\x02\n" +
+	"\x11_expected_version\"\x84\x01\n" +
+	"\bAddGroup\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\x04R\bcapacity\x12\x1e\n" +
+	"\n" +
+	"identities\x18\x03 \x03(\tR\n" +
+	"identities\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\"\xa2\x02\n" +
+	"\bSetGroup\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\x1f\n" +
+	"\bcapacity\x18\x03 \x01(\x04H\x01R\bcapacity\x88\x01\x01\x12-\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x17.hotsplit.v1.GroupStateR\x05state\x12%\n" +
+	"\x0eadd_identities\x18\x05 \x03(\tR\raddIdentities\x12+\n" +
+	"\x11remove_identities\x18\x06 \x03(\tR\x10removeIdentities\x12\x14\n" +
+	"\x05actor\x18\a \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\b \x01(\tR\x04noteB\a\n" +
+	"\x05_nameB\v\n" +
+	"\t_capacity\"R\n" +
+	"\vRemoveGroup\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"\xc7\x02\n" +
 	"\rObserveColumn\x12&\n" +
 	"\x0fwindow_start_ms\x18\x01 \x01(\x04R\rwindowStartMs\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x04R\x04atMs\x12*\n" +
@@ -1737,7 +2076,7 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
@@ -1747,20 +2086,24 @@ var file_hotsplitv1_command_proto_goTypes = []any{
 	(*AdmitMember)(nil),    // 5: hotsplit.v1.AdmitMember
 	(*SplitRange)(nil),     // 6: hotsplit.v1.SplitRange
 	(*MergeRange)(nil),     // 7: hotsplit.v1.MergeRange
-	(*ObserveColumn)(nil),  // 8: hotsplit.v1.ObserveColumn
-	(*RouteLoads)(nil),     // 9: hotsplit.v1.RouteLoads
-	(*ColumnRow)(nil),      // 10: hotsplit.v1.ColumnRow
-	(*WeightedKey)(nil),    // 11: hotsplit.v1.WeightedKey
-	(*KeyEstimate)(nil),    // 12: hotsplit.v1.KeyEstimate
-	(*GroupLoad)(nil),      // 13: hotsplit.v1.GroupLoad
-	(*SetAutoSplit)(nil),   // 14: hotsplit.v1.SetAutoSplit
-	(*SetConfig)(nil),      // 15: hotsplit.v1.SetConfig
-	(*AbortOp)(nil),        // 16: hotsplit.v1.AbortOp
-	(*CheckState)(nil),     // 17: hotsplit.v1.CheckState
-	(*Config)(nil),         // 18: hotsplit.v1.Config
-	(*Member)(nil),         // 19: hotsplit.v1.Member
-	(SwitchSource)(0),      // 20: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 21: hotsplit.v1.ConfigPatch
+	(*AddGroup)(nil),       // 8: hotsplit.v1.AddGroup
+	(*SetGroup)(nil),       // 9: hotsplit.v1.SetGroup
+	(*RemoveGroup)(nil),    // 10: hotsplit.v1.RemoveGroup
+	(*ObserveColumn)(nil),  // 11: hotsplit.v1.ObserveColumn
+	(*RouteLoads)(nil),     // 12: hotsplit.v1.RouteLoads
+	(*ColumnRow)(nil),      // 13: hotsplit.v1.ColumnRow
+	(*WeightedKey)(nil),    // 14: hotsplit.v1.WeightedKey
+	(*KeyEstimate)(nil),    // 15: hotsplit.v1.KeyEstimate
+	(*GroupLoad)(nil),      // 16: hotsplit.v1.GroupLoad
+	(*SetAutoSplit)(nil),   // 17: hotsplit.v1.SetAutoSplit
+	(*SetConfig)(nil),      // 18: hotsplit.v1.SetConfig
+	(*AbortOp)(nil),        // 19: hotsplit.v1.AbortOp
+	(*CheckState)(nil),     // 20: hotsplit.v1.CheckState
+	(*Config)(nil),         // 21: hotsplit.v1.Config
+	(*Member)(nil),         // 22: hotsplit.v1.Member
+	(GroupState)(0),        // 23: hotsplit.v1.GroupState
+	(SwitchSource)(0),      // 24: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 25: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
@@ -1768,27 +2111,31 @@ var file_hotsplitv1_command_proto_depIdxs = []int32{
 	3,  // 2: hotsplit.v1.Command.set_member:type_name -> hotsplit.v1.SetMember
 	4,  // 3: hotsplit.v1.Command.remove_member:type_name -> hotsplit.v1.RemoveMember
 	6,  // 4: hotsplit.v1.Command.split_range:type_name -> hotsplit.v1.SplitRange
-	8,  // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
-	14, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
-	15, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
-	16, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
+	11, // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
+	17, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
+	18, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
+	19, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
 	5,  // 9: hotsplit.v1.Command.admit_member:type_name -> hotsplit.v1.AdmitMember
-	17, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
+	20, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
 	7,  // 11: hotsplit.v1.Command.merge_range:type_name -> hotsplit.v1.MergeRange
-	18, // 12: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	19, // 13: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
-	10, // 14: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	13, // 15: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	9,  // 16: hotsplit.v1.ObserveColumn.route_loads:type_name -> hotsplit.v1.RouteLoads
-	12, // 17: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	11, // 18: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
-	20, // 19: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	21, // 20: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	8,  // 12: hotsplit.v1.Command.add_group:type_name -> hotsplit.v1.AddGroup
+	9,  // 13: hotsplit.v1.Command.set_group:type_name -> hotsplit.v1.SetGroup
+	10, // 14: hotsplit.v1.Command.remove_group:type_name -> hotsplit.v1.RemoveGroup
+	21, // 15: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	22, // 16: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	23, // 17: hotsplit.v1.SetGroup.state:type_name -> hotsplit.v1.GroupState
+	13, // 18: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
+	16, // 19: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	12, // 20: hotsplit.v1.ObserveColumn.route_loads:type_name -> hotsplit.v1.RouteLoads
+	15, // 21: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	14, // 22: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
+	24, // 23: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	25, // 24: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -1811,16 +2158,20 @@ func file_hotsplitv1_command_proto_init() {
 		(*Command_AdmitMember)(nil),
 		(*Command_CheckState)(nil),
 		(*Command_MergeRange)(nil),
+		(*Command_AddGroup)(nil),
+		(*Command_SetGroup)(nil),
+		(*Command_RemoveGroup)(nil),
 	}
 	file_hotsplitv1_command_proto_msgTypes[6].OneofWrappers = []any{}
 	file_hotsplitv1_command_proto_msgTypes[7].OneofWrappers = []any{}
+	file_hotsplitv1_command_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

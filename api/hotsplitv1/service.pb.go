@@ -945,6 +945,405 @@ func (x *MergeRangeResponse) GetCommitHlc() uint64 {
 	return 0
 }
 
+type ListGroupsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Consistency   Consistency            `protobuf:"varint,1,opt,name=consistency,proto3,enum=hotsplit.v1.Consistency" json:"consistency,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListGroupsRequest) Reset() {
+	*x = ListGroupsRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsRequest) ProtoMessage() {}
+
+func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
+func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListGroupsRequest) GetConsistency() Consistency {
+	if x != nil {
+		return x.Consistency
+	}
+	return Consistency_CONSISTENCY_LINEARIZABLE
+}
+
+type ListGroupsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// By group id.
+	Groups []*ShardGroup `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The number of routes each group serves, as groups (same order).
+	RouteCounts    []uint64 `protobuf:"varint,2,rep,packed,name=route_counts,json=routeCounts,proto3" json:"route_counts,omitempty"`
+	CatalogVersion uint64   `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ListGroupsResponse) Reset() {
+	*x = ListGroupsResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListGroupsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListGroupsResponse) ProtoMessage() {}
+
+func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
+func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListGroupsResponse) GetGroups() []*ShardGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *ListGroupsResponse) GetRouteCounts() []uint64 {
+	if x != nil {
+		return x.RouteCounts
+	}
+	return nil
+}
+
+func (x *ListGroupsResponse) GetCatalogVersion() uint64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+type AddGroupRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Weighted ops/min; 0 takes the default.
+	Capacity   uint64   `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Identities []string `protobuf:"bytes,3,rep,name=identities,proto3" json:"identities,omitempty"`
+	// Client-chosen; a retry with the same id returns the first answer.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Actor         string `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddGroupRequest) Reset() {
+	*x = AddGroupRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddGroupRequest) ProtoMessage() {}
+
+func (x *AddGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddGroupRequest.ProtoReflect.Descriptor instead.
+func (*AddGroupRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *AddGroupRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AddGroupRequest) GetCapacity() uint64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *AddGroupRequest) GetIdentities() []string {
+	if x != nil {
+		return x.Identities
+	}
+	return nil
+}
+
+func (x *AddGroupRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *AddGroupRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+type SetGroupRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	GroupId  uint64                 `protobuf:"varint,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Name     *string                `protobuf:"bytes,2,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	Capacity *uint64                `protobuf:"varint,3,opt,name=capacity,proto3,oneof" json:"capacity,omitempty"`
+	// ACTIVE or DRAINING (drain); UNSPECIFIED keeps the state.
+	State            GroupState `protobuf:"varint,4,opt,name=state,proto3,enum=hotsplit.v1.GroupState" json:"state,omitempty"`
+	AddIdentities    []string   `protobuf:"bytes,5,rep,name=add_identities,json=addIdentities,proto3" json:"add_identities,omitempty"`
+	RemoveIdentities []string   `protobuf:"bytes,6,rep,name=remove_identities,json=removeIdentities,proto3" json:"remove_identities,omitempty"`
+	RequestId        string     `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Actor            string     `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *SetGroupRequest) Reset() {
+	*x = SetGroupRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetGroupRequest) ProtoMessage() {}
+
+func (x *SetGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetGroupRequest.ProtoReflect.Descriptor instead.
+func (*SetGroupRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SetGroupRequest) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
+	}
+	return 0
+}
+
+func (x *SetGroupRequest) GetName() string {
+	if x != nil && x.Name != nil {
+		return *x.Name
+	}
+	return ""
+}
+
+func (x *SetGroupRequest) GetCapacity() uint64 {
+	if x != nil && x.Capacity != nil {
+		return *x.Capacity
+	}
+	return 0
+}
+
+func (x *SetGroupRequest) GetState() GroupState {
+	if x != nil {
+		return x.State
+	}
+	return GroupState_GROUP_STATE_UNSPECIFIED
+}
+
+func (x *SetGroupRequest) GetAddIdentities() []string {
+	if x != nil {
+		return x.AddIdentities
+	}
+	return nil
+}
+
+func (x *SetGroupRequest) GetRemoveIdentities() []string {
+	if x != nil {
+		return x.RemoveIdentities
+	}
+	return nil
+}
+
+func (x *SetGroupRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SetGroupRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+type RemoveGroupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	GroupId       uint64                 `protobuf:"varint,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Actor         string                 `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveGroupRequest) Reset() {
+	*x = RemoveGroupRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveGroupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveGroupRequest) ProtoMessage() {}
+
+func (x *RemoveGroupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveGroupRequest.ProtoReflect.Descriptor instead.
+func (*RemoveGroupRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RemoveGroupRequest) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
+	}
+	return 0
+}
+
+func (x *RemoveGroupRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RemoveGroupRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+// GroupResponse answers AddGroup, SetGroup and RemoveGroup: the group as the
+// command left it (as it was, for RemoveGroup).
+type GroupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         *ShardGroup            `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	CommitHlc     uint64                 `protobuf:"varint,2,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupResponse) Reset() {
+	*x = GroupResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupResponse) ProtoMessage() {}
+
+func (x *GroupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupResponse.ProtoReflect.Descriptor instead.
+func (*GroupResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GroupResponse) GetGroup() *ShardGroup {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
+func (x *GroupResponse) GetCommitHlc() uint64 {
+	if x != nil {
+		return x.CommitHlc
+	}
+	return 0
+}
+
 type WatchRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deliver every change with version > from_version. 0 = start with a
@@ -962,7 +1361,7 @@ type WatchRoutesRequest struct {
 
 func (x *WatchRoutesRequest) Reset() {
 	*x = WatchRoutesRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[11]
+	mi := &file_hotsplitv1_service_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1373,7 @@ func (x *WatchRoutesRequest) String() string {
 func (*WatchRoutesRequest) ProtoMessage() {}
 
 func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[11]
+	mi := &file_hotsplitv1_service_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1386,7 @@ func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchRoutesRequest) GetFromVersion() uint64 {
@@ -1017,7 +1416,7 @@ type WatchRoutesResponse struct {
 
 func (x *WatchRoutesResponse) Reset() {
 	*x = WatchRoutesResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[12]
+	mi := &file_hotsplitv1_service_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1029,7 +1428,7 @@ func (x *WatchRoutesResponse) String() string {
 func (*WatchRoutesResponse) ProtoMessage() {}
 
 func (x *WatchRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[12]
+	mi := &file_hotsplitv1_service_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1042,7 +1441,7 @@ func (x *WatchRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesResponse.ProtoReflect.Descriptor instead.
 func (*WatchRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchRoutesResponse) GetEvent() isWatchRoutesResponse_Event {
@@ -1103,7 +1502,7 @@ type SnapshotPage struct {
 
 func (x *SnapshotPage) Reset() {
 	*x = SnapshotPage{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[13]
+	mi := &file_hotsplitv1_service_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1514,7 @@ func (x *SnapshotPage) String() string {
 func (*SnapshotPage) ProtoMessage() {}
 
 func (x *SnapshotPage) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[13]
+	mi := &file_hotsplitv1_service_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1527,7 @@ func (x *SnapshotPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPage.ProtoReflect.Descriptor instead.
 func (*SnapshotPage) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SnapshotPage) GetVersion() uint64 {
@@ -1176,7 +1575,7 @@ type GetTimestampRequest struct {
 
 func (x *GetTimestampRequest) Reset() {
 	*x = GetTimestampRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[14]
+	mi := &file_hotsplitv1_service_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1587,7 @@ func (x *GetTimestampRequest) String() string {
 func (*GetTimestampRequest) ProtoMessage() {}
 
 func (x *GetTimestampRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[14]
+	mi := &file_hotsplitv1_service_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1600,7 @@ func (x *GetTimestampRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimestampRequest.ProtoReflect.Descriptor instead.
 func (*GetTimestampRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetTimestampRequest) GetCount() uint32 {
@@ -1223,7 +1622,7 @@ type GetTimestampResponse struct {
 
 func (x *GetTimestampResponse) Reset() {
 	*x = GetTimestampResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[15]
+	mi := &file_hotsplitv1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1634,7 @@ func (x *GetTimestampResponse) String() string {
 func (*GetTimestampResponse) ProtoMessage() {}
 
 func (x *GetTimestampResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[15]
+	mi := &file_hotsplitv1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1647,7 @@ func (x *GetTimestampResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimestampResponse.ProtoReflect.Descriptor instead.
 func (*GetTimestampResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetTimestampResponse) GetFirst() uint64 {
@@ -1279,7 +1678,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[16]
+	mi := &file_hotsplitv1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1690,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[16]
+	mi := &file_hotsplitv1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1703,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{16}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatusRequest) GetConsistency() Consistency {
@@ -1361,7 +1760,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	mi := &file_hotsplitv1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1772,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	mi := &file_hotsplitv1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1785,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{17}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatusResponse) GetSwitch() *AutoSplitSwitch {
@@ -1513,7 +1912,7 @@ type SetEnabledRequest struct {
 
 func (x *SetEnabledRequest) Reset() {
 	*x = SetEnabledRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	mi := &file_hotsplitv1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1924,7 @@ func (x *SetEnabledRequest) String() string {
 func (*SetEnabledRequest) ProtoMessage() {}
 
 func (x *SetEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	mi := &file_hotsplitv1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1937,7 @@ func (x *SetEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{18}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetEnabledRequest) GetEnabled() bool {
@@ -1578,7 +1977,7 @@ type SetEnabledResponse struct {
 
 func (x *SetEnabledResponse) Reset() {
 	*x = SetEnabledResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	mi := &file_hotsplitv1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1989,7 @@ func (x *SetEnabledResponse) String() string {
 func (*SetEnabledResponse) ProtoMessage() {}
 
 func (x *SetEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	mi := &file_hotsplitv1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +2002,7 @@ func (x *SetEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{19}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetEnabledResponse) GetSwitch() *AutoSplitSwitch {
@@ -1623,7 +2022,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	mi := &file_hotsplitv1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +2034,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	mi := &file_hotsplitv1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +2047,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{20}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExplainRequest) GetRouteId() uint64 {
@@ -1696,7 +2095,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[21]
+	mi := &file_hotsplitv1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1708,7 +2107,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[21]
+	mi := &file_hotsplitv1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1721,7 +2120,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{21}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExplainResponse) GetRoute() *RouteDescriptor {
@@ -1803,7 +2202,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[22]
+	mi := &file_hotsplitv1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2214,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[22]
+	mi := &file_hotsplitv1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2227,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{22}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetConfigRequest) GetConsistency() Consistency {
@@ -1848,7 +2247,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[23]
+	mi := &file_hotsplitv1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2259,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[23]
+	mi := &file_hotsplitv1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2272,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{23}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetConfigResponse) GetConfig() *Config {
@@ -1901,7 +2300,7 @@ type SetConfigRequest struct {
 
 func (x *SetConfigRequest) Reset() {
 	*x = SetConfigRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[24]
+	mi := &file_hotsplitv1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2312,7 @@ func (x *SetConfigRequest) String() string {
 func (*SetConfigRequest) ProtoMessage() {}
 
 func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[24]
+	mi := &file_hotsplitv1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2325,7 @@ func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{24}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetConfigRequest) GetPatch() *ConfigPatch {
@@ -1959,7 +2358,7 @@ type SetConfigResponse struct {
 
 func (x *SetConfigResponse) Reset() {
 	*x = SetConfigResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[25]
+	mi := &file_hotsplitv1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2370,7 @@ func (x *SetConfigResponse) String() string {
 func (*SetConfigResponse) ProtoMessage() {}
 
 func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[25]
+	mi := &file_hotsplitv1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2383,7 @@ func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{25}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SetConfigResponse) GetConfig() *Config {
@@ -2006,7 +2405,7 @@ type AbortOpRequest struct {
 
 func (x *AbortOpRequest) Reset() {
 	*x = AbortOpRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[26]
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2018,7 +2417,7 @@ func (x *AbortOpRequest) String() string {
 func (*AbortOpRequest) ProtoMessage() {}
 
 func (x *AbortOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[26]
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2031,7 +2430,7 @@ func (x *AbortOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOpRequest.ProtoReflect.Descriptor instead.
 func (*AbortOpRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{26}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AbortOpRequest) GetOpId() uint64 {
@@ -2071,7 +2470,7 @@ type AbortOpResponse struct {
 
 func (x *AbortOpResponse) Reset() {
 	*x = AbortOpResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[27]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2482,7 @@ func (x *AbortOpResponse) String() string {
 func (*AbortOpResponse) ProtoMessage() {}
 
 func (x *AbortOpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[27]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2495,7 @@ func (x *AbortOpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOpResponse.ProtoReflect.Descriptor instead.
 func (*AbortOpResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{27}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *AbortOpResponse) GetOp() *Op {
@@ -2122,7 +2521,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[28]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2533,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[28]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2546,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{28}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -2202,7 +2601,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[29]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2613,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[29]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2626,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{29}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -2253,7 +2652,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[30]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2265,7 +2664,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[30]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2278,7 +2677,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{30}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RemoveRequest) GetNodeId() string {
@@ -2299,7 +2698,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[31]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2311,7 +2710,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[31]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2324,7 +2723,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{31}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RemoveResponse) GetLeadershipTransferredTo() string {
@@ -2343,7 +2742,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2754,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2767,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *MembersRequest) GetConsistency() Consistency {
@@ -2392,7 +2791,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2803,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2816,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *MemberStatus) GetMember() *Member {
@@ -2474,7 +2873,7 @@ type MemberHealth struct {
 
 func (x *MemberHealth) Reset() {
 	*x = MemberHealth{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2885,7 @@ func (x *MemberHealth) String() string {
 func (*MemberHealth) ProtoMessage() {}
 
 func (x *MemberHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2898,7 @@ func (x *MemberHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberHealth.ProtoReflect.Descriptor instead.
 func (*MemberHealth) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *MemberHealth) GetReachable() bool {
@@ -2579,7 +2978,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2990,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +3003,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *MembersResponse) GetMembers() []*MemberStatus {
@@ -2650,7 +3049,7 @@ type LeaderRequest struct {
 
 func (x *LeaderRequest) Reset() {
 	*x = LeaderRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +3061,7 @@ func (x *LeaderRequest) String() string {
 func (*LeaderRequest) ProtoMessage() {}
 
 func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +3074,7 @@ func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
 func (*LeaderRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
 }
 
 type LeaderResponse struct {
@@ -2694,7 +3093,7 @@ type LeaderResponse struct {
 
 func (x *LeaderResponse) Reset() {
 	*x = LeaderResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +3105,7 @@ func (x *LeaderResponse) String() string {
 func (*LeaderResponse) ProtoMessage() {}
 
 func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +3118,7 @@ func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
 func (*LeaderResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LeaderResponse) GetLeaderId() string {
@@ -2767,7 +3166,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +3178,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +3191,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TransferLeadershipRequest) GetToNodeId() string {
@@ -2811,7 +3210,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2823,7 +3222,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2836,7 +3235,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -2856,7 +3255,7 @@ type AdmitRequest struct {
 
 func (x *AdmitRequest) Reset() {
 	*x = AdmitRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2868,7 +3267,7 @@ func (x *AdmitRequest) String() string {
 func (*AdmitRequest) ProtoMessage() {}
 
 func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2881,7 +3280,7 @@ func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitRequest.ProtoReflect.Descriptor instead.
 func (*AdmitRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AdmitRequest) GetNodeId() string {
@@ -2908,7 +3307,7 @@ type AdmitResponse struct {
 
 func (x *AdmitResponse) Reset() {
 	*x = AdmitResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3319,7 @@ func (x *AdmitResponse) String() string {
 func (*AdmitResponse) ProtoMessage() {}
 
 func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3332,7 @@ func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitResponse.ProtoReflect.Descriptor instead.
 func (*AdmitResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AdmitResponse) GetAdmissions() []*Admission {
@@ -2952,7 +3351,7 @@ type ClockPingRequest struct {
 
 func (x *ClockPingRequest) Reset() {
 	*x = ClockPingRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2964,7 +3363,7 @@ func (x *ClockPingRequest) String() string {
 func (*ClockPingRequest) ProtoMessage() {}
 
 func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2977,7 +3376,7 @@ func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingRequest.ProtoReflect.Descriptor instead.
 func (*ClockPingRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClockPingRequest) GetFromNodeId() string {
@@ -2999,7 +3398,7 @@ type ClockPingResponse struct {
 
 func (x *ClockPingResponse) Reset() {
 	*x = ClockPingResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3410,7 @@ func (x *ClockPingResponse) String() string {
 func (*ClockPingResponse) ProtoMessage() {}
 
 func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3423,7 @@ func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingResponse.ProtoReflect.Descriptor instead.
 func (*ClockPingResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ClockPingResponse) GetNodeId() string {
@@ -3058,7 +3457,7 @@ type StateReport struct {
 
 func (x *StateReport) Reset() {
 	*x = StateReport{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3469,7 @@ func (x *StateReport) String() string {
 func (*StateReport) ProtoMessage() {}
 
 func (x *StateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3482,7 @@ func (x *StateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReport.ProtoReflect.Descriptor instead.
 func (*StateReport) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StateReport) GetNodeId() string {
@@ -3137,7 +3536,7 @@ type StateHashRequest struct {
 
 func (x *StateHashRequest) Reset() {
 	*x = StateHashRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3149,7 +3548,7 @@ func (x *StateHashRequest) String() string {
 func (*StateHashRequest) ProtoMessage() {}
 
 func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3162,7 +3561,7 @@ func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashRequest.ProtoReflect.Descriptor instead.
 func (*StateHashRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StateHashRequest) GetIndex() uint64 {
@@ -3181,7 +3580,7 @@ type StateHashResponse struct {
 
 func (x *StateHashResponse) Reset() {
 	*x = StateHashResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[46]
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3592,7 @@ func (x *StateHashResponse) String() string {
 func (*StateHashResponse) ProtoMessage() {}
 
 func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[46]
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3605,7 @@ func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashResponse.ProtoReflect.Descriptor instead.
 func (*StateHashResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{46}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *StateHashResponse) GetReport() *StateReport {
@@ -3225,7 +3624,7 @@ type CheckStateRequest struct {
 
 func (x *CheckStateRequest) Reset() {
 	*x = CheckStateRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3237,7 +3636,7 @@ func (x *CheckStateRequest) String() string {
 func (*CheckStateRequest) ProtoMessage() {}
 
 func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3250,7 +3649,7 @@ func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateRequest.ProtoReflect.Descriptor instead.
 func (*CheckStateRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{47}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CheckStateRequest) GetActor() string {
@@ -3274,7 +3673,7 @@ type CheckStateResponse struct {
 
 func (x *CheckStateResponse) Reset() {
 	*x = CheckStateResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3286,7 +3685,7 @@ func (x *CheckStateResponse) String() string {
 func (*CheckStateResponse) ProtoMessage() {}
 
 func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3299,7 +3698,7 @@ func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateResponse.ProtoReflect.Descriptor instead.
 func (*CheckStateResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{48}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CheckStateResponse) GetIndex() uint64 {
@@ -3331,7 +3730,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3742,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3755,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{49}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{55}
 }
 
 type HealthResponse struct {
@@ -3382,7 +3781,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3793,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +3806,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{50}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *HealthResponse) GetStatus() HealthStatus {
@@ -3497,7 +3896,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	mi := &file_hotsplitv1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3908,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	mi := &file_hotsplitv1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3921,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{51}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ProgressRequest) GetFromNodeId() string {
@@ -3555,7 +3954,7 @@ type ProgressResponse struct {
 
 func (x *ProgressResponse) Reset() {
 	*x = ProgressResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	mi := &file_hotsplitv1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3567,7 +3966,7 @@ func (x *ProgressResponse) String() string {
 func (*ProgressResponse) ProtoMessage() {}
 
 func (x *ProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	mi := &file_hotsplitv1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3580,7 +3979,7 @@ func (x *ProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressResponse.ProtoReflect.Descriptor instead.
 func (*ProgressResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{52}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ProgressResponse) GetNodeId() string {
@@ -3668,7 +4067,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3680,7 +4079,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3693,7 +4092,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{53}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{59}
 }
 
 type VersionResponse struct {
@@ -3712,7 +4111,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3724,7 +4123,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3737,7 +4136,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{54}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *VersionResponse) GetNodeId() string {
@@ -3790,7 +4189,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	mi := &file_hotsplitv1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +4201,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	mi := &file_hotsplitv1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3815,7 +4214,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{55}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{61}
 }
 
 type SnapshotResponse struct {
@@ -3832,7 +4231,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	mi := &file_hotsplitv1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +4243,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	mi := &file_hotsplitv1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +4256,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{56}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *SnapshotResponse) GetPart() isSnapshotResponse_Part {
@@ -3939,7 +4338,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[57]
+	mi := &file_hotsplitv1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3951,7 +4350,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[57]
+	mi := &file_hotsplitv1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3964,7 +4363,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{57}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SnapshotHeader) GetIndex() uint64 {
@@ -4048,7 +4447,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[58]
+	mi := &file_hotsplitv1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4459,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[58]
+	mi := &file_hotsplitv1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4472,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{58}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -4098,7 +4497,7 @@ type MintUILoginRequest struct {
 
 func (x *MintUILoginRequest) Reset() {
 	*x = MintUILoginRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	mi := &file_hotsplitv1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4110,7 +4509,7 @@ func (x *MintUILoginRequest) String() string {
 func (*MintUILoginRequest) ProtoMessage() {}
 
 func (x *MintUILoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	mi := &file_hotsplitv1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4123,7 +4522,7 @@ func (x *MintUILoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUILoginRequest.ProtoReflect.Descriptor instead.
 func (*MintUILoginRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{59}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{65}
 }
 
 type MintUILoginResponse struct {
@@ -4141,7 +4540,7 @@ type MintUILoginResponse struct {
 
 func (x *MintUILoginResponse) Reset() {
 	*x = MintUILoginResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	mi := &file_hotsplitv1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4552,7 @@ func (x *MintUILoginResponse) String() string {
 func (*MintUILoginResponse) ProtoMessage() {}
 
 func (x *MintUILoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	mi := &file_hotsplitv1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4565,7 @@ func (x *MintUILoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUILoginResponse.ProtoReflect.Descriptor instead.
 func (*MintUILoginResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{60}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *MintUILoginResponse) GetUrl() string {
@@ -4252,7 +4651,43 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x06merged\x18\x01 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x06merged\x12'\n" +
 	"\x0fcatalog_version\x18\x02 \x01(\x04R\x0ecatalogVersion\x12\x1d\n" +
 	"\n" +
-	"commit_hlc\x18\x03 \x01(\x04R\tcommitHlc\"V\n" +
+	"commit_hlc\x18\x03 \x01(\x04R\tcommitHlc\"O\n" +
+	"\x11ListGroupsRequest\x12:\n" +
+	"\vconsistency\x18\x01 \x01(\x0e2\x18.hotsplit.v1.ConsistencyR\vconsistency\"\x91\x01\n" +
+	"\x12ListGroupsResponse\x12/\n" +
+	"\x06groups\x18\x01 \x03(\v2\x17.hotsplit.v1.ShardGroupR\x06groups\x12!\n" +
+	"\froute_counts\x18\x02 \x03(\x04R\vrouteCounts\x12'\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\"\x96\x01\n" +
+	"\x0fAddGroupRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\x04R\bcapacity\x12\x1e\n" +
+	"\n" +
+	"identities\x18\x03 \x03(\tR\n" +
+	"identities\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\"\xb4\x02\n" +
+	"\x0fSetGroupRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12\x17\n" +
+	"\x04name\x18\x02 \x01(\tH\x00R\x04name\x88\x01\x01\x12\x1f\n" +
+	"\bcapacity\x18\x03 \x01(\x04H\x01R\bcapacity\x88\x01\x01\x12-\n" +
+	"\x05state\x18\x04 \x01(\x0e2\x17.hotsplit.v1.GroupStateR\x05state\x12%\n" +
+	"\x0eadd_identities\x18\x05 \x03(\tR\raddIdentities\x12+\n" +
+	"\x11remove_identities\x18\x06 \x03(\tR\x10removeIdentities\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x12\x14\n" +
+	"\x05actor\x18\b \x01(\tR\x05actorB\a\n" +
+	"\x05_nameB\v\n" +
+	"\t_capacity\"d\n" +
+	"\x12RemoveGroupRequest\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\"]\n" +
+	"\rGroupResponse\x12-\n" +
+	"\x05group\x18\x01 \x01(\v2\x17.hotsplit.v1.ShardGroupR\x05group\x12\x1d\n" +
+	"\n" +
+	"commit_hlc\x18\x02 \x01(\x04R\tcommitHlc\"V\n" +
 	"\x12WatchRoutesRequest\x12!\n" +
 	"\ffrom_version\x18\x01 \x01(\x04R\vfromVersion\x12\x1d\n" +
 	"\n" +
@@ -4519,7 +4954,7 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x19HEALTH_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15HEALTH_STATUS_HEALTHY\x10\x01\x12\x1a\n" +
 	"\x16HEALTH_STATUS_DEGRADED\x10\x02\x12\x1b\n" +
-	"\x17HEALTH_STATUS_NO_QUORUM\x10\x032\xe8\x03\n" +
+	"\x17HEALTH_STATUS_NO_QUORUM\x10\x032\x8f\x06\n" +
 	"\aCatalog\x12M\n" +
 	"\n" +
 	"ListRoutes\x12\x1e.hotsplit.v1.ListRoutesRequest\x1a\x1f.hotsplit.v1.ListRoutesResponse\x12G\n" +
@@ -4529,7 +4964,12 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\vWatchRoutes\x12\x1f.hotsplit.v1.WatchRoutesRequest\x1a .hotsplit.v1.WatchRoutesResponse0\x01\x12S\n" +
 	"\fGetTimestamp\x12 .hotsplit.v1.GetTimestampRequest\x1a!.hotsplit.v1.GetTimestampResponse\x12M\n" +
 	"\n" +
-	"MergeRange\x12\x1e.hotsplit.v1.MergeRangeRequest\x1a\x1f.hotsplit.v1.MergeRangeResponse2I\n" +
+	"MergeRange\x12\x1e.hotsplit.v1.MergeRangeRequest\x1a\x1f.hotsplit.v1.MergeRangeResponse\x12M\n" +
+	"\n" +
+	"ListGroups\x12\x1e.hotsplit.v1.ListGroupsRequest\x1a\x1f.hotsplit.v1.ListGroupsResponse\x12D\n" +
+	"\bAddGroup\x12\x1c.hotsplit.v1.AddGroupRequest\x1a\x1a.hotsplit.v1.GroupResponse\x12D\n" +
+	"\bSetGroup\x12\x1c.hotsplit.v1.SetGroupRequest\x1a\x1a.hotsplit.v1.GroupResponse\x12J\n" +
+	"\vRemoveGroup\x12\x1f.hotsplit.v1.RemoveGroupRequest\x1a\x1a.hotsplit.v1.GroupResponse2I\n" +
 	"\x04Load\x12A\n" +
 	"\x06Report\x12\x1a.hotsplit.v1.ReportRequest\x1a\x1b.hotsplit.v1.ReportResponse2\xc1\x03\n" +
 	"\tAutoSplit\x12A\n" +
@@ -4570,7 +5010,7 @@ func file_hotsplitv1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_hotsplitv1_service_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: hotsplit.v1.Consistency
 	(Outcome)(0),                       // 1: hotsplit.v1.Outcome
@@ -4587,182 +5027,202 @@ var file_hotsplitv1_service_proto_goTypes = []any{
 	(*SplitRangeResponse)(nil),         // 12: hotsplit.v1.SplitRangeResponse
 	(*MergeRangeRequest)(nil),          // 13: hotsplit.v1.MergeRangeRequest
 	(*MergeRangeResponse)(nil),         // 14: hotsplit.v1.MergeRangeResponse
-	(*WatchRoutesRequest)(nil),         // 15: hotsplit.v1.WatchRoutesRequest
-	(*WatchRoutesResponse)(nil),        // 16: hotsplit.v1.WatchRoutesResponse
-	(*SnapshotPage)(nil),               // 17: hotsplit.v1.SnapshotPage
-	(*GetTimestampRequest)(nil),        // 18: hotsplit.v1.GetTimestampRequest
-	(*GetTimestampResponse)(nil),       // 19: hotsplit.v1.GetTimestampResponse
-	(*StatusRequest)(nil),              // 20: hotsplit.v1.StatusRequest
-	(*StatusResponse)(nil),             // 21: hotsplit.v1.StatusResponse
-	(*SetEnabledRequest)(nil),          // 22: hotsplit.v1.SetEnabledRequest
-	(*SetEnabledResponse)(nil),         // 23: hotsplit.v1.SetEnabledResponse
-	(*ExplainRequest)(nil),             // 24: hotsplit.v1.ExplainRequest
-	(*ExplainResponse)(nil),            // 25: hotsplit.v1.ExplainResponse
-	(*GetConfigRequest)(nil),           // 26: hotsplit.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),          // 27: hotsplit.v1.GetConfigResponse
-	(*SetConfigRequest)(nil),           // 28: hotsplit.v1.SetConfigRequest
-	(*SetConfigResponse)(nil),          // 29: hotsplit.v1.SetConfigResponse
-	(*AbortOpRequest)(nil),             // 30: hotsplit.v1.AbortOpRequest
-	(*AbortOpResponse)(nil),            // 31: hotsplit.v1.AbortOpResponse
-	(*JoinRequest)(nil),                // 32: hotsplit.v1.JoinRequest
-	(*JoinResponse)(nil),               // 33: hotsplit.v1.JoinResponse
-	(*RemoveRequest)(nil),              // 34: hotsplit.v1.RemoveRequest
-	(*RemoveResponse)(nil),             // 35: hotsplit.v1.RemoveResponse
-	(*MembersRequest)(nil),             // 36: hotsplit.v1.MembersRequest
-	(*MemberStatus)(nil),               // 37: hotsplit.v1.MemberStatus
-	(*MemberHealth)(nil),               // 38: hotsplit.v1.MemberHealth
-	(*MembersResponse)(nil),            // 39: hotsplit.v1.MembersResponse
-	(*LeaderRequest)(nil),              // 40: hotsplit.v1.LeaderRequest
-	(*LeaderResponse)(nil),             // 41: hotsplit.v1.LeaderResponse
-	(*TransferLeadershipRequest)(nil),  // 42: hotsplit.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 43: hotsplit.v1.TransferLeadershipResponse
-	(*AdmitRequest)(nil),               // 44: hotsplit.v1.AdmitRequest
-	(*AdmitResponse)(nil),              // 45: hotsplit.v1.AdmitResponse
-	(*ClockPingRequest)(nil),           // 46: hotsplit.v1.ClockPingRequest
-	(*ClockPingResponse)(nil),          // 47: hotsplit.v1.ClockPingResponse
-	(*StateReport)(nil),                // 48: hotsplit.v1.StateReport
-	(*StateHashRequest)(nil),           // 49: hotsplit.v1.StateHashRequest
-	(*StateHashResponse)(nil),          // 50: hotsplit.v1.StateHashResponse
-	(*CheckStateRequest)(nil),          // 51: hotsplit.v1.CheckStateRequest
-	(*CheckStateResponse)(nil),         // 52: hotsplit.v1.CheckStateResponse
-	(*HealthRequest)(nil),              // 53: hotsplit.v1.HealthRequest
-	(*HealthResponse)(nil),             // 54: hotsplit.v1.HealthResponse
-	(*ProgressRequest)(nil),            // 55: hotsplit.v1.ProgressRequest
-	(*ProgressResponse)(nil),           // 56: hotsplit.v1.ProgressResponse
-	(*VersionRequest)(nil),             // 57: hotsplit.v1.VersionRequest
-	(*VersionResponse)(nil),            // 58: hotsplit.v1.VersionResponse
-	(*SnapshotRequest)(nil),            // 59: hotsplit.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 60: hotsplit.v1.SnapshotResponse
-	(*SnapshotHeader)(nil),             // 61: hotsplit.v1.SnapshotHeader
-	(*SnapshotTrailer)(nil),            // 62: hotsplit.v1.SnapshotTrailer
-	(*MintUILoginRequest)(nil),         // 63: hotsplit.v1.MintUILoginRequest
-	(*MintUILoginResponse)(nil),        // 64: hotsplit.v1.MintUILoginResponse
-	(*RouteDescriptor)(nil),            // 65: hotsplit.v1.RouteDescriptor
-	(*CatalogDelta)(nil),               // 66: hotsplit.v1.CatalogDelta
-	(*AutoSplitSwitch)(nil),            // 67: hotsplit.v1.AutoSplitSwitch
-	(*Config)(nil),                     // 68: hotsplit.v1.Config
-	(*Op)(nil),                         // 69: hotsplit.v1.Op
-	(*TrackedRoute)(nil),               // 70: hotsplit.v1.TrackedRoute
-	(*Decision)(nil),                   // 71: hotsplit.v1.Decision
-	(*ConfigPatch)(nil),                // 72: hotsplit.v1.ConfigPatch
-	(AutoSplitFlag)(0),                 // 73: hotsplit.v1.AutoSplitFlag
-	(*Member)(nil),                     // 74: hotsplit.v1.Member
-	(*Admission)(nil),                  // 75: hotsplit.v1.Admission
-	(*ReportRequest)(nil),              // 76: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 77: hotsplit.v1.ReportResponse
+	(*ListGroupsRequest)(nil),          // 15: hotsplit.v1.ListGroupsRequest
+	(*ListGroupsResponse)(nil),         // 16: hotsplit.v1.ListGroupsResponse
+	(*AddGroupRequest)(nil),            // 17: hotsplit.v1.AddGroupRequest
+	(*SetGroupRequest)(nil),            // 18: hotsplit.v1.SetGroupRequest
+	(*RemoveGroupRequest)(nil),         // 19: hotsplit.v1.RemoveGroupRequest
+	(*GroupResponse)(nil),              // 20: hotsplit.v1.GroupResponse
+	(*WatchRoutesRequest)(nil),         // 21: hotsplit.v1.WatchRoutesRequest
+	(*WatchRoutesResponse)(nil),        // 22: hotsplit.v1.WatchRoutesResponse
+	(*SnapshotPage)(nil),               // 23: hotsplit.v1.SnapshotPage
+	(*GetTimestampRequest)(nil),        // 24: hotsplit.v1.GetTimestampRequest
+	(*GetTimestampResponse)(nil),       // 25: hotsplit.v1.GetTimestampResponse
+	(*StatusRequest)(nil),              // 26: hotsplit.v1.StatusRequest
+	(*StatusResponse)(nil),             // 27: hotsplit.v1.StatusResponse
+	(*SetEnabledRequest)(nil),          // 28: hotsplit.v1.SetEnabledRequest
+	(*SetEnabledResponse)(nil),         // 29: hotsplit.v1.SetEnabledResponse
+	(*ExplainRequest)(nil),             // 30: hotsplit.v1.ExplainRequest
+	(*ExplainResponse)(nil),            // 31: hotsplit.v1.ExplainResponse
+	(*GetConfigRequest)(nil),           // 32: hotsplit.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),          // 33: hotsplit.v1.GetConfigResponse
+	(*SetConfigRequest)(nil),           // 34: hotsplit.v1.SetConfigRequest
+	(*SetConfigResponse)(nil),          // 35: hotsplit.v1.SetConfigResponse
+	(*AbortOpRequest)(nil),             // 36: hotsplit.v1.AbortOpRequest
+	(*AbortOpResponse)(nil),            // 37: hotsplit.v1.AbortOpResponse
+	(*JoinRequest)(nil),                // 38: hotsplit.v1.JoinRequest
+	(*JoinResponse)(nil),               // 39: hotsplit.v1.JoinResponse
+	(*RemoveRequest)(nil),              // 40: hotsplit.v1.RemoveRequest
+	(*RemoveResponse)(nil),             // 41: hotsplit.v1.RemoveResponse
+	(*MembersRequest)(nil),             // 42: hotsplit.v1.MembersRequest
+	(*MemberStatus)(nil),               // 43: hotsplit.v1.MemberStatus
+	(*MemberHealth)(nil),               // 44: hotsplit.v1.MemberHealth
+	(*MembersResponse)(nil),            // 45: hotsplit.v1.MembersResponse
+	(*LeaderRequest)(nil),              // 46: hotsplit.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 47: hotsplit.v1.LeaderResponse
+	(*TransferLeadershipRequest)(nil),  // 48: hotsplit.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 49: hotsplit.v1.TransferLeadershipResponse
+	(*AdmitRequest)(nil),               // 50: hotsplit.v1.AdmitRequest
+	(*AdmitResponse)(nil),              // 51: hotsplit.v1.AdmitResponse
+	(*ClockPingRequest)(nil),           // 52: hotsplit.v1.ClockPingRequest
+	(*ClockPingResponse)(nil),          // 53: hotsplit.v1.ClockPingResponse
+	(*StateReport)(nil),                // 54: hotsplit.v1.StateReport
+	(*StateHashRequest)(nil),           // 55: hotsplit.v1.StateHashRequest
+	(*StateHashResponse)(nil),          // 56: hotsplit.v1.StateHashResponse
+	(*CheckStateRequest)(nil),          // 57: hotsplit.v1.CheckStateRequest
+	(*CheckStateResponse)(nil),         // 58: hotsplit.v1.CheckStateResponse
+	(*HealthRequest)(nil),              // 59: hotsplit.v1.HealthRequest
+	(*HealthResponse)(nil),             // 60: hotsplit.v1.HealthResponse
+	(*ProgressRequest)(nil),            // 61: hotsplit.v1.ProgressRequest
+	(*ProgressResponse)(nil),           // 62: hotsplit.v1.ProgressResponse
+	(*VersionRequest)(nil),             // 63: hotsplit.v1.VersionRequest
+	(*VersionResponse)(nil),            // 64: hotsplit.v1.VersionResponse
+	(*SnapshotRequest)(nil),            // 65: hotsplit.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 66: hotsplit.v1.SnapshotResponse
+	(*SnapshotHeader)(nil),             // 67: hotsplit.v1.SnapshotHeader
+	(*SnapshotTrailer)(nil),            // 68: hotsplit.v1.SnapshotTrailer
+	(*MintUILoginRequest)(nil),         // 69: hotsplit.v1.MintUILoginRequest
+	(*MintUILoginResponse)(nil),        // 70: hotsplit.v1.MintUILoginResponse
+	(*RouteDescriptor)(nil),            // 71: hotsplit.v1.RouteDescriptor
+	(*ShardGroup)(nil),                 // 72: hotsplit.v1.ShardGroup
+	(GroupState)(0),                    // 73: hotsplit.v1.GroupState
+	(*CatalogDelta)(nil),               // 74: hotsplit.v1.CatalogDelta
+	(*AutoSplitSwitch)(nil),            // 75: hotsplit.v1.AutoSplitSwitch
+	(*Config)(nil),                     // 76: hotsplit.v1.Config
+	(*Op)(nil),                         // 77: hotsplit.v1.Op
+	(*TrackedRoute)(nil),               // 78: hotsplit.v1.TrackedRoute
+	(*Decision)(nil),                   // 79: hotsplit.v1.Decision
+	(*ConfigPatch)(nil),                // 80: hotsplit.v1.ConfigPatch
+	(AutoSplitFlag)(0),                 // 81: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 82: hotsplit.v1.Member
+	(*Admission)(nil),                  // 83: hotsplit.v1.Admission
+	(*ReportRequest)(nil),              // 84: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 85: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
 	1,  // 1: hotsplit.v1.ErrorOutcome.outcome:type_name -> hotsplit.v1.Outcome
 	0,  // 2: hotsplit.v1.ListRoutesRequest.consistency:type_name -> hotsplit.v1.Consistency
-	65, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
+	71, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 5: hotsplit.v1.GetRouteRequest.consistency:type_name -> hotsplit.v1.Consistency
-	65, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	71, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
-	65, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
-	65, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
-	65, // 10: hotsplit.v1.MergeRangeResponse.merged:type_name -> hotsplit.v1.RouteDescriptor
-	66, // 11: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
-	17, // 12: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
-	65, // 13: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
-	0,  // 14: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
-	67, // 15: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	68, // 16: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
-	69, // 17: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
-	70, // 18: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
-	70, // 19: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
-	71, // 20: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
-	4,  // 21: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	69, // 22: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
-	67, // 23: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	0,  // 24: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	65, // 25: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	70, // 26: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	71, // 27: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	69, // 28: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
-	4,  // 29: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
-	0,  // 30: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	68, // 31: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
-	4,  // 32: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	72, // 33: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	68, // 34: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	69, // 35: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	73, // 36: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	74, // 37: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
-	0,  // 38: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	74, // 39: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
-	38, // 40: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
-	37, // 41: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
-	4,  // 42: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	75, // 43: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
-	75, // 44: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
-	2,  // 45: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
-	48, // 46: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
-	48, // 47: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
-	3,  // 48: hotsplit.v1.HealthResponse.status:type_name -> hotsplit.v1.HealthStatus
-	37, // 49: hotsplit.v1.HealthResponse.members:type_name -> hotsplit.v1.MemberStatus
-	61, // 50: hotsplit.v1.SnapshotResponse.header:type_name -> hotsplit.v1.SnapshotHeader
-	62, // 51: hotsplit.v1.SnapshotResponse.trailer:type_name -> hotsplit.v1.SnapshotTrailer
-	7,  // 52: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	9,  // 53: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	11, // 54: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	15, // 55: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	18, // 56: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	13, // 57: hotsplit.v1.Catalog.MergeRange:input_type -> hotsplit.v1.MergeRangeRequest
-	76, // 58: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	20, // 59: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	22, // 60: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	24, // 61: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	26, // 62: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	28, // 63: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	30, // 64: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	32, // 65: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	34, // 66: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	36, // 67: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	40, // 68: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	42, // 69: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	44, // 70: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
-	46, // 71: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
-	49, // 72: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
-	51, // 73: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
-	53, // 74: hotsplit.v1.Cluster.Health:input_type -> hotsplit.v1.HealthRequest
-	55, // 75: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
-	57, // 76: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
-	59, // 77: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
-	63, // 78: hotsplit.v1.Cluster.MintUILogin:input_type -> hotsplit.v1.MintUILoginRequest
-	8,  // 79: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	10, // 80: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	12, // 81: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	16, // 82: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	19, // 83: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	14, // 84: hotsplit.v1.Catalog.MergeRange:output_type -> hotsplit.v1.MergeRangeResponse
-	77, // 85: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	21, // 86: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	23, // 87: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	25, // 88: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	27, // 89: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	29, // 90: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	31, // 91: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	33, // 92: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	35, // 93: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	39, // 94: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	41, // 95: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	43, // 96: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	45, // 97: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
-	47, // 98: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
-	50, // 99: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
-	52, // 100: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
-	54, // 101: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
-	56, // 102: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
-	58, // 103: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
-	60, // 104: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
-	64, // 105: hotsplit.v1.Cluster.MintUILogin:output_type -> hotsplit.v1.MintUILoginResponse
-	79, // [79:106] is the sub-list for method output_type
-	52, // [52:79] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	71, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
+	71, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
+	71, // 10: hotsplit.v1.MergeRangeResponse.merged:type_name -> hotsplit.v1.RouteDescriptor
+	0,  // 11: hotsplit.v1.ListGroupsRequest.consistency:type_name -> hotsplit.v1.Consistency
+	72, // 12: hotsplit.v1.ListGroupsResponse.groups:type_name -> hotsplit.v1.ShardGroup
+	73, // 13: hotsplit.v1.SetGroupRequest.state:type_name -> hotsplit.v1.GroupState
+	72, // 14: hotsplit.v1.GroupResponse.group:type_name -> hotsplit.v1.ShardGroup
+	74, // 15: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
+	23, // 16: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
+	71, // 17: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
+	0,  // 18: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
+	75, // 19: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	76, // 20: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
+	77, // 21: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
+	78, // 22: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
+	78, // 23: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
+	79, // 24: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
+	4,  // 25: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
+	77, // 26: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
+	75, // 27: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	0,  // 28: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
+	71, // 29: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	78, // 30: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	79, // 31: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	77, // 32: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	4,  // 33: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
+	0,  // 34: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
+	76, // 35: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	4,  // 36: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
+	80, // 37: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	76, // 38: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	77, // 39: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	81, // 40: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	82, // 41: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	0,  // 42: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
+	82, // 43: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	44, // 44: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
+	43, // 45: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
+	4,  // 46: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
+	83, // 47: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	83, // 48: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	2,  // 49: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
+	54, // 50: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
+	54, // 51: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
+	3,  // 52: hotsplit.v1.HealthResponse.status:type_name -> hotsplit.v1.HealthStatus
+	43, // 53: hotsplit.v1.HealthResponse.members:type_name -> hotsplit.v1.MemberStatus
+	67, // 54: hotsplit.v1.SnapshotResponse.header:type_name -> hotsplit.v1.SnapshotHeader
+	68, // 55: hotsplit.v1.SnapshotResponse.trailer:type_name -> hotsplit.v1.SnapshotTrailer
+	7,  // 56: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	9,  // 57: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	11, // 58: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	21, // 59: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	24, // 60: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	13, // 61: hotsplit.v1.Catalog.MergeRange:input_type -> hotsplit.v1.MergeRangeRequest
+	15, // 62: hotsplit.v1.Catalog.ListGroups:input_type -> hotsplit.v1.ListGroupsRequest
+	17, // 63: hotsplit.v1.Catalog.AddGroup:input_type -> hotsplit.v1.AddGroupRequest
+	18, // 64: hotsplit.v1.Catalog.SetGroup:input_type -> hotsplit.v1.SetGroupRequest
+	19, // 65: hotsplit.v1.Catalog.RemoveGroup:input_type -> hotsplit.v1.RemoveGroupRequest
+	84, // 66: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	26, // 67: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	28, // 68: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	30, // 69: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	32, // 70: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	34, // 71: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	36, // 72: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	38, // 73: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	40, // 74: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	42, // 75: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	46, // 76: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	48, // 77: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	50, // 78: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
+	52, // 79: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
+	55, // 80: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
+	57, // 81: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
+	59, // 82: hotsplit.v1.Cluster.Health:input_type -> hotsplit.v1.HealthRequest
+	61, // 83: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
+	63, // 84: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
+	65, // 85: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
+	69, // 86: hotsplit.v1.Cluster.MintUILogin:input_type -> hotsplit.v1.MintUILoginRequest
+	8,  // 87: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	10, // 88: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	12, // 89: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	22, // 90: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	25, // 91: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	14, // 92: hotsplit.v1.Catalog.MergeRange:output_type -> hotsplit.v1.MergeRangeResponse
+	16, // 93: hotsplit.v1.Catalog.ListGroups:output_type -> hotsplit.v1.ListGroupsResponse
+	20, // 94: hotsplit.v1.Catalog.AddGroup:output_type -> hotsplit.v1.GroupResponse
+	20, // 95: hotsplit.v1.Catalog.SetGroup:output_type -> hotsplit.v1.GroupResponse
+	20, // 96: hotsplit.v1.Catalog.RemoveGroup:output_type -> hotsplit.v1.GroupResponse
+	85, // 97: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	27, // 98: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	29, // 99: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	31, // 100: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	33, // 101: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	35, // 102: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	37, // 103: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	39, // 104: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	41, // 105: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	45, // 106: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	47, // 107: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	49, // 108: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	51, // 109: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	53, // 110: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
+	56, // 111: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
+	58, // 112: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
+	60, // 113: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
+	62, // 114: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
+	64, // 115: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
+	66, // 116: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
+	70, // 117: hotsplit.v1.Cluster.MintUILogin:output_type -> hotsplit.v1.MintUILoginResponse
+	87, // [87:118] is the sub-list for method output_type
+	56, // [56:87] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }
@@ -4776,11 +5236,12 @@ func file_hotsplitv1_service_proto_init() {
 	file_hotsplitv1_state_proto_init()
 	file_hotsplitv1_service_proto_msgTypes[7].OneofWrappers = []any{}
 	file_hotsplitv1_service_proto_msgTypes[9].OneofWrappers = []any{}
-	file_hotsplitv1_service_proto_msgTypes[12].OneofWrappers = []any{
+	file_hotsplitv1_service_proto_msgTypes[14].OneofWrappers = []any{}
+	file_hotsplitv1_service_proto_msgTypes[18].OneofWrappers = []any{
 		(*WatchRoutesResponse_Delta)(nil),
 		(*WatchRoutesResponse_SnapshotPage)(nil),
 	}
-	file_hotsplitv1_service_proto_msgTypes[56].OneofWrappers = []any{
+	file_hotsplitv1_service_proto_msgTypes[62].OneofWrappers = []any{
 		(*SnapshotResponse_Header)(nil),
 		(*SnapshotResponse_Chunk)(nil),
 		(*SnapshotResponse_Trailer)(nil),
@@ -4791,7 +5252,7 @@ func file_hotsplitv1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_service_proto_rawDesc), len(file_hotsplitv1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   61,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -25,6 +25,10 @@ const (
 	Catalog_WatchRoutes_FullMethodName  = "/hotsplit.v1.Catalog/WatchRoutes"
 	Catalog_GetTimestamp_FullMethodName = "/hotsplit.v1.Catalog/GetTimestamp"
 	Catalog_MergeRange_FullMethodName   = "/hotsplit.v1.Catalog/MergeRange"
+	Catalog_ListGroups_FullMethodName   = "/hotsplit.v1.Catalog/ListGroups"
+	Catalog_AddGroup_FullMethodName     = "/hotsplit.v1.Catalog/AddGroup"
+	Catalog_SetGroup_FullMethodName     = "/hotsplit.v1.Catalog/SetGroup"
+	Catalog_RemoveGroup_FullMethodName  = "/hotsplit.v1.Catalog/RemoveGroup"
 )
 
 // CatalogClient is the client API for Catalog service.
@@ -39,6 +43,12 @@ type CatalogClient interface {
 	// Cluster version 3: join two adjacent ACTIVE routes of one group into
 	// one new route by hand (operator role).
 	MergeRange(ctx context.Context, in *MergeRangeRequest, opts ...grpc.CallOption) (*MergeRangeResponse, error)
+	// Cluster version 4 (shard_groups; docs/design.md#shard-groups): the
+	// shard groups, read by any role, changed by an operator.
+	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
+	AddGroup(ctx context.Context, in *AddGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error)
+	SetGroup(ctx context.Context, in *SetGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error)
+	RemoveGroup(ctx context.Context, in *RemoveGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error)
 }
 
 type catalogClient struct {
@@ -118,6 +128,46 @@ func (c *catalogClient) MergeRange(ctx context.Context, in *MergeRangeRequest, o
 	return out, nil
 }
 
+func (c *catalogClient) ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListGroupsResponse)
+	err := c.cc.Invoke(ctx, Catalog_ListGroups_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogClient) AddGroup(ctx context.Context, in *AddGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupResponse)
+	err := c.cc.Invoke(ctx, Catalog_AddGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogClient) SetGroup(ctx context.Context, in *SetGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupResponse)
+	err := c.cc.Invoke(ctx, Catalog_SetGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogClient) RemoveGroup(ctx context.Context, in *RemoveGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GroupResponse)
+	err := c.cc.Invoke(ctx, Catalog_RemoveGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServer is the server API for Catalog service.
 // All implementations must embed UnimplementedCatalogServer
 // for forward compatibility.
@@ -130,6 +180,12 @@ type CatalogServer interface {
 	// Cluster version 3: join two adjacent ACTIVE routes of one group into
 	// one new route by hand (operator role).
 	MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error)
+	// Cluster version 4 (shard_groups; docs/design.md#shard-groups): the
+	// shard groups, read by any role, changed by an operator.
+	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
+	AddGroup(context.Context, *AddGroupRequest) (*GroupResponse, error)
+	SetGroup(context.Context, *SetGroupRequest) (*GroupResponse, error)
+	RemoveGroup(context.Context, *RemoveGroupRequest) (*GroupResponse, error)
 	mustEmbedUnimplementedCatalogServer()
 }
 
@@ -157,6 +213,18 @@ func (UnimplementedCatalogServer) GetTimestamp(context.Context, *GetTimestampReq
 }
 func (UnimplementedCatalogServer) MergeRange(context.Context, *MergeRangeRequest) (*MergeRangeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method MergeRange not implemented")
+}
+func (UnimplementedCatalogServer) ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListGroups not implemented")
+}
+func (UnimplementedCatalogServer) AddGroup(context.Context, *AddGroupRequest) (*GroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AddGroup not implemented")
+}
+func (UnimplementedCatalogServer) SetGroup(context.Context, *SetGroupRequest) (*GroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetGroup not implemented")
+}
+func (UnimplementedCatalogServer) RemoveGroup(context.Context, *RemoveGroupRequest) (*GroupResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveGroup not implemented")
 }
 func (UnimplementedCatalogServer) mustEmbedUnimplementedCatalogServer() {}
 func (UnimplementedCatalogServer) testEmbeddedByValue()                 {}
@@ -280,6 +348,78 @@ func _Catalog_MergeRange_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Catalog_ListGroups_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListGroupsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServer).ListGroups(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Catalog_ListGroups_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServer).ListGroups(ctx, req.(*ListGroupsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Catalog_AddGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AddGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServer).AddGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Catalog_AddGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServer).AddGroup(ctx, req.(*AddGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Catalog_SetGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServer).SetGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Catalog_SetGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServer).SetGroup(ctx, req.(*SetGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Catalog_RemoveGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveGroupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServer).RemoveGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Catalog_RemoveGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServer).RemoveGroup(ctx, req.(*RemoveGroupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Catalog_ServiceDesc is the grpc.ServiceDesc for Catalog service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -306,6 +446,22 @@ var Catalog_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "MergeRange",
 			Handler:    _Catalog_MergeRange_Handler,
+		},
+		{
+			MethodName: "ListGroups",
+			Handler:    _Catalog_ListGroups_Handler,
+		},
+		{
+			MethodName: "AddGroup",
+			Handler:    _Catalog_AddGroup_Handler,
+		},
+		{
+			MethodName: "SetGroup",
+			Handler:    _Catalog_SetGroup_Handler,
+		},
+		{
+			MethodName: "RemoveGroup",
+			Handler:    _Catalog_RemoveGroup_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

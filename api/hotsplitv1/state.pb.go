@@ -543,6 +543,59 @@ func (AutoSplitFlag) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
+// GroupState is a shard group's state (cluster version 4, shard_groups).
+type GroupState int32
+
+const (
+	GroupState_GROUP_STATE_UNSPECIFIED GroupState = 0
+	// The group serves its routes and may receive more.
+	GroupState_GROUP_STATE_ACTIVE GroupState = 1
+	// The group is being emptied: it receives no route, and placement moves
+	// its routes away.
+	GroupState_GROUP_STATE_DRAINING GroupState = 2
+)
+
+// Enum value maps for GroupState.
+var (
+	GroupState_name = map[int32]string{
+		0: "GROUP_STATE_UNSPECIFIED",
+		1: "GROUP_STATE_ACTIVE",
+		2: "GROUP_STATE_DRAINING",
+	}
+	GroupState_value = map[string]int32{
+		"GROUP_STATE_UNSPECIFIED": 0,
+		"GROUP_STATE_ACTIVE":      1,
+		"GROUP_STATE_DRAINING":    2,
+	}
+)
+
+func (x GroupState) Enum() *GroupState {
+	p := new(GroupState)
+	*p = x
+	return p
+}
+
+func (x GroupState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (GroupState) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
+}
+
+func (GroupState) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[8]
+}
+
+func (x GroupState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use GroupState.Descriptor instead.
+func (GroupState) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+}
+
 type DecisionKind int32
 
 const (
@@ -568,6 +621,9 @@ const (
 	DecisionKind_DECISION_KIND_MERGE_APPLIED    DecisionKind = 21
 	DecisionKind_DECISION_KIND_MERGE_DECLINED   DecisionKind = 22
 	DecisionKind_DECISION_KIND_MERGE_SUPPRESSED DecisionKind = 23
+	// Cluster version 4: an operator added, changed or removed a shard
+	// group; detail says which and what.
+	DecisionKind_DECISION_KIND_GROUP DecisionKind = 30
 )
 
 // Enum value maps for DecisionKind.
@@ -590,6 +646,7 @@ var (
 		21: "DECISION_KIND_MERGE_APPLIED",
 		22: "DECISION_KIND_MERGE_DECLINED",
 		23: "DECISION_KIND_MERGE_SUPPRESSED",
+		30: "DECISION_KIND_GROUP",
 	}
 	DecisionKind_value = map[string]int32{
 		"DECISION_KIND_UNSPECIFIED":      0,
@@ -609,6 +666,7 @@ var (
 		"DECISION_KIND_MERGE_APPLIED":    21,
 		"DECISION_KIND_MERGE_DECLINED":   22,
 		"DECISION_KIND_MERGE_SUPPRESSED": 23,
+		"DECISION_KIND_GROUP":            30,
 	}
 )
 
@@ -623,11 +681,11 @@ func (x DecisionKind) String() string {
 }
 
 func (DecisionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
 }
 
 func (DecisionKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[8]
+	return &file_hotsplitv1_state_proto_enumTypes[9]
 }
 
 func (x DecisionKind) Number() protoreflect.EnumNumber {
@@ -636,7 +694,7 @@ func (x DecisionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionKind.Descriptor instead.
 func (DecisionKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
 }
 
 // ResultCode is the business outcome of an applied command. Anything but OK
@@ -676,6 +734,14 @@ const (
 	// Cluster version 3: the request id was used for another request; this
 	// one was not applied (the message names the first request).
 	ResultCode_RESULT_CODE_REQUEST_ID_REUSED ResultCode = 30
+	// Cluster version 4 (shard_groups): no shard group has the id.
+	ResultCode_RESULT_CODE_GROUP_NOT_FOUND ResultCode = 40
+	// The shard group still serves routes (RemoveGroup).
+	ResultCode_RESULT_CODE_GROUP_NOT_EMPTY ResultCode = 41
+	// Another shard group has the name or one of the identities.
+	ResultCode_RESULT_CODE_GROUP_CONFLICT ResultCode = 42
+	// The cluster has MaxGroups shard groups already.
+	ResultCode_RESULT_CODE_GROUP_LIMIT ResultCode = 43
 )
 
 // Enum value maps for ResultCode.
@@ -703,6 +769,10 @@ var (
 		19: "RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE",
 		20: "RESULT_CODE_ROUTE_IN_LIVE_OP",
 		30: "RESULT_CODE_REQUEST_ID_REUSED",
+		40: "RESULT_CODE_GROUP_NOT_FOUND",
+		41: "RESULT_CODE_GROUP_NOT_EMPTY",
+		42: "RESULT_CODE_GROUP_CONFLICT",
+		43: "RESULT_CODE_GROUP_LIMIT",
 	}
 	ResultCode_value = map[string]int32{
 		"RESULT_CODE_OK":                         0,
@@ -727,6 +797,10 @@ var (
 		"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE":     19,
 		"RESULT_CODE_ROUTE_IN_LIVE_OP":           20,
 		"RESULT_CODE_REQUEST_ID_REUSED":          30,
+		"RESULT_CODE_GROUP_NOT_FOUND":            40,
+		"RESULT_CODE_GROUP_NOT_EMPTY":            41,
+		"RESULT_CODE_GROUP_CONFLICT":             42,
+		"RESULT_CODE_GROUP_LIMIT":                43,
 	}
 )
 
@@ -741,11 +815,11 @@ func (x ResultCode) String() string {
 }
 
 func (ResultCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[10].Descriptor()
 }
 
 func (ResultCode) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[9]
+	return &file_hotsplitv1_state_proto_enumTypes[10]
 }
 
 func (x ResultCode) Number() protoreflect.EnumNumber {
@@ -754,7 +828,7 @@ func (x ResultCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResultCode.Descriptor instead.
 func (ResultCode) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
 }
 
 // HeatmapMarkKind says what changed the catalog at a mark.
@@ -791,11 +865,11 @@ func (x HeatmapMarkKind) String() string {
 }
 
 func (HeatmapMarkKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[10].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[11].Descriptor()
 }
 
 func (HeatmapMarkKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[10]
+	return &file_hotsplitv1_state_proto_enumTypes[11]
 }
 
 func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
@@ -804,7 +878,7 @@ func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HeatmapMarkKind.Descriptor instead.
 func (HeatmapMarkKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
 }
 
 // HeatmapMergeOrigin says who decided a merge.
@@ -841,11 +915,11 @@ func (x HeatmapMergeOrigin) String() string {
 }
 
 func (HeatmapMergeOrigin) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[11].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[12].Descriptor()
 }
 
 func (HeatmapMergeOrigin) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[11]
+	return &file_hotsplitv1_state_proto_enumTypes[12]
 }
 
 func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
@@ -854,7 +928,7 @@ func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HeatmapMergeOrigin.Descriptor instead.
 func (HeatmapMergeOrigin) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
 }
 
 type AutoSplitSwitch struct {
@@ -1890,6 +1964,97 @@ func (x *Member) GetAutoSplitFlag() AutoSplitFlag {
 	return AutoSplitFlag_AUTO_SPLIT_FLAG_UNSET
 }
 
+// ShardGroup is one shard group of the data plane (cluster version 4,
+// shard_groups; docs/design.md#shard-groups).
+type ShardGroup struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	GroupId uint64                 `protobuf:"varint,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	State   GroupState             `protobuf:"varint,3,opt,name=state,proto3,enum=hotsplit.v1.GroupState" json:"state,omitempty"`
+	// Weighted ops/min (the detector's weights) the group can serve.
+	Capacity uint64 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// The data-node identities that serve the group, sorted; each serves one
+	// group.
+	Identities []string `protobuf:"bytes,5,rep,name=identities,proto3" json:"identities,omitempty"`
+	// HLC of the command that created the group (0 for a group the raise to
+	// version 4 created from the catalog's group ids).
+	CreatedHlc    uint64 `protobuf:"varint,6,opt,name=created_hlc,json=createdHlc,proto3" json:"created_hlc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardGroup) Reset() {
+	*x = ShardGroup{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardGroup) ProtoMessage() {}
+
+func (x *ShardGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardGroup.ProtoReflect.Descriptor instead.
+func (*ShardGroup) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ShardGroup) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
+	}
+	return 0
+}
+
+func (x *ShardGroup) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ShardGroup) GetState() GroupState {
+	if x != nil {
+		return x.State
+	}
+	return GroupState_GROUP_STATE_UNSPECIFIED
+}
+
+func (x *ShardGroup) GetCapacity() uint64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *ShardGroup) GetIdentities() []string {
+	if x != nil {
+		return x.Identities
+	}
+	return nil
+}
+
+func (x *ShardGroup) GetCreatedHlc() uint64 {
+	if x != nil {
+		return x.CreatedHlc
+	}
+	return 0
+}
+
 // Decision is one entry of the bounded ring of recent decisions.
 type Decision struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1916,7 +2081,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	mi := &file_hotsplitv1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2093,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[7]
+	mi := &file_hotsplitv1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2106,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Decision) GetSeq() uint64 {
@@ -2051,20 +2216,22 @@ type CommandResult struct {
 	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
 	// The routes the command made: a split's two children (left first), a
 	// merge's one route.
-	Children      []*RouteDescriptor `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
-	OpId          uint64             `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
-	CommitHlc     uint64             `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
-	Config        *Config            `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
-	Switch        *AutoSplitSwitch   `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
-	PlannedOpIds  []uint64           `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
-	Op            *Op                `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
+	Children     []*RouteDescriptor `protobuf:"bytes,4,rep,name=children,proto3" json:"children,omitempty"`
+	OpId         uint64             `protobuf:"varint,5,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	CommitHlc    uint64             `protobuf:"varint,6,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	Config       *Config            `protobuf:"bytes,7,opt,name=config,proto3" json:"config,omitempty"`
+	Switch       *AutoSplitSwitch   `protobuf:"bytes,8,opt,name=switch,proto3" json:"switch,omitempty"`
+	PlannedOpIds []uint64           `protobuf:"varint,9,rep,packed,name=planned_op_ids,json=plannedOpIds,proto3" json:"planned_op_ids,omitempty"`
+	Op           *Op                `protobuf:"bytes,10,opt,name=op,proto3" json:"op,omitempty"`
+	// The shard group an AddGroup or SetGroup left (cluster version 4).
+	Group         *ShardGroup `protobuf:"bytes,11,opt,name=group,proto3" json:"group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CommandResult) Reset() {
 	*x = CommandResult{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[8]
+	mi := &file_hotsplitv1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2076,7 +2243,7 @@ func (x *CommandResult) String() string {
 func (*CommandResult) ProtoMessage() {}
 
 func (x *CommandResult) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[8]
+	mi := &file_hotsplitv1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2089,7 +2256,7 @@ func (x *CommandResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResult.ProtoReflect.Descriptor instead.
 func (*CommandResult) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CommandResult) GetCode() ResultCode {
@@ -2162,6 +2329,13 @@ func (x *CommandResult) GetOp() *Op {
 	return nil
 }
 
+func (x *CommandResult) GetGroup() *ShardGroup {
+	if x != nil {
+		return x.Group
+	}
+	return nil
+}
+
 type RequestRecord struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -2182,7 +2356,7 @@ type RequestRecord struct {
 
 func (x *RequestRecord) Reset() {
 	*x = RequestRecord{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[9]
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2368,7 @@ func (x *RequestRecord) String() string {
 func (*RequestRecord) ProtoMessage() {}
 
 func (x *RequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[9]
+	mi := &file_hotsplitv1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2381,7 @@ func (x *RequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRecord.ProtoReflect.Descriptor instead.
 func (*RequestRecord) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RequestRecord) GetRequestId() string {
@@ -2285,14 +2459,18 @@ type StateSnapshot struct {
 	HeatHistoryPages *HeatmapPages `protobuf:"bytes,61,opt,name=heat_history_pages,json=heatHistoryPages,proto3" json:"heat_history_pages,omitempty"`
 	// The detector's cold-streak state for automatic merges (version 3;
 	// absent before the first complete column of that version).
-	Cold          *ColdState `protobuf:"bytes,90,opt,name=cold,proto3" json:"cold,omitempty"`
+	Cold *ColdState `protobuf:"bytes,90,opt,name=cold,proto3" json:"cold,omitempty"`
+	// The shard groups by id (cluster version 4, shard_groups; empty below
+	// it) and the id the next AddGroup gets.
+	Groups        []*ShardGroup `protobuf:"bytes,100,rep,name=groups,proto3" json:"groups,omitempty"`
+	NextGroupId   uint64        `protobuf:"varint,101,opt,name=next_group_id,json=nextGroupId,proto3" json:"next_group_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StateSnapshot) Reset() {
 	*x = StateSnapshot{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2304,7 +2482,7 @@ func (x *StateSnapshot) String() string {
 func (*StateSnapshot) ProtoMessage() {}
 
 func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[10]
+	mi := &file_hotsplitv1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2317,7 +2495,7 @@ func (x *StateSnapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateSnapshot.ProtoReflect.Descriptor instead.
 func (*StateSnapshot) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StateSnapshot) GetFormatVersion() uint32 {
@@ -2488,6 +2666,20 @@ func (x *StateSnapshot) GetCold() *ColdState {
 	return nil
 }
 
+func (x *StateSnapshot) GetGroups() []*ShardGroup {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *StateSnapshot) GetNextGroupId() uint64 {
+	if x != nil {
+		return x.NextGroupId
+	}
+	return 0
+}
+
 // ColdState is how long routes have been cold (docs/design.md "Merges"):
 // the current run of consecutive complete columns (each lists the load of
 // every live reported route, so an absent route was cold) and, sparsely,
@@ -2519,7 +2711,7 @@ type ColdState struct {
 
 func (x *ColdState) Reset() {
 	*x = ColdState{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2723,7 @@ func (x *ColdState) String() string {
 func (*ColdState) ProtoMessage() {}
 
 func (x *ColdState) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[11]
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2736,7 @@ func (x *ColdState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColdState.ProtoReflect.Descriptor instead.
 func (*ColdState) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ColdState) GetRunColumns() uint64 {
@@ -2619,7 +2811,7 @@ type HeatmapPages struct {
 
 func (x *HeatmapPages) Reset() {
 	*x = HeatmapPages{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +2823,7 @@ func (x *HeatmapPages) String() string {
 func (*HeatmapPages) ProtoMessage() {}
 
 func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +2836,7 @@ func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapPages.ProtoReflect.Descriptor instead.
 func (*HeatmapPages) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *HeatmapPages) GetBoundaries() uint64 {
@@ -2688,7 +2880,7 @@ type HeatmapHistory struct {
 
 func (x *HeatmapHistory) Reset() {
 	*x = HeatmapHistory{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2700,7 +2892,7 @@ func (x *HeatmapHistory) String() string {
 func (*HeatmapHistory) ProtoMessage() {}
 
 func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2713,7 +2905,7 @@ func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapHistory.ProtoReflect.Descriptor instead.
 func (*HeatmapHistory) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeatmapHistory) GetFormatVersion() uint32 {
@@ -2754,7 +2946,7 @@ type HeatmapLevel struct {
 
 func (x *HeatmapLevel) Reset() {
 	*x = HeatmapLevel{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2766,7 +2958,7 @@ func (x *HeatmapLevel) String() string {
 func (*HeatmapLevel) ProtoMessage() {}
 
 func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2779,7 +2971,7 @@ func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapLevel.ProtoReflect.Descriptor instead.
 func (*HeatmapLevel) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeatmapLevel) GetColumns() []*HeatmapColumn {
@@ -2820,7 +3012,7 @@ type HeatmapColumn struct {
 
 func (x *HeatmapColumn) Reset() {
 	*x = HeatmapColumn{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	mi := &file_hotsplitv1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2832,7 +3024,7 @@ func (x *HeatmapColumn) String() string {
 func (*HeatmapColumn) ProtoMessage() {}
 
 func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	mi := &file_hotsplitv1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2845,7 +3037,7 @@ func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapColumn.ProtoReflect.Descriptor instead.
 func (*HeatmapColumn) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeatmapColumn) GetStartMs() uint64 {
@@ -2936,7 +3128,7 @@ type HeatmapMark struct {
 
 func (x *HeatmapMark) Reset() {
 	*x = HeatmapMark{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[16]
+	mi := &file_hotsplitv1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3140,7 @@ func (x *HeatmapMark) String() string {
 func (*HeatmapMark) ProtoMessage() {}
 
 func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[16]
+	mi := &file_hotsplitv1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3153,7 @@ func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapMark.ProtoReflect.Descriptor instead.
 func (*HeatmapMark) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{16}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeatmapMark) GetAtHlc() uint64 {
@@ -3135,7 +3327,18 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x1b\n" +
 	"\traft_addr\x18\x03 \x01(\tR\braftAddr\x12+\n" +
 	"\x11supported_version\x18\x04 \x01(\rR\x10supportedVersion\x12B\n" +
-	"\x0fauto_split_flag\x18\x05 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\xe3\x03\n" +
+	"\x0fauto_split_flag\x18\x05 \x01(\x0e2\x1a.hotsplit.v1.AutoSplitFlagR\rautoSplitFlag\"\xc7\x01\n" +
+	"\n" +
+	"ShardGroup\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12-\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x17.hotsplit.v1.GroupStateR\x05state\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\x04R\bcapacity\x12\x1e\n" +
+	"\n" +
+	"identities\x18\x05 \x03(\tR\n" +
+	"identities\x12\x1f\n" +
+	"\vcreated_hlc\x18\x06 \x01(\x04R\n" +
+	"createdHlc\"\xe3\x03\n" +
 	"\bDecision\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x15\n" +
 	"\x06at_hlc\x18\x02 \x01(\x04R\x05atHlc\x12-\n" +
@@ -3152,7 +3355,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06detail\x18\v \x01(\tR\x06detail\x12=\n" +
 	"\fabort_reason\x18\f \x01(\x0e2\x1a.hotsplit.v1.OpAbortReasonR\vabortReason\x12\x12\n" +
 	"\x04note\x18\x14 \x01(\tR\x04note\x12:\n" +
-	"\vexplanation\x18( \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\"\x97\x03\n" +
+	"\vexplanation\x18( \x01(\v2\x18.hotsplit.v1.ExplanationR\vexplanation\"\xc6\x03\n" +
 	"\rCommandResult\x12+\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x17.hotsplit.v1.ResultCodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12'\n" +
@@ -3165,14 +3368,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06switch\x18\b \x01(\v2\x1c.hotsplit.v1.AutoSplitSwitchR\x06switch\x12$\n" +
 	"\x0eplanned_op_ids\x18\t \x03(\x04R\fplannedOpIds\x12\x1f\n" +
 	"\x02op\x18\n" +
-	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xb8\x01\n" +
+	" \x01(\v2\x0f.hotsplit.v1.OpR\x02op\x12-\n" +
+	"\x05group\x18\v \x01(\v2\x17.hotsplit.v1.ShardGroupR\x05group\"\xb8\x01\n" +
 	"\rRequestRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
 	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xe4\b\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xb9\t\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -3203,7 +3407,9 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x14previous_cluster_ids\x182 \x03(\tR\x12previousClusterIds\x12>\n" +
 	"\fheat_history\x18< \x01(\v2\x1b.hotsplit.v1.HeatmapHistoryR\vheatHistory\x12G\n" +
 	"\x12heat_history_pages\x18= \x01(\v2\x19.hotsplit.v1.HeatmapPagesR\x10heatHistoryPages\x12*\n" +
-	"\x04cold\x18Z \x01(\v2\x16.hotsplit.v1.ColdStateR\x04cold\"\x9b\x02\n" +
+	"\x04cold\x18Z \x01(\v2\x16.hotsplit.v1.ColdStateR\x04cold\x12/\n" +
+	"\x06groups\x18d \x03(\v2\x17.hotsplit.v1.ShardGroupR\x06groups\x12\"\n" +
+	"\rnext_group_id\x18e \x01(\x04R\vnextGroupId\"\x9b\x02\n" +
 	"\tColdState\x12\x1f\n" +
 	"\vrun_columns\x18\x01 \x01(\x04R\n" +
 	"runColumns\x12#\n" +
@@ -3318,7 +3524,12 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\rAutoSplitFlag\x12\x19\n" +
 	"\x15AUTO_SPLIT_FLAG_UNSET\x10\x00\x12\x17\n" +
 	"\x13AUTO_SPLIT_FLAG_OFF\x10\x01\x12\x16\n" +
-	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*\x93\x04\n" +
+	"\x12AUTO_SPLIT_FLAG_ON\x10\x02*[\n" +
+	"\n" +
+	"GroupState\x12\x1b\n" +
+	"\x17GROUP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12GROUP_STATE_ACTIVE\x10\x01\x12\x18\n" +
+	"\x14GROUP_STATE_DRAINING\x10\x02*\xac\x04\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -3337,7 +3548,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1bDECISION_KIND_MERGE_PLANNED\x10\x14\x12\x1f\n" +
 	"\x1bDECISION_KIND_MERGE_APPLIED\x10\x15\x12 \n" +
 	"\x1cDECISION_KIND_MERGE_DECLINED\x10\x16\x12\"\n" +
-	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17*\xef\x05\n" +
+	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17\x12\x17\n" +
+	"\x13DECISION_KIND_GROUP\x10\x1e*\xee\x06\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -3362,7 +3574,11 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"&RESULT_CODE_ROUTES_IN_DIFFERENT_GROUPS\x10\x12\x12&\n" +
 	"\"RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE\x10\x13\x12 \n" +
 	"\x1cRESULT_CODE_ROUTE_IN_LIVE_OP\x10\x14\x12!\n" +
-	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1e*n\n" +
+	"\x1dRESULT_CODE_REQUEST_ID_REUSED\x10\x1e\x12\x1f\n" +
+	"\x1bRESULT_CODE_GROUP_NOT_FOUND\x10(\x12\x1f\n" +
+	"\x1bRESULT_CODE_GROUP_NOT_EMPTY\x10)\x12\x1e\n" +
+	"\x1aRESULT_CODE_GROUP_CONFLICT\x10*\x12\x1b\n" +
+	"\x17RESULT_CODE_GROUP_LIMIT\x10+*n\n" +
 	"\x0fHeatmapMarkKind\x12!\n" +
 	"\x1dHEATMAP_MARK_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17HEATMAP_MARK_KIND_SPLIT\x10\x01\x12\x1b\n" +
@@ -3384,8 +3600,8 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
 	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
@@ -3395,30 +3611,32 @@ var file_hotsplitv1_state_proto_goTypes = []any{
 	(OpAbortReason)(0),      // 5: hotsplit.v1.OpAbortReason
 	(OpKind)(0),             // 6: hotsplit.v1.OpKind
 	(AutoSplitFlag)(0),      // 7: hotsplit.v1.AutoSplitFlag
-	(DecisionKind)(0),       // 8: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 9: hotsplit.v1.ResultCode
-	(HeatmapMarkKind)(0),    // 10: hotsplit.v1.HeatmapMarkKind
-	(HeatmapMergeOrigin)(0), // 11: hotsplit.v1.HeatmapMergeOrigin
-	(*AutoSplitSwitch)(nil), // 12: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 13: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 14: hotsplit.v1.TrackedRoute
-	(*PooledKey)(nil),       // 15: hotsplit.v1.PooledKey
-	(*Op)(nil),              // 16: hotsplit.v1.Op
-	(*Admission)(nil),       // 17: hotsplit.v1.Admission
-	(*Member)(nil),          // 18: hotsplit.v1.Member
-	(*Decision)(nil),        // 19: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 20: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 21: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 22: hotsplit.v1.StateSnapshot
-	(*ColdState)(nil),       // 23: hotsplit.v1.ColdState
-	(*HeatmapPages)(nil),    // 24: hotsplit.v1.HeatmapPages
-	(*HeatmapHistory)(nil),  // 25: hotsplit.v1.HeatmapHistory
-	(*HeatmapLevel)(nil),    // 26: hotsplit.v1.HeatmapLevel
-	(*HeatmapColumn)(nil),   // 27: hotsplit.v1.HeatmapColumn
-	(*HeatmapMark)(nil),     // 28: hotsplit.v1.HeatmapMark
-	(*RouteDescriptor)(nil), // 29: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 30: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 31: hotsplit.v1.CatalogSnapshot
+	(GroupState)(0),         // 8: hotsplit.v1.GroupState
+	(DecisionKind)(0),       // 9: hotsplit.v1.DecisionKind
+	(ResultCode)(0),         // 10: hotsplit.v1.ResultCode
+	(HeatmapMarkKind)(0),    // 11: hotsplit.v1.HeatmapMarkKind
+	(HeatmapMergeOrigin)(0), // 12: hotsplit.v1.HeatmapMergeOrigin
+	(*AutoSplitSwitch)(nil), // 13: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 14: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 15: hotsplit.v1.TrackedRoute
+	(*PooledKey)(nil),       // 16: hotsplit.v1.PooledKey
+	(*Op)(nil),              // 17: hotsplit.v1.Op
+	(*Admission)(nil),       // 18: hotsplit.v1.Admission
+	(*Member)(nil),          // 19: hotsplit.v1.Member
+	(*ShardGroup)(nil),      // 20: hotsplit.v1.ShardGroup
+	(*Decision)(nil),        // 21: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 22: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 23: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 24: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 25: hotsplit.v1.ColdState
+	(*HeatmapPages)(nil),    // 26: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),  // 27: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),    // 28: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),   // 29: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),     // 30: hotsplit.v1.HeatmapMark
+	(*RouteDescriptor)(nil), // 31: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 32: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 33: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
@@ -3426,49 +3644,52 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
 	3,  // 4: hotsplit.v1.Explanation.split_evidence:type_name -> hotsplit.v1.SplitEvidence
-	13, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
-	13, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
-	15, // 7: hotsplit.v1.TrackedRoute.pooled_evidence:type_name -> hotsplit.v1.PooledKey
+	14, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	14, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
+	16, // 7: hotsplit.v1.TrackedRoute.pooled_evidence:type_name -> hotsplit.v1.PooledKey
 	1,  // 8: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
 	4,  // 9: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
 	5,  // 10: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	20, // 11: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	22, // 11: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
 	6,  // 12: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
 	7,  // 13: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	8,  // 14: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
-	1,  // 15: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
-	2,  // 16: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
-	5,  // 17: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	13, // 18: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
-	9,  // 19: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	29, // 20: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	30, // 21: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	12, // 22: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	16, // 23: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	20, // 24: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	31, // 25: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	30, // 26: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	12, // 27: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	18, // 28: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	14, // 29: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	16, // 30: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	19, // 31: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	21, // 32: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	17, // 33: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	25, // 34: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
-	24, // 35: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
-	23, // 36: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
-	26, // 37: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
-	28, // 38: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
-	27, // 39: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
-	10, // 40: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
-	1,  // 41: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
-	11, // 42: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
-	43, // [43:43] is the sub-list for method output_type
-	43, // [43:43] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	8,  // 14: hotsplit.v1.ShardGroup.state:type_name -> hotsplit.v1.GroupState
+	9,  // 15: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	1,  // 16: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
+	2,  // 17: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
+	5,  // 18: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
+	14, // 19: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	10, // 20: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	31, // 21: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	32, // 22: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	13, // 23: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	17, // 24: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	20, // 25: hotsplit.v1.CommandResult.group:type_name -> hotsplit.v1.ShardGroup
+	22, // 26: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	33, // 27: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	32, // 28: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	13, // 29: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	19, // 30: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	15, // 31: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	17, // 32: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	21, // 33: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	23, // 34: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	18, // 35: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	27, // 36: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	26, // 37: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	25, // 38: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	20, // 39: hotsplit.v1.StateSnapshot.groups:type_name -> hotsplit.v1.ShardGroup
+	28, // 40: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	30, // 41: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	29, // 42: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	11, // 43: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	1,  // 44: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
+	12, // 45: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -3483,8 +3704,8 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      12,
-			NumMessages:   17,
+			NumEnums:      13,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
