@@ -14,6 +14,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/client"
+	"github.com/hotsplit/hotsplit/fsm"
 	"github.com/hotsplit/hotsplit/hlc"
 	"github.com/hotsplit/hotsplit/node/raftnet"
 	"github.com/hotsplit/hotsplit/transport"
@@ -43,6 +44,9 @@ type Config struct {
 	Join          []string
 	InitialSplits [][]byte
 	GroupID       uint64
+	// GroupCount is how many shard groups --bootstrap creates, ids from
+	// GroupID, the initial routes spread over them (0: one).
+	GroupCount uint32
 	// AutoSplit is the explicit --autoSplit value, nil when not given.
 	AutoSplit *bool
 	// BootstrapConfig is the detector/load config proposed at bootstrap
@@ -149,6 +153,9 @@ func (c *Config) validate() error {
 	if c.Bootstrap {
 		if _, err := catalog.New(c.InitialSplits, max(c.GroupID, 1)); err != nil {
 			errs = append(errs, fmt.Errorf("initialSplits: %w", err))
+		}
+		if c.GroupCount > fsm.MaxGroups {
+			errs = append(errs, fmt.Errorf("groups: %d exceeds the limit of %d", c.GroupCount, fsm.MaxGroups))
 		}
 	}
 	for _, a := range c.Join {

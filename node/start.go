@@ -325,7 +325,7 @@ func (n *Node) bootstrapParams() *scheduler.BootstrapParams {
 	if !cfg.Bootstrap {
 		return nil
 	}
-	return &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
+	return &scheduler.BootstrapParams{ClusterID: newClusterID(), InitialSplits: cfg.InitialSplits, GroupID: max(cfg.GroupID, 1), GroupCount: cfg.GroupCount, Config: cfg.BootstrapConfig, AutoSplit: cfg.AutoSplit != nil && *cfg.AutoSplit}
 }
 
 // newServers is Start's fifth phase: the gRPC servers (transport) and the

@@ -43,8 +43,10 @@ type BootstrapParams struct {
 	ClusterID     string
 	InitialSplits [][]byte
 	GroupID       uint64
-	Config        *api.Config
-	AutoSplit     bool
+	// GroupCount is how many shard groups the bootstrap creates (0: one).
+	GroupCount uint32
+	Config     *api.Config
+	AutoSplit  bool
 }
 
 // Config configures a Scheduler. Zero durations take the defaults.
@@ -511,7 +513,7 @@ func (s *Scheduler) bootstrap(ctx context.Context) error {
 		return ErrNotBootstrapped
 	}
 	cmd := &api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
-		ClusterId: b.ClusterID, InitialSplits: b.InitialSplits, GroupId: b.GroupID,
+		ClusterId: b.ClusterID, InitialSplits: b.InitialSplits, GroupId: b.GroupID, GroupCount: b.GroupCount,
 		Config: b.Config, AutoSplit: b.AutoSplit, ClusterVersion: clusterversion.Supported,
 	}}}
 	res, err := s.proposer.proposeUnfenced(ctx, cmd)

@@ -35,6 +35,10 @@ var authzTable = map[string]rule{
 	api.Catalog_WatchRoutes_FullMethodName:  {role: RoleReporter},
 	api.Catalog_GetTimestamp_FullMethodName: {role: RoleReporter, limit: limitTimestamp},
 	api.Catalog_MergeRange_FullMethodName:   {role: RoleOperator, limit: limitMutation},
+	api.Catalog_ListGroups_FullMethodName:   {role: RoleReader},
+	api.Catalog_AddGroup_FullMethodName:     {role: RoleOperator, limit: limitMutation},
+	api.Catalog_SetGroup_FullMethodName:     {role: RoleOperator, limit: limitMutation},
+	api.Catalog_RemoveGroup_FullMethodName:  {role: RoleOperator, limit: limitMutation},
 
 	api.Load_Report_FullMethodName: {role: RoleReporter, self: reporterOf, selfOnly: true},
 

@@ -56,8 +56,12 @@ func resultError(res *api.CommandResult, requestID string) error {
 		return nil
 	case api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, api.ResultCode_RESULT_CODE_KEY_TOO_LARGE:
 		code = codes.InvalidArgument
-	case api.ResultCode_RESULT_CODE_ROUTE_NOT_FOUND, api.ResultCode_RESULT_CODE_OP_NOT_FOUND, api.ResultCode_RESULT_CODE_MEMBER_NOT_FOUND:
+	case api.ResultCode_RESULT_CODE_ROUTE_NOT_FOUND, api.ResultCode_RESULT_CODE_OP_NOT_FOUND, api.ResultCode_RESULT_CODE_MEMBER_NOT_FOUND,
+		api.ResultCode_RESULT_CODE_GROUP_NOT_FOUND:
 		code = codes.NotFound
+	case api.ResultCode_RESULT_CODE_GROUP_CONFLICT:
+		// Another group has the name or the identity.
+		code = codes.AlreadyExists
 	case api.ResultCode_RESULT_CODE_FENCE_VIOLATION:
 		code = codes.Aborted
 	case api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED:

@@ -59,6 +59,12 @@ func TestResultErrorMapping(t *testing.T) {
 		api.ResultCode_RESULT_CODE_MERGE_ROUTE_NOT_ACTIVE:     codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_ROUTE_IN_LIVE_OP:           codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED:          codes.FailedPrecondition,
+		// Shard groups: an unknown id; a name or identity another group
+		// has; a group that still serves routes, or one group too many.
+		api.ResultCode_RESULT_CODE_GROUP_NOT_FOUND: codes.NotFound,
+		api.ResultCode_RESULT_CODE_GROUP_CONFLICT:  codes.AlreadyExists,
+		api.ResultCode_RESULT_CODE_GROUP_NOT_EMPTY: codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_GROUP_LIMIT:     codes.FailedPrecondition,
 	}
 	// Every result code is mapped deliberately.
 	for v, name := range api.ResultCode_name {

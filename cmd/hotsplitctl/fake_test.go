@@ -103,6 +103,22 @@ func (f *fakeCluster) MergeRange(_ context.Context, req *api.MergeRangeRequest) 
 	return answer[*api.MergeRangeResponse](f, "MergeRange", req)
 }
 
+func (f *fakeCluster) ListGroups(_ context.Context, req *api.ListGroupsRequest) (*api.ListGroupsResponse, error) {
+	return answer[*api.ListGroupsResponse](f, "ListGroups", req)
+}
+
+func (f *fakeCluster) AddGroup(_ context.Context, req *api.AddGroupRequest) (*api.GroupResponse, error) {
+	return answer[*api.GroupResponse](f, "AddGroup", req)
+}
+
+func (f *fakeCluster) SetGroup(_ context.Context, req *api.SetGroupRequest) (*api.GroupResponse, error) {
+	return answer[*api.GroupResponse](f, "SetGroup", req)
+}
+
+func (f *fakeCluster) RemoveGroup(_ context.Context, req *api.RemoveGroupRequest) (*api.GroupResponse, error) {
+	return answer[*api.GroupResponse](f, "RemoveGroup", req)
+}
+
 func (f *fakeCluster) ListRoutes(_ context.Context, req *api.ListRoutesRequest) (*api.ListRoutesResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

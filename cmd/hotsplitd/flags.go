@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -65,7 +66,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&n.Bootstrap, "bootstrap", false, "form a new cluster with this node as its only voter (ignored if the data dir holds state)")
 	join := fs.String("join", "", "comma-separated gRPC addresses of members to join through (a fresh data dir only)")
 	splits := fs.String("initialSplits", "", "comma-separated initial split keys for --bootstrap (Go escapes such as \\x00 allowed)")
-	fs.Uint64Var(&n.GroupID, "groupId", 1, "shard group of the initial routes")
+	fs.Uint64Var(&n.GroupID, "groupId", 1, "shard group of the initial routes (the first of them with --groups)")
+	groups := fs.Uint("groups", 1, "shard groups --bootstrap creates, ids from --groupId, the initial routes spread over them in key order")
 	fs.Var(&o.autoSplit, "autoSplit", "seed the automatic-split switch (docs/design.md#ops-the-scheduler-and-the-switch): at bootstrap it sets it; later it applies only while no operator has set the switch")
 
 	cfg := &api.Config{}
@@ -158,6 +160,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		fmt.Fprintln(stderr, "hotsplitd: initialSplits:", err)
 		return nil, err
 	}
+	n.GroupCount = uint32(min(*groups, math.MaxUint32))
 	if o.autoSplit.set {
 		v := o.autoSplit.value
 		n.AutoSplit = &v
