@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/internal/testutil"
+)
+
+// TestIntegrationRollingUpgradeFromVersion3 upgrades a TLS cluster of the
+// version 3 release to head, one node at a time:
+//   - the mixed cluster (two head nodes, one version 3) keeps version 3
+//     and refuses the shard group commands, by a head node's gate naming
+//     the version or as an unknown method by the version 3 node; every
+//     member's state hash equal;
+//   - the cluster version rises to the head's when the last node is
+//     replaced, and the raise makes the catalog's one group a group of
+//     the table (its decision says so);
+//   - then `hotsplitctl groups add|set|list` work, splits keep their
+//     route's group, and the version 3 binary refuses the data dir.
+func TestIntegrationRollingUpgradeFromVersion3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds a release and runs hotsplitd processes")
+	}
+	began := time.Now()
+	hotsplitd, hotsplitctl := binaries(t)
+	oldD, _ := baselineBinaries(t, clusterversion.Version3)
+	built := time.Now()
+
+	c := startUpgradeCluster(t, oldD, hotsplitctl, false)
+	c.waitHealthy()
+	if v := c.clusterVersion(); v != clusterversion.Version3 {
+		t.Fatalf("the version 3 release bootstrapped cluster version %d", v)
+	}
+	groups := func(args ...string) (string, string, int) {
+		t.Helper()
+		return ctlExit(t, hotsplitctl, c.ctlEnv(), c.endpoints(), "10s", append([]string{"groups"}, args...)...)
+	}
+	lead, _ := c.leader()
+	var order []*proc
+	for _, p := range c.procs {
+		if p.id != lead {
+			order = append(order, p)
+		}
+	}
+	order = []*proc{order[0], c.byID(lead), order[1]}
+	c.replace(order[0], hotsplitd, nil, c.waitHealthy)
+	c.replace(order[1], hotsplitd, nil, c.waitHealthy)
+	if v := c.clusterVersion(); v != clusterversion.Version3 {
+		t.Fatalf("cluster version %d with a version 3 member", v)
+	}
+	c.checkState("two head nodes, one of version 3")
+	for _, args := range [][]string{{"add", "east"}, {"list"}} {
+		_, errOut, code := groups(args...)
+		if code == 0 || !(strings.Contains(errOut, "needs cluster version 4") || strings.Contains(errOut, "Unimplemented")) {
+			t.Fatalf("groups %v in the mixed cluster: exit %d: %s; want a refusal naming the version", args, code, errOut)
+		}
+		t.Logf("groups %v in the mixed cluster: exit %d: %s", args, code, strings.TrimSpace(errOut))
+	}
+	c.checkState("after the refused group commands")
+
+	c.replace(order[2], hotsplitd, nil, c.waitHealthy)
+	testutil.Eventually(t, 60*time.Second, "the head's cluster version once every member supports it", func() error {
+		if v := c.clusterVersion(); v != clusterversion.Supported {
+			return fmt.Errorf("cluster version %d", v)
+		}
+		return nil
+	})
+	raiseDecisions(t, c.decisions(), clusterversion.Version3, clusterversion.Supported, map[uint32]string{
+		clusterversion.Version4: "cluster version 4: groups=1 next_group_id=2",
+	})
+	if out, errOut, code := groups("add", "east", "--capacity", "2000000", "--identity", "dn-east"); code != 0 || !strings.Contains(out, "added group g2 east") {
+		t.Fatalf("groups add after the raise: exit %d: %s%s", code, out, errOut)
+	}
+	if out, errOut, code := groups("set", "group-1", "--add-identity", "dn-1"); code != 0 || !strings.Contains(out, "changed group g1 group-1") {
+		t.Fatalf("groups set after the raise: exit %d: %s%s", code, out, errOut)
+	}
+	out, errOut, code := groups("list")
+	var rows []string
+	for _, line := range strings.Split(out, "\n") {
+		rows = append(rows, strings.Join(strings.Fields(line), " "))
+	}
+	if code != 0 || !slices.Contains(rows, fmt.Sprintf("g1 group-1 active 1000000 %d dn-1", len(c.routes().GetRoutes()))) || !slices.Contains(rows, "g2 east active 2000000 0 dn-east") {
+		t.Fatalf("groups list after the raise: exit %d:\n%s%s", code, out, errOut)
+	}
+	r := c.routes().GetRoutes()[0]
+	ctx, cancel := c.ctx()
+	resp, err := c.cl.SplitRange(ctx, &api.SplitRangeRequest{RouteId: r.GetRouteId(), SplitKey: []byte("m"), RequestId: "upgrade-v3-split"})
+	cancel()
+	if err != nil || resp.GetLeft().GetGroupId() != r.GetGroupId() || resp.GetRight().GetGroupId() != r.GetGroupId() {
+		t.Fatalf("split after the raise: %v %v: want both children in group %d", resp, err, r.GetGroupId())
+	}
+	c.checkState("head, from version 3")
+	refuseNewerDataDir(t, c, oldD, hotsplitd, clusterversion.Supported)
+	t.Logf("baseline build %.1f s, cluster run %.1f s", built.Sub(began).Seconds(), time.Since(built).Seconds())
+}
