@@ -224,25 +224,25 @@ func v3RaisedScenario(t testing.TB) *goldenDriver {
 	return d
 }
 
-// TestVersion3RulesGolden: at cluster version 3 this build computes what
-// the version 3 build computed, to the byte; each scenario reached the
-// behaviour it is there for; and a snapshot of it restores to the same
-// hash.
-func TestVersion3RulesGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		run   func(testing.TB) *goldenDriver
-		want  string
-		check func(t *testing.T, d *goldenDriver)
-	}{
-		{"bootstrapped at version 3", v3Scenario, v3GoldenHash, checkV3Scenario},
-		{"raised from version 2", v3RaisedScenario, v3RaisedGoldenHash, checkV3Raised},
-	} {
+// goldenCase is one scenario of a version's golden test: what it runs,
+// the state hash it must reach and what it must have done.
+type goldenCase struct {
+	name  string
+	run   func(testing.TB) *goldenDriver
+	want  string
+	check func(t *testing.T, d *goldenDriver)
+}
+
+// runGoldenCases runs each case: its checks, a snapshot of its state that
+// restores to the same hash, and the hash against the pinned one (whose
+// source pinned says).
+func runGoldenCases(t *testing.T, pinned string, cases []goldenCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.run(t)
 			got := d.hash()
-			t.Logf("state hash %s (%d ops, %d decisions, catalog version %d)%s", got, len(d.f.State().Ops()),
-				len(d.f.State().Decisions()), d.f.State().Catalog().Version(), decisionSummary(d))
+			t.Logf("state hash %s (%d ops, %d groups, %d decisions, catalog version %d)%s", got, len(d.f.State().Ops()),
+				len(d.f.State().Groups()), len(d.f.State().Decisions()), d.f.State().Catalog().Version(), decisionSummary(d))
 			tc.check(t, d)
 			var buf bytes.Buffer
 			if err := WriteSnapshot(&buf, d.index, d.f.State().Proto()); err != nil {
@@ -256,10 +256,21 @@ func TestVersion3RulesGolden(t *testing.T) {
 				t.Errorf("restored from a snapshot: state hash %s, before %s", h, got)
 			}
 			if got != tc.want {
-				t.Fatalf("state hash %s, the version 3 build computes %s", got, tc.want)
+				t.Fatalf("state hash %s, %s computes %s", got, pinned, tc.want)
 			}
 		})
 	}
+}
+
+// TestVersion3RulesGolden: at cluster version 3 this build computes what
+// the version 3 build computed, to the byte; each scenario reached the
+// behaviour it is there for; and a snapshot of it restores to the same
+// hash.
+func TestVersion3RulesGolden(t *testing.T) {
+	runGoldenCases(t, "the version 3 build", []goldenCase{
+		{"bootstrapped at version 3", v3Scenario, v3GoldenHash, checkV3Scenario},
+		{"raised from version 2", v3RaisedScenario, v3RaisedGoldenHash, checkV3Raised},
+	})
 }
 
 func decided(kind api.DecisionKind, origin api.SplitOrigin) func(*api.Decision) bool {

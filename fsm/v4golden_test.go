@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"bytes"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -87,37 +85,10 @@ func v4RaisedScenario(t testing.TB) *goldenDriver {
 // pinned hashes; each scenario reached the behaviour it is there for; and
 // a snapshot of it restores to the same hash.
 func TestVersion4RulesGolden(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		run   func(testing.TB) *goldenDriver
-		want  string
-		check func(t *testing.T, d *goldenDriver)
-	}{
+	runGoldenCases(t, "this build's version 4 as pinned", []goldenCase{
 		{"bootstrapped at version 4", v4Scenario, v4GoldenHash, checkV4Scenario},
 		{"raised from version 3", v4RaisedScenario, v4RaisedGoldenHash, checkV4Raised},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			d := tc.run(t)
-			got := d.hash()
-			t.Logf("state hash %s (%d groups, %d decisions, catalog version %d)%s", got, len(d.f.State().Groups()),
-				len(d.f.State().Decisions()), d.f.State().Catalog().Version(), decisionSummary(d))
-			tc.check(t, d)
-			var buf bytes.Buffer
-			if err := WriteSnapshot(&buf, d.index, d.f.State().Proto()); err != nil {
-				t.Fatal(err)
-			}
-			r := newGoldenDriver(t)
-			if err := r.f.Restore(io.NopCloser(&buf)); err != nil {
-				t.Fatal(err)
-			}
-			if h := r.hash(); h != got {
-				t.Errorf("restored from a snapshot: state hash %s, before %s", h, got)
-			}
-			if got != tc.want {
-				t.Fatalf("state hash %s, pinned %s", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 func checkV4Scenario(t *testing.T, d *goldenDriver) {

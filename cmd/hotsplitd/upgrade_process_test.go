@@ -299,6 +299,20 @@ func (c *upgradeCluster) clusterVersion() uint32 {
 	return v
 }
 
+// replacementOrder is the order a rolling upgrade replaces the nodes in:
+// a follower, then the leader (a leader change under load), then the last
+// one.
+func (c *upgradeCluster) replacementOrder() []*proc {
+	lead, _ := c.leader()
+	var order []*proc
+	for _, p := range c.procs {
+		if p.id != lead {
+			order = append(order, p)
+		}
+	}
+	return []*proc{order[0], c.byID(lead), order[1]}
+}
+
 // replace stops p with SIGTERM (it must exit 0: a leader hands leadership
 // over first) and starts it on bin with the same data dir and flags
 // (extra appended), then waits for its /readyz and for ready() to pass.

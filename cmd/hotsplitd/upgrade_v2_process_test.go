@@ -86,16 +86,7 @@ func TestIntegrationRollingUpgradeFromVersion2(t *testing.T) {
 	startVersion := initial.GetRead().GetCatalogVersion()
 	writer := startSplitWriter(c)
 
-	// One node at a time: a follower, then the leader (a leader change
-	// under load), then the last one.
-	lead, _ := c.leader()
-	var order []*proc
-	for _, p := range c.procs {
-		if p.id != lead {
-			order = append(order, p)
-		}
-	}
-	order = []*proc{order[0], c.byID(lead), order[1]}
+	order := c.replacementOrder()
 
 	c.replace(order[0], hotsplitd, nil, c.waitHealthy)
 	if v := c.clusterVersion(); v != clusterversion.Version2 {

@@ -41,14 +41,7 @@ func TestIntegrationRollingUpgradeFromVersion3(t *testing.T) {
 		t.Helper()
 		return ctlExit(t, hotsplitctl, c.ctlEnv(), c.endpoints(), "10s", append([]string{"groups"}, args...)...)
 	}
-	lead, _ := c.leader()
-	var order []*proc
-	for _, p := range c.procs {
-		if p.id != lead {
-			order = append(order, p)
-		}
-	}
-	order = []*proc{order[0], c.byID(lead), order[1]}
+	order := c.replacementOrder()
 	c.replace(order[0], hotsplitd, nil, c.waitHealthy)
 	c.replace(order[1], hotsplitd, nil, c.waitHealthy)
 	if v := c.clusterVersion(); v != clusterversion.Version3 {
