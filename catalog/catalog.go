@@ -230,6 +230,10 @@ func (c *Catalog) checkRoute(prev, r *RouteDescriptor) error {
 		return fmt.Errorf("%w: route id %d not in [1, next id %d)", ErrInvariant, r.ID, c.nextID)
 	case !r.State.Valid():
 		return fmt.Errorf("%w: route %d has invalid state %d", ErrInvariant, r.ID, r.State)
+	case r.Moving() != nil && r.State != StateMigratingSource && r.State != StateWriteFenced:
+		return fmt.Errorf("%w: route %d is %s with a move recorded: only a MIGRATING_SOURCE or WRITE_FENCED route moves", ErrInvariant, r.ID, r.State)
+	case r.Moving() != nil && (r.Moving().OpID == 0 || r.Moving().TargetGroupID == r.GroupID):
+		return fmt.Errorf("%w: route %d moves to group %d from group %d for op %d", ErrInvariant, r.ID, r.Moving().TargetGroupID, r.GroupID, r.Moving().OpID)
 	}
 	if byID, ok := c.Route(r.ID); !ok || byID != r {
 		return fmt.Errorf("%w: route %d missing from the id index", ErrInvariant, r.ID)
@@ -257,5 +261,8 @@ func routeEqual(a, b *RouteDescriptor) bool {
 	return a.ID == b.ID && bytes.Equal(a.Start, b.Start) && bytes.Equal(a.End, b.End) &&
 		a.GroupID == b.GroupID && a.State == b.State && a.OperatorStart == b.OperatorStart &&
 		a.ParentID == b.ParentID && a.SplitAtHLC == b.SplitAtHLC &&
-		(a.Merge == nil) == (b.Merge == nil) && (a.Merge == nil || *a.Merge == *b.Merge)
+		eqPtr(a.MergedFrom(), b.MergedFrom()) && eqPtr(a.Moving(), b.Moving())
 }
+
+// eqPtr reports whether a and b are both nil or point to equal values.
+func eqPtr[T comparable](a, b *T) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

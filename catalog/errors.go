@@ -30,6 +30,11 @@ var (
 	ErrVersionMismatch = errors.New("catalog version mismatch")
 	// ErrInvariant: a catalog (typically a decoded one) breaks an invariant.
 	ErrInvariant = errors.New("catalog invariant violated")
+	// ErrMoveState: a move step found the route in another state than the
+	// step moves it from, or moving for another op.
+	ErrMoveState = errors.New("route not in the move's state")
+	// ErrMoveSameGroup: a move to the group that serves the route already.
+	ErrMoveSameGroup = errors.New("move to the route's own group")
 	// ErrInvalidSplits: initial split keys are empty, unsorted or too long.
 	ErrInvalidSplits = errors.New("invalid initial split keys")
 )

@@ -11,11 +11,12 @@ import (
 const DefaultHistory = 1024
 
 // Delta is the change that produced Version from Version-1: a split
-// (SplitDelta) or a merge (MergeDelta).
+// (SplitDelta), a merge (MergeDelta) or a move's step (MoveDelta).
 type Delta struct {
 	Version   uint64
 	Removed   []uint64
 	Added     []*RouteDescriptor
+	Changed   []*RouteDescriptor
 	CommitHLC uint64
 }
 
@@ -30,11 +31,19 @@ func MergeDelta(version, leftID, rightID uint64, merged *RouteDescriptor, commit
 	return Delta{Version: version, Removed: []uint64{leftID, rightID}, Added: []*RouteDescriptor{merged}, CommitHLC: commitHLC}
 }
 
+// MoveDelta describes a move's step at version: route changed in place.
+func MoveDelta(version uint64, route *RouteDescriptor, commitHLC uint64) Delta {
+	return Delta{Version: version, Changed: []*RouteDescriptor{route}, CommitHLC: commitHLC}
+}
+
 // ToProto converts d to its API form.
 func (d Delta) ToProto() *api.CatalogDelta {
 	p := &api.CatalogDelta{Version: d.Version, RemovedRouteIds: d.Removed, CommitHlc: d.CommitHLC}
 	for _, r := range d.Added {
 		p.Added = append(p.Added, r.ToProto())
+	}
+	for _, r := range d.Changed {
+		p.Changed = append(p.Changed, r.ToProto())
 	}
 	return p
 }

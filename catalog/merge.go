@@ -25,7 +25,8 @@ func (c *Catalog) Merge(leftID, rightID, commitHLC uint64) (*Catalog, *RouteDesc
 		return nil, nil, fmt.Errorf("%w: merge of routes %d and %d at commit HLC 0", ErrInvariant, leftID, rightID)
 	}
 	merged := &RouteDescriptor{ID: c.nextID, Start: left.Start, End: right.End, GroupID: left.GroupID, State: left.State,
-		OperatorStart: left.OperatorStart, Merge: &MergeInfo{Left: left.ID, Right: right.ID, AtHLC: commitHLC}}
+		OperatorStart: left.OperatorStart}
+	merged.SetMergedFrom(&MergeInfo{Left: left.ID, Right: right.ID, AtHLC: commitHLC})
 	// The merged route starts where the left parent did and takes its
 	// slot; the right parent's entry goes.
 	starts, ok := c.starts.set(merged).delete(right.Start)
@@ -85,12 +86,12 @@ func (c *Catalog) CheckMerge(leftID, rightID uint64) (left, right *RouteDescript
 // checkLineage: a merged route has a merge HLC, names two distinct earlier
 // routes, neither live (ids are never reused), and no split parent.
 func (c *Catalog) checkLineage(r *RouteDescriptor) error {
-	if r.Merge == nil {
+	if r.MergedFrom() == nil {
 		return nil
 	}
-	l, rr := r.Merge.Left, r.Merge.Right
+	l, rr := r.MergedFrom().Left, r.MergedFrom().Right
 	switch {
-	case r.Merge.AtHLC == 0:
+	case r.MergedFrom().AtHLC == 0:
 		return fmt.Errorf("%w: route %d names merge parents %d and %d without a merge HLC", ErrInvariant, r.ID, l, rr)
 	case l == 0 || rr == 0 || l == rr:
 		return fmt.Errorf("%w: merged route %d names parents %d and %d", ErrInvariant, r.ID, l, rr)

@@ -30,8 +30,8 @@ func TestMerge(t *testing.T) {
 	if err := next.CheckInvariants(); err != nil {
 		t.Fatal(err)
 	}
-	want := &RouteDescriptor{ID: 5, Start: []byte("f"), End: []byte("t"), GroupID: 1, State: StateActive,
-		Merge: &MergeInfo{Left: 2, Right: 3, AtHLC: 77}}
+	want := &RouteDescriptor{ID: 5, Start: []byte("f"), End: []byte("t"), GroupID: 1, State: StateActive}
+	want.SetMergedFrom(&MergeInfo{Left: 2, Right: 3, AtHLC: 77})
 	if !routeEqual(merged, want) || !merged.Merged() {
 		t.Fatalf("merged %+v, want %+v", merged, want)
 	}
@@ -62,7 +62,7 @@ func TestMerge(t *testing.T) {
 	}
 	// Merging a merged route with its neighbour, and the whole space.
 	c2, m2, err := next.Merge(1, 5, 79)
-	if err != nil || m2.Merge.Left != 1 || m2.Merge.Right != 5 || m2.ID != 6 {
+	if err != nil || m2.MergedFrom().Left != 1 || m2.MergedFrom().Right != 5 || m2.ID != 6 {
 		t.Fatalf("merge of a merged route: %v %+v", err, m2)
 	}
 	c3, m3, err := c2.Merge(6, 4, 80)
@@ -198,7 +198,7 @@ func TestMergeLineageInvariants(t *testing.T) {
 		return r
 	}
 	merged := func(l, r, at uint64) func(*RouteDescriptor) {
-		return func(x *RouteDescriptor) { x.Merge = &MergeInfo{Left: l, Right: r, AtHLC: at} }
+		return func(x *RouteDescriptor) { x.SetMergedFrom(&MergeInfo{Left: l, Right: r, AtHLC: at}) }
 	}
 	ok := []*RouteDescriptor{mk(1, "", "b", nil), mk(5, "b", "", merged(2, 3, 9))}
 	if _, err := build(2, 6, ok); err != nil {
@@ -366,7 +366,8 @@ func TestSplitMergeSequenceProperty(t *testing.T) {
 				}
 				lr, rr := m.routes[li], m.routes[li+1]
 				want := &RouteDescriptor{ID: c.NextRouteID(), Start: lr.Start, End: rr.End, GroupID: lr.GroupID, State: lr.State,
-					OperatorStart: lr.OperatorStart, Merge: &MergeInfo{Left: l, Right: r, AtHLC: hlc}}
+					OperatorStart: lr.OperatorStart}
+				want.SetMergedFrom(&MergeInfo{Left: l, Right: r, AtHLC: hlc})
 				if !routeEqual(merged, want) {
 					t.Fatalf("merged %v, model %v", merged, want)
 				}

@@ -55,11 +55,60 @@ type RouteDescriptor struct {
 	OperatorStart bool
 	ParentID      uint64
 	SplitAtHLC    uint64
-	// Merge is set on a route made by a merge, nil on every other route.
-	// A merged route's ParentID and SplitAtHLC are 0: no split made it.
-	// A pointer, so that the descriptor of a route no merge made stays in
-	// its 96-byte size class (a million routes, 16 MB less).
-	Merge *MergeInfo
+	// ext holds what few routes have: the merge that made the route
+	// (MergedFrom) and a live move (Moving). One pointer, nil on most
+	// routes, so that the descriptor stays in its 96-byte size class (a
+	// million routes, 16 MB less).
+	ext *routeExt
+}
+
+// routeExt is the rarely set part of a descriptor.
+type routeExt struct {
+	merge *MergeInfo
+	move  *MoveInfo
+}
+
+// MergedFrom is the merge that made the route, nil for a route no merge
+// made. A merged route's ParentID and SplitAtHLC are 0: no split made it.
+func (r *RouteDescriptor) MergedFrom() *MergeInfo {
+	if r.ext == nil {
+		return nil
+	}
+	return r.ext.merge
+}
+
+// Moving is the route's live move (cluster version 4: state
+// MIGRATING_SOURCE or WRITE_FENCED), nil otherwise.
+func (r *RouteDescriptor) Moving() *MoveInfo {
+	if r.ext == nil {
+		return nil
+	}
+	return r.ext.move
+}
+
+// SetMergedFrom and SetMoving record the merge that made r and its live
+// move (nil: none). Only for a descriptor that no catalog holds yet: a
+// catalog's descriptors are shared and never modified.
+func (r *RouteDescriptor) SetMergedFrom(m *MergeInfo) { r.setExt(m, r.Moving()) }
+
+// SetMoving: see SetMergedFrom.
+func (r *RouteDescriptor) SetMoving(m *MoveInfo) { r.setExt(r.MergedFrom(), m) }
+
+func (r *RouteDescriptor) setExt(merge *MergeInfo, move *MoveInfo) {
+	if merge == nil && move == nil {
+		r.ext = nil
+		return
+	}
+	r.ext = &routeExt{merge: merge, move: move}
+}
+
+// MoveInfo is what a live move records on its route.
+type MoveInfo struct {
+	// TargetGroupID is the group the route moves to; GroupID stays the
+	// source's until the commit.
+	TargetGroupID uint64
+	// OpID is the move's op.
+	OpID uint64
 }
 
 // MergeInfo is what a merge records on the route it made.
@@ -72,7 +121,7 @@ type MergeInfo struct {
 }
 
 // Merged reports whether the route was made by a merge.
-func (r *RouteDescriptor) Merged() bool { return r.Merge != nil }
+func (r *RouteDescriptor) Merged() bool { return r.MergedFrom() != nil }
 
 // Unbounded reports whether the route extends to +inf.
 func (r *RouteDescriptor) Unbounded() bool { return len(r.End) == 0 }
@@ -102,8 +151,11 @@ func (r *RouteDescriptor) ToProto() *api.RouteDescriptor {
 		SplitAtHlc:    r.SplitAtHLC,
 		OperatorStart: r.OperatorStart,
 	}
-	if m := r.Merge; m != nil {
+	if m := r.MergedFrom(); m != nil {
 		p.MergedFromLeft, p.MergedFromRight, p.MergedAtHlc = m.Left, m.Right, m.AtHLC
+	}
+	if m := r.Moving(); m != nil {
+		p.TargetGroupId, p.MoveOpId = m.TargetGroupID, m.OpID
 	}
 	return p
 }
@@ -123,7 +175,10 @@ func RouteFromProto(p *api.RouteDescriptor) *RouteDescriptor {
 		OperatorStart: p.GetOperatorStart(),
 	}
 	if p.GetMergedFromLeft() != 0 || p.GetMergedFromRight() != 0 || p.GetMergedAtHlc() != 0 {
-		r.Merge = &MergeInfo{Left: p.GetMergedFromLeft(), Right: p.GetMergedFromRight(), AtHLC: p.GetMergedAtHlc()}
+		r.SetMergedFrom(&MergeInfo{Left: p.GetMergedFromLeft(), Right: p.GetMergedFromRight(), AtHLC: p.GetMergedAtHlc()})
+	}
+	if p.GetTargetGroupId() != 0 || p.GetMoveOpId() != 0 {
+		r.SetMoving(&MoveInfo{TargetGroupID: p.GetTargetGroupId(), OpID: p.GetMoveOpId()})
 	}
 	return r
 }

@@ -69,6 +69,7 @@ const (
 	BoundedEvidence
 	PooledEvidence
 	ShardGroups
+	RangeMoves
 	numFeatures
 )
 
@@ -143,6 +144,8 @@ var table = [numFeatures]row{
 		"a cut inside a bucket weighs each key by its evidence over the route's last 3 counted columns, not one (tracked pool of up to 512 keys, 16 KiB; in snapshots and the state hash)"},
 	ShardGroups: {"shard_groups", Version4,
 		"the shard group table (id, name, ACTIVE or DRAINING, capacity, data-node identities; at most 64 groups): AddGroup, SetGroup, RemoveGroup, a bootstrap over several groups; the raise makes a group of every group id the catalog uses"},
+	RangeMoves: {"range_moves", Version4,
+		"MoveRange: a MOVE op takes a route to another group in steps that wait for the data plane (begin, the target's copy, fence, the source's final watermark, the target's catch-up, commit; abort by an operator or after move_ttl_ms), each one catalog change delivered as a changed route"},
 }
 
 // ErrVersionTooLow: the cluster runs a version below the one a feature

@@ -144,6 +144,10 @@ func (a *applier) dispatch() *api.CommandResult {
 		return a.applySetGroup(b.SetGroup)
 	case *api.Command_RemoveGroup:
 		return a.applyRemoveGroup(b.RemoveGroup)
+	case *api.Command_MoveRange:
+		return a.applyMoveRange(b.MoveRange)
+	case *api.Command_AckMove:
+		return a.applyAckMove(b.AckMove)
 	}
 	// DecodeCommand refused every other body already.
 	a.haltErr = fmt.Errorf("%w: %T", ErrUnknownCommand, a.cmd.GetBody())

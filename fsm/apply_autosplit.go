@@ -29,6 +29,8 @@ func (a *applier) applySetAutoSplit(c *api.SetAutoSplit) *api.CommandResult {
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_SWITCH, Actor: c.GetActor(), Note: sw.Note, Detail: switchDetail(sw)})
 	for _, op := range a.s.LiveOps() {
 		switch {
+		case isMoveOp(op) && op.GetNextStep() > moveStepFence:
+			// A fenced move always finishes: the switch never blocks writes.
 		case !sw.Enabled && op.GetState() != api.OpState_OP_STATE_PAUSED:
 			a.pauseOp(op)
 		case sw.Enabled && op.GetState() == api.OpState_OP_STATE_PAUSED:
@@ -55,7 +57,10 @@ func switchDetail(sw *api.AutoSplitSwitch) string {
 // longer than op_ttl_ms: then it is ABORTED(STALE).
 func (a *applier) resumeOp(op *api.Op) {
 	paused := a.now - min(a.now, hlc.Physical(op.GetPausedAtHlc()))
-	if ttl := a.s.cfg.GetOpTtlMs(); paused > ttl {
+	// A move held too long is aborted by the leader when its move_ttl_ms
+	// has passed: that abort is a catalog change, which this entry may
+	// not make (it is not fenced).
+	if ttl := a.s.cfg.GetOpTtlMs(); paused > ttl && !isMoveOp(op) {
 		a.abortOp(op, api.OpAbortReason_OP_ABORT_REASON_STALE, fmt.Sprintf("paused for %d ms, op_ttl_ms %d", paused, ttl))
 		return
 	}
@@ -144,8 +149,22 @@ func (a *applier) applyAbortOp(c *api.AbortOp) *api.CommandResult {
 	if !isLive(op) {
 		return fail(api.ResultCode_RESULT_CODE_OP_FINISHED, "op %d already %s", op.GetOpId(), op.GetState())
 	}
+	if c.GetMoveTtl() {
+		switch {
+		case !isMoveOp(op):
+			return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "move_ttl: op %d is not a move", op.GetOpId())
+		case op.GetState() == api.OpState_OP_STATE_PAUSED || !moveExpired(op, a.s.cfg, a.now):
+			return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "move_ttl: op %d's step %d started at %s and waits until %d ms past it (move_ttl_ms)",
+				op.GetOpId(), op.GetNextStep()-1, HLCTime(op.GetStepHlc()), a.s.cfg.GetMoveTtlMs())
+		}
+		return a.abortMove(op, api.OpAbortReason_OP_ABORT_REASON_MOVE_TTL,
+			fmt.Sprintf("step %d waited %d ms (move_ttl_ms) for its acknowledgements", op.GetNextStep()-1, a.s.cfg.GetMoveTtlMs()))
+	}
 	n := cloneOp(op)
 	n.Actor, n.Note = c.GetActor(), a.s.KeptNote(c.GetNote())
+	if isMoveOp(n) {
+		return a.abortMove(n, api.OpAbortReason_OP_ABORT_REASON_OPERATOR, c.GetReason())
+	}
 	n = a.abortOp(n, api.OpAbortReason_OP_ABORT_REASON_OPERATOR, c.GetReason())
 	return &api.CommandResult{OpId: n.GetOpId(), Op: n}
 }

@@ -113,6 +113,12 @@ func (a *applier) applyRemoveGroup(c *api.RemoveGroup) *api.CommandResult {
 	if n := a.s.GroupRouteCounts()[g.GetGroupId()]; n > 0 {
 		return fail(api.ResultCode_RESULT_CODE_GROUP_NOT_EMPTY, "remove_group: shard group %d (%s) serves %d routes: drain it first", g.GetGroupId(), g.GetName(), n)
 	}
+	for _, op := range a.s.LiveOps() {
+		if isMoveOp(op) && op.GetTargetGroupId() == g.GetGroupId() {
+			return fail(api.ResultCode_RESULT_CODE_GROUP_NOT_EMPTY, "remove_group: shard group %d (%s) is the target of live move op %d: abort it first",
+				g.GetGroupId(), g.GetName(), op.GetOpId())
+		}
+	}
 	a.s.groups = slices.Delete(slices.Clone(a.s.groups), i, i+1)
 	a.recordGroup(g, "removed", c.GetActor(), c.GetNote())
 	return &api.CommandResult{Group: g}

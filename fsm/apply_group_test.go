@@ -234,7 +234,7 @@ func TestRaiseToVersion4MakesTheCatalogsGroup(t *testing.T) {
 		t.Fatalf("groups %v next %d", gs, s.NextGroupID())
 	}
 	d := s.Decisions()[len(s.Decisions())-1]
-	if d.GetDetail() != "cluster version 4: groups=1 next_group_id=8" {
+	if d.GetDetail() != "cluster version 4: groups=1 next_group_id=8 move_ttl_ms=600000" {
 		t.Fatalf("raise decision %q", d.GetDetail())
 	}
 	wantCode(t, h.run(addGroup("east", 0)), api.ResultCode_RESULT_CODE_OK)

@@ -42,7 +42,7 @@ func TestMergeOpStepApplies(t *testing.T) {
 	wantCode(t, r, api.ResultCode_RESULT_CODE_OK)
 	s := m.state()
 	merged, ok := s.Catalog().Route(3)
-	if !ok || s.Catalog().Len() != 1 || !merged.Merged() || merged.Merge.Left != 1 || merged.Merge.Right != 2 || len(r.Children) != 1 || r.Children[0].GetRouteId() != 3 {
+	if !ok || s.Catalog().Len() != 1 || !merged.Merged() || merged.MergedFrom().Left != 1 || merged.MergedFrom().Right != 2 || len(r.Children) != 1 || r.Children[0].GetRouteId() != 3 {
 		t.Fatalf("catalog %d routes, merged %v, result %v", s.Catalog().Len(), merged, r.CommandResult)
 	}
 	op, _ := s.Op(1)

@@ -102,6 +102,9 @@ func (a *applier) applyOpStep(c *api.SplitRange) *api.CommandResult {
 		return fail(api.ResultCode_RESULT_CODE_OP_NOT_FOUND, "op %d not found", c.GetOpId())
 	}
 	op := a.s.ops[i]
+	if op.GetKind() != api.OpKind_OP_KIND_SPLIT {
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "op %d is a %s op: its steps are not splits", op.GetOpId(), EnumName(op.GetKind()))
+	}
 	step := c.GetStep()
 	if r := answerOutOfOrderStep(op, step); r != nil {
 		return r

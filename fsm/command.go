@@ -55,12 +55,14 @@ const (
 	kindAddGroup       = "add_group"
 	kindSetGroup       = "set_group"
 	kindRemoveGroup    = "remove_group"
+	kindMoveRange      = "move_range"
+	kindAckMove        = "ack_move"
 	kindInvalid        = "invalid"
 )
 
 var commandKinds = []string{kindBootstrap, kindAdvanceCeiling, kindSetMember, kindRemoveMember,
 	kindSplitRange, kindObserveColumn, kindSetAutoSplit, kindSetConfig, kindAbortOp, kindAdmitMember, kindCheckState,
-	kindMergeRange, kindAddGroup, kindSetGroup, kindRemoveGroup, kindInvalid}
+	kindMergeRange, kindAddGroup, kindSetGroup, kindRemoveGroup, kindMoveRange, kindAckMove, kindInvalid}
 
 func commandKind(c *api.Command) string {
 	switch c.GetBody().(type) {
@@ -94,6 +96,10 @@ func commandKind(c *api.Command) string {
 		return kindSetGroup
 	case *api.Command_RemoveGroup:
 		return kindRemoveGroup
+	case *api.Command_MoveRange:
+		return kindMoveRange
+	case *api.Command_AckMove:
+		return kindAckMove
 	}
 	return kindInvalid
 }

@@ -27,6 +27,14 @@ const (
 // route's counter. Chosen from the sim comparison in docs/benchmarks.md.
 const DefaultHoldBandBP = 8000
 
+// DefaultMoveTTLMs is how long a move's step waits for the data plane's
+// acknowledgements before the leader aborts it (RangeMoves): ten minutes,
+// room for a copy of a large route. minMoveTTLMs is the least one may set.
+const (
+	DefaultMoveTTLMs = 10 * 60 * 1000
+	minMoveTTLMs     = 1000
+)
+
 // maxLCMWaitMs bounds how far ahead a step change may take effect: the
 // boundary both steps agree on (a multiple of both) must come within a day.
 const maxLCMWaitMs = 24 * 3600 * 1000
@@ -173,6 +181,12 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	} else {
 		clearMerge(out)
 	}
+	switch {
+	case !clusterversion.RangeMoves.EnabledAt(version):
+		out.MoveTtlMs = nil
+	case out.MoveTtlMs == nil:
+		out.MoveTtlMs = proto.Uint64(DefaultMoveTTLMs)
+	}
 	return out
 }
 
@@ -247,6 +261,8 @@ func ValidateConfig(c *api.Config) error {
 		return bad("next_step_at_ms", "%d is not a boundary of both step_ms %d and next_step_ms %d", c.NextStepAtMs, c.StepMs, c.NextStepMs)
 	case c.NextStepMs != 0 && c.GraceMs > c.NextStepMs:
 		return bad("grace_ms", "%d above next_step_ms %d", c.GraceMs, c.NextStepMs)
+	case c.MoveTtlMs != nil && (c.GetMoveTtlMs() < minMoveTTLMs || c.GetMoveTtlMs() > maxDurationMs):
+		return bad("move_ttl_ms", "%d not in [%d, %d]", c.GetMoveTtlMs(), minMoveTTLMs, maxDurationMs)
 	}
 	return nil
 }
@@ -322,6 +338,9 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 			out.MergeDelayMs = proto.Uint64(*p.MergeDelayMs)
 		}
 	}
+	if clusterversion.RangeMoves.EnabledAt(version) && p.MoveTtlMs != nil {
+		out.MoveTtlMs = proto.Uint64(*p.MoveTtlMs)
+	}
 	if clusterversion.FloorFollowsThreshold.EnabledAt(version) {
 		if p.TopKeyAbsoluteFloor != nil {
 			out.FloorFollowsThreshold = *p.TopKeyAbsoluteFloor == 0
@@ -378,6 +397,9 @@ func PatchConfig(cur *api.Config, version uint32, p *api.ConfigPatch, nowMs uint
 	}
 	if f := mergeFieldSet(p); f != "" && !clusterversion.AutoMerge.EnabledAt(version) {
 		return nil, fmt.Errorf("%w: %s: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, f, clusterversion.AutoMerge.Version(), version)
+	}
+	if p.MoveTtlMs != nil && !clusterversion.RangeMoves.EnabledAt(version) {
+		return nil, fmt.Errorf("%w: move_ttl_ms: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, clusterversion.RangeMoves.Version(), version)
 	}
 	cfg := ApplyPatch(cur, p, version)
 	if clusterversion.ScheduledStepChange.EnabledAt(version) && p.StepMs != nil {

@@ -81,7 +81,7 @@ func (a *applier) mark(m heatmap.Mark) {
 // or when it is aborted after a step.
 func (a *applier) markOpSplits(op *api.Op) {
 	applied := int(op.GetNextStep()) - 1
-	if applied < 1 {
+	if applied < 1 || op.GetKind() != api.OpKind_OP_KIND_SPLIT {
 		return
 	}
 	a.markSplit(op.GetParentRouteId(), op.GetOpId(), op.GetOrigin(), op.GetSplitKeys()[:applied])

@@ -38,8 +38,8 @@ func opRoutes(op *api.Op) []uint64 {
 // delay and cold count start there.
 func routeCreatedAtMs(r *catalog.RouteDescriptor) uint64 {
 	at := r.SplitAtHLC
-	if r.Merge != nil {
-		at = max(at, r.Merge.AtHLC)
+	if m := r.MergedFrom(); m != nil {
+		at = max(at, m.AtHLC)
 	}
 	return hlc.Physical(at)
 }

@@ -67,6 +67,8 @@ func (a *applier) abortOp(op *api.Op, reason api.OpAbortReason, detail string) *
 	sticks := a.s.Has(clusterversion.StickyAbort) &&
 		(reason == api.OpAbortReason_OP_ABORT_REASON_OPERATOR || reason == api.OpAbortReason_OP_ABORT_REASON_STALE)
 	switch {
+	case isMoveOp(n):
+		// The route is back in its source (abortMove); nothing sticks.
 	case isMergeOp(n):
 		a.mergeOpAborted(n)
 	case n.GetNextStep() > 1 || sticks:

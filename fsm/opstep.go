@@ -3,6 +3,7 @@ package fsm
 import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/clusterversion"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // NextOpStep chooses what the op stepper proposes next
@@ -13,7 +14,7 @@ import (
 // proposed: the switch is off (a paused op waits for it), no op is runnable, or
 // the oldest runnable op has no step left to take (step 0, or past its last
 // step: the FSM finishes such an op itself). A paused op is skipped, not waited
-// for.
+// for, and so is a move: its steps wait for the data plane (NextMoveStep).
 //
 // It is pure and reads only its arguments: live is State.LiveOps (oldest
 // first), switchOn the replicated switch and actor the step's actor. The
@@ -24,7 +25,7 @@ func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Comm
 		return nil, nil
 	}
 	for _, op := range live {
-		if s := op.GetState(); s != api.OpState_OP_STATE_PENDING && s != api.OpState_OP_STATE_RUNNING {
+		if s := op.GetState(); isMoveOp(op) || s != api.OpState_OP_STATE_PENDING && s != api.OpState_OP_STATE_RUNNING {
 			continue
 		}
 		step := op.GetNextStep()
@@ -43,6 +44,50 @@ func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Comm
 			RouteId: op.GetTargetRouteId(), SplitKey: keys[step-1], OpId: op.GetOpId(), Step: step, Actor: actor}}}
 	}
 	return nil, nil
+}
+
+// NextMoveStep chooses what the leader proposes next for the live moves
+// (docs/design.md#moves), oldest first: the abort of a running move whose
+// step has waited move_ttl_ms (AbortOp with move_ttl), else the fence of
+// a move every target node acknowledged the copy of (while the switch is
+// on: it holds moves before their fence), else the commit of a move whose
+// source nodes all acknowledged the fence and whose target nodes all
+// caught up. A move that waits is skipped, not waited for. When nothing
+// is due it returns the milliseconds until the earliest TTL (0: none).
+//
+// It is pure and reads only s and nowMs (the leader's clock, ms); Apply
+// checks every condition again, so a stale choice is refused, never
+// applied.
+func NextMoveStep(s *State, nowMs uint64, actor string) (*api.Op, *api.Command, uint64) {
+	if !s.Has(clusterversion.RangeMoves) {
+		return nil, nil, 0
+	}
+	var wait uint64
+	for _, op := range s.LiveOps() {
+		if !isMoveOp(op) || op.GetState() != api.OpState_OP_STATE_RUNNING {
+			continue
+		}
+		if moveExpired(op, s.cfg, nowMs) {
+			return op, &api.Command{MinVersion: clusterversion.RangeMoves.Version(), Body: &api.Command_AbortOp{AbortOp: &api.AbortOp{
+				OpId: op.GetOpId(), Actor: actor, Reason: "move_ttl", MoveTtl: true}}}, 0
+		}
+		due := hlc.Physical(op.GetStepHlc()) + s.cfg.GetMoveTtlMs() - nowMs
+		if wait == 0 || due < wait {
+			wait = due
+		}
+		ready := false
+		switch op.GetNextStep() {
+		case moveStepFence:
+			ready = s.sw.GetEnabled() && len(missingAcks(s, op, api.MoveAck_MOVE_ACK_COPIED)) == 0
+		case moveStepCommit:
+			ready = len(missingAcks(s, op, api.MoveAck_MOVE_ACK_FENCED)) == 0 && len(missingAcks(s, op, api.MoveAck_MOVE_ACK_CAUGHT_UP)) == 0
+		}
+		if ready {
+			return op, &api.Command{MinVersion: clusterversion.RangeMoves.Version(), Body: &api.Command_MoveRange{MoveRange: &api.MoveRange{
+				RouteId: op.GetTargetRouteId(), TargetGroupId: op.GetTargetGroupId(), OpId: op.GetOpId(), Step: op.GetNextStep(), Actor: actor}}}, 0
+		}
+	}
+	return nil, nil, wait
 }
 
 // answerOutOfOrderStep answers a step of op that is not the live op's next one,

@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -101,7 +102,7 @@ func (g *gen) next(s *State) *api.Command {
 func (g *gen) body(s *State) *api.Command {
 	cat := s.Catalog()
 	route := func() *catalog.RouteDescriptor { return cat.Lookup(g.key("route-key")) }
-	switch rapid.IntRange(0, 16).Draw(g.t, "kind") {
+	switch rapid.IntRange(0, 19).Draw(g.t, "kind") {
 	case 0, 1:
 		r := route()
 		c := split(r.ID, string(g.key("split-key")))
@@ -122,7 +123,10 @@ func (g *gen) body(s *State) *api.Command {
 		if rapid.IntRange(0, 5).Draw(g.t, "odd-step") == 0 {
 			n = uint32(rapid.IntRange(0, 3).Draw(g.t, "step"))
 		}
-		key := op.SplitKeys[min(int(op.NextStep), len(op.SplitKeys))-1]
+		key := []byte("m") // a step naming a move or merge op is refused
+		if len(op.SplitKeys) > 0 {
+			key = op.SplitKeys[min(int(op.NextStep), len(op.SplitKeys))-1]
+		}
 		return step(op.OpId, n, op.TargetRouteId, key)
 	case 7:
 		src := api.SwitchSource_SWITCH_SOURCE_OPERATOR
@@ -171,10 +175,70 @@ func (g *gen) body(s *State) *api.Command {
 		return c
 	case 16:
 		return g.group(s)
+	case 17, 18, 19:
+		return g.move(s, route)
 	default:
 		r := route()
 		return split(r.ID, string(r.Start)) // always at a boundary
 	}
+}
+
+// move draws a move command: a new move of a route to a group, the
+// leader's next move step (at times far past the TTL), or an
+// acknowledgement of a live move by an identity of either group (or none)
+// naming its step's version or a stale one and one of a few watermarks.
+func (g *gen) move(s *State, route func() *catalog.RouteDescriptor) *api.Command {
+	var moves []*api.Op
+	for _, op := range s.LiveOps() {
+		if isMoveOp(op) {
+			moves = append(moves, op)
+		}
+	}
+	kind := rapid.IntRange(0, 3).Draw(g.t, "move-kind")
+	if len(moves) == 0 || kind == 0 {
+		// A group without data nodes refuses moves: give it one first.
+		if s.Has(clusterversion.ShardGroups) && len(s.Groups()) < 2 {
+			return addGroup("east", 0, "dn-east")
+		}
+		r, target := route(), uint64(rapid.IntRange(0, int(s.NextGroupID())).Draw(g.t, "move-group"))
+		for _, id := range []uint64{r.GroupID, target} {
+			if gr, ok := s.Group(id); ok && len(gr.GetIdentities()) == 0 {
+				return setGroup(&api.SetGroup{GroupId: id, AddIdentities: []string{fmt.Sprintf("dn-g%d", id)}})
+			}
+		}
+		return moveRange(r.ID, target)
+	}
+	if kind == 1 {
+		now := g.ms + uint64(rapid.SampledFrom([]int{0, DefaultMoveTTLMs}).Draw(g.t, "move-late"))
+		if _, cmd, _ := NextMoveStep(s, now, "scheduler"); cmd != nil {
+			return cmd
+		}
+	}
+	op := rapid.SampledFrom(moves).Draw(g.t, "move-op")
+	if rapid.IntRange(0, 3).Draw(g.t, "ack-right") > 0 {
+		// The acknowledgement the move waits for, from a node that owes it.
+		ack, watermark := api.MoveAck_MOVE_ACK_COPIED, uint64(0)
+		if op.GetNextStep() == moveStepCommit {
+			ack, watermark = api.MoveAck_MOVE_ACK_FENCED, uint64(rapid.IntRange(0, 9).Draw(g.t, "fence-watermark"))
+			if len(missingAcks(s, op, ack)) == 0 {
+				ack, watermark = api.MoveAck_MOVE_ACK_CAUGHT_UP, op.GetWatermark()
+			}
+		}
+		if missing := missingAcks(s, op, ack); len(missing) > 0 {
+			return ackMove(op, ack, rapid.SampledFrom(missing).Draw(g.t, "ack-owed"), watermark)
+		}
+	}
+	var ids []string
+	for _, gr := range s.Groups() {
+		ids = append(ids, gr.GetIdentities()...)
+	}
+	identity := "dn-none"
+	if len(ids) > 0 {
+		identity = rapid.SampledFrom(ids).Draw(g.t, "ack-identity")
+	}
+	c := ackMove(op, api.MoveAck(rapid.IntRange(1, 3).Draw(g.t, "ack")), identity, uint64(rapid.IntRange(0, 2).Draw(g.t, "watermark")))
+	c.GetAckMove().CatalogVersion -= uint64(rapid.IntRange(0, 1).Draw(g.t, "ack-stale"))
+	return c
 }
 
 // group draws a shard group command over a few names, identities and ids

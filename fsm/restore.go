@@ -496,6 +496,11 @@ func checkOps(ops []*api.Op, nextOpID uint64, cat *catalog.Catalog, maxFinished 
 				return fmt.Errorf("op %d: right route %d was never a route", id, r)
 			}
 			keys = 1 // one step
+		case api.OpKind_OP_KIND_MOVE:
+			if err := checkMoveOp(op, version, cat); err != nil {
+				return err
+			}
+			keys = moveStepCommit
 		default:
 			return fmt.Errorf("op %d: kind %s", id, op.GetKind())
 		}
@@ -528,7 +533,48 @@ func checkOps(ops []*api.Op, nextOpID uint64, cat *catalog.Catalog, maxFinished 
 	if finished > maxFinished {
 		return fmt.Errorf("%d finished ops above the local bound %d", finished, maxFinished)
 	}
+	return checkMovingRoutes(ops, cat)
+}
+
+// checkMoveOp: a move needs RangeMoves, two different groups, and while
+// live its route moving for it (begun before the fence, fenced after).
+func checkMoveOp(op *api.Op, version uint32, cat *catalog.Catalog) error {
+	id := op.GetOpId()
+	switch {
+	case !clusterversion.RangeMoves.EnabledAt(version):
+		return fmt.Errorf("op %d: a move at cluster version %d", id, version)
+	case op.GetSourceGroupId() == op.GetTargetGroupId():
+		return fmt.Errorf("op %d: a move within group %d", id, op.GetSourceGroupId())
+	case !isLive(op):
+		return nil
+	}
+	want := catalog.StateMigratingSource
+	if op.GetNextStep() > moveStepFence {
+		want = catalog.StateWriteFenced
+	}
+	r, ok := cat.Route(op.GetTargetRouteId())
+	if !ok || r.State != want || r.Moving() == nil || r.Moving().OpID != id || r.Moving().TargetGroupID != op.GetTargetGroupId() || r.GroupID != op.GetSourceGroupId() {
+		return fmt.Errorf("op %d: live move at step %d, but its route is %v", id, op.GetNextStep(), r)
+	}
 	return nil
+}
+
+// checkMovingRoutes: every route the catalog has moving belongs to a live
+// move op.
+func checkMovingRoutes(ops []*api.Op, cat *catalog.Catalog) error {
+	if cat == nil {
+		return nil
+	}
+	var err error
+	cat.Ascend(func(r *catalog.RouteDescriptor) bool {
+		if m := r.Moving(); m != nil {
+			if i, ok := findOp(ops, m.OpID); !ok || !isLive(ops[i]) || !isMoveOp(ops[i]) {
+				err = fmt.Errorf("route %d moves for op %d, which is no live move", r.ID, m.OpID)
+			}
+		}
+		return err == nil
+	})
+	return err
 }
 
 func checkDecisions(ds []*api.Decision, nextSeq uint64, limit int) error {

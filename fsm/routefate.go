@@ -47,17 +47,17 @@ func (s *State) RouteFate(id uint64) (fate string, ok bool) {
 		switch {
 		case r.ParentID == id:
 			children = append(children, r)
-		case r.Merge != nil && (r.Merge.Left == id || r.Merge.Right == id):
+		case r.Merged() && (r.MergedFrom().Left == id || r.MergedFrom().Right == id):
 			mergedInto = r
 		}
 		return true
 	})
 	if m := mergedInto; m != nil {
-		other := m.Merge.Left
+		other := m.MergedFrom().Left
 		if other == id {
-			other = m.Merge.Right
+			other = m.MergedFrom().Right
 		}
-		return fmt.Sprintf("%s was merged with r%d into r%d at %s", name, other, m.ID, HLCTime(m.Merge.AtHLC)), true
+		return fmt.Sprintf("%s was merged with r%d into r%d at %s", name, other, m.ID, HLCTime(m.MergedFrom().AtHLC)), true
 	}
 	if len(children) > 0 {
 		slices.SortFunc(children, func(a, b *catalog.RouteDescriptor) int { return cmp.Compare(a.ID, b.ID) })

@@ -67,10 +67,10 @@ func TestRouteFateOfAMerge(t *testing.T) {
 	wantCode(t, h.run(split(3, "t")), api.ResultCode_RESULT_CODE_OK) // r3 -> r4 [m, t), r5 [t, +inf)
 	wantCode(t, h.run(merge(2, 4)), api.ResultCode_RESULT_CODE_OK)   // r2 + r4 -> r6
 	r6, ok := h.state().Catalog().Route(6)
-	if !ok || r6.Merge == nil {
+	if !ok || !r6.Merged() {
 		t.Fatal("the merge made no r6")
 	}
-	when := HLCTime(r6.Merge.AtHLC)
+	when := HLCTime(r6.MergedFrom().AtHLC)
 	if got, _ := h.state().RouteFate(4); got != "r4 was merged with r2 into r6 at "+when+" (catalog version 4)" {
 		t.Errorf("fate of r4 from the history: %q", got)
 	}

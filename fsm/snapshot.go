@@ -174,8 +174,12 @@ func fillRoute(m *api.RouteDescriptor, r *catalog.RouteDescriptor) {
 	m.ParentRouteId = r.ParentID
 	m.SplitAtHlc = r.SplitAtHLC
 	m.MergedFromLeft, m.MergedFromRight, m.MergedAtHlc = 0, 0, 0
-	if mi := r.Merge; mi != nil {
+	if mi := r.MergedFrom(); mi != nil {
 		m.MergedFromLeft, m.MergedFromRight, m.MergedAtHlc = mi.Left, mi.Right, mi.AtHLC
+	}
+	m.TargetGroupId, m.MoveOpId = 0, 0
+	if mv := r.Moving(); mv != nil {
+		m.TargetGroupId, m.MoveOpId = mv.TargetGroupID, mv.OpID
 	}
 }
 

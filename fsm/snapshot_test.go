@@ -276,20 +276,27 @@ func TestRestoreAboveLocalBounds(t *testing.T) {
 // fillRoute must stay catalog's ToProto: same fields, and a field added to
 // RouteDescriptor fails here until fillRoute copies it too.
 func TestFillRouteMatchesToProto(t *testing.T) {
+	with := func(r *catalog.RouteDescriptor, merge *catalog.MergeInfo, move *catalog.MoveInfo) *catalog.RouteDescriptor {
+		r.SetMergedFrom(merge)
+		r.SetMoving(move)
+		return r
+	}
 	for _, r := range []*catalog.RouteDescriptor{
 		{ID: 7, Start: []byte("a"), End: []byte("b"), GroupID: 3, State: catalog.StateWriteFenced, ParentID: 2, SplitAtHLC: 99},
-		{ID: 9, Start: []byte("a"), GroupID: 3, State: catalog.StateActive, Merge: &catalog.MergeInfo{Left: 7, Right: 8, AtHLC: 120}},
+		with(&catalog.RouteDescriptor{ID: 9, Start: []byte("a"), GroupID: 3, State: catalog.StateActive}, &catalog.MergeInfo{Left: 7, Right: 8, AtHLC: 120}, nil),
 		{ID: 11, Start: []byte("a"), GroupID: 3, State: catalog.StateActive, OperatorStart: true, ParentID: 9, SplitAtHLC: 130},
+		with(&catalog.RouteDescriptor{ID: 12, Start: []byte("a"), GroupID: 3, State: catalog.StateMigratingSource}, nil, &catalog.MoveInfo{TargetGroupID: 4, OpID: 17}),
 	} {
 		var m api.RouteDescriptor
 		// A reused slot: every field is overwritten.
-		fillRoute(&m, &catalog.RouteDescriptor{ID: 1, ParentID: 5, SplitAtHLC: 6, OperatorStart: true, Merge: &catalog.MergeInfo{Left: 1, Right: 2, AtHLC: 3}})
+		fillRoute(&m, with(&catalog.RouteDescriptor{ID: 1, ParentID: 5, SplitAtHLC: 6, OperatorStart: true},
+			&catalog.MergeInfo{Left: 1, Right: 2, AtHLC: 3}, &catalog.MoveInfo{TargetGroupID: 9, OpID: 9}))
 		fillRoute(&m, r)
 		if !proto.Equal(&m, r.ToProto()) {
 			t.Fatalf("fillRoute %v, ToProto %v", &m, r.ToProto())
 		}
 	}
-	if n := (&api.RouteDescriptor{}).ProtoReflect().Descriptor().Fields().Len(); n != 11 {
+	if n := (&api.RouteDescriptor{}).ProtoReflect().Descriptor().Fields().Len(); n != 13 {
 		t.Fatalf("RouteDescriptor has %d fields; update fillRoute and this test", n)
 	}
 }

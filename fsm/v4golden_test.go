@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
 )
 
 // The state hashes this build computes for the version 4 scenarios below.
@@ -16,14 +18,15 @@ import (
 // other change must leave them as they are. Once version 4 is released
 // they are fixed, as v3GoldenHash is.
 const (
-	v4GoldenHash       = "de1a8cec5552433d5431ea9de8e31375690ddd6d9405e482765b39ee8c5450e5"
-	v4RaisedGoldenHash = "ae0f3a5a4651ceadf2647783bddcb81e1cdbffd72680512c7627fe6ad01cbddc"
+	v4GoldenHash       = "afa985bed7d76ecbe3809cc9755416fe9ec7a750dae4e4dd4a2eda45d27082ab"
+	v4RaisedGoldenHash = "7b9bc39f8c8966c38914fd3b1f0b7c530d15ae89077e5099f0f5bfcfff4ed6c0"
 	v4GoldenClusterID  = "golden4"
 )
 
 // v4Scenario bootstraps at cluster version 4 over three shard groups, and
 // changes, drains and removes groups as an operator would, refusals kept
-// by request id; columns count each group's load.
+// by request id; then moves a route through every step and lets another
+// move's TTL abort it.
 func v4Scenario(t testing.TB) *goldenDriver {
 	d := newGoldenDriver(t)
 	d.ok(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: v4GoldenClusterID, ClusterVersion: 4,
@@ -49,7 +52,43 @@ func v4Scenario(t testing.TB) *goldenDriver {
 	}
 	d.stepAll()
 	d.loads(warm)
+
+	// A manual move of route 3 [g, m) from group 2 to group 4 (east)
+	// through every step, and a move of route 5 aborted by the TTL.
+	d.ok(group("dn-2", setGroup(&api.SetGroup{GroupId: 2, AddIdentities: []string{"dn-2"}})))
+	mv := d.ok(withRequestID("move-3", moveRange(3, 4))).GetOp()
+	d.want(api.ResultCode_RESULT_CODE_MOVE_ACK_WRONG_GROUP, ackMove(mv, api.MoveAck_MOVE_ACK_COPIED, "dn-2", 0))
+	for _, id := range []string{"dn-east-1", "dn-east-2"} {
+		d.ok(ackMove(mv, api.MoveAck_MOVE_ACK_COPIED, id, 0))
+	}
+	d.moveSteps()
+	mv, _ = d.f.State().Op(mv.GetOpId())
+	d.ok(ackMove(mv, api.MoveAck_MOVE_ACK_FENCED, "dn-2", 1234))
+	mv, _ = d.f.State().Op(mv.GetOpId())
+	for _, id := range []string{"dn-east-1", "dn-east-2"} {
+		d.ok(ackMove(mv, api.MoveAck_MOVE_ACK_CAUGHT_UP, id, 1234))
+	}
+	d.moveSteps()
+	d.ok(setGroup(&api.SetGroup{GroupId: 3, State: api.GroupState_GROUP_STATE_ACTIVE, AddIdentities: []string{"dn-3"}}))
+	d.ok(withRequestID("move-5", moveRange(5, 1)))
+	d.ms += DefaultMoveTTLMs
+	d.moveSteps()
+	d.loads(warm)
 	return d
+}
+
+// moveSteps applies what NextMoveStep chooses until it chooses nothing,
+// as the leader does.
+func (d *goldenDriver) moveSteps() {
+	d.t.Helper()
+	for range 8 {
+		_, cmd, _ := NextMoveStep(d.f.State(), d.ms, "scheduler")
+		if cmd == nil {
+			return
+		}
+		d.ok(cmd)
+	}
+	d.t.Fatal("moves still stepping after 8 steps")
 }
 
 // v4RaisedScenario bootstraps at version 3 with operator splits, is refused
@@ -97,7 +136,7 @@ func checkV4Scenario(t *testing.T, d *goldenDriver) {
 	for _, g := range s.Groups() {
 		names = append(names, g.GetName()+"/"+groupStateName(g.GetState()))
 	}
-	if got := strings.Join(names, " "); got != "group-1/ACTIVE group-2/ACTIVE group-3/DRAINING east/ACTIVE" || s.NextGroupID() != 6 {
+	if got := strings.Join(names, " "); got != "group-1/ACTIVE group-2/ACTIVE group-3/ACTIVE east/ACTIVE" || s.NextGroupID() != 6 {
 		t.Errorf("groups %s, next id %d", got, s.NextGroupID())
 	}
 	refusedWith(t, s, "steal", `identity "dn-east-1" already serves shard group 4`)
@@ -105,6 +144,19 @@ func checkV4Scenario(t *testing.T, d *goldenDriver) {
 	refusedWith(t, s, "remove-again", "no shard group 5")
 	if !hasDecision(s, decided(api.DecisionKind_DECISION_KIND_PLANNED, api.SplitOrigin_SPLIT_ORIGIN_ISOLATION_COMPOUND)) {
 		t.Error("no heavy-key isolation planned")
+	}
+	var moves []string
+	for _, op := range s.Ops() {
+		if isMoveOp(op) {
+			moves = append(moves, fmt.Sprintf("r%d %d->%d %s %s", op.GetTargetRouteId(), op.GetSourceGroupId(), op.GetTargetGroupId(),
+				EnumName(op.GetState()), EnumName(op.GetAbortReason())))
+		}
+	}
+	if got := strings.Join(moves, "; "); got != "r3 2->4 done unspecified; r5 3->1 aborted move_ttl" {
+		t.Errorf("moves %q", got)
+	}
+	if r, _ := s.Catalog().Route(3); r.GroupID != 4 || r.State != catalog.StateActive {
+		t.Errorf("route 3 after its move: %v", r)
 	}
 	for _, r := range s.Catalog().ToProto().GetRoutes() {
 		if string(r.GetStart()) < "g" && r.GetGroupId() != 1 {
@@ -118,7 +170,7 @@ func checkV4Raised(t *testing.T, d *goldenDriver) {
 	refusedWith(t, s, "v3-add", "needs cluster version 4")
 	refusedWith(t, s, "v3-set", "needs cluster version 4")
 	if !hasDecision(s, func(x *api.Decision) bool {
-		return x.GetActor() == "cluster" && x.GetDetail() == "cluster version 4: groups=1 next_group_id=4"
+		return x.GetActor() == "cluster" && x.GetDetail() == "cluster version 4: groups=1 next_group_id=4 move_ttl_ms=600000"
 	}) {
 		t.Error("the raise to version 4 wrote no decision naming the groups it made")
 	}

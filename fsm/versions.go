@@ -43,6 +43,7 @@ var effects = map[clusterversion.Feature]effect{
 	clusterversion.OperatorBoundariesKept: {raise: raiseOperatorBoundaries},
 	clusterversion.PooledEvidence:         {rules: detector.RulePooledEvidence},
 	clusterversion.ShardGroups:            {raise: raiseShardGroups},
+	clusterversion.RangeMoves:             {raise: raiseRangeMoves},
 }
 
 // hookRow is one raise hook in table order, with the version it runs at.
@@ -178,6 +179,16 @@ func raiseOperatorBoundaries(s *State) string {
 	}
 	s.cat = next
 	return fmt.Sprintf("operator_starts=%d", n)
+}
+
+// raiseRangeMoves: the move TTL starts at its default.
+func raiseRangeMoves(s *State) string {
+	if s.cfg.MoveTtlMs == nil {
+		c := proto.Clone(s.cfg).(*api.Config)
+		c.MoveTtlMs = proto.Uint64(DefaultMoveTTLMs)
+		s.cfg = c
+	}
+	return fmt.Sprintf("move_ttl_ms=%d", s.cfg.GetMoveTtlMs())
 }
 
 // raiseAutoMerge: the merge settings start at their defaults.

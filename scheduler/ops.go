@@ -52,12 +52,21 @@ func (s *Scheduler) stepOps(ctx context.Context) {
 	}
 }
 
-// stepOnce proposes the step fsm.NextOpStep chooses. It reports
-// whether it proposed anything and, when the oldest op is held by
-// OpStepDelay, how long until it is due.
+// stepOnce proposes the step fsm.NextOpStep chooses, else the one
+// fsm.NextMoveStep chooses (a move's fence, commit or TTL abort). It
+// reports whether it proposed anything and, when the oldest op is held by
+// OpStepDelay or a move waits for its TTL, how long until it is due (a
+// state change, such as an acknowledgement, wakes the loop sooner).
 func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 	st := s.fsm.State()
 	op, cmd := fsm.NextOpStep(st.Bootstrapped() && st.Switch().GetEnabled(), st.LiveOps(), "scheduler")
+	if op == nil && st.Bootstrapped() {
+		var waitMs uint64
+		op, cmd, waitMs = fsm.NextMoveStep(st, hlc.Physical(s.clock.Now()), "scheduler")
+		if op == nil {
+			return false, time.Duration(waitMs) * time.Millisecond, nil
+		}
+	}
 	if op == nil {
 		return false, 0, nil
 	}
@@ -75,6 +84,8 @@ func (s *Scheduler) stepOnce(ctx context.Context) (bool, time.Duration, error) {
 	}
 	log := s.log.With("op_id", op.GetOpId(), "step", op.GetNextStep(), "route_id", op.GetTargetRouteId(), "commit_hlc", cmd.GetHlc())
 	switch {
+	case res.GetCode() == api.ResultCode_RESULT_CODE_OK && op.GetKind() == api.OpKind_OP_KIND_MOVE:
+		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "kind", "move", "op_state", fsm.EnumName(res.GetOp().GetState()))
 	case res.GetCode() == api.ResultCode_RESULT_CODE_OK && op.GetKind() == api.OpKind_OP_KIND_MERGE:
 		log.Info("op step applied", "catalog_version", res.GetCatalogVersion(), "kind", "merge", "right_route_id", op.GetRightRouteId())
 	case res.GetCode() == api.ResultCode_RESULT_CODE_OK:

@@ -517,7 +517,7 @@ func (r *run) split(c int, before *catalog.Catalog, target, atMs uint64) {
 	if !ok || !parent.Merged() {
 		return
 	}
-	mergedMs := hlc.Physical(parent.Merge.AtHLC)
+	mergedMs := hlc.Physical(parent.MergedFrom().AtHLC)
 	since := atMs - min(atMs, mergedMs)
 	if since < r.cfg.GetCooldownMs() {
 		r.res.CooldownViolations++
@@ -568,8 +568,8 @@ func (r *run) merged(before *catalog.Catalog, m *api.MergeRange, atMs uint64) {
 			continue
 		}
 		created := d.SplitAtHLC
-		if d.Merge != nil {
-			created = max(created, d.Merge.AtHLC)
+		if m := d.MergedFrom(); m != nil {
+			created = max(created, m.AtHLC)
 		}
 		created = hlc.Physical(created)
 		if created+r.cfg.GetMergeDelayMs() > atMs {

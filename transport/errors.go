@@ -62,6 +62,9 @@ func resultError(res *api.CommandResult, requestID string) error {
 	case api.ResultCode_RESULT_CODE_GROUP_CONFLICT:
 		// Another group has the name or the identity.
 		code = codes.AlreadyExists
+	case api.ResultCode_RESULT_CODE_MOVE_ACK_WRONG_GROUP:
+		// The caller does not serve the group that owes the acknowledgement.
+		code = codes.PermissionDenied
 	case api.ResultCode_RESULT_CODE_FENCE_VIOLATION:
 		code = codes.Aborted
 	case api.ResultCode_RESULT_CODE_REQUEST_ID_REUSED:

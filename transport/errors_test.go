@@ -65,6 +65,11 @@ func TestResultErrorMapping(t *testing.T) {
 		api.ResultCode_RESULT_CODE_GROUP_CONFLICT:  codes.AlreadyExists,
 		api.ResultCode_RESULT_CODE_GROUP_NOT_EMPTY: codes.FailedPrecondition,
 		api.ResultCode_RESULT_CODE_GROUP_LIMIT:     codes.FailedPrecondition,
+		// Moves: a move the groups refuse, an acknowledgement from a node
+		// of another group, one the move does not wait for.
+		api.ResultCode_RESULT_CODE_MOVE_REFUSED:         codes.FailedPrecondition,
+		api.ResultCode_RESULT_CODE_MOVE_ACK_WRONG_GROUP: codes.PermissionDenied,
+		api.ResultCode_RESULT_CODE_MOVE_ACK_STALE:       codes.FailedPrecondition,
 	}
 	// Every result code is mapped deliberately.
 	for v, name := range api.ResultCode_name {

@@ -107,6 +107,12 @@ type RouteDescriptor struct {
 	// child has none. Never set on the first route (its start is the start
 	// of the key space, no boundary) nor below version 3.
 	OperatorStart bool `protobuf:"varint,11,opt,name=operator_start,json=operatorStart,proto3" json:"operator_start,omitempty"`
+	// Cluster version 4 (range_moves): while a move of the route to another
+	// group is live (state MIGRATING_SOURCE or WRITE_FENCED) the group it
+	// moves to and the move's op id; both 0 otherwise. group_id stays the
+	// source's until the move commits.
+	TargetGroupId uint64 `protobuf:"varint,12,opt,name=target_group_id,json=targetGroupId,proto3" json:"target_group_id,omitempty"`
+	MoveOpId      uint64 `protobuf:"varint,13,opt,name=move_op_id,json=moveOpId,proto3" json:"move_op_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -218,6 +224,20 @@ func (x *RouteDescriptor) GetOperatorStart() bool {
 	return false
 }
 
+func (x *RouteDescriptor) GetTargetGroupId() uint64 {
+	if x != nil {
+		return x.TargetGroupId
+	}
+	return 0
+}
+
+func (x *RouteDescriptor) GetMoveOpId() uint64 {
+	if x != nil {
+		return x.MoveOpId
+	}
+	return 0
+}
+
 // CatalogSnapshot is the whole catalog at one version: the persisted and
 // snapshot form. Routes are sorted by start and cover the key space.
 type CatalogSnapshot struct {
@@ -283,13 +303,17 @@ func (x *CatalogSnapshot) GetRoutes() []*RouteDescriptor {
 // CatalogDelta is the change that produced `version` from `version - 1`:
 // a split removes one route and adds its two children (left first); a
 // merge (cluster version 3) removes two adjacent routes (left first) and
-// adds the one route that replaces them.
+// adds the one route that replaces them; a move's step (cluster version 4)
+// changes one route in place: same id and range, new state, group or move
+// fields (changed). A watcher that does not know `changed` must not follow
+// a cluster that moves routes.
 type CatalogDelta struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Version         uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
 	RemovedRouteIds []uint64               `protobuf:"varint,2,rep,packed,name=removed_route_ids,json=removedRouteIds,proto3" json:"removed_route_ids,omitempty"`
 	Added           []*RouteDescriptor     `protobuf:"bytes,3,rep,name=added,proto3" json:"added,omitempty"`
 	CommitHlc       uint64                 `protobuf:"varint,4,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	Changed         []*RouteDescriptor     `protobuf:"bytes,5,rep,name=changed,proto3" json:"changed,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -352,11 +376,18 @@ func (x *CatalogDelta) GetCommitHlc() uint64 {
 	return 0
 }
 
+func (x *CatalogDelta) GetChanged() []*RouteDescriptor {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
 var File_hotsplitv1_catalog_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_catalog_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/catalog.proto\x12\vhotsplit.v1\"\x89\x03\n" +
+	"\x18hotsplitv1/catalog.proto\x12\vhotsplit.v1\"\xcf\x03\n" +
 	"\x0fRouteDescriptor\x12\x19\n" +
 	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
@@ -370,17 +401,21 @@ const file_hotsplitv1_catalog_proto_rawDesc = "" +
 	"\x11merged_from_right\x18\t \x01(\x04R\x0fmergedFromRight\x12\"\n" +
 	"\rmerged_at_hlc\x18\n" +
 	" \x01(\x04R\vmergedAtHlc\x12%\n" +
-	"\x0eoperator_start\x18\v \x01(\bR\roperatorStart\"\x85\x01\n" +
+	"\x0eoperator_start\x18\v \x01(\bR\roperatorStart\x12&\n" +
+	"\x0ftarget_group_id\x18\f \x01(\x04R\rtargetGroupId\x12\x1c\n" +
+	"\n" +
+	"move_op_id\x18\r \x01(\x04R\bmoveOpId\"\x85\x01\n" +
 	"\x0fCatalogSnapshot\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\"\n" +
 	"\rnext_route_id\x18\x02 \x01(\x04R\vnextRouteId\x124\n" +
-	"\x06routes\x18\x03 \x03(\v2\x1c.hotsplit.v1.RouteDescriptorR\x06routes\"\xa7\x01\n" +
+	"\x06routes\x18\x03 \x03(\v2\x1c.hotsplit.v1.RouteDescriptorR\x06routes\"\xdf\x01\n" +
 	"\fCatalogDelta\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12*\n" +
 	"\x11removed_route_ids\x18\x02 \x03(\x04R\x0fremovedRouteIds\x122\n" +
 	"\x05added\x18\x03 \x03(\v2\x1c.hotsplit.v1.RouteDescriptorR\x05added\x12\x1d\n" +
 	"\n" +
-	"commit_hlc\x18\x04 \x01(\x04R\tcommitHlc*\xa3\x01\n" +
+	"commit_hlc\x18\x04 \x01(\x04R\tcommitHlc\x126\n" +
+	"\achanged\x18\x05 \x03(\v2\x1c.hotsplit.v1.RouteDescriptorR\achanged*\xa3\x01\n" +
 	"\n" +
 	"RouteState\x12\x1b\n" +
 	"\x17ROUTE_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
@@ -413,11 +448,12 @@ var file_hotsplitv1_catalog_proto_depIdxs = []int32{
 	0, // 0: hotsplit.v1.RouteDescriptor.state:type_name -> hotsplit.v1.RouteState
 	1, // 1: hotsplit.v1.CatalogSnapshot.routes:type_name -> hotsplit.v1.RouteDescriptor
 	1, // 2: hotsplit.v1.CatalogDelta.added:type_name -> hotsplit.v1.RouteDescriptor
-	3, // [3:3] is the sub-list for method output_type
-	3, // [3:3] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	1, // 3: hotsplit.v1.CatalogDelta.changed:type_name -> hotsplit.v1.RouteDescriptor
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_catalog_proto_init() }

@@ -49,6 +49,8 @@ type Command struct {
 	//	*Command_AddGroup
 	//	*Command_SetGroup
 	//	*Command_RemoveGroup
+	//	*Command_MoveRange
+	//	*Command_AckMove
 	Body          isCommand_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -247,6 +249,24 @@ func (x *Command) GetRemoveGroup() *RemoveGroup {
 	return nil
 }
 
+func (x *Command) GetMoveRange() *MoveRange {
+	if x != nil {
+		if x, ok := x.Body.(*Command_MoveRange); ok {
+			return x.MoveRange
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetAckMove() *AckMove {
+	if x != nil {
+		if x, ok := x.Body.(*Command_AckMove); ok {
+			return x.AckMove
+		}
+	}
+	return nil
+}
+
 type isCommand_Body interface {
 	isCommand_Body()
 }
@@ -314,6 +334,15 @@ type Command_RemoveGroup struct {
 	RemoveGroup *RemoveGroup `protobuf:"bytes,52,opt,name=remove_group,json=removeGroup,proto3,oneof"`
 }
 
+type Command_MoveRange struct {
+	// Cluster version 4 (range_moves).
+	MoveRange *MoveRange `protobuf:"bytes,53,opt,name=move_range,json=moveRange,proto3,oneof"`
+}
+
+type Command_AckMove struct {
+	AckMove *AckMove `protobuf:"bytes,54,opt,name=ack_move,json=ackMove,proto3,oneof"`
+}
+
 func (*Command_Bootstrap) isCommand_Body() {}
 
 func (*Command_AdvanceCeiling) isCommand_Body() {}
@@ -343,6 +372,10 @@ func (*Command_AddGroup) isCommand_Body() {}
 func (*Command_SetGroup) isCommand_Body() {}
 
 func (*Command_RemoveGroup) isCommand_Body() {}
+
+func (*Command_MoveRange) isCommand_Body() {}
+
+func (*Command_AckMove) isCommand_Body() {}
 
 type Bootstrap struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1089,6 +1122,192 @@ func (x *RemoveGroup) GetNote() string {
 	return ""
 }
 
+// MoveRange moves a route to another shard group (cluster version 4,
+// range_moves; docs/design.md#moves). Without op_id it is an operator's
+// move: it makes a MOVE op and applies its step 1, the begin. With op_id
+// it is the leader's step 2 (fence) or 3 (commit) of that op.
+type MoveRange struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	RouteId         uint64                 `protobuf:"varint,1,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	TargetGroupId   uint64                 `protobuf:"varint,2,opt,name=target_group_id,json=targetGroupId,proto3" json:"target_group_id,omitempty"`
+	ExpectedVersion *uint64                `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	OpId            uint64                 `protobuf:"varint,4,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	Step            uint32                 `protobuf:"varint,5,opt,name=step,proto3" json:"step,omitempty"`
+	Actor           string                 `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	Note            string                 `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MoveRange) Reset() {
+	*x = MoveRange{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveRange) ProtoMessage() {}
+
+func (x *MoveRange) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveRange.ProtoReflect.Descriptor instead.
+func (*MoveRange) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *MoveRange) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *MoveRange) GetTargetGroupId() uint64 {
+	if x != nil {
+		return x.TargetGroupId
+	}
+	return 0
+}
+
+func (x *MoveRange) GetExpectedVersion() uint64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *MoveRange) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
+func (x *MoveRange) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *MoveRange) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *MoveRange) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// AckMove is a data node's acknowledgement of a move (cluster version 4).
+// It names what it acts on (op, route, the catalog version of the step it
+// saw) and is refused when that is not what the move waits for.
+type AckMove struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	OpId           uint64                 `protobuf:"varint,1,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	RouteId        uint64                 `protobuf:"varint,2,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	CatalogVersion uint64                 `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	Ack            MoveAck                `protobuf:"varint,4,opt,name=ack,proto3,enum=hotsplit.v1.MoveAck" json:"ack,omitempty"`
+	// FENCED: the node's last accepted write; CAUGHT_UP: the source's final
+	// watermark the node has applied up to.
+	Watermark uint64 `protobuf:"varint,5,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	// The authenticated identity of the data node (set by the transport).
+	Identity      string `protobuf:"bytes,6,opt,name=identity,proto3" json:"identity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckMove) Reset() {
+	*x = AckMove{}
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckMove) ProtoMessage() {}
+
+func (x *AckMove) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckMove.ProtoReflect.Descriptor instead.
+func (*AckMove) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *AckMove) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
+func (x *AckMove) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *AckMove) GetCatalogVersion() uint64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+func (x *AckMove) GetAck() MoveAck {
+	if x != nil {
+		return x.Ack
+	}
+	return MoveAck_MOVE_ACK_UNSPECIFIED
+}
+
+func (x *AckMove) GetWatermark() uint64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
+}
+
+func (x *AckMove) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
 // ObserveColumn is one cluster-wide load column (docs/design.md#the-load-pipeline); applying it runs
 // the detector.
 type ObserveColumn struct {
@@ -1114,7 +1333,7 @@ type ObserveColumn struct {
 
 func (x *ObserveColumn) Reset() {
 	*x = ObserveColumn{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1345,7 @@ func (x *ObserveColumn) String() string {
 func (*ObserveColumn) ProtoMessage() {}
 
 func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[11]
+	mi := &file_hotsplitv1_command_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1358,7 @@ func (x *ObserveColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ObserveColumn.ProtoReflect.Descriptor instead.
 func (*ObserveColumn) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ObserveColumn) GetWindowStartMs() uint64 {
@@ -1217,7 +1436,7 @@ type RouteLoads struct {
 
 func (x *RouteLoads) Reset() {
 	*x = RouteLoads{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1229,7 +1448,7 @@ func (x *RouteLoads) String() string {
 func (*RouteLoads) ProtoMessage() {}
 
 func (x *RouteLoads) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[12]
+	mi := &file_hotsplitv1_command_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1242,7 +1461,7 @@ func (x *RouteLoads) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteLoads.ProtoReflect.Descriptor instead.
 func (*RouteLoads) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RouteLoads) GetRouteIdDeltas() []uint64 {
@@ -1307,7 +1526,7 @@ type ColumnRow struct {
 
 func (x *ColumnRow) Reset() {
 	*x = ColumnRow{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1538,7 @@ func (x *ColumnRow) String() string {
 func (*ColumnRow) ProtoMessage() {}
 
 func (x *ColumnRow) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[13]
+	mi := &file_hotsplitv1_command_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1551,7 @@ func (x *ColumnRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColumnRow.ProtoReflect.Descriptor instead.
 func (*ColumnRow) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ColumnRow) GetRouteId() uint64 {
@@ -1432,7 +1651,7 @@ type WeightedKey struct {
 
 func (x *WeightedKey) Reset() {
 	*x = WeightedKey{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1444,7 +1663,7 @@ func (x *WeightedKey) String() string {
 func (*WeightedKey) ProtoMessage() {}
 
 func (x *WeightedKey) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[14]
+	mi := &file_hotsplitv1_command_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1457,7 +1676,7 @@ func (x *WeightedKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedKey.ProtoReflect.Descriptor instead.
 func (*WeightedKey) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WeightedKey) GetKey() []byte {
@@ -1494,7 +1713,7 @@ type KeyEstimate struct {
 
 func (x *KeyEstimate) Reset() {
 	*x = KeyEstimate{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1725,7 @@ func (x *KeyEstimate) String() string {
 func (*KeyEstimate) ProtoMessage() {}
 
 func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[15]
+	mi := &file_hotsplitv1_command_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1738,7 @@ func (x *KeyEstimate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyEstimate.ProtoReflect.Descriptor instead.
 func (*KeyEstimate) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KeyEstimate) GetKey() []byte {
@@ -1577,7 +1796,7 @@ type GroupLoad struct {
 
 func (x *GroupLoad) Reset() {
 	*x = GroupLoad{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[16]
+	mi := &file_hotsplitv1_command_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1808,7 @@ func (x *GroupLoad) String() string {
 func (*GroupLoad) ProtoMessage() {}
 
 func (x *GroupLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[16]
+	mi := &file_hotsplitv1_command_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1821,7 @@ func (x *GroupLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupLoad.ProtoReflect.Descriptor instead.
 func (*GroupLoad) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{16}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GroupLoad) GetGroupId() uint64 {
@@ -1654,7 +1873,7 @@ type SetAutoSplit struct {
 
 func (x *SetAutoSplit) Reset() {
 	*x = SetAutoSplit{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[17]
+	mi := &file_hotsplitv1_command_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1885,7 @@ func (x *SetAutoSplit) String() string {
 func (*SetAutoSplit) ProtoMessage() {}
 
 func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[17]
+	mi := &file_hotsplitv1_command_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1898,7 @@ func (x *SetAutoSplit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetAutoSplit.ProtoReflect.Descriptor instead.
 func (*SetAutoSplit) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{17}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetAutoSplit) GetEnabled() bool {
@@ -1729,7 +1948,7 @@ type SetConfig struct {
 
 func (x *SetConfig) Reset() {
 	*x = SetConfig{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[18]
+	mi := &file_hotsplitv1_command_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1960,7 @@ func (x *SetConfig) String() string {
 func (*SetConfig) ProtoMessage() {}
 
 func (x *SetConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[18]
+	mi := &file_hotsplitv1_command_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1973,7 @@ func (x *SetConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfig.ProtoReflect.Descriptor instead.
 func (*SetConfig) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{18}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetConfig) GetPatch() *ConfigPatch {
@@ -1784,14 +2003,18 @@ type AbortOp struct {
 	Actor  string                 `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
 	Reason string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Self-declared actor text beside the identity in actor (version 2).
-	Note          string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	// Cluster version 4: the leader's abort of a move whose step waited
+	// move_ttl_ms; Apply refuses it unless the step's HLC plus move_ttl_ms
+	// lies at or before the entry's.
+	MoveTtl       bool `protobuf:"varint,21,opt,name=move_ttl,json=moveTtl,proto3" json:"move_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AbortOp) Reset() {
 	*x = AbortOp{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[19]
+	mi := &file_hotsplitv1_command_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2026,7 @@ func (x *AbortOp) String() string {
 func (*AbortOp) ProtoMessage() {}
 
 func (x *AbortOp) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[19]
+	mi := &file_hotsplitv1_command_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2039,7 @@ func (x *AbortOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOp.ProtoReflect.Descriptor instead.
 func (*AbortOp) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{19}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbortOp) GetOpId() uint64 {
@@ -1847,6 +2070,13 @@ func (x *AbortOp) GetNote() string {
 	return ""
 }
 
+func (x *AbortOp) GetMoveTtl() bool {
+	if x != nil {
+		return x.MoveTtl
+	}
+	return false
+}
+
 // CheckState is the cross-replica state check marker (cluster version 2):
 // every replica hashes its state right after applying it and the members
 // compare their hashes (docs/design.md#trust-and-integrity). It changes no replicated state.
@@ -1859,7 +2089,7 @@ type CheckState struct {
 
 func (x *CheckState) Reset() {
 	*x = CheckState{}
-	mi := &file_hotsplitv1_command_proto_msgTypes[20]
+	mi := &file_hotsplitv1_command_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2101,7 @@ func (x *CheckState) String() string {
 func (*CheckState) ProtoMessage() {}
 
 func (x *CheckState) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_command_proto_msgTypes[20]
+	mi := &file_hotsplitv1_command_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2114,7 @@ func (x *CheckState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckState.ProtoReflect.Descriptor instead.
 func (*CheckState) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{20}
+	return file_hotsplitv1_command_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckState) GetActor() string {
@@ -1898,7 +2128,7 @@ var File_hotsplitv1_command_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\n" +
-	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xf0\a\n" +
+	"\x18hotsplitv1/command.proto\x12\vhotsplit.v1\x1a\x17hotsplitv1/config.proto\x1a\x16hotsplitv1/state.proto\"\xdc\b\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vmin_version\x18\x01 \x01(\rR\n" +
 	"minVersion\x12\x10\n" +
@@ -1925,7 +2155,10 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"mergeRange\x124\n" +
 	"\tadd_group\x182 \x01(\v2\x15.hotsplit.v1.AddGroupH\x00R\baddGroup\x124\n" +
 	"\tset_group\x183 \x01(\v2\x15.hotsplit.v1.SetGroupH\x00R\bsetGroup\x12=\n" +
-	"\fremove_group\x184 \x01(\v2\x18.hotsplit.v1.RemoveGroupH\x00R\vremoveGroupB\x06\n" +
+	"\fremove_group\x184 \x01(\v2\x18.hotsplit.v1.RemoveGroupH\x00R\vremoveGroup\x127\n" +
+	"\n" +
+	"move_range\x185 \x01(\v2\x16.hotsplit.v1.MoveRangeH\x00R\tmoveRange\x121\n" +
+	"\back_move\x186 \x01(\v2\x14.hotsplit.v1.AckMoveH\x00R\aackMoveB\x06\n" +
 	"\x04body\"\x82\x02\n" +
 	"\tBootstrap\x12\x1d\n" +
 	"\n" +
@@ -1991,7 +2224,23 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\vRemoveGroup\x12\x19\n" +
 	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x12\n" +
-	"\x04note\x18\x03 \x01(\tR\x04note\"\xc7\x02\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"\xe6\x01\n" +
+	"\tMoveRange\x12\x19\n" +
+	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12&\n" +
+	"\x0ftarget_group_id\x18\x02 \x01(\x04R\rtargetGroupId\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01\x12\x13\n" +
+	"\x05op_id\x18\x04 \x01(\x04R\x04opId\x12\x12\n" +
+	"\x04step\x18\x05 \x01(\rR\x04step\x12\x14\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\a \x01(\tR\x04noteB\x13\n" +
+	"\x11_expected_version\"\xc4\x01\n" +
+	"\aAckMove\x12\x13\n" +
+	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12\x19\n" +
+	"\broute_id\x18\x02 \x01(\x04R\arouteId\x12'\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\x12&\n" +
+	"\x03ack\x18\x04 \x01(\x0e2\x14.hotsplit.v1.MoveAckR\x03ack\x12\x1c\n" +
+	"\twatermark\x18\x05 \x01(\x04R\twatermark\x12\x1a\n" +
+	"\bidentity\x18\x06 \x01(\tR\bidentity\"\xc7\x02\n" +
 	"\rObserveColumn\x12&\n" +
 	"\x0fwindow_start_ms\x18\x01 \x01(\x04R\rwindowStartMs\x12\x13\n" +
 	"\x05at_ms\x18\x02 \x01(\x04R\x04atMs\x12*\n" +
@@ -2054,12 +2303,13 @@ const file_hotsplitv1_command_proto_rawDesc = "" +
 	"\tSetConfig\x12.\n" +
 	"\x05patch\x18\x01 \x01(\v2\x18.hotsplit.v1.ConfigPatchR\x05patch\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"`\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\"{\n" +
 	"\aAbortOp\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12\x14\n" +
 	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x12\n" +
-	"\x04note\x18\x14 \x01(\tR\x04note\"\"\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\x12\x19\n" +
+	"\bmove_ttl\x18\x15 \x01(\bR\amoveTtl\"\"\n" +
 	"\n" +
 	"CheckState\x12\x14\n" +
 	"\x05actor\x18\x01 \x01(\tR\x05actorB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
@@ -2076,7 +2326,7 @@ func file_hotsplitv1_command_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_command_proto_rawDescData
 }
 
-var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_hotsplitv1_command_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_hotsplitv1_command_proto_goTypes = []any{
 	(*Command)(nil),        // 0: hotsplit.v1.Command
 	(*Bootstrap)(nil),      // 1: hotsplit.v1.Bootstrap
@@ -2089,21 +2339,24 @@ var file_hotsplitv1_command_proto_goTypes = []any{
 	(*AddGroup)(nil),       // 8: hotsplit.v1.AddGroup
 	(*SetGroup)(nil),       // 9: hotsplit.v1.SetGroup
 	(*RemoveGroup)(nil),    // 10: hotsplit.v1.RemoveGroup
-	(*ObserveColumn)(nil),  // 11: hotsplit.v1.ObserveColumn
-	(*RouteLoads)(nil),     // 12: hotsplit.v1.RouteLoads
-	(*ColumnRow)(nil),      // 13: hotsplit.v1.ColumnRow
-	(*WeightedKey)(nil),    // 14: hotsplit.v1.WeightedKey
-	(*KeyEstimate)(nil),    // 15: hotsplit.v1.KeyEstimate
-	(*GroupLoad)(nil),      // 16: hotsplit.v1.GroupLoad
-	(*SetAutoSplit)(nil),   // 17: hotsplit.v1.SetAutoSplit
-	(*SetConfig)(nil),      // 18: hotsplit.v1.SetConfig
-	(*AbortOp)(nil),        // 19: hotsplit.v1.AbortOp
-	(*CheckState)(nil),     // 20: hotsplit.v1.CheckState
-	(*Config)(nil),         // 21: hotsplit.v1.Config
-	(*Member)(nil),         // 22: hotsplit.v1.Member
-	(GroupState)(0),        // 23: hotsplit.v1.GroupState
-	(SwitchSource)(0),      // 24: hotsplit.v1.SwitchSource
-	(*ConfigPatch)(nil),    // 25: hotsplit.v1.ConfigPatch
+	(*MoveRange)(nil),      // 11: hotsplit.v1.MoveRange
+	(*AckMove)(nil),        // 12: hotsplit.v1.AckMove
+	(*ObserveColumn)(nil),  // 13: hotsplit.v1.ObserveColumn
+	(*RouteLoads)(nil),     // 14: hotsplit.v1.RouteLoads
+	(*ColumnRow)(nil),      // 15: hotsplit.v1.ColumnRow
+	(*WeightedKey)(nil),    // 16: hotsplit.v1.WeightedKey
+	(*KeyEstimate)(nil),    // 17: hotsplit.v1.KeyEstimate
+	(*GroupLoad)(nil),      // 18: hotsplit.v1.GroupLoad
+	(*SetAutoSplit)(nil),   // 19: hotsplit.v1.SetAutoSplit
+	(*SetConfig)(nil),      // 20: hotsplit.v1.SetConfig
+	(*AbortOp)(nil),        // 21: hotsplit.v1.AbortOp
+	(*CheckState)(nil),     // 22: hotsplit.v1.CheckState
+	(*Config)(nil),         // 23: hotsplit.v1.Config
+	(*Member)(nil),         // 24: hotsplit.v1.Member
+	(GroupState)(0),        // 25: hotsplit.v1.GroupState
+	(MoveAck)(0),           // 26: hotsplit.v1.MoveAck
+	(SwitchSource)(0),      // 27: hotsplit.v1.SwitchSource
+	(*ConfigPatch)(nil),    // 28: hotsplit.v1.ConfigPatch
 }
 var file_hotsplitv1_command_proto_depIdxs = []int32{
 	1,  // 0: hotsplit.v1.Command.bootstrap:type_name -> hotsplit.v1.Bootstrap
@@ -2111,31 +2364,34 @@ var file_hotsplitv1_command_proto_depIdxs = []int32{
 	3,  // 2: hotsplit.v1.Command.set_member:type_name -> hotsplit.v1.SetMember
 	4,  // 3: hotsplit.v1.Command.remove_member:type_name -> hotsplit.v1.RemoveMember
 	6,  // 4: hotsplit.v1.Command.split_range:type_name -> hotsplit.v1.SplitRange
-	11, // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
-	17, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
-	18, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
-	19, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
+	13, // 5: hotsplit.v1.Command.observe_column:type_name -> hotsplit.v1.ObserveColumn
+	19, // 6: hotsplit.v1.Command.set_auto_split:type_name -> hotsplit.v1.SetAutoSplit
+	20, // 7: hotsplit.v1.Command.set_config:type_name -> hotsplit.v1.SetConfig
+	21, // 8: hotsplit.v1.Command.abort_op:type_name -> hotsplit.v1.AbortOp
 	5,  // 9: hotsplit.v1.Command.admit_member:type_name -> hotsplit.v1.AdmitMember
-	20, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
+	22, // 10: hotsplit.v1.Command.check_state:type_name -> hotsplit.v1.CheckState
 	7,  // 11: hotsplit.v1.Command.merge_range:type_name -> hotsplit.v1.MergeRange
 	8,  // 12: hotsplit.v1.Command.add_group:type_name -> hotsplit.v1.AddGroup
 	9,  // 13: hotsplit.v1.Command.set_group:type_name -> hotsplit.v1.SetGroup
 	10, // 14: hotsplit.v1.Command.remove_group:type_name -> hotsplit.v1.RemoveGroup
-	21, // 15: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
-	22, // 16: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
-	23, // 17: hotsplit.v1.SetGroup.state:type_name -> hotsplit.v1.GroupState
-	13, // 18: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
-	16, // 19: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
-	12, // 20: hotsplit.v1.ObserveColumn.route_loads:type_name -> hotsplit.v1.RouteLoads
-	15, // 21: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
-	14, // 22: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
-	24, // 23: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
-	25, // 24: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	11, // 15: hotsplit.v1.Command.move_range:type_name -> hotsplit.v1.MoveRange
+	12, // 16: hotsplit.v1.Command.ack_move:type_name -> hotsplit.v1.AckMove
+	23, // 17: hotsplit.v1.Bootstrap.config:type_name -> hotsplit.v1.Config
+	24, // 18: hotsplit.v1.SetMember.member:type_name -> hotsplit.v1.Member
+	25, // 19: hotsplit.v1.SetGroup.state:type_name -> hotsplit.v1.GroupState
+	26, // 20: hotsplit.v1.AckMove.ack:type_name -> hotsplit.v1.MoveAck
+	15, // 21: hotsplit.v1.ObserveColumn.rows:type_name -> hotsplit.v1.ColumnRow
+	18, // 22: hotsplit.v1.ObserveColumn.group_totals:type_name -> hotsplit.v1.GroupLoad
+	14, // 23: hotsplit.v1.ObserveColumn.route_loads:type_name -> hotsplit.v1.RouteLoads
+	17, // 24: hotsplit.v1.ColumnRow.top_keys:type_name -> hotsplit.v1.KeyEstimate
+	16, // 25: hotsplit.v1.ColumnRow.samples:type_name -> hotsplit.v1.WeightedKey
+	27, // 26: hotsplit.v1.SetAutoSplit.source:type_name -> hotsplit.v1.SwitchSource
+	28, // 27: hotsplit.v1.SetConfig.patch:type_name -> hotsplit.v1.ConfigPatch
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_command_proto_init() }
@@ -2161,17 +2417,20 @@ func file_hotsplitv1_command_proto_init() {
 		(*Command_AddGroup)(nil),
 		(*Command_SetGroup)(nil),
 		(*Command_RemoveGroup)(nil),
+		(*Command_MoveRange)(nil),
+		(*Command_AckMove)(nil),
 	}
 	file_hotsplitv1_command_proto_msgTypes[6].OneofWrappers = []any{}
 	file_hotsplitv1_command_proto_msgTypes[7].OneofWrappers = []any{}
 	file_hotsplitv1_command_proto_msgTypes[9].OneofWrappers = []any{}
+	file_hotsplitv1_command_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_command_proto_rawDesc), len(file_hotsplitv1_command_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -74,6 +74,12 @@ type Config struct {
 	// The merged estimate (the sum of both routes' recent peak scores) must
 	// lie at least merge_margin_bp of the threshold below it.
 	MergeMarginBp *uint32 `protobuf:"varint,54,opt,name=merge_margin_bp,json=mergeMarginBp,proto3,oneof" json:"merge_margin_bp,omitempty"`
+	// Field 60: cluster version 4, moves between shard groups
+	// (docs/design.md#moves). Absent below it; the raise to 4 sets it.
+	// A live move whose current step (begin or fence) started move_ttl_ms
+	// ago without the acknowledgements it waits for is aborted by the
+	// leader.
+	MoveTtlMs     *uint64 `protobuf:"varint,60,opt,name=move_ttl_ms,json=moveTtlMs,proto3,oneof" json:"move_ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -269,6 +275,13 @@ func (x *Config) GetMergeMarginBp() uint32 {
 	return 0
 }
 
+func (x *Config) GetMoveTtlMs() uint64 {
+	if x != nil && x.MoveTtlMs != nil {
+		return *x.MoveTtlMs
+	}
+	return 0
+}
+
 // ConfigPatch changes the listed fields of Config and leaves the others.
 type ConfigPatch struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -293,8 +306,10 @@ type ConfigPatch struct {
 	MergeDelayMs      *uint64 `protobuf:"varint,52,opt,name=merge_delay_ms,json=mergeDelayMs,proto3,oneof" json:"merge_delay_ms,omitempty"`
 	MaxMergesPerCycle *uint32 `protobuf:"varint,53,opt,name=max_merges_per_cycle,json=maxMergesPerCycle,proto3,oneof" json:"max_merges_per_cycle,omitempty"`
 	MergeMarginBp     *uint32 `protobuf:"varint,54,opt,name=merge_margin_bp,json=mergeMarginBp,proto3,oneof" json:"merge_margin_bp,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Cluster version 4.
+	MoveTtlMs     *uint64 `protobuf:"varint,60,opt,name=move_ttl_ms,json=moveTtlMs,proto3,oneof" json:"move_ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigPatch) Reset() {
@@ -467,11 +482,18 @@ func (x *ConfigPatch) GetMergeMarginBp() uint32 {
 	return 0
 }
 
+func (x *ConfigPatch) GetMoveTtlMs() uint64 {
+	if x != nil && x.MoveTtlMs != nil {
+		return *x.MoveTtlMs
+	}
+	return 0
+}
+
 var File_hotsplitv1_config_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xbe\b\n" +
+	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xf3\b\n" +
 	"\x06Config\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x04R\tthreshold\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x00R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -500,7 +522,8 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\rmerge_windows\x183 \x01(\rH\x04R\fmergeWindows\x88\x01\x01\x12)\n" +
 	"\x0emerge_delay_ms\x184 \x01(\x04H\x05R\fmergeDelayMs\x88\x01\x01\x124\n" +
 	"\x14max_merges_per_cycle\x185 \x01(\rH\x06R\x11maxMergesPerCycle\x88\x01\x01\x12+\n" +
-	"\x0fmerge_margin_bp\x186 \x01(\rH\aR\rmergeMarginBp\x88\x01\x01B\x0f\n" +
+	"\x0fmerge_margin_bp\x186 \x01(\rH\aR\rmergeMarginBp\x88\x01\x01\x12#\n" +
+	"\vmove_ttl_ms\x18< \x01(\x04H\bR\tmoveTtlMs\x88\x01\x01B\x0f\n" +
 	"\r_write_weightB\x0e\n" +
 	"\f_read_weightB\x0f\n" +
 	"\r_hold_band_bpB\x15\n" +
@@ -508,7 +531,9 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x0e_merge_windowsB\x11\n" +
 	"\x0f_merge_delay_msB\x17\n" +
 	"\x15_max_merges_per_cycleB\x12\n" +
-	"\x10_merge_margin_bp\"\xd8\t\n" +
+	"\x10_merge_margin_bpB\x0e\n" +
+	"\f_move_ttl_ms\"\x8d\n" +
+	"\n" +
 	"\vConfigPatch\x12!\n" +
 	"\tthreshold\x18\x01 \x01(\x04H\x00R\tthreshold\x88\x01\x01\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x01R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -534,7 +559,8 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\rmerge_windows\x183 \x01(\rH\x10R\fmergeWindows\x88\x01\x01\x12)\n" +
 	"\x0emerge_delay_ms\x184 \x01(\x04H\x11R\fmergeDelayMs\x88\x01\x01\x124\n" +
 	"\x14max_merges_per_cycle\x185 \x01(\rH\x12R\x11maxMergesPerCycle\x88\x01\x01\x12+\n" +
-	"\x0fmerge_margin_bp\x186 \x01(\rH\x13R\rmergeMarginBp\x88\x01\x01B\f\n" +
+	"\x0fmerge_margin_bp\x186 \x01(\rH\x13R\rmergeMarginBp\x88\x01\x01\x12#\n" +
+	"\vmove_ttl_ms\x18< \x01(\x04H\x14R\tmoveTtlMs\x88\x01\x01B\f\n" +
 	"\n" +
 	"_thresholdB\x0f\n" +
 	"\r_write_weightB\x0e\n" +
@@ -558,7 +584,8 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x0e_merge_windowsB\x11\n" +
 	"\x0f_merge_delay_msB\x17\n" +
 	"\x15_max_merges_per_cycleB\x12\n" +
-	"\x10_merge_margin_bpB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\x10_merge_margin_bpB\x0e\n" +
+	"\f_move_ttl_msB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_config_proto_rawDescOnce sync.Once

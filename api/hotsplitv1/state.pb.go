@@ -393,6 +393,9 @@ const (
 	OpAbortReason_OP_ABORT_REASON_NOT_ACTIVE    OpAbortReason = 4
 	OpAbortReason_OP_ABORT_REASON_OPERATOR      OpAbortReason = 5
 	OpAbortReason_OP_ABORT_REASON_INVALID_KEY   OpAbortReason = 6
+	// Cluster version 4: a move's step waited move_ttl_ms for its
+	// acknowledgements.
+	OpAbortReason_OP_ABORT_REASON_MOVE_TTL OpAbortReason = 7
 )
 
 // Enum value maps for OpAbortReason.
@@ -405,6 +408,7 @@ var (
 		4: "OP_ABORT_REASON_NOT_ACTIVE",
 		5: "OP_ABORT_REASON_OPERATOR",
 		6: "OP_ABORT_REASON_INVALID_KEY",
+		7: "OP_ABORT_REASON_MOVE_TTL",
 	}
 	OpAbortReason_value = map[string]int32{
 		"OP_ABORT_REASON_UNSPECIFIED":   0,
@@ -414,6 +418,7 @@ var (
 		"OP_ABORT_REASON_NOT_ACTIVE":    4,
 		"OP_ABORT_REASON_OPERATOR":      5,
 		"OP_ABORT_REASON_INVALID_KEY":   6,
+		"OP_ABORT_REASON_MOVE_TTL":      7,
 	}
 )
 
@@ -451,6 +456,9 @@ const (
 	OpKind_OP_KIND_SPLIT OpKind = 0
 	// Cluster version 3: one MergeRange step joining two adjacent routes.
 	OpKind_OP_KIND_MERGE OpKind = 1
+	// Cluster version 4: a move of one route to another shard group, whose
+	// steps wait for the data plane's acknowledgements.
+	OpKind_OP_KIND_MOVE OpKind = 2
 )
 
 // Enum value maps for OpKind.
@@ -458,10 +466,12 @@ var (
 	OpKind_name = map[int32]string{
 		0: "OP_KIND_SPLIT",
 		1: "OP_KIND_MERGE",
+		2: "OP_KIND_MOVE",
 	}
 	OpKind_value = map[string]int32{
 		"OP_KIND_SPLIT": 0,
 		"OP_KIND_MERGE": 1,
+		"OP_KIND_MOVE":  2,
 	}
 )
 
@@ -490,6 +500,67 @@ func (x OpKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use OpKind.Descriptor instead.
 func (OpKind) EnumDescriptor() ([]byte, []int) {
 	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{6}
+}
+
+// MoveAck is what a data node acknowledges of a move (cluster version 4,
+// docs/design.md#moves).
+type MoveAck int32
+
+const (
+	MoveAck_MOVE_ACK_UNSPECIFIED MoveAck = 0
+	// A node of the target group holds a copy of the route's data as of the
+	// begin (the move's step 2, the fence, waits for every target node's).
+	MoveAck_MOVE_ACK_COPIED MoveAck = 1
+	// A node of the source group serves nothing more for the route: every
+	// write it took is durable or refused; watermark is its last one.
+	MoveAck_MOVE_ACK_FENCED MoveAck = 2
+	// A node of the target group has applied every write up to the source's
+	// final watermark (the move's step 3, the commit, waits for every
+	// target node's).
+	MoveAck_MOVE_ACK_CAUGHT_UP MoveAck = 3
+)
+
+// Enum value maps for MoveAck.
+var (
+	MoveAck_name = map[int32]string{
+		0: "MOVE_ACK_UNSPECIFIED",
+		1: "MOVE_ACK_COPIED",
+		2: "MOVE_ACK_FENCED",
+		3: "MOVE_ACK_CAUGHT_UP",
+	}
+	MoveAck_value = map[string]int32{
+		"MOVE_ACK_UNSPECIFIED": 0,
+		"MOVE_ACK_COPIED":      1,
+		"MOVE_ACK_FENCED":      2,
+		"MOVE_ACK_CAUGHT_UP":   3,
+	}
+)
+
+func (x MoveAck) Enum() *MoveAck {
+	p := new(MoveAck)
+	*p = x
+	return p
+}
+
+func (x MoveAck) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MoveAck) Descriptor() protoreflect.EnumDescriptor {
+	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
+}
+
+func (MoveAck) Type() protoreflect.EnumType {
+	return &file_hotsplitv1_state_proto_enumTypes[7]
+}
+
+func (x MoveAck) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MoveAck.Descriptor instead.
+func (MoveAck) EnumDescriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
 }
 
 // AutoSplitFlag is a member's explicit --autoSplit start flag
@@ -527,11 +598,11 @@ func (x AutoSplitFlag) String() string {
 }
 
 func (AutoSplitFlag) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[7].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
 }
 
 func (AutoSplitFlag) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[7]
+	return &file_hotsplitv1_state_proto_enumTypes[8]
 }
 
 func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
@@ -540,7 +611,7 @@ func (x AutoSplitFlag) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AutoSplitFlag.Descriptor instead.
 func (AutoSplitFlag) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{7}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
 }
 
 // GroupState is a shard group's state (cluster version 4, shard_groups).
@@ -580,11 +651,11 @@ func (x GroupState) String() string {
 }
 
 func (GroupState) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[8].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
 }
 
 func (GroupState) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[8]
+	return &file_hotsplitv1_state_proto_enumTypes[9]
 }
 
 func (x GroupState) Number() protoreflect.EnumNumber {
@@ -593,7 +664,7 @@ func (x GroupState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupState.Descriptor instead.
 func (GroupState) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{8}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
 }
 
 type DecisionKind int32
@@ -624,6 +695,10 @@ const (
 	// Cluster version 4: an operator added, changed or removed a shard
 	// group; detail says which and what.
 	DecisionKind_DECISION_KIND_GROUP DecisionKind = 30
+	// Cluster version 4: a move's step applied (begun, fenced, committed;
+	// an abort is OP_ABORTED). route_id is the route, detail says the step
+	// and both groups.
+	DecisionKind_DECISION_KIND_MOVE DecisionKind = 31
 )
 
 // Enum value maps for DecisionKind.
@@ -647,6 +722,7 @@ var (
 		22: "DECISION_KIND_MERGE_DECLINED",
 		23: "DECISION_KIND_MERGE_SUPPRESSED",
 		30: "DECISION_KIND_GROUP",
+		31: "DECISION_KIND_MOVE",
 	}
 	DecisionKind_value = map[string]int32{
 		"DECISION_KIND_UNSPECIFIED":      0,
@@ -667,6 +743,7 @@ var (
 		"DECISION_KIND_MERGE_DECLINED":   22,
 		"DECISION_KIND_MERGE_SUPPRESSED": 23,
 		"DECISION_KIND_GROUP":            30,
+		"DECISION_KIND_MOVE":             31,
 	}
 )
 
@@ -681,11 +758,11 @@ func (x DecisionKind) String() string {
 }
 
 func (DecisionKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[9].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[10].Descriptor()
 }
 
 func (DecisionKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[9]
+	return &file_hotsplitv1_state_proto_enumTypes[10]
 }
 
 func (x DecisionKind) Number() protoreflect.EnumNumber {
@@ -694,7 +771,7 @@ func (x DecisionKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DecisionKind.Descriptor instead.
 func (DecisionKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{9}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
 }
 
 // ResultCode is the business outcome of an applied command. Anything but OK
@@ -742,6 +819,15 @@ const (
 	ResultCode_RESULT_CODE_GROUP_CONFLICT ResultCode = 42
 	// The cluster has MaxGroups shard groups already.
 	ResultCode_RESULT_CODE_GROUP_LIMIT ResultCode = 43
+	// Cluster version 4 (range_moves): a move to a group that is not ACTIVE,
+	// to the route's own group, or between groups without data nodes.
+	ResultCode_RESULT_CODE_MOVE_REFUSED ResultCode = 44
+	// A move acknowledgement from an identity that does not serve the group
+	// that owes it.
+	ResultCode_RESULT_CODE_MOVE_ACK_WRONG_GROUP ResultCode = 45
+	// A move acknowledgement for another op, route, step or catalog version
+	// than the move waits for, or naming another watermark.
+	ResultCode_RESULT_CODE_MOVE_ACK_STALE ResultCode = 46
 )
 
 // Enum value maps for ResultCode.
@@ -773,6 +859,9 @@ var (
 		41: "RESULT_CODE_GROUP_NOT_EMPTY",
 		42: "RESULT_CODE_GROUP_CONFLICT",
 		43: "RESULT_CODE_GROUP_LIMIT",
+		44: "RESULT_CODE_MOVE_REFUSED",
+		45: "RESULT_CODE_MOVE_ACK_WRONG_GROUP",
+		46: "RESULT_CODE_MOVE_ACK_STALE",
 	}
 	ResultCode_value = map[string]int32{
 		"RESULT_CODE_OK":                         0,
@@ -801,6 +890,9 @@ var (
 		"RESULT_CODE_GROUP_NOT_EMPTY":            41,
 		"RESULT_CODE_GROUP_CONFLICT":             42,
 		"RESULT_CODE_GROUP_LIMIT":                43,
+		"RESULT_CODE_MOVE_REFUSED":               44,
+		"RESULT_CODE_MOVE_ACK_WRONG_GROUP":       45,
+		"RESULT_CODE_MOVE_ACK_STALE":             46,
 	}
 )
 
@@ -815,11 +907,11 @@ func (x ResultCode) String() string {
 }
 
 func (ResultCode) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[10].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[11].Descriptor()
 }
 
 func (ResultCode) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[10]
+	return &file_hotsplitv1_state_proto_enumTypes[11]
 }
 
 func (x ResultCode) Number() protoreflect.EnumNumber {
@@ -828,7 +920,7 @@ func (x ResultCode) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ResultCode.Descriptor instead.
 func (ResultCode) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{10}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
 }
 
 // HeatmapMarkKind says what changed the catalog at a mark.
@@ -865,11 +957,11 @@ func (x HeatmapMarkKind) String() string {
 }
 
 func (HeatmapMarkKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[11].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[12].Descriptor()
 }
 
 func (HeatmapMarkKind) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[11]
+	return &file_hotsplitv1_state_proto_enumTypes[12]
 }
 
 func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
@@ -878,7 +970,7 @@ func (x HeatmapMarkKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HeatmapMarkKind.Descriptor instead.
 func (HeatmapMarkKind) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{11}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
 }
 
 // HeatmapMergeOrigin says who decided a merge.
@@ -915,11 +1007,11 @@ func (x HeatmapMergeOrigin) String() string {
 }
 
 func (HeatmapMergeOrigin) Descriptor() protoreflect.EnumDescriptor {
-	return file_hotsplitv1_state_proto_enumTypes[12].Descriptor()
+	return file_hotsplitv1_state_proto_enumTypes[13].Descriptor()
 }
 
 func (HeatmapMergeOrigin) Type() protoreflect.EnumType {
-	return &file_hotsplitv1_state_proto_enumTypes[12]
+	return &file_hotsplitv1_state_proto_enumTypes[13]
 }
 
 func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
@@ -928,7 +1020,7 @@ func (x HeatmapMergeOrigin) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use HeatmapMergeOrigin.Descriptor instead.
 func (HeatmapMergeOrigin) EnumDescriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
 }
 
 type AutoSplitSwitch struct {
@@ -1627,9 +1719,30 @@ type Op struct {
 	// keys and one step; target_route_id, target_start and target_end are
 	// the planned left route, right_route_id and [target_end, right_end) the
 	// right one; route_delta is -1 and score the merged estimate.
-	Kind          OpKind `protobuf:"varint,50,opt,name=kind,proto3,enum=hotsplit.v1.OpKind" json:"kind,omitempty"`
-	RightRouteId  uint64 `protobuf:"varint,51,opt,name=right_route_id,json=rightRouteId,proto3" json:"right_route_id,omitempty"`
-	RightEnd      []byte `protobuf:"bytes,52,opt,name=right_end,json=rightEnd,proto3" json:"right_end,omitempty"`
+	Kind         OpKind `protobuf:"varint,50,opt,name=kind,proto3,enum=hotsplit.v1.OpKind" json:"kind,omitempty"`
+	RightRouteId uint64 `protobuf:"varint,51,opt,name=right_route_id,json=rightRouteId,proto3" json:"right_route_id,omitempty"`
+	RightEnd     []byte `protobuf:"bytes,52,opt,name=right_end,json=rightEnd,proto3" json:"right_end,omitempty"`
+	// Fields 60-69: cluster version 4, MOVE ops (docs/design.md#moves). A
+	// move has three steps: 1 begin (applied when the op is made), 2 fence,
+	// 3 commit; next_step is 2 or 3 while it is live. target_route_id is
+	// the route, target_start and target_end its range.
+	SourceGroupId uint64 `protobuf:"varint,60,opt,name=source_group_id,json=sourceGroupId,proto3" json:"source_group_id,omitempty"`
+	TargetGroupId uint64 `protobuf:"varint,61,opt,name=target_group_id,json=targetGroupId,proto3" json:"target_group_id,omitempty"`
+	// The catalog version the last applied step produced: acknowledgements
+	// name it.
+	StepCatalogVersion uint64 `protobuf:"varint,62,opt,name=step_catalog_version,json=stepCatalogVersion,proto3" json:"step_catalog_version,omitempty"`
+	// HLC at which the last applied step took effect (move_ttl_ms runs from
+	// it).
+	StepHlc uint64 `protobuf:"varint,63,opt,name=step_hlc,json=stepHlc,proto3" json:"step_hlc,omitempty"`
+	// The identities whose acknowledgement of the current wait has applied,
+	// sorted: copied (target, before the fence), fenced (source) and caught
+	// up (target, after it).
+	AckedCopied   []string `protobuf:"bytes,64,rep,name=acked_copied,json=ackedCopied,proto3" json:"acked_copied,omitempty"`
+	AckedFenced   []string `protobuf:"bytes,65,rep,name=acked_fenced,json=ackedFenced,proto3" json:"acked_fenced,omitempty"`
+	AckedCaughtUp []string `protobuf:"bytes,66,rep,name=acked_caught_up,json=ackedCaughtUp,proto3" json:"acked_caught_up,omitempty"`
+	// The highest final write watermark of the source's fence
+	// acknowledgements: the caught-up acknowledgements must name it.
+	Watermark     uint64 `protobuf:"varint,67,opt,name=watermark,proto3" json:"watermark,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1816,6 +1929,62 @@ func (x *Op) GetRightEnd() []byte {
 		return x.RightEnd
 	}
 	return nil
+}
+
+func (x *Op) GetSourceGroupId() uint64 {
+	if x != nil {
+		return x.SourceGroupId
+	}
+	return 0
+}
+
+func (x *Op) GetTargetGroupId() uint64 {
+	if x != nil {
+		return x.TargetGroupId
+	}
+	return 0
+}
+
+func (x *Op) GetStepCatalogVersion() uint64 {
+	if x != nil {
+		return x.StepCatalogVersion
+	}
+	return 0
+}
+
+func (x *Op) GetStepHlc() uint64 {
+	if x != nil {
+		return x.StepHlc
+	}
+	return 0
+}
+
+func (x *Op) GetAckedCopied() []string {
+	if x != nil {
+		return x.AckedCopied
+	}
+	return nil
+}
+
+func (x *Op) GetAckedFenced() []string {
+	if x != nil {
+		return x.AckedFenced
+	}
+	return nil
+}
+
+func (x *Op) GetAckedCaughtUp() []string {
+	if x != nil {
+		return x.AckedCaughtUp
+	}
+	return nil
+}
+
+func (x *Op) GetWatermark() uint64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
 }
 
 // Admission is a node an admin has admitted that has not joined yet.
@@ -3287,7 +3456,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x06weight\x18\x02 \x01(\x04R\x06weight\x12\x1a\n" +
 	"\bvariance\x18\x03 \x01(\x04R\bvariance\x12\x14\n" +
 	"\x05known\x18\x04 \x01(\bR\x05known\x12\x10\n" +
-	"\x03age\x18\x05 \x01(\rR\x03age\"\x8e\x06\n" +
+	"\x03age\x18\x05 \x01(\rR\x03age\"\xb7\b\n" +
 	"\x02Op\x12\x13\n" +
 	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12&\n" +
 	"\x0fparent_route_id\x18\x02 \x01(\x04R\rparentRouteId\x12\x1d\n" +
@@ -3316,7 +3485,15 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x04note\x18\x14 \x01(\tR\x04note\x12'\n" +
 	"\x04kind\x182 \x01(\x0e2\x13.hotsplit.v1.OpKindR\x04kind\x12$\n" +
 	"\x0eright_route_id\x183 \x01(\x04R\frightRouteId\x12\x1b\n" +
-	"\tright_end\x184 \x01(\fR\brightEnd\"\x7f\n" +
+	"\tright_end\x184 \x01(\fR\brightEnd\x12&\n" +
+	"\x0fsource_group_id\x18< \x01(\x04R\rsourceGroupId\x12&\n" +
+	"\x0ftarget_group_id\x18= \x01(\x04R\rtargetGroupId\x120\n" +
+	"\x14step_catalog_version\x18> \x01(\x04R\x12stepCatalogVersion\x12\x19\n" +
+	"\bstep_hlc\x18? \x01(\x04R\astepHlc\x12!\n" +
+	"\facked_copied\x18@ \x03(\tR\vackedCopied\x12!\n" +
+	"\facked_fenced\x18A \x03(\tR\vackedFenced\x12&\n" +
+	"\x0facked_caught_up\x18B \x03(\tR\rackedCaughtUp\x12\x1c\n" +
+	"\twatermark\x18C \x01(\x04R\twatermark\"\x7f\n" +
 	"\tAdmission\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12&\n" +
@@ -3509,7 +3686,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x10OP_STATE_RUNNING\x10\x02\x12\x13\n" +
 	"\x0fOP_STATE_PAUSED\x10\x03\x12\x11\n" +
 	"\rOP_STATE_DONE\x10\x04\x12\x14\n" +
-	"\x10OP_STATE_ABORTED\x10\x05*\xed\x01\n" +
+	"\x10OP_STATE_ABORTED\x10\x05*\x8b\x02\n" +
 	"\rOpAbortReason\x12\x1f\n" +
 	"\x1bOP_ABORT_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15OP_ABORT_REASON_STALE\x10\x01\x12\x1e\n" +
@@ -3517,10 +3694,17 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1dOP_ABORT_REASON_SHAPE_CHANGED\x10\x03\x12\x1e\n" +
 	"\x1aOP_ABORT_REASON_NOT_ACTIVE\x10\x04\x12\x1c\n" +
 	"\x18OP_ABORT_REASON_OPERATOR\x10\x05\x12\x1f\n" +
-	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06*.\n" +
+	"\x1bOP_ABORT_REASON_INVALID_KEY\x10\x06\x12\x1c\n" +
+	"\x18OP_ABORT_REASON_MOVE_TTL\x10\a*@\n" +
 	"\x06OpKind\x12\x11\n" +
 	"\rOP_KIND_SPLIT\x10\x00\x12\x11\n" +
-	"\rOP_KIND_MERGE\x10\x01*[\n" +
+	"\rOP_KIND_MERGE\x10\x01\x12\x10\n" +
+	"\fOP_KIND_MOVE\x10\x02*e\n" +
+	"\aMoveAck\x12\x18\n" +
+	"\x14MOVE_ACK_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fMOVE_ACK_COPIED\x10\x01\x12\x13\n" +
+	"\x0fMOVE_ACK_FENCED\x10\x02\x12\x16\n" +
+	"\x12MOVE_ACK_CAUGHT_UP\x10\x03*[\n" +
 	"\rAutoSplitFlag\x12\x19\n" +
 	"\x15AUTO_SPLIT_FLAG_UNSET\x10\x00\x12\x17\n" +
 	"\x13AUTO_SPLIT_FLAG_OFF\x10\x01\x12\x16\n" +
@@ -3529,7 +3713,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"GroupState\x12\x1b\n" +
 	"\x17GROUP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12GROUP_STATE_ACTIVE\x10\x01\x12\x18\n" +
-	"\x14GROUP_STATE_DRAINING\x10\x02*\xac\x04\n" +
+	"\x14GROUP_STATE_DRAINING\x10\x02*\xc4\x04\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -3549,7 +3733,8 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1bDECISION_KIND_MERGE_APPLIED\x10\x15\x12 \n" +
 	"\x1cDECISION_KIND_MERGE_DECLINED\x10\x16\x12\"\n" +
 	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17\x12\x17\n" +
-	"\x13DECISION_KIND_GROUP\x10\x1e*\xee\x06\n" +
+	"\x13DECISION_KIND_GROUP\x10\x1e\x12\x16\n" +
+	"\x12DECISION_KIND_MOVE\x10\x1f*\xd2\a\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -3578,7 +3763,10 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1bRESULT_CODE_GROUP_NOT_FOUND\x10(\x12\x1f\n" +
 	"\x1bRESULT_CODE_GROUP_NOT_EMPTY\x10)\x12\x1e\n" +
 	"\x1aRESULT_CODE_GROUP_CONFLICT\x10*\x12\x1b\n" +
-	"\x17RESULT_CODE_GROUP_LIMIT\x10+*n\n" +
+	"\x17RESULT_CODE_GROUP_LIMIT\x10+\x12\x1c\n" +
+	"\x18RESULT_CODE_MOVE_REFUSED\x10,\x12$\n" +
+	" RESULT_CODE_MOVE_ACK_WRONG_GROUP\x10-\x12\x1e\n" +
+	"\x1aRESULT_CODE_MOVE_ACK_STALE\x10.*n\n" +
 	"\x0fHeatmapMarkKind\x12!\n" +
 	"\x1dHEATMAP_MARK_KIND_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17HEATMAP_MARK_KIND_SPLIT\x10\x01\x12\x1b\n" +
@@ -3600,7 +3788,7 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 	return file_hotsplitv1_state_proto_rawDescData
 }
 
-var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 13)
+var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
 var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_hotsplitv1_state_proto_goTypes = []any{
 	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
@@ -3610,33 +3798,34 @@ var file_hotsplitv1_state_proto_goTypes = []any{
 	(OpState)(0),            // 4: hotsplit.v1.OpState
 	(OpAbortReason)(0),      // 5: hotsplit.v1.OpAbortReason
 	(OpKind)(0),             // 6: hotsplit.v1.OpKind
-	(AutoSplitFlag)(0),      // 7: hotsplit.v1.AutoSplitFlag
-	(GroupState)(0),         // 8: hotsplit.v1.GroupState
-	(DecisionKind)(0),       // 9: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 10: hotsplit.v1.ResultCode
-	(HeatmapMarkKind)(0),    // 11: hotsplit.v1.HeatmapMarkKind
-	(HeatmapMergeOrigin)(0), // 12: hotsplit.v1.HeatmapMergeOrigin
-	(*AutoSplitSwitch)(nil), // 13: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 14: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 15: hotsplit.v1.TrackedRoute
-	(*PooledKey)(nil),       // 16: hotsplit.v1.PooledKey
-	(*Op)(nil),              // 17: hotsplit.v1.Op
-	(*Admission)(nil),       // 18: hotsplit.v1.Admission
-	(*Member)(nil),          // 19: hotsplit.v1.Member
-	(*ShardGroup)(nil),      // 20: hotsplit.v1.ShardGroup
-	(*Decision)(nil),        // 21: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 22: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 23: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 24: hotsplit.v1.StateSnapshot
-	(*ColdState)(nil),       // 25: hotsplit.v1.ColdState
-	(*HeatmapPages)(nil),    // 26: hotsplit.v1.HeatmapPages
-	(*HeatmapHistory)(nil),  // 27: hotsplit.v1.HeatmapHistory
-	(*HeatmapLevel)(nil),    // 28: hotsplit.v1.HeatmapLevel
-	(*HeatmapColumn)(nil),   // 29: hotsplit.v1.HeatmapColumn
-	(*HeatmapMark)(nil),     // 30: hotsplit.v1.HeatmapMark
-	(*RouteDescriptor)(nil), // 31: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 32: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 33: hotsplit.v1.CatalogSnapshot
+	(MoveAck)(0),            // 7: hotsplit.v1.MoveAck
+	(AutoSplitFlag)(0),      // 8: hotsplit.v1.AutoSplitFlag
+	(GroupState)(0),         // 9: hotsplit.v1.GroupState
+	(DecisionKind)(0),       // 10: hotsplit.v1.DecisionKind
+	(ResultCode)(0),         // 11: hotsplit.v1.ResultCode
+	(HeatmapMarkKind)(0),    // 12: hotsplit.v1.HeatmapMarkKind
+	(HeatmapMergeOrigin)(0), // 13: hotsplit.v1.HeatmapMergeOrigin
+	(*AutoSplitSwitch)(nil), // 14: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),     // 15: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),    // 16: hotsplit.v1.TrackedRoute
+	(*PooledKey)(nil),       // 17: hotsplit.v1.PooledKey
+	(*Op)(nil),              // 18: hotsplit.v1.Op
+	(*Admission)(nil),       // 19: hotsplit.v1.Admission
+	(*Member)(nil),          // 20: hotsplit.v1.Member
+	(*ShardGroup)(nil),      // 21: hotsplit.v1.ShardGroup
+	(*Decision)(nil),        // 22: hotsplit.v1.Decision
+	(*CommandResult)(nil),   // 23: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),   // 24: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),   // 25: hotsplit.v1.StateSnapshot
+	(*ColdState)(nil),       // 26: hotsplit.v1.ColdState
+	(*HeatmapPages)(nil),    // 27: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),  // 28: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),    // 29: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),   // 30: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),     // 31: hotsplit.v1.HeatmapMark
+	(*RouteDescriptor)(nil), // 32: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),          // 33: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil), // 34: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
@@ -3644,47 +3833,47 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	1,  // 2: hotsplit.v1.Explanation.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 3: hotsplit.v1.Explanation.isolation_reason:type_name -> hotsplit.v1.Reason
 	3,  // 4: hotsplit.v1.Explanation.split_evidence:type_name -> hotsplit.v1.SplitEvidence
-	14, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
-	14, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
-	16, // 7: hotsplit.v1.TrackedRoute.pooled_evidence:type_name -> hotsplit.v1.PooledKey
+	15, // 5: hotsplit.v1.TrackedRoute.explanation:type_name -> hotsplit.v1.Explanation
+	15, // 6: hotsplit.v1.TrackedRoute.merge_explanation:type_name -> hotsplit.v1.Explanation
+	17, // 7: hotsplit.v1.TrackedRoute.pooled_evidence:type_name -> hotsplit.v1.PooledKey
 	1,  // 8: hotsplit.v1.Op.origin:type_name -> hotsplit.v1.SplitOrigin
 	4,  // 9: hotsplit.v1.Op.state:type_name -> hotsplit.v1.OpState
 	5,  // 10: hotsplit.v1.Op.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	22, // 11: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
+	23, // 11: hotsplit.v1.Op.step_results:type_name -> hotsplit.v1.CommandResult
 	6,  // 12: hotsplit.v1.Op.kind:type_name -> hotsplit.v1.OpKind
-	7,  // 13: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	8,  // 14: hotsplit.v1.ShardGroup.state:type_name -> hotsplit.v1.GroupState
-	9,  // 15: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
+	8,  // 13: hotsplit.v1.Member.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	9,  // 14: hotsplit.v1.ShardGroup.state:type_name -> hotsplit.v1.GroupState
+	10, // 15: hotsplit.v1.Decision.kind:type_name -> hotsplit.v1.DecisionKind
 	1,  // 16: hotsplit.v1.Decision.origin:type_name -> hotsplit.v1.SplitOrigin
 	2,  // 17: hotsplit.v1.Decision.reason:type_name -> hotsplit.v1.Reason
 	5,  // 18: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
-	14, // 19: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
-	10, // 20: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	31, // 21: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	32, // 22: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
-	13, // 23: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	17, // 24: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
-	20, // 25: hotsplit.v1.CommandResult.group:type_name -> hotsplit.v1.ShardGroup
-	22, // 26: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	33, // 27: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	32, // 28: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
-	13, // 29: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	19, // 30: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
-	15, // 31: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
-	17, // 32: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
-	21, // 33: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
-	23, // 34: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
-	18, // 35: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	27, // 36: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
-	26, // 37: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
-	25, // 38: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
-	20, // 39: hotsplit.v1.StateSnapshot.groups:type_name -> hotsplit.v1.ShardGroup
-	28, // 40: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
-	30, // 41: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
-	29, // 42: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
-	11, // 43: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	15, // 19: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
+	11, // 20: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
+	32, // 21: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	33, // 22: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	14, // 23: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	18, // 24: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
+	21, // 25: hotsplit.v1.CommandResult.group:type_name -> hotsplit.v1.ShardGroup
+	23, // 26: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
+	34, // 27: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	33, // 28: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	14, // 29: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	20, // 30: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
+	16, // 31: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
+	18, // 32: hotsplit.v1.StateSnapshot.ops:type_name -> hotsplit.v1.Op
+	22, // 33: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
+	24, // 34: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
+	19, // 35: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
+	28, // 36: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	27, // 37: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	26, // 38: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	21, // 39: hotsplit.v1.StateSnapshot.groups:type_name -> hotsplit.v1.ShardGroup
+	29, // 40: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	31, // 41: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	30, // 42: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	12, // 43: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
 	1,  // 44: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
-	12, // 45: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	13, // 45: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
 	46, // [46:46] is the sub-list for method output_type
 	46, // [46:46] is the sub-list for method input_type
 	46, // [46:46] is the sub-list for extension type_name
@@ -3704,7 +3893,7 @@ func file_hotsplitv1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
-			NumEnums:      13,
+			NumEnums:      14,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
