@@ -90,6 +90,11 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 				return fmt.Errorf("%w: version %d removes route %d, which is not live", errCatalogGap, d.Version, id)
 			}
 		}
+		for _, r := range d.Changed {
+			if f.routes[r.RouteId] == nil {
+				return fmt.Errorf("%w: version %d changes route %d, which is not live", errCatalogGap, d.Version, r.RouteId)
+			}
+		}
 		added := make(map[uint64]bool, len(d.Added))
 		for _, r := range d.Added {
 			if f.routes[r.RouteId] != nil || added[r.RouteId] {
@@ -101,6 +106,9 @@ func (f *routeFollower) apply(ev *api.WatchRoutesResponse) error {
 			delete(f.routes, id)
 		}
 		for _, r := range d.Added {
+			f.routes[r.RouteId] = catalog.RouteFromProto(r)
+		}
+		for _, r := range d.Changed {
 			f.routes[r.RouteId] = catalog.RouteFromProto(r)
 		}
 		f.version = d.Version

@@ -97,9 +97,20 @@ func (f *follower) apply(ev *api.WatchRoutesResponse) (bool, error) {
 		}
 		removed[id] = true
 	}
+	// A move's step changes a route in place (cluster version 4).
+	changed := make(map[uint64]*api.RouteDescriptor, len(d.GetChanged()))
+	for _, r := range d.GetChanged() {
+		if _, ok := f.cat.Route(r.GetRouteId()); !ok || removed[r.GetRouteId()] {
+			return false, fmt.Errorf("%w: version %d changes route %d, which is not live", errCatalogGap, d.GetVersion(), r.GetRouteId())
+		}
+		changed[r.GetRouteId()] = r
+	}
 	routes := make([]*api.RouteDescriptor, 0, f.cat.Len()+len(d.GetAdded()))
 	f.cat.Ascend(func(r *catalog.RouteDescriptor) bool {
-		if !removed[r.ID] {
+		switch c, ok := changed[r.ID]; {
+		case ok:
+			routes = append(routes, c)
+		case !removed[r.ID]:
 			routes = append(routes, r.ToProto())
 		}
 		return true

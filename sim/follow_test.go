@@ -68,6 +68,8 @@ func TestFollowerSnapshotThenDeltas(t *testing.T) {
 		{ev: delta(5, []uint64{1}, rd(5, "", "b"), rd(6, "b", "m")), changed: true, version: 5, owners: []uint64{5, 6, 3, 4}},
 		// A merge of r6 and r3 (cluster version 3): two routes out, one in.
 		{ev: delta(6, []uint64{6, 3}, merged(7, "b", "t", 6, 3)), changed: true, version: 6, owners: []uint64{5, 7, 7, 4}},
+		// A move's step (cluster version 4): r4 changed in place, same id.
+		{ev: moved(7, rd(4, "t", ""), 3), changed: true, version: 7, owners: []uint64{5, 7, 7, 4}},
 		// A newer snapshot replaces everything.
 		{ev: page(9, 10, true, rd(8, "", "c"), rd(9, "c", "")), changed: true, version: 9, owners: []uint64{8, 8, 9, 9}},
 	}
@@ -116,6 +118,8 @@ func TestFollowerRefusesGaps(t *testing.T) {
 		{"snapshot with a hole", page(7, 9, true, rd(1, "", "m"), rd(2, "n", ""))},
 		{"snapshot with start not at the empty key", page(7, 9, true, rd(2, "a", ""))},
 		{"route id zero", page(7, 9, true, rd(0, "", ""))},
+		{"changes a route that is not live", moved(4, rd(9, "m", ""), 3)},
+		{"changes a route into a hole", moved(4, rd(2, "n", ""), 3)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f follower
@@ -237,4 +241,10 @@ func TestFollowerTakesANewClusterAtAnyVersion(t *testing.T) {
 	if _, err := f.apply(delta(4, []uint64{1}, rd(2, "", "x"), rd(3, "x", ""))); err != nil || f.cat.Version() != 4 {
 		t.Fatalf("deltas after the new snapshot: %v, version %d", err, f.cat.Version())
 	}
+}
+
+// moved is the delta of a move's step to version v: r now in group.
+func moved(v uint64, r *api.RouteDescriptor, group uint64) *api.WatchRoutesResponse {
+	r.GroupId = group
+	return &api.WatchRoutesResponse{Event: &api.WatchRoutesResponse_Delta{Delta: &api.CatalogDelta{Version: v, Changed: []*api.RouteDescriptor{r}}}}
 }

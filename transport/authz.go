@@ -39,6 +39,10 @@ var authzTable = map[string]rule{
 	api.Catalog_AddGroup_FullMethodName:     {role: RoleOperator, limit: limitMutation},
 	api.Catalog_SetGroup_FullMethodName:     {role: RoleOperator, limit: limitMutation},
 	api.Catalog_RemoveGroup_FullMethodName:  {role: RoleOperator, limit: limitMutation},
+	api.Catalog_MoveRange_FullMethodName:    {role: RoleOperator, limit: limitMutation},
+	// A data node acknowledges for itself: Apply refuses an identity that
+	// does not serve the group owing the acknowledgement.
+	api.Catalog_AckMove_FullMethodName: {role: RoleReporter, limit: limitMutation},
 
 	api.Load_Report_FullMethodName: {role: RoleReporter, self: reporterOf, selfOnly: true},
 

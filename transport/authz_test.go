@@ -56,11 +56,11 @@ func TestAuthorizationTableCoversEveryRPC(t *testing.T) {
 // The role definitions of docs/design.md#trust-and-integrity, written out
 // independently of the table: each role's methods beyond the role below it.
 var specRoles = map[Role][]string{
-	RoleReporter: {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
+	RoleReporter: {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp", "Catalog/AckMove"},
 	RoleReader: {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain",
 		"AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version",
 		"Cluster/MintUILogin", "Catalog/ListGroups"},
-	RoleOperator: {"Catalog/SplitRange", "Catalog/MergeRange", "Catalog/AddGroup", "Catalog/SetGroup", "Catalog/RemoveGroup", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
+	RoleOperator: {"Catalog/SplitRange", "Catalog/MergeRange", "Catalog/AddGroup", "Catalog/SetGroup", "Catalog/RemoveGroup", "Catalog/MoveRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
 	RoleAdmin:    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit", "Cluster/Snapshot"},
 	RoleNode:     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash", "Cluster/Progress"},
 }

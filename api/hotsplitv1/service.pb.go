@@ -1344,6 +1344,311 @@ func (x *GroupResponse) GetCommitHlc() uint64 {
 	return 0
 }
 
+type MoveRangeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RouteId       uint64                 `protobuf:"varint,1,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	TargetGroupId uint64                 `protobuf:"varint,2,opt,name=target_group_id,json=targetGroupId,proto3" json:"target_group_id,omitempty"`
+	// Apply only if the catalog is still at this version.
+	ExpectedVersion *uint64 `protobuf:"varint,3,opt,name=expected_version,json=expectedVersion,proto3,oneof" json:"expected_version,omitempty"`
+	RequestId       string  `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Actor           string  `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *MoveRangeRequest) Reset() {
+	*x = MoveRangeRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveRangeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveRangeRequest) ProtoMessage() {}
+
+func (x *MoveRangeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveRangeRequest.ProtoReflect.Descriptor instead.
+func (*MoveRangeRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *MoveRangeRequest) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *MoveRangeRequest) GetTargetGroupId() uint64 {
+	if x != nil {
+		return x.TargetGroupId
+	}
+	return 0
+}
+
+func (x *MoveRangeRequest) GetExpectedVersion() uint64 {
+	if x != nil && x.ExpectedVersion != nil {
+		return *x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *MoveRangeRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *MoveRangeRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+type MoveRangeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The route as the begin left it: MIGRATING_SOURCE, target_group_id and
+	// move_op_id set.
+	Route          *RouteDescriptor `protobuf:"bytes,1,opt,name=route,proto3" json:"route,omitempty"`
+	OpId           uint64           `protobuf:"varint,2,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	CatalogVersion uint64           `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	CommitHlc      uint64           `protobuf:"varint,4,opt,name=commit_hlc,json=commitHlc,proto3" json:"commit_hlc,omitempty"`
+	Op             *Op              `protobuf:"bytes,5,opt,name=op,proto3" json:"op,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MoveRangeResponse) Reset() {
+	*x = MoveRangeResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MoveRangeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MoveRangeResponse) ProtoMessage() {}
+
+func (x *MoveRangeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MoveRangeResponse.ProtoReflect.Descriptor instead.
+func (*MoveRangeResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MoveRangeResponse) GetRoute() *RouteDescriptor {
+	if x != nil {
+		return x.Route
+	}
+	return nil
+}
+
+func (x *MoveRangeResponse) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
+func (x *MoveRangeResponse) GetCatalogVersion() uint64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+func (x *MoveRangeResponse) GetCommitHlc() uint64 {
+	if x != nil {
+		return x.CommitHlc
+	}
+	return 0
+}
+
+func (x *MoveRangeResponse) GetOp() *Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+type AckMoveRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OpId    uint64                 `protobuf:"varint,1,opt,name=op_id,json=opId,proto3" json:"op_id,omitempty"`
+	RouteId uint64                 `protobuf:"varint,2,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	// The catalog version of the step the node acted on.
+	CatalogVersion uint64  `protobuf:"varint,3,opt,name=catalog_version,json=catalogVersion,proto3" json:"catalog_version,omitempty"`
+	Ack            MoveAck `protobuf:"varint,4,opt,name=ack,proto3,enum=hotsplit.v1.MoveAck" json:"ack,omitempty"`
+	Watermark      uint64  `protobuf:"varint,5,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	// Insecure nodes only: the self-declared identity (with TLS the
+	// certificate's common name is the identity and this must be empty or
+	// equal to it).
+	Identity      string `protobuf:"bytes,6,opt,name=identity,proto3" json:"identity,omitempty"`
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckMoveRequest) Reset() {
+	*x = AckMoveRequest{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckMoveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckMoveRequest) ProtoMessage() {}
+
+func (x *AckMoveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckMoveRequest.ProtoReflect.Descriptor instead.
+func (*AckMoveRequest) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AckMoveRequest) GetOpId() uint64 {
+	if x != nil {
+		return x.OpId
+	}
+	return 0
+}
+
+func (x *AckMoveRequest) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *AckMoveRequest) GetCatalogVersion() uint64 {
+	if x != nil {
+		return x.CatalogVersion
+	}
+	return 0
+}
+
+func (x *AckMoveRequest) GetAck() MoveAck {
+	if x != nil {
+		return x.Ack
+	}
+	return MoveAck_MOVE_ACK_UNSPECIFIED
+}
+
+func (x *AckMoveRequest) GetWatermark() uint64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
+}
+
+func (x *AckMoveRequest) GetIdentity() string {
+	if x != nil {
+		return x.Identity
+	}
+	return ""
+}
+
+func (x *AckMoveRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type AckMoveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The move after the acknowledgement.
+	Op *Op `protobuf:"bytes,1,opt,name=op,proto3" json:"op,omitempty"`
+	// The acknowledgement had been recorded already; nothing changed.
+	Duplicate     bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckMoveResponse) Reset() {
+	*x = AckMoveResponse{}
+	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckMoveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckMoveResponse) ProtoMessage() {}
+
+func (x *AckMoveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckMoveResponse.ProtoReflect.Descriptor instead.
+func (*AckMoveResponse) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *AckMoveResponse) GetOp() *Op {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *AckMoveResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
 type WatchRoutesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Deliver every change with version > from_version. 0 = start with a
@@ -1361,7 +1666,7 @@ type WatchRoutesRequest struct {
 
 func (x *WatchRoutesRequest) Reset() {
 	*x = WatchRoutesRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	mi := &file_hotsplitv1_service_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1678,7 @@ func (x *WatchRoutesRequest) String() string {
 func (*WatchRoutesRequest) ProtoMessage() {}
 
 func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[17]
+	mi := &file_hotsplitv1_service_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1691,7 @@ func (x *WatchRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesRequest.ProtoReflect.Descriptor instead.
 func (*WatchRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{17}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchRoutesRequest) GetFromVersion() uint64 {
@@ -1416,7 +1721,7 @@ type WatchRoutesResponse struct {
 
 func (x *WatchRoutesResponse) Reset() {
 	*x = WatchRoutesResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	mi := &file_hotsplitv1_service_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1733,7 @@ func (x *WatchRoutesResponse) String() string {
 func (*WatchRoutesResponse) ProtoMessage() {}
 
 func (x *WatchRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[18]
+	mi := &file_hotsplitv1_service_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1746,7 @@ func (x *WatchRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRoutesResponse.ProtoReflect.Descriptor instead.
 func (*WatchRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{18}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchRoutesResponse) GetEvent() isWatchRoutesResponse_Event {
@@ -1502,7 +1807,7 @@ type SnapshotPage struct {
 
 func (x *SnapshotPage) Reset() {
 	*x = SnapshotPage{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	mi := &file_hotsplitv1_service_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1514,7 +1819,7 @@ func (x *SnapshotPage) String() string {
 func (*SnapshotPage) ProtoMessage() {}
 
 func (x *SnapshotPage) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[19]
+	mi := &file_hotsplitv1_service_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1527,7 +1832,7 @@ func (x *SnapshotPage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotPage.ProtoReflect.Descriptor instead.
 func (*SnapshotPage) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{19}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SnapshotPage) GetVersion() uint64 {
@@ -1575,7 +1880,7 @@ type GetTimestampRequest struct {
 
 func (x *GetTimestampRequest) Reset() {
 	*x = GetTimestampRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	mi := &file_hotsplitv1_service_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1587,7 +1892,7 @@ func (x *GetTimestampRequest) String() string {
 func (*GetTimestampRequest) ProtoMessage() {}
 
 func (x *GetTimestampRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[20]
+	mi := &file_hotsplitv1_service_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1600,7 +1905,7 @@ func (x *GetTimestampRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimestampRequest.ProtoReflect.Descriptor instead.
 func (*GetTimestampRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{20}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetTimestampRequest) GetCount() uint32 {
@@ -1622,7 +1927,7 @@ type GetTimestampResponse struct {
 
 func (x *GetTimestampResponse) Reset() {
 	*x = GetTimestampResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[21]
+	mi := &file_hotsplitv1_service_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1939,7 @@ func (x *GetTimestampResponse) String() string {
 func (*GetTimestampResponse) ProtoMessage() {}
 
 func (x *GetTimestampResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[21]
+	mi := &file_hotsplitv1_service_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1952,7 @@ func (x *GetTimestampResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetTimestampResponse.ProtoReflect.Descriptor instead.
 func (*GetTimestampResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{21}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetTimestampResponse) GetFirst() uint64 {
@@ -1678,7 +1983,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[22]
+	mi := &file_hotsplitv1_service_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1995,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[22]
+	mi := &file_hotsplitv1_service_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +2008,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{22}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatusRequest) GetConsistency() Consistency {
@@ -1760,7 +2065,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[23]
+	mi := &file_hotsplitv1_service_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2077,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[23]
+	mi := &file_hotsplitv1_service_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2090,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{23}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusResponse) GetSwitch() *AutoSplitSwitch {
@@ -1912,7 +2217,7 @@ type SetEnabledRequest struct {
 
 func (x *SetEnabledRequest) Reset() {
 	*x = SetEnabledRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[24]
+	mi := &file_hotsplitv1_service_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2229,7 @@ func (x *SetEnabledRequest) String() string {
 func (*SetEnabledRequest) ProtoMessage() {}
 
 func (x *SetEnabledRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[24]
+	mi := &file_hotsplitv1_service_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2242,7 @@ func (x *SetEnabledRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnabledRequest.ProtoReflect.Descriptor instead.
 func (*SetEnabledRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{24}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetEnabledRequest) GetEnabled() bool {
@@ -1977,7 +2282,7 @@ type SetEnabledResponse struct {
 
 func (x *SetEnabledResponse) Reset() {
 	*x = SetEnabledResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[25]
+	mi := &file_hotsplitv1_service_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2294,7 @@ func (x *SetEnabledResponse) String() string {
 func (*SetEnabledResponse) ProtoMessage() {}
 
 func (x *SetEnabledResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[25]
+	mi := &file_hotsplitv1_service_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2307,7 @@ func (x *SetEnabledResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetEnabledResponse.ProtoReflect.Descriptor instead.
 func (*SetEnabledResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{25}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SetEnabledResponse) GetSwitch() *AutoSplitSwitch {
@@ -2022,7 +2327,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[26]
+	mi := &file_hotsplitv1_service_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2339,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[26]
+	mi := &file_hotsplitv1_service_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2352,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{26}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExplainRequest) GetRouteId() uint64 {
@@ -2095,7 +2400,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[27]
+	mi := &file_hotsplitv1_service_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2412,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[27]
+	mi := &file_hotsplitv1_service_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2425,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{27}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExplainResponse) GetRoute() *RouteDescriptor {
@@ -2202,7 +2507,7 @@ type GetConfigRequest struct {
 
 func (x *GetConfigRequest) Reset() {
 	*x = GetConfigRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[28]
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2519,7 @@ func (x *GetConfigRequest) String() string {
 func (*GetConfigRequest) ProtoMessage() {}
 
 func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[28]
+	mi := &file_hotsplitv1_service_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2532,7 @@ func (x *GetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigRequest.ProtoReflect.Descriptor instead.
 func (*GetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{28}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetConfigRequest) GetConsistency() Consistency {
@@ -2247,7 +2552,7 @@ type GetConfigResponse struct {
 
 func (x *GetConfigResponse) Reset() {
 	*x = GetConfigResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[29]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2564,7 @@ func (x *GetConfigResponse) String() string {
 func (*GetConfigResponse) ProtoMessage() {}
 
 func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[29]
+	mi := &file_hotsplitv1_service_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2577,7 @@ func (x *GetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetConfigResponse.ProtoReflect.Descriptor instead.
 func (*GetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{29}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetConfigResponse) GetConfig() *Config {
@@ -2300,7 +2605,7 @@ type SetConfigRequest struct {
 
 func (x *SetConfigRequest) Reset() {
 	*x = SetConfigRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[30]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2617,7 @@ func (x *SetConfigRequest) String() string {
 func (*SetConfigRequest) ProtoMessage() {}
 
 func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[30]
+	mi := &file_hotsplitv1_service_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2630,7 @@ func (x *SetConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigRequest.ProtoReflect.Descriptor instead.
 func (*SetConfigRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{30}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SetConfigRequest) GetPatch() *ConfigPatch {
@@ -2358,7 +2663,7 @@ type SetConfigResponse struct {
 
 func (x *SetConfigResponse) Reset() {
 	*x = SetConfigResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[31]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2675,7 @@ func (x *SetConfigResponse) String() string {
 func (*SetConfigResponse) ProtoMessage() {}
 
 func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[31]
+	mi := &file_hotsplitv1_service_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2688,7 @@ func (x *SetConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetConfigResponse.ProtoReflect.Descriptor instead.
 func (*SetConfigResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{31}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetConfigResponse) GetConfig() *Config {
@@ -2405,7 +2710,7 @@ type AbortOpRequest struct {
 
 func (x *AbortOpRequest) Reset() {
 	*x = AbortOpRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2722,7 @@ func (x *AbortOpRequest) String() string {
 func (*AbortOpRequest) ProtoMessage() {}
 
 func (x *AbortOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[32]
+	mi := &file_hotsplitv1_service_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2735,7 @@ func (x *AbortOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOpRequest.ProtoReflect.Descriptor instead.
 func (*AbortOpRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{32}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AbortOpRequest) GetOpId() uint64 {
@@ -2470,7 +2775,7 @@ type AbortOpResponse struct {
 
 func (x *AbortOpResponse) Reset() {
 	*x = AbortOpResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2482,7 +2787,7 @@ func (x *AbortOpResponse) String() string {
 func (*AbortOpResponse) ProtoMessage() {}
 
 func (x *AbortOpResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[33]
+	mi := &file_hotsplitv1_service_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2495,7 +2800,7 @@ func (x *AbortOpResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortOpResponse.ProtoReflect.Descriptor instead.
 func (*AbortOpResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{33}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AbortOpResponse) GetOp() *Op {
@@ -2521,7 +2826,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2838,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[34]
+	mi := &file_hotsplitv1_service_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2851,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{34}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JoinRequest) GetNodeId() string {
@@ -2601,7 +2906,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2613,7 +2918,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[35]
+	mi := &file_hotsplitv1_service_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2626,7 +2931,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{35}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JoinResponse) GetClusterId() string {
@@ -2652,7 +2957,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2664,7 +2969,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[36]
+	mi := &file_hotsplitv1_service_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2677,7 +2982,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{36}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RemoveRequest) GetNodeId() string {
@@ -2698,7 +3003,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +3015,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[37]
+	mi := &file_hotsplitv1_service_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +3028,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{37}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RemoveResponse) GetLeadershipTransferredTo() string {
@@ -2742,7 +3047,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2754,7 +3059,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[38]
+	mi := &file_hotsplitv1_service_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2767,7 +3072,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{38}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *MembersRequest) GetConsistency() Consistency {
@@ -2791,7 +3096,7 @@ type MemberStatus struct {
 
 func (x *MemberStatus) Reset() {
 	*x = MemberStatus{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2803,7 +3108,7 @@ func (x *MemberStatus) String() string {
 func (*MemberStatus) ProtoMessage() {}
 
 func (x *MemberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[39]
+	mi := &file_hotsplitv1_service_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2816,7 +3121,7 @@ func (x *MemberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberStatus.ProtoReflect.Descriptor instead.
 func (*MemberStatus) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{39}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MemberStatus) GetMember() *Member {
@@ -2873,7 +3178,7 @@ type MemberHealth struct {
 
 func (x *MemberHealth) Reset() {
 	*x = MemberHealth{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2885,7 +3190,7 @@ func (x *MemberHealth) String() string {
 func (*MemberHealth) ProtoMessage() {}
 
 func (x *MemberHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[40]
+	mi := &file_hotsplitv1_service_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2898,7 +3203,7 @@ func (x *MemberHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberHealth.ProtoReflect.Descriptor instead.
 func (*MemberHealth) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{40}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *MemberHealth) GetReachable() bool {
@@ -2978,7 +3283,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +3295,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[41]
+	mi := &file_hotsplitv1_service_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3308,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{41}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *MembersResponse) GetMembers() []*MemberStatus {
@@ -3049,7 +3354,7 @@ type LeaderRequest struct {
 
 func (x *LeaderRequest) Reset() {
 	*x = LeaderRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3366,7 @@ func (x *LeaderRequest) String() string {
 func (*LeaderRequest) ProtoMessage() {}
 
 func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[42]
+	mi := &file_hotsplitv1_service_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3379,7 @@ func (x *LeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderRequest.ProtoReflect.Descriptor instead.
 func (*LeaderRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{42}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{46}
 }
 
 type LeaderResponse struct {
@@ -3093,7 +3398,7 @@ type LeaderResponse struct {
 
 func (x *LeaderResponse) Reset() {
 	*x = LeaderResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3410,7 @@ func (x *LeaderResponse) String() string {
 func (*LeaderResponse) ProtoMessage() {}
 
 func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[43]
+	mi := &file_hotsplitv1_service_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3423,7 @@ func (x *LeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderResponse.ProtoReflect.Descriptor instead.
 func (*LeaderResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{43}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *LeaderResponse) GetLeaderId() string {
@@ -3166,7 +3471,7 @@ type TransferLeadershipRequest struct {
 
 func (x *TransferLeadershipRequest) Reset() {
 	*x = TransferLeadershipRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3483,7 @@ func (x *TransferLeadershipRequest) String() string {
 func (*TransferLeadershipRequest) ProtoMessage() {}
 
 func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[44]
+	mi := &file_hotsplitv1_service_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3496,7 @@ func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{44}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *TransferLeadershipRequest) GetToNodeId() string {
@@ -3210,7 +3515,7 @@ type TransferLeadershipResponse struct {
 
 func (x *TransferLeadershipResponse) Reset() {
 	*x = TransferLeadershipResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3527,7 @@ func (x *TransferLeadershipResponse) String() string {
 func (*TransferLeadershipResponse) ProtoMessage() {}
 
 func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[45]
+	mi := &file_hotsplitv1_service_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3540,7 @@ func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{45}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *TransferLeadershipResponse) GetLeaderId() string {
@@ -3255,7 +3560,7 @@ type AdmitRequest struct {
 
 func (x *AdmitRequest) Reset() {
 	*x = AdmitRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[46]
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3267,7 +3572,7 @@ func (x *AdmitRequest) String() string {
 func (*AdmitRequest) ProtoMessage() {}
 
 func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[46]
+	mi := &file_hotsplitv1_service_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3280,7 +3585,7 @@ func (x *AdmitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitRequest.ProtoReflect.Descriptor instead.
 func (*AdmitRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{46}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AdmitRequest) GetNodeId() string {
@@ -3307,7 +3612,7 @@ type AdmitResponse struct {
 
 func (x *AdmitResponse) Reset() {
 	*x = AdmitResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +3624,7 @@ func (x *AdmitResponse) String() string {
 func (*AdmitResponse) ProtoMessage() {}
 
 func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[47]
+	mi := &file_hotsplitv1_service_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +3637,7 @@ func (x *AdmitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdmitResponse.ProtoReflect.Descriptor instead.
 func (*AdmitResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{47}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AdmitResponse) GetAdmissions() []*Admission {
@@ -3351,7 +3656,7 @@ type ClockPingRequest struct {
 
 func (x *ClockPingRequest) Reset() {
 	*x = ClockPingRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3668,7 @@ func (x *ClockPingRequest) String() string {
 func (*ClockPingRequest) ProtoMessage() {}
 
 func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[48]
+	mi := &file_hotsplitv1_service_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3681,7 @@ func (x *ClockPingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingRequest.ProtoReflect.Descriptor instead.
 func (*ClockPingRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{48}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ClockPingRequest) GetFromNodeId() string {
@@ -3398,7 +3703,7 @@ type ClockPingResponse struct {
 
 func (x *ClockPingResponse) Reset() {
 	*x = ClockPingResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3715,7 @@ func (x *ClockPingResponse) String() string {
 func (*ClockPingResponse) ProtoMessage() {}
 
 func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[49]
+	mi := &file_hotsplitv1_service_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3728,7 @@ func (x *ClockPingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClockPingResponse.ProtoReflect.Descriptor instead.
 func (*ClockPingResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{49}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ClockPingResponse) GetNodeId() string {
@@ -3457,7 +3762,7 @@ type StateReport struct {
 
 func (x *StateReport) Reset() {
 	*x = StateReport{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3469,7 +3774,7 @@ func (x *StateReport) String() string {
 func (*StateReport) ProtoMessage() {}
 
 func (x *StateReport) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[50]
+	mi := &file_hotsplitv1_service_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3482,7 +3787,7 @@ func (x *StateReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateReport.ProtoReflect.Descriptor instead.
 func (*StateReport) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{50}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *StateReport) GetNodeId() string {
@@ -3536,7 +3841,7 @@ type StateHashRequest struct {
 
 func (x *StateHashRequest) Reset() {
 	*x = StateHashRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3853,7 @@ func (x *StateHashRequest) String() string {
 func (*StateHashRequest) ProtoMessage() {}
 
 func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[51]
+	mi := &file_hotsplitv1_service_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3866,7 @@ func (x *StateHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashRequest.ProtoReflect.Descriptor instead.
 func (*StateHashRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{51}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *StateHashRequest) GetIndex() uint64 {
@@ -3580,7 +3885,7 @@ type StateHashResponse struct {
 
 func (x *StateHashResponse) Reset() {
 	*x = StateHashResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3592,7 +3897,7 @@ func (x *StateHashResponse) String() string {
 func (*StateHashResponse) ProtoMessage() {}
 
 func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[52]
+	mi := &file_hotsplitv1_service_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3605,7 +3910,7 @@ func (x *StateHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHashResponse.ProtoReflect.Descriptor instead.
 func (*StateHashResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{52}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *StateHashResponse) GetReport() *StateReport {
@@ -3624,7 +3929,7 @@ type CheckStateRequest struct {
 
 func (x *CheckStateRequest) Reset() {
 	*x = CheckStateRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	mi := &file_hotsplitv1_service_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3941,7 @@ func (x *CheckStateRequest) String() string {
 func (*CheckStateRequest) ProtoMessage() {}
 
 func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[53]
+	mi := &file_hotsplitv1_service_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3954,7 @@ func (x *CheckStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateRequest.ProtoReflect.Descriptor instead.
 func (*CheckStateRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{53}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CheckStateRequest) GetActor() string {
@@ -3673,7 +3978,7 @@ type CheckStateResponse struct {
 
 func (x *CheckStateResponse) Reset() {
 	*x = CheckStateResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	mi := &file_hotsplitv1_service_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3685,7 +3990,7 @@ func (x *CheckStateResponse) String() string {
 func (*CheckStateResponse) ProtoMessage() {}
 
 func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[54]
+	mi := &file_hotsplitv1_service_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3698,7 +4003,7 @@ func (x *CheckStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckStateResponse.ProtoReflect.Descriptor instead.
 func (*CheckStateResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{54}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CheckStateResponse) GetIndex() uint64 {
@@ -3730,7 +4035,7 @@ type HealthRequest struct {
 
 func (x *HealthRequest) Reset() {
 	*x = HealthRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3742,7 +4047,7 @@ func (x *HealthRequest) String() string {
 func (*HealthRequest) ProtoMessage() {}
 
 func (x *HealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[55]
+	mi := &file_hotsplitv1_service_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3755,7 +4060,7 @@ func (x *HealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthRequest.ProtoReflect.Descriptor instead.
 func (*HealthRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{55}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{59}
 }
 
 type HealthResponse struct {
@@ -3781,7 +4086,7 @@ type HealthResponse struct {
 
 func (x *HealthResponse) Reset() {
 	*x = HealthResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +4098,7 @@ func (x *HealthResponse) String() string {
 func (*HealthResponse) ProtoMessage() {}
 
 func (x *HealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[56]
+	mi := &file_hotsplitv1_service_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +4111,7 @@ func (x *HealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HealthResponse.ProtoReflect.Descriptor instead.
 func (*HealthResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{56}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *HealthResponse) GetStatus() HealthStatus {
@@ -3896,7 +4201,7 @@ type ProgressRequest struct {
 
 func (x *ProgressRequest) Reset() {
 	*x = ProgressRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[57]
+	mi := &file_hotsplitv1_service_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4213,7 @@ func (x *ProgressRequest) String() string {
 func (*ProgressRequest) ProtoMessage() {}
 
 func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[57]
+	mi := &file_hotsplitv1_service_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4226,7 @@ func (x *ProgressRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressRequest.ProtoReflect.Descriptor instead.
 func (*ProgressRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{57}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ProgressRequest) GetFromNodeId() string {
@@ -3954,7 +4259,7 @@ type ProgressResponse struct {
 
 func (x *ProgressResponse) Reset() {
 	*x = ProgressResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[58]
+	mi := &file_hotsplitv1_service_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4271,7 @@ func (x *ProgressResponse) String() string {
 func (*ProgressResponse) ProtoMessage() {}
 
 func (x *ProgressResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[58]
+	mi := &file_hotsplitv1_service_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4284,7 @@ func (x *ProgressResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProgressResponse.ProtoReflect.Descriptor instead.
 func (*ProgressResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{58}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ProgressResponse) GetNodeId() string {
@@ -4067,7 +4372,7 @@ type VersionRequest struct {
 
 func (x *VersionRequest) Reset() {
 	*x = VersionRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	mi := &file_hotsplitv1_service_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4079,7 +4384,7 @@ func (x *VersionRequest) String() string {
 func (*VersionRequest) ProtoMessage() {}
 
 func (x *VersionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[59]
+	mi := &file_hotsplitv1_service_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4092,7 +4397,7 @@ func (x *VersionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionRequest.ProtoReflect.Descriptor instead.
 func (*VersionRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{59}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{63}
 }
 
 type VersionResponse struct {
@@ -4111,7 +4416,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	mi := &file_hotsplitv1_service_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +4428,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[60]
+	mi := &file_hotsplitv1_service_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +4441,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{60}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *VersionResponse) GetNodeId() string {
@@ -4189,7 +4494,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[61]
+	mi := &file_hotsplitv1_service_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4201,7 +4506,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[61]
+	mi := &file_hotsplitv1_service_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4214,7 +4519,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{61}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{65}
 }
 
 type SnapshotResponse struct {
@@ -4231,7 +4536,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[62]
+	mi := &file_hotsplitv1_service_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4243,7 +4548,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[62]
+	mi := &file_hotsplitv1_service_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4256,7 +4561,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{62}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *SnapshotResponse) GetPart() isSnapshotResponse_Part {
@@ -4338,7 +4643,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[63]
+	mi := &file_hotsplitv1_service_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4350,7 +4655,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[63]
+	mi := &file_hotsplitv1_service_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4363,7 +4668,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{63}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *SnapshotHeader) GetIndex() uint64 {
@@ -4447,7 +4752,7 @@ type SnapshotTrailer struct {
 
 func (x *SnapshotTrailer) Reset() {
 	*x = SnapshotTrailer{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[64]
+	mi := &file_hotsplitv1_service_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4459,7 +4764,7 @@ func (x *SnapshotTrailer) String() string {
 func (*SnapshotTrailer) ProtoMessage() {}
 
 func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[64]
+	mi := &file_hotsplitv1_service_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4472,7 +4777,7 @@ func (x *SnapshotTrailer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotTrailer.ProtoReflect.Descriptor instead.
 func (*SnapshotTrailer) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{64}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *SnapshotTrailer) GetSha256() []byte {
@@ -4497,7 +4802,7 @@ type MintUILoginRequest struct {
 
 func (x *MintUILoginRequest) Reset() {
 	*x = MintUILoginRequest{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[65]
+	mi := &file_hotsplitv1_service_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4509,7 +4814,7 @@ func (x *MintUILoginRequest) String() string {
 func (*MintUILoginRequest) ProtoMessage() {}
 
 func (x *MintUILoginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[65]
+	mi := &file_hotsplitv1_service_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4522,7 +4827,7 @@ func (x *MintUILoginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUILoginRequest.ProtoReflect.Descriptor instead.
 func (*MintUILoginRequest) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{65}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{69}
 }
 
 type MintUILoginResponse struct {
@@ -4540,7 +4845,7 @@ type MintUILoginResponse struct {
 
 func (x *MintUILoginResponse) Reset() {
 	*x = MintUILoginResponse{}
-	mi := &file_hotsplitv1_service_proto_msgTypes[66]
+	mi := &file_hotsplitv1_service_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +4857,7 @@ func (x *MintUILoginResponse) String() string {
 func (*MintUILoginResponse) ProtoMessage() {}
 
 func (x *MintUILoginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_service_proto_msgTypes[66]
+	mi := &file_hotsplitv1_service_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +4870,7 @@ func (x *MintUILoginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MintUILoginResponse.ProtoReflect.Descriptor instead.
 func (*MintUILoginResponse) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{66}
+	return file_hotsplitv1_service_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *MintUILoginResponse) GetUrl() string {
@@ -4687,7 +4992,34 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\rGroupResponse\x12-\n" +
 	"\x05group\x18\x01 \x01(\v2\x17.hotsplit.v1.ShardGroupR\x05group\x12\x1d\n" +
 	"\n" +
-	"commit_hlc\x18\x02 \x01(\x04R\tcommitHlc\"V\n" +
+	"commit_hlc\x18\x02 \x01(\x04R\tcommitHlc\"\xcf\x01\n" +
+	"\x10MoveRangeRequest\x12\x19\n" +
+	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12&\n" +
+	"\x0ftarget_group_id\x18\x02 \x01(\x04R\rtargetGroupId\x12.\n" +
+	"\x10expected_version\x18\x03 \x01(\x04H\x00R\x0fexpectedVersion\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actorB\x13\n" +
+	"\x11_expected_version\"\xc5\x01\n" +
+	"\x11MoveRangeResponse\x122\n" +
+	"\x05route\x18\x01 \x01(\v2\x1c.hotsplit.v1.RouteDescriptorR\x05route\x12\x13\n" +
+	"\x05op_id\x18\x02 \x01(\x04R\x04opId\x12'\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\x12\x1d\n" +
+	"\n" +
+	"commit_hlc\x18\x04 \x01(\x04R\tcommitHlc\x12\x1f\n" +
+	"\x02op\x18\x05 \x01(\v2\x0f.hotsplit.v1.OpR\x02op\"\xea\x01\n" +
+	"\x0eAckMoveRequest\x12\x13\n" +
+	"\x05op_id\x18\x01 \x01(\x04R\x04opId\x12\x19\n" +
+	"\broute_id\x18\x02 \x01(\x04R\arouteId\x12'\n" +
+	"\x0fcatalog_version\x18\x03 \x01(\x04R\x0ecatalogVersion\x12&\n" +
+	"\x03ack\x18\x04 \x01(\x0e2\x14.hotsplit.v1.MoveAckR\x03ack\x12\x1c\n" +
+	"\twatermark\x18\x05 \x01(\x04R\twatermark\x12\x1a\n" +
+	"\bidentity\x18\x06 \x01(\tR\bidentity\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\"P\n" +
+	"\x0fAckMoveResponse\x12\x1f\n" +
+	"\x02op\x18\x01 \x01(\v2\x0f.hotsplit.v1.OpR\x02op\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"V\n" +
 	"\x12WatchRoutesRequest\x12!\n" +
 	"\ffrom_version\x18\x01 \x01(\x04R\vfromVersion\x12\x1d\n" +
 	"\n" +
@@ -4954,7 +5286,7 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"\x19HEALTH_STATUS_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15HEALTH_STATUS_HEALTHY\x10\x01\x12\x1a\n" +
 	"\x16HEALTH_STATUS_DEGRADED\x10\x02\x12\x1b\n" +
-	"\x17HEALTH_STATUS_NO_QUORUM\x10\x032\x8f\x06\n" +
+	"\x17HEALTH_STATUS_NO_QUORUM\x10\x032\xa1\a\n" +
 	"\aCatalog\x12M\n" +
 	"\n" +
 	"ListRoutes\x12\x1e.hotsplit.v1.ListRoutesRequest\x1a\x1f.hotsplit.v1.ListRoutesResponse\x12G\n" +
@@ -4969,7 +5301,9 @@ const file_hotsplitv1_service_proto_rawDesc = "" +
 	"ListGroups\x12\x1e.hotsplit.v1.ListGroupsRequest\x1a\x1f.hotsplit.v1.ListGroupsResponse\x12D\n" +
 	"\bAddGroup\x12\x1c.hotsplit.v1.AddGroupRequest\x1a\x1a.hotsplit.v1.GroupResponse\x12D\n" +
 	"\bSetGroup\x12\x1c.hotsplit.v1.SetGroupRequest\x1a\x1a.hotsplit.v1.GroupResponse\x12J\n" +
-	"\vRemoveGroup\x12\x1f.hotsplit.v1.RemoveGroupRequest\x1a\x1a.hotsplit.v1.GroupResponse2I\n" +
+	"\vRemoveGroup\x12\x1f.hotsplit.v1.RemoveGroupRequest\x1a\x1a.hotsplit.v1.GroupResponse\x12J\n" +
+	"\tMoveRange\x12\x1d.hotsplit.v1.MoveRangeRequest\x1a\x1e.hotsplit.v1.MoveRangeResponse\x12D\n" +
+	"\aAckMove\x12\x1b.hotsplit.v1.AckMoveRequest\x1a\x1c.hotsplit.v1.AckMoveResponse2I\n" +
 	"\x04Load\x12A\n" +
 	"\x06Report\x12\x1a.hotsplit.v1.ReportRequest\x1a\x1b.hotsplit.v1.ReportResponse2\xc1\x03\n" +
 	"\tAutoSplit\x12A\n" +
@@ -5010,7 +5344,7 @@ func file_hotsplitv1_service_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_service_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_hotsplitv1_service_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_hotsplitv1_service_proto_goTypes = []any{
 	(Consistency)(0),                   // 0: hotsplit.v1.Consistency
 	(Outcome)(0),                       // 1: hotsplit.v1.Outcome
@@ -5033,196 +5367,209 @@ var file_hotsplitv1_service_proto_goTypes = []any{
 	(*SetGroupRequest)(nil),            // 18: hotsplit.v1.SetGroupRequest
 	(*RemoveGroupRequest)(nil),         // 19: hotsplit.v1.RemoveGroupRequest
 	(*GroupResponse)(nil),              // 20: hotsplit.v1.GroupResponse
-	(*WatchRoutesRequest)(nil),         // 21: hotsplit.v1.WatchRoutesRequest
-	(*WatchRoutesResponse)(nil),        // 22: hotsplit.v1.WatchRoutesResponse
-	(*SnapshotPage)(nil),               // 23: hotsplit.v1.SnapshotPage
-	(*GetTimestampRequest)(nil),        // 24: hotsplit.v1.GetTimestampRequest
-	(*GetTimestampResponse)(nil),       // 25: hotsplit.v1.GetTimestampResponse
-	(*StatusRequest)(nil),              // 26: hotsplit.v1.StatusRequest
-	(*StatusResponse)(nil),             // 27: hotsplit.v1.StatusResponse
-	(*SetEnabledRequest)(nil),          // 28: hotsplit.v1.SetEnabledRequest
-	(*SetEnabledResponse)(nil),         // 29: hotsplit.v1.SetEnabledResponse
-	(*ExplainRequest)(nil),             // 30: hotsplit.v1.ExplainRequest
-	(*ExplainResponse)(nil),            // 31: hotsplit.v1.ExplainResponse
-	(*GetConfigRequest)(nil),           // 32: hotsplit.v1.GetConfigRequest
-	(*GetConfigResponse)(nil),          // 33: hotsplit.v1.GetConfigResponse
-	(*SetConfigRequest)(nil),           // 34: hotsplit.v1.SetConfigRequest
-	(*SetConfigResponse)(nil),          // 35: hotsplit.v1.SetConfigResponse
-	(*AbortOpRequest)(nil),             // 36: hotsplit.v1.AbortOpRequest
-	(*AbortOpResponse)(nil),            // 37: hotsplit.v1.AbortOpResponse
-	(*JoinRequest)(nil),                // 38: hotsplit.v1.JoinRequest
-	(*JoinResponse)(nil),               // 39: hotsplit.v1.JoinResponse
-	(*RemoveRequest)(nil),              // 40: hotsplit.v1.RemoveRequest
-	(*RemoveResponse)(nil),             // 41: hotsplit.v1.RemoveResponse
-	(*MembersRequest)(nil),             // 42: hotsplit.v1.MembersRequest
-	(*MemberStatus)(nil),               // 43: hotsplit.v1.MemberStatus
-	(*MemberHealth)(nil),               // 44: hotsplit.v1.MemberHealth
-	(*MembersResponse)(nil),            // 45: hotsplit.v1.MembersResponse
-	(*LeaderRequest)(nil),              // 46: hotsplit.v1.LeaderRequest
-	(*LeaderResponse)(nil),             // 47: hotsplit.v1.LeaderResponse
-	(*TransferLeadershipRequest)(nil),  // 48: hotsplit.v1.TransferLeadershipRequest
-	(*TransferLeadershipResponse)(nil), // 49: hotsplit.v1.TransferLeadershipResponse
-	(*AdmitRequest)(nil),               // 50: hotsplit.v1.AdmitRequest
-	(*AdmitResponse)(nil),              // 51: hotsplit.v1.AdmitResponse
-	(*ClockPingRequest)(nil),           // 52: hotsplit.v1.ClockPingRequest
-	(*ClockPingResponse)(nil),          // 53: hotsplit.v1.ClockPingResponse
-	(*StateReport)(nil),                // 54: hotsplit.v1.StateReport
-	(*StateHashRequest)(nil),           // 55: hotsplit.v1.StateHashRequest
-	(*StateHashResponse)(nil),          // 56: hotsplit.v1.StateHashResponse
-	(*CheckStateRequest)(nil),          // 57: hotsplit.v1.CheckStateRequest
-	(*CheckStateResponse)(nil),         // 58: hotsplit.v1.CheckStateResponse
-	(*HealthRequest)(nil),              // 59: hotsplit.v1.HealthRequest
-	(*HealthResponse)(nil),             // 60: hotsplit.v1.HealthResponse
-	(*ProgressRequest)(nil),            // 61: hotsplit.v1.ProgressRequest
-	(*ProgressResponse)(nil),           // 62: hotsplit.v1.ProgressResponse
-	(*VersionRequest)(nil),             // 63: hotsplit.v1.VersionRequest
-	(*VersionResponse)(nil),            // 64: hotsplit.v1.VersionResponse
-	(*SnapshotRequest)(nil),            // 65: hotsplit.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),           // 66: hotsplit.v1.SnapshotResponse
-	(*SnapshotHeader)(nil),             // 67: hotsplit.v1.SnapshotHeader
-	(*SnapshotTrailer)(nil),            // 68: hotsplit.v1.SnapshotTrailer
-	(*MintUILoginRequest)(nil),         // 69: hotsplit.v1.MintUILoginRequest
-	(*MintUILoginResponse)(nil),        // 70: hotsplit.v1.MintUILoginResponse
-	(*RouteDescriptor)(nil),            // 71: hotsplit.v1.RouteDescriptor
-	(*ShardGroup)(nil),                 // 72: hotsplit.v1.ShardGroup
-	(GroupState)(0),                    // 73: hotsplit.v1.GroupState
-	(*CatalogDelta)(nil),               // 74: hotsplit.v1.CatalogDelta
-	(*AutoSplitSwitch)(nil),            // 75: hotsplit.v1.AutoSplitSwitch
-	(*Config)(nil),                     // 76: hotsplit.v1.Config
-	(*Op)(nil),                         // 77: hotsplit.v1.Op
-	(*TrackedRoute)(nil),               // 78: hotsplit.v1.TrackedRoute
-	(*Decision)(nil),                   // 79: hotsplit.v1.Decision
-	(*ConfigPatch)(nil),                // 80: hotsplit.v1.ConfigPatch
-	(AutoSplitFlag)(0),                 // 81: hotsplit.v1.AutoSplitFlag
-	(*Member)(nil),                     // 82: hotsplit.v1.Member
-	(*Admission)(nil),                  // 83: hotsplit.v1.Admission
-	(*ReportRequest)(nil),              // 84: hotsplit.v1.ReportRequest
-	(*ReportResponse)(nil),             // 85: hotsplit.v1.ReportResponse
+	(*MoveRangeRequest)(nil),           // 21: hotsplit.v1.MoveRangeRequest
+	(*MoveRangeResponse)(nil),          // 22: hotsplit.v1.MoveRangeResponse
+	(*AckMoveRequest)(nil),             // 23: hotsplit.v1.AckMoveRequest
+	(*AckMoveResponse)(nil),            // 24: hotsplit.v1.AckMoveResponse
+	(*WatchRoutesRequest)(nil),         // 25: hotsplit.v1.WatchRoutesRequest
+	(*WatchRoutesResponse)(nil),        // 26: hotsplit.v1.WatchRoutesResponse
+	(*SnapshotPage)(nil),               // 27: hotsplit.v1.SnapshotPage
+	(*GetTimestampRequest)(nil),        // 28: hotsplit.v1.GetTimestampRequest
+	(*GetTimestampResponse)(nil),       // 29: hotsplit.v1.GetTimestampResponse
+	(*StatusRequest)(nil),              // 30: hotsplit.v1.StatusRequest
+	(*StatusResponse)(nil),             // 31: hotsplit.v1.StatusResponse
+	(*SetEnabledRequest)(nil),          // 32: hotsplit.v1.SetEnabledRequest
+	(*SetEnabledResponse)(nil),         // 33: hotsplit.v1.SetEnabledResponse
+	(*ExplainRequest)(nil),             // 34: hotsplit.v1.ExplainRequest
+	(*ExplainResponse)(nil),            // 35: hotsplit.v1.ExplainResponse
+	(*GetConfigRequest)(nil),           // 36: hotsplit.v1.GetConfigRequest
+	(*GetConfigResponse)(nil),          // 37: hotsplit.v1.GetConfigResponse
+	(*SetConfigRequest)(nil),           // 38: hotsplit.v1.SetConfigRequest
+	(*SetConfigResponse)(nil),          // 39: hotsplit.v1.SetConfigResponse
+	(*AbortOpRequest)(nil),             // 40: hotsplit.v1.AbortOpRequest
+	(*AbortOpResponse)(nil),            // 41: hotsplit.v1.AbortOpResponse
+	(*JoinRequest)(nil),                // 42: hotsplit.v1.JoinRequest
+	(*JoinResponse)(nil),               // 43: hotsplit.v1.JoinResponse
+	(*RemoveRequest)(nil),              // 44: hotsplit.v1.RemoveRequest
+	(*RemoveResponse)(nil),             // 45: hotsplit.v1.RemoveResponse
+	(*MembersRequest)(nil),             // 46: hotsplit.v1.MembersRequest
+	(*MemberStatus)(nil),               // 47: hotsplit.v1.MemberStatus
+	(*MemberHealth)(nil),               // 48: hotsplit.v1.MemberHealth
+	(*MembersResponse)(nil),            // 49: hotsplit.v1.MembersResponse
+	(*LeaderRequest)(nil),              // 50: hotsplit.v1.LeaderRequest
+	(*LeaderResponse)(nil),             // 51: hotsplit.v1.LeaderResponse
+	(*TransferLeadershipRequest)(nil),  // 52: hotsplit.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 53: hotsplit.v1.TransferLeadershipResponse
+	(*AdmitRequest)(nil),               // 54: hotsplit.v1.AdmitRequest
+	(*AdmitResponse)(nil),              // 55: hotsplit.v1.AdmitResponse
+	(*ClockPingRequest)(nil),           // 56: hotsplit.v1.ClockPingRequest
+	(*ClockPingResponse)(nil),          // 57: hotsplit.v1.ClockPingResponse
+	(*StateReport)(nil),                // 58: hotsplit.v1.StateReport
+	(*StateHashRequest)(nil),           // 59: hotsplit.v1.StateHashRequest
+	(*StateHashResponse)(nil),          // 60: hotsplit.v1.StateHashResponse
+	(*CheckStateRequest)(nil),          // 61: hotsplit.v1.CheckStateRequest
+	(*CheckStateResponse)(nil),         // 62: hotsplit.v1.CheckStateResponse
+	(*HealthRequest)(nil),              // 63: hotsplit.v1.HealthRequest
+	(*HealthResponse)(nil),             // 64: hotsplit.v1.HealthResponse
+	(*ProgressRequest)(nil),            // 65: hotsplit.v1.ProgressRequest
+	(*ProgressResponse)(nil),           // 66: hotsplit.v1.ProgressResponse
+	(*VersionRequest)(nil),             // 67: hotsplit.v1.VersionRequest
+	(*VersionResponse)(nil),            // 68: hotsplit.v1.VersionResponse
+	(*SnapshotRequest)(nil),            // 69: hotsplit.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),           // 70: hotsplit.v1.SnapshotResponse
+	(*SnapshotHeader)(nil),             // 71: hotsplit.v1.SnapshotHeader
+	(*SnapshotTrailer)(nil),            // 72: hotsplit.v1.SnapshotTrailer
+	(*MintUILoginRequest)(nil),         // 73: hotsplit.v1.MintUILoginRequest
+	(*MintUILoginResponse)(nil),        // 74: hotsplit.v1.MintUILoginResponse
+	(*RouteDescriptor)(nil),            // 75: hotsplit.v1.RouteDescriptor
+	(*ShardGroup)(nil),                 // 76: hotsplit.v1.ShardGroup
+	(GroupState)(0),                    // 77: hotsplit.v1.GroupState
+	(*Op)(nil),                         // 78: hotsplit.v1.Op
+	(MoveAck)(0),                       // 79: hotsplit.v1.MoveAck
+	(*CatalogDelta)(nil),               // 80: hotsplit.v1.CatalogDelta
+	(*AutoSplitSwitch)(nil),            // 81: hotsplit.v1.AutoSplitSwitch
+	(*Config)(nil),                     // 82: hotsplit.v1.Config
+	(*TrackedRoute)(nil),               // 83: hotsplit.v1.TrackedRoute
+	(*Decision)(nil),                   // 84: hotsplit.v1.Decision
+	(*ConfigPatch)(nil),                // 85: hotsplit.v1.ConfigPatch
+	(AutoSplitFlag)(0),                 // 86: hotsplit.v1.AutoSplitFlag
+	(*Member)(nil),                     // 87: hotsplit.v1.Member
+	(*Admission)(nil),                  // 88: hotsplit.v1.Admission
+	(*ReportRequest)(nil),              // 89: hotsplit.v1.ReportRequest
+	(*ReportResponse)(nil),             // 90: hotsplit.v1.ReportResponse
 }
 var file_hotsplitv1_service_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.ReadInfo.consistency:type_name -> hotsplit.v1.Consistency
 	1,  // 1: hotsplit.v1.ErrorOutcome.outcome:type_name -> hotsplit.v1.Outcome
 	0,  // 2: hotsplit.v1.ListRoutesRequest.consistency:type_name -> hotsplit.v1.Consistency
-	71, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
+	75, // 3: hotsplit.v1.ListRoutesResponse.routes:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 4: hotsplit.v1.ListRoutesResponse.read:type_name -> hotsplit.v1.ReadInfo
 	0,  // 5: hotsplit.v1.GetRouteRequest.consistency:type_name -> hotsplit.v1.Consistency
-	71, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	75, // 6: hotsplit.v1.GetRouteResponse.route:type_name -> hotsplit.v1.RouteDescriptor
 	4,  // 7: hotsplit.v1.GetRouteResponse.read:type_name -> hotsplit.v1.ReadInfo
-	71, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
-	71, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
-	71, // 10: hotsplit.v1.MergeRangeResponse.merged:type_name -> hotsplit.v1.RouteDescriptor
+	75, // 8: hotsplit.v1.SplitRangeResponse.left:type_name -> hotsplit.v1.RouteDescriptor
+	75, // 9: hotsplit.v1.SplitRangeResponse.right:type_name -> hotsplit.v1.RouteDescriptor
+	75, // 10: hotsplit.v1.MergeRangeResponse.merged:type_name -> hotsplit.v1.RouteDescriptor
 	0,  // 11: hotsplit.v1.ListGroupsRequest.consistency:type_name -> hotsplit.v1.Consistency
-	72, // 12: hotsplit.v1.ListGroupsResponse.groups:type_name -> hotsplit.v1.ShardGroup
-	73, // 13: hotsplit.v1.SetGroupRequest.state:type_name -> hotsplit.v1.GroupState
-	72, // 14: hotsplit.v1.GroupResponse.group:type_name -> hotsplit.v1.ShardGroup
-	74, // 15: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
-	23, // 16: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
-	71, // 17: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
-	0,  // 18: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
-	75, // 19: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	76, // 20: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
-	77, // 21: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
-	78, // 22: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
-	78, // 23: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
-	79, // 24: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
-	4,  // 25: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
-	77, // 26: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
-	75, // 27: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
-	0,  // 28: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
-	71, // 29: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
-	78, // 30: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
-	79, // 31: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
-	77, // 32: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
-	4,  // 33: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
-	0,  // 34: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
-	76, // 35: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
-	4,  // 36: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
-	80, // 37: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
-	76, // 38: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
-	77, // 39: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
-	81, // 40: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
-	82, // 41: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
-	0,  // 42: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
-	82, // 43: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
-	44, // 44: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
-	43, // 45: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
-	4,  // 46: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
-	83, // 47: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
-	83, // 48: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
-	2,  // 49: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
-	54, // 50: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
-	54, // 51: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
-	3,  // 52: hotsplit.v1.HealthResponse.status:type_name -> hotsplit.v1.HealthStatus
-	43, // 53: hotsplit.v1.HealthResponse.members:type_name -> hotsplit.v1.MemberStatus
-	67, // 54: hotsplit.v1.SnapshotResponse.header:type_name -> hotsplit.v1.SnapshotHeader
-	68, // 55: hotsplit.v1.SnapshotResponse.trailer:type_name -> hotsplit.v1.SnapshotTrailer
-	7,  // 56: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
-	9,  // 57: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
-	11, // 58: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
-	21, // 59: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
-	24, // 60: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
-	13, // 61: hotsplit.v1.Catalog.MergeRange:input_type -> hotsplit.v1.MergeRangeRequest
-	15, // 62: hotsplit.v1.Catalog.ListGroups:input_type -> hotsplit.v1.ListGroupsRequest
-	17, // 63: hotsplit.v1.Catalog.AddGroup:input_type -> hotsplit.v1.AddGroupRequest
-	18, // 64: hotsplit.v1.Catalog.SetGroup:input_type -> hotsplit.v1.SetGroupRequest
-	19, // 65: hotsplit.v1.Catalog.RemoveGroup:input_type -> hotsplit.v1.RemoveGroupRequest
-	84, // 66: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
-	26, // 67: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
-	28, // 68: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
-	30, // 69: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
-	32, // 70: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
-	34, // 71: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
-	36, // 72: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
-	38, // 73: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
-	40, // 74: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
-	42, // 75: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
-	46, // 76: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
-	48, // 77: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
-	50, // 78: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
-	52, // 79: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
-	55, // 80: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
-	57, // 81: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
-	59, // 82: hotsplit.v1.Cluster.Health:input_type -> hotsplit.v1.HealthRequest
-	61, // 83: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
-	63, // 84: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
-	65, // 85: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
-	69, // 86: hotsplit.v1.Cluster.MintUILogin:input_type -> hotsplit.v1.MintUILoginRequest
-	8,  // 87: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
-	10, // 88: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
-	12, // 89: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
-	22, // 90: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
-	25, // 91: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
-	14, // 92: hotsplit.v1.Catalog.MergeRange:output_type -> hotsplit.v1.MergeRangeResponse
-	16, // 93: hotsplit.v1.Catalog.ListGroups:output_type -> hotsplit.v1.ListGroupsResponse
-	20, // 94: hotsplit.v1.Catalog.AddGroup:output_type -> hotsplit.v1.GroupResponse
-	20, // 95: hotsplit.v1.Catalog.SetGroup:output_type -> hotsplit.v1.GroupResponse
-	20, // 96: hotsplit.v1.Catalog.RemoveGroup:output_type -> hotsplit.v1.GroupResponse
-	85, // 97: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
-	27, // 98: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
-	29, // 99: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
-	31, // 100: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
-	33, // 101: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
-	35, // 102: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
-	37, // 103: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
-	39, // 104: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
-	41, // 105: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
-	45, // 106: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
-	47, // 107: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
-	49, // 108: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
-	51, // 109: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
-	53, // 110: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
-	56, // 111: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
-	58, // 112: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
-	60, // 113: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
-	62, // 114: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
-	64, // 115: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
-	66, // 116: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
-	70, // 117: hotsplit.v1.Cluster.MintUILogin:output_type -> hotsplit.v1.MintUILoginResponse
-	87, // [87:118] is the sub-list for method output_type
-	56, // [56:87] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	76, // 12: hotsplit.v1.ListGroupsResponse.groups:type_name -> hotsplit.v1.ShardGroup
+	77, // 13: hotsplit.v1.SetGroupRequest.state:type_name -> hotsplit.v1.GroupState
+	76, // 14: hotsplit.v1.GroupResponse.group:type_name -> hotsplit.v1.ShardGroup
+	75, // 15: hotsplit.v1.MoveRangeResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	78, // 16: hotsplit.v1.MoveRangeResponse.op:type_name -> hotsplit.v1.Op
+	79, // 17: hotsplit.v1.AckMoveRequest.ack:type_name -> hotsplit.v1.MoveAck
+	78, // 18: hotsplit.v1.AckMoveResponse.op:type_name -> hotsplit.v1.Op
+	80, // 19: hotsplit.v1.WatchRoutesResponse.delta:type_name -> hotsplit.v1.CatalogDelta
+	27, // 20: hotsplit.v1.WatchRoutesResponse.snapshot_page:type_name -> hotsplit.v1.SnapshotPage
+	75, // 21: hotsplit.v1.SnapshotPage.routes:type_name -> hotsplit.v1.RouteDescriptor
+	0,  // 22: hotsplit.v1.StatusRequest.consistency:type_name -> hotsplit.v1.Consistency
+	81, // 23: hotsplit.v1.StatusResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	82, // 24: hotsplit.v1.StatusResponse.config:type_name -> hotsplit.v1.Config
+	78, // 25: hotsplit.v1.StatusResponse.live_ops:type_name -> hotsplit.v1.Op
+	83, // 26: hotsplit.v1.StatusResponse.candidates:type_name -> hotsplit.v1.TrackedRoute
+	83, // 27: hotsplit.v1.StatusResponse.cooldowns:type_name -> hotsplit.v1.TrackedRoute
+	84, // 28: hotsplit.v1.StatusResponse.recent:type_name -> hotsplit.v1.Decision
+	4,  // 29: hotsplit.v1.StatusResponse.read:type_name -> hotsplit.v1.ReadInfo
+	78, // 30: hotsplit.v1.StatusResponse.finished_ops:type_name -> hotsplit.v1.Op
+	81, // 31: hotsplit.v1.SetEnabledResponse.switch:type_name -> hotsplit.v1.AutoSplitSwitch
+	0,  // 32: hotsplit.v1.ExplainRequest.consistency:type_name -> hotsplit.v1.Consistency
+	75, // 33: hotsplit.v1.ExplainResponse.route:type_name -> hotsplit.v1.RouteDescriptor
+	83, // 34: hotsplit.v1.ExplainResponse.tracked:type_name -> hotsplit.v1.TrackedRoute
+	84, // 35: hotsplit.v1.ExplainResponse.decisions:type_name -> hotsplit.v1.Decision
+	78, // 36: hotsplit.v1.ExplainResponse.ops:type_name -> hotsplit.v1.Op
+	4,  // 37: hotsplit.v1.ExplainResponse.read:type_name -> hotsplit.v1.ReadInfo
+	0,  // 38: hotsplit.v1.GetConfigRequest.consistency:type_name -> hotsplit.v1.Consistency
+	82, // 39: hotsplit.v1.GetConfigResponse.config:type_name -> hotsplit.v1.Config
+	4,  // 40: hotsplit.v1.GetConfigResponse.read:type_name -> hotsplit.v1.ReadInfo
+	85, // 41: hotsplit.v1.SetConfigRequest.patch:type_name -> hotsplit.v1.ConfigPatch
+	82, // 42: hotsplit.v1.SetConfigResponse.config:type_name -> hotsplit.v1.Config
+	78, // 43: hotsplit.v1.AbortOpResponse.op:type_name -> hotsplit.v1.Op
+	86, // 44: hotsplit.v1.JoinRequest.auto_split_flag:type_name -> hotsplit.v1.AutoSplitFlag
+	87, // 45: hotsplit.v1.JoinResponse.members:type_name -> hotsplit.v1.Member
+	0,  // 46: hotsplit.v1.MembersRequest.consistency:type_name -> hotsplit.v1.Consistency
+	87, // 47: hotsplit.v1.MemberStatus.member:type_name -> hotsplit.v1.Member
+	48, // 48: hotsplit.v1.MemberStatus.health:type_name -> hotsplit.v1.MemberHealth
+	47, // 49: hotsplit.v1.MembersResponse.members:type_name -> hotsplit.v1.MemberStatus
+	4,  // 50: hotsplit.v1.MembersResponse.read:type_name -> hotsplit.v1.ReadInfo
+	88, // 51: hotsplit.v1.MembersResponse.admissions:type_name -> hotsplit.v1.Admission
+	88, // 52: hotsplit.v1.AdmitResponse.admissions:type_name -> hotsplit.v1.Admission
+	2,  // 53: hotsplit.v1.StateReport.outcome:type_name -> hotsplit.v1.StateOutcome
+	58, // 54: hotsplit.v1.StateHashResponse.report:type_name -> hotsplit.v1.StateReport
+	58, // 55: hotsplit.v1.CheckStateResponse.reports:type_name -> hotsplit.v1.StateReport
+	3,  // 56: hotsplit.v1.HealthResponse.status:type_name -> hotsplit.v1.HealthStatus
+	47, // 57: hotsplit.v1.HealthResponse.members:type_name -> hotsplit.v1.MemberStatus
+	71, // 58: hotsplit.v1.SnapshotResponse.header:type_name -> hotsplit.v1.SnapshotHeader
+	72, // 59: hotsplit.v1.SnapshotResponse.trailer:type_name -> hotsplit.v1.SnapshotTrailer
+	7,  // 60: hotsplit.v1.Catalog.ListRoutes:input_type -> hotsplit.v1.ListRoutesRequest
+	9,  // 61: hotsplit.v1.Catalog.GetRoute:input_type -> hotsplit.v1.GetRouteRequest
+	11, // 62: hotsplit.v1.Catalog.SplitRange:input_type -> hotsplit.v1.SplitRangeRequest
+	25, // 63: hotsplit.v1.Catalog.WatchRoutes:input_type -> hotsplit.v1.WatchRoutesRequest
+	28, // 64: hotsplit.v1.Catalog.GetTimestamp:input_type -> hotsplit.v1.GetTimestampRequest
+	13, // 65: hotsplit.v1.Catalog.MergeRange:input_type -> hotsplit.v1.MergeRangeRequest
+	15, // 66: hotsplit.v1.Catalog.ListGroups:input_type -> hotsplit.v1.ListGroupsRequest
+	17, // 67: hotsplit.v1.Catalog.AddGroup:input_type -> hotsplit.v1.AddGroupRequest
+	18, // 68: hotsplit.v1.Catalog.SetGroup:input_type -> hotsplit.v1.SetGroupRequest
+	19, // 69: hotsplit.v1.Catalog.RemoveGroup:input_type -> hotsplit.v1.RemoveGroupRequest
+	21, // 70: hotsplit.v1.Catalog.MoveRange:input_type -> hotsplit.v1.MoveRangeRequest
+	23, // 71: hotsplit.v1.Catalog.AckMove:input_type -> hotsplit.v1.AckMoveRequest
+	89, // 72: hotsplit.v1.Load.Report:input_type -> hotsplit.v1.ReportRequest
+	30, // 73: hotsplit.v1.AutoSplit.Status:input_type -> hotsplit.v1.StatusRequest
+	32, // 74: hotsplit.v1.AutoSplit.SetEnabled:input_type -> hotsplit.v1.SetEnabledRequest
+	34, // 75: hotsplit.v1.AutoSplit.Explain:input_type -> hotsplit.v1.ExplainRequest
+	36, // 76: hotsplit.v1.AutoSplit.GetConfig:input_type -> hotsplit.v1.GetConfigRequest
+	38, // 77: hotsplit.v1.AutoSplit.SetConfig:input_type -> hotsplit.v1.SetConfigRequest
+	40, // 78: hotsplit.v1.AutoSplit.AbortOp:input_type -> hotsplit.v1.AbortOpRequest
+	42, // 79: hotsplit.v1.Cluster.Join:input_type -> hotsplit.v1.JoinRequest
+	44, // 80: hotsplit.v1.Cluster.Remove:input_type -> hotsplit.v1.RemoveRequest
+	46, // 81: hotsplit.v1.Cluster.Members:input_type -> hotsplit.v1.MembersRequest
+	50, // 82: hotsplit.v1.Cluster.Leader:input_type -> hotsplit.v1.LeaderRequest
+	52, // 83: hotsplit.v1.Cluster.TransferLeadership:input_type -> hotsplit.v1.TransferLeadershipRequest
+	54, // 84: hotsplit.v1.Cluster.Admit:input_type -> hotsplit.v1.AdmitRequest
+	56, // 85: hotsplit.v1.Cluster.ClockPing:input_type -> hotsplit.v1.ClockPingRequest
+	59, // 86: hotsplit.v1.Cluster.StateHash:input_type -> hotsplit.v1.StateHashRequest
+	61, // 87: hotsplit.v1.Cluster.CheckState:input_type -> hotsplit.v1.CheckStateRequest
+	63, // 88: hotsplit.v1.Cluster.Health:input_type -> hotsplit.v1.HealthRequest
+	65, // 89: hotsplit.v1.Cluster.Progress:input_type -> hotsplit.v1.ProgressRequest
+	67, // 90: hotsplit.v1.Cluster.Version:input_type -> hotsplit.v1.VersionRequest
+	69, // 91: hotsplit.v1.Cluster.Snapshot:input_type -> hotsplit.v1.SnapshotRequest
+	73, // 92: hotsplit.v1.Cluster.MintUILogin:input_type -> hotsplit.v1.MintUILoginRequest
+	8,  // 93: hotsplit.v1.Catalog.ListRoutes:output_type -> hotsplit.v1.ListRoutesResponse
+	10, // 94: hotsplit.v1.Catalog.GetRoute:output_type -> hotsplit.v1.GetRouteResponse
+	12, // 95: hotsplit.v1.Catalog.SplitRange:output_type -> hotsplit.v1.SplitRangeResponse
+	26, // 96: hotsplit.v1.Catalog.WatchRoutes:output_type -> hotsplit.v1.WatchRoutesResponse
+	29, // 97: hotsplit.v1.Catalog.GetTimestamp:output_type -> hotsplit.v1.GetTimestampResponse
+	14, // 98: hotsplit.v1.Catalog.MergeRange:output_type -> hotsplit.v1.MergeRangeResponse
+	16, // 99: hotsplit.v1.Catalog.ListGroups:output_type -> hotsplit.v1.ListGroupsResponse
+	20, // 100: hotsplit.v1.Catalog.AddGroup:output_type -> hotsplit.v1.GroupResponse
+	20, // 101: hotsplit.v1.Catalog.SetGroup:output_type -> hotsplit.v1.GroupResponse
+	20, // 102: hotsplit.v1.Catalog.RemoveGroup:output_type -> hotsplit.v1.GroupResponse
+	22, // 103: hotsplit.v1.Catalog.MoveRange:output_type -> hotsplit.v1.MoveRangeResponse
+	24, // 104: hotsplit.v1.Catalog.AckMove:output_type -> hotsplit.v1.AckMoveResponse
+	90, // 105: hotsplit.v1.Load.Report:output_type -> hotsplit.v1.ReportResponse
+	31, // 106: hotsplit.v1.AutoSplit.Status:output_type -> hotsplit.v1.StatusResponse
+	33, // 107: hotsplit.v1.AutoSplit.SetEnabled:output_type -> hotsplit.v1.SetEnabledResponse
+	35, // 108: hotsplit.v1.AutoSplit.Explain:output_type -> hotsplit.v1.ExplainResponse
+	37, // 109: hotsplit.v1.AutoSplit.GetConfig:output_type -> hotsplit.v1.GetConfigResponse
+	39, // 110: hotsplit.v1.AutoSplit.SetConfig:output_type -> hotsplit.v1.SetConfigResponse
+	41, // 111: hotsplit.v1.AutoSplit.AbortOp:output_type -> hotsplit.v1.AbortOpResponse
+	43, // 112: hotsplit.v1.Cluster.Join:output_type -> hotsplit.v1.JoinResponse
+	45, // 113: hotsplit.v1.Cluster.Remove:output_type -> hotsplit.v1.RemoveResponse
+	49, // 114: hotsplit.v1.Cluster.Members:output_type -> hotsplit.v1.MembersResponse
+	51, // 115: hotsplit.v1.Cluster.Leader:output_type -> hotsplit.v1.LeaderResponse
+	53, // 116: hotsplit.v1.Cluster.TransferLeadership:output_type -> hotsplit.v1.TransferLeadershipResponse
+	55, // 117: hotsplit.v1.Cluster.Admit:output_type -> hotsplit.v1.AdmitResponse
+	57, // 118: hotsplit.v1.Cluster.ClockPing:output_type -> hotsplit.v1.ClockPingResponse
+	60, // 119: hotsplit.v1.Cluster.StateHash:output_type -> hotsplit.v1.StateHashResponse
+	62, // 120: hotsplit.v1.Cluster.CheckState:output_type -> hotsplit.v1.CheckStateResponse
+	64, // 121: hotsplit.v1.Cluster.Health:output_type -> hotsplit.v1.HealthResponse
+	66, // 122: hotsplit.v1.Cluster.Progress:output_type -> hotsplit.v1.ProgressResponse
+	68, // 123: hotsplit.v1.Cluster.Version:output_type -> hotsplit.v1.VersionResponse
+	70, // 124: hotsplit.v1.Cluster.Snapshot:output_type -> hotsplit.v1.SnapshotResponse
+	74, // 125: hotsplit.v1.Cluster.MintUILogin:output_type -> hotsplit.v1.MintUILoginResponse
+	93, // [93:126] is the sub-list for method output_type
+	60, // [60:93] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_service_proto_init() }
@@ -5237,11 +5584,12 @@ func file_hotsplitv1_service_proto_init() {
 	file_hotsplitv1_service_proto_msgTypes[7].OneofWrappers = []any{}
 	file_hotsplitv1_service_proto_msgTypes[9].OneofWrappers = []any{}
 	file_hotsplitv1_service_proto_msgTypes[14].OneofWrappers = []any{}
-	file_hotsplitv1_service_proto_msgTypes[18].OneofWrappers = []any{
+	file_hotsplitv1_service_proto_msgTypes[17].OneofWrappers = []any{}
+	file_hotsplitv1_service_proto_msgTypes[22].OneofWrappers = []any{
 		(*WatchRoutesResponse_Delta)(nil),
 		(*WatchRoutesResponse_SnapshotPage)(nil),
 	}
-	file_hotsplitv1_service_proto_msgTypes[62].OneofWrappers = []any{
+	file_hotsplitv1_service_proto_msgTypes[66].OneofWrappers = []any{
 		(*SnapshotResponse_Header)(nil),
 		(*SnapshotResponse_Chunk)(nil),
 		(*SnapshotResponse_Trailer)(nil),
@@ -5252,7 +5600,7 @@ func file_hotsplitv1_service_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_service_proto_rawDesc), len(file_hotsplitv1_service_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   67,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

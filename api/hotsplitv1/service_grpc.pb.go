@@ -29,6 +29,8 @@ const (
 	Catalog_AddGroup_FullMethodName     = "/hotsplit.v1.Catalog/AddGroup"
 	Catalog_SetGroup_FullMethodName     = "/hotsplit.v1.Catalog/SetGroup"
 	Catalog_RemoveGroup_FullMethodName  = "/hotsplit.v1.Catalog/RemoveGroup"
+	Catalog_MoveRange_FullMethodName    = "/hotsplit.v1.Catalog/MoveRange"
+	Catalog_AckMove_FullMethodName      = "/hotsplit.v1.Catalog/AckMove"
 )
 
 // CatalogClient is the client API for Catalog service.
@@ -49,6 +51,12 @@ type CatalogClient interface {
 	AddGroup(ctx context.Context, in *AddGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error)
 	SetGroup(ctx context.Context, in *SetGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error)
 	RemoveGroup(ctx context.Context, in *RemoveGroupRequest, opts ...grpc.CallOption) (*GroupResponse, error)
+	// Cluster version 4 (range_moves; docs/design.md#moves): an operator
+	// moves a route to another group; a data node acknowledges a move's
+	// step (reporter role; Apply checks that the caller's identity serves
+	// the group that owes the acknowledgement).
+	MoveRange(ctx context.Context, in *MoveRangeRequest, opts ...grpc.CallOption) (*MoveRangeResponse, error)
+	AckMove(ctx context.Context, in *AckMoveRequest, opts ...grpc.CallOption) (*AckMoveResponse, error)
 }
 
 type catalogClient struct {
@@ -168,6 +176,26 @@ func (c *catalogClient) RemoveGroup(ctx context.Context, in *RemoveGroupRequest,
 	return out, nil
 }
 
+func (c *catalogClient) MoveRange(ctx context.Context, in *MoveRangeRequest, opts ...grpc.CallOption) (*MoveRangeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MoveRangeResponse)
+	err := c.cc.Invoke(ctx, Catalog_MoveRange_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *catalogClient) AckMove(ctx context.Context, in *AckMoveRequest, opts ...grpc.CallOption) (*AckMoveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckMoveResponse)
+	err := c.cc.Invoke(ctx, Catalog_AckMove_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CatalogServer is the server API for Catalog service.
 // All implementations must embed UnimplementedCatalogServer
 // for forward compatibility.
@@ -186,6 +214,12 @@ type CatalogServer interface {
 	AddGroup(context.Context, *AddGroupRequest) (*GroupResponse, error)
 	SetGroup(context.Context, *SetGroupRequest) (*GroupResponse, error)
 	RemoveGroup(context.Context, *RemoveGroupRequest) (*GroupResponse, error)
+	// Cluster version 4 (range_moves; docs/design.md#moves): an operator
+	// moves a route to another group; a data node acknowledges a move's
+	// step (reporter role; Apply checks that the caller's identity serves
+	// the group that owes the acknowledgement).
+	MoveRange(context.Context, *MoveRangeRequest) (*MoveRangeResponse, error)
+	AckMove(context.Context, *AckMoveRequest) (*AckMoveResponse, error)
 	mustEmbedUnimplementedCatalogServer()
 }
 
@@ -225,6 +259,12 @@ func (UnimplementedCatalogServer) SetGroup(context.Context, *SetGroupRequest) (*
 }
 func (UnimplementedCatalogServer) RemoveGroup(context.Context, *RemoveGroupRequest) (*GroupResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveGroup not implemented")
+}
+func (UnimplementedCatalogServer) MoveRange(context.Context, *MoveRangeRequest) (*MoveRangeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method MoveRange not implemented")
+}
+func (UnimplementedCatalogServer) AckMove(context.Context, *AckMoveRequest) (*AckMoveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AckMove not implemented")
 }
 func (UnimplementedCatalogServer) mustEmbedUnimplementedCatalogServer() {}
 func (UnimplementedCatalogServer) testEmbeddedByValue()                 {}
@@ -420,6 +460,42 @@ func _Catalog_RemoveGroup_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Catalog_MoveRange_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MoveRangeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServer).MoveRange(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Catalog_MoveRange_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServer).MoveRange(ctx, req.(*MoveRangeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Catalog_AckMove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckMoveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CatalogServer).AckMove(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Catalog_AckMove_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CatalogServer).AckMove(ctx, req.(*AckMoveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Catalog_ServiceDesc is the grpc.ServiceDesc for Catalog service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -462,6 +538,14 @@ var Catalog_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveGroup",
 			Handler:    _Catalog_RemoveGroup_Handler,
+		},
+		{
+			MethodName: "MoveRange",
+			Handler:    _Catalog_MoveRange_Handler,
+		},
+		{
+			MethodName: "AckMove",
+			Handler:    _Catalog_AckMove_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

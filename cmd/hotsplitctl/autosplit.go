@@ -291,8 +291,11 @@ func opTable(w io.Writer, ops []*api.Op) error {
 			state += " (" + enumName(op.GetAbortReason()) + ")"
 		}
 		route, origin := formatRouteID(op.GetParentRouteId()), enumOrDash(op.GetOrigin())
-		if op.GetKind() == api.OpKind_OP_KIND_MERGE {
+		switch op.GetKind() {
+		case api.OpKind_OP_KIND_MERGE:
 			route, origin = formatRouteID(op.GetTargetRouteId())+"+"+formatRouteID(op.GetRightRouteId()), "merge"
+		case api.OpKind_OP_KIND_MOVE:
+			route, origin = formatRouteID(op.GetTargetRouteId()), fmt.Sprintf("move %s->%s", formatGroupID(op.GetSourceGroupId()), formatGroupID(op.GetTargetGroupId()))
 		}
 		t.row(formatOpID(op.GetOpId()), route, origin, state, nextStep(op), formatUint(op.GetScore()), formatHLC(op.GetCreatedHlc()))
 	}
@@ -307,8 +310,11 @@ func nextStep(op *api.Op) string {
 	case api.OpState_OP_STATE_DONE, api.OpState_OP_STATE_ABORTED:
 		return "-"
 	}
-	if op.GetKind() == api.OpKind_OP_KIND_MERGE {
+	switch op.GetKind() {
+	case api.OpKind_OP_KIND_MERGE:
 		return fmt.Sprintf("%d/1 merge %s+%s", n, formatRouteID(op.GetTargetRouteId()), formatRouteID(op.GetRightRouteId()))
+	case api.OpKind_OP_KIND_MOVE:
+		return fmt.Sprintf("%d/3 %s", n, moveStepName(n))
 	}
 	if n < 1 || n > total {
 		return fmt.Sprintf("%d/%d", n, total)

@@ -115,6 +115,10 @@ func (f *fakeCluster) SetGroup(_ context.Context, req *api.SetGroupRequest) (*ap
 	return answer[*api.GroupResponse](f, "SetGroup", req)
 }
 
+func (f *fakeCluster) MoveRange(_ context.Context, req *api.MoveRangeRequest) (*api.MoveRangeResponse, error) {
+	return answer[*api.MoveRangeResponse](f, "MoveRange", req)
+}
+
 func (f *fakeCluster) RemoveGroup(_ context.Context, req *api.RemoveGroupRequest) (*api.GroupResponse, error) {
 	return answer[*api.GroupResponse](f, "RemoveGroup", req)
 }

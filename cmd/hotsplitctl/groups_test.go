@@ -96,3 +96,28 @@ func TestGroupsErrors(t *testing.T) {
 		t.Errorf("exit %d stderr %q", r.code, r.stderr)
 	}
 }
+
+func TestMove(t *testing.T) {
+	f := startCluster(t)
+	f.set("ListGroups", groupsList())
+	f.set("MoveRange", &api.MoveRangeResponse{OpId: 12, CatalogVersion: 10, CommitHlc: splitHLC,
+		Route: &api.RouteDescriptor{RouteId: 7, Start: []byte("m"), GroupId: 1, State: api.RouteState_ROUTE_STATE_MIGRATING_SOURCE, TargetGroupId: 4, MoveOpId: 12}})
+	r := ctl(t, f, "move", "r7", "east", "--expected-version", "9")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "move op12 of r7 begun: group 1 -> 4, migrating_source (op 12); catalog version 10, committed at 1723456789012.3") {
+		t.Fatalf("move: exit %d stderr %q stdout %q", r.code, r.stderr, r.stdout)
+	}
+	if req := f.last("MoveRange").(*api.MoveRangeRequest); req.GetRouteId() != 7 || req.GetTargetGroupId() != 4 || req.GetExpectedVersion() != 9 {
+		t.Fatalf("sent %v", req)
+	}
+	f.set("Status", &api.StatusResponse{LiveOps: []*api.Op{
+		{OpId: 3, Kind: api.OpKind_OP_KIND_SPLIT, State: api.OpState_OP_STATE_RUNNING, NextStep: 1, SplitKeys: [][]byte{[]byte("k")}},
+		{OpId: 12, Kind: api.OpKind_OP_KIND_MOVE, State: api.OpState_OP_STATE_RUNNING, NextStep: 3, TargetRouteId: 7, SourceGroupId: 1, TargetGroupId: 4,
+			AckedCopied: []string{"dn-e"}, AckedFenced: []string{"dn-1"}, Watermark: 55, StepHlc: splitHLC},
+	}})
+	r = ctl(t, f, "moves", "list")
+	rows := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(rows) != 3 || strings.Join(strings.Fields(rows[1]), " ") != "op12 r7 g1 g4 running 3/3 commit dn-e dn-1 - 55 1723456789012.3 (2024-08-12 09:59:49.012Z)" ||
+		rows[2] != "1 live moves" {
+		t.Fatalf("moves list: exit %d stderr %q\n%s", r.code, r.stderr, r.stdout)
+	}
+}

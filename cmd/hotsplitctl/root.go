@@ -127,7 +127,7 @@ started with --insecure. 'hotsplitctl certs' makes the certificates.`,
 	pf.StringVar(&a.token, "token", a.env.getenv("HOTSPLIT_TOKEN"), "a bearer token instead of a client certificate ($HOTSPLIT_TOKEN)")
 	pf.BoolVar(&a.insecure, "insecure", false, "plaintext, for a cluster started with --insecure (no TLS: anyone on the path can read and change the traffic)")
 
-	root.AddCommand(a.routesCmd(), a.splitCmd(), a.mergeCmd(), a.groupsCmd(), a.autosplitCmd(), a.clusterCmd(), a.snapshotCmd(), a.simCmd(), a.certsCmd(), a.uiCmd(), a.versionCmd(), a.completionCmd())
+	root.AddCommand(a.routesCmd(), a.splitCmd(), a.mergeCmd(), a.groupsCmd(), a.moveCmd(), a.movesCmd(), a.autosplitCmd(), a.clusterCmd(), a.snapshotCmd(), a.simCmd(), a.certsCmd(), a.uiCmd(), a.versionCmd(), a.completionCmd())
 	return root
 }
 

@@ -151,7 +151,7 @@ func TestEveryCommandHasExample(t *testing.T) {
 		}
 	}
 	walk(root)
-	if n != 42 {
+	if n != 46 {
 		t.Fatalf("walked %d commands, want the whole tree", n)
 	}
 	r := ctl(t, nil, "split", "--help")

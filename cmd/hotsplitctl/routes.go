@@ -170,6 +170,9 @@ func writeWatchEvent(w io.Writer, ev *api.WatchRoutesResponse) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "v%d ", d.GetVersion())
 	switch removed, added := d.GetRemovedRouteIds(), d.GetAdded(); {
+	case len(d.GetChanged()) == 1 && len(removed)+len(added) == 0:
+		r := d.GetChanged()[0]
+		fmt.Fprintf(&b, "move %s %s: %s", formatRouteID(r.GetRouteId()), formatSpan(r.GetStart(), r.GetEnd()), routeMoveState(r))
 	case len(removed) == 1 && len(added) == 2:
 		l, r := added[0], added[1]
 		fmt.Fprintf(&b, "split %s at %s -> %s %s %s %s",
@@ -194,6 +197,16 @@ func writeWatchEvent(w io.Writer, ev *api.WatchRoutesResponse) error {
 	fmt.Fprintf(&b, " at %s\n", formatHLC(d.GetCommitHlc()))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// routeMoveState says where a route stands in a move: "group 1 -> 3,
+// migrating_source", or its group and state once the move ended.
+func routeMoveState(r *api.RouteDescriptor) string {
+	state := strings.ToLower(strings.TrimPrefix(r.GetState().String(), "ROUTE_STATE_"))
+	if t := r.GetTargetGroupId(); t != 0 {
+		return fmt.Sprintf("group %d -> %d, %s (op %d)", r.GetGroupId(), t, state, r.GetMoveOpId())
+	}
+	return fmt.Sprintf("group %d, %s", r.GetGroupId(), state)
 }
 
 // routeSummary is a route on one line: r7 ["a", "m") group 1 active.

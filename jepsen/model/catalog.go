@@ -37,6 +37,8 @@ type Route struct {
 	MergedAtHLC uint64
 	// OperatorStart: the start boundary is an operator's (pinned).
 	OperatorStart bool
+	// TargetGroup and MoveOp: a live move of the route (version 4).
+	TargetGroup, MoveOp uint64
 }
 
 // FromAPI converts a route the cluster returned.
@@ -44,7 +46,7 @@ func FromAPI(r *api.RouteDescriptor) Route {
 	return Route{ID: r.GetRouteId(), Start: r.GetStart(), End: r.GetEnd(), Group: r.GetGroupId(),
 		State: r.GetState(), Parent: r.GetParentRouteId(), SplitAtHLC: r.GetSplitAtHlc(),
 		MergedLeft: r.GetMergedFromLeft(), MergedRight: r.GetMergedFromRight(), MergedAtHLC: r.GetMergedAtHlc(),
-		OperatorStart: r.GetOperatorStart()}
+		OperatorStart: r.GetOperatorStart(), TargetGroup: r.GetTargetGroupId(), MoveOp: r.GetMoveOpId()}
 }
 
 // Merged reports whether a merge made the route.

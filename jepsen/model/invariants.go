@@ -221,10 +221,19 @@ func ApplyDelta(c *Catalog, d *api.CatalogDelta) (*Catalog, error) {
 		}
 		removed[id] = true
 	}
+	changed := map[uint64]Route{}
+	for _, r := range d.GetChanged() {
+		if _, ok := c.Route(r.GetRouteId()); !ok {
+			return nil, fmt.Errorf("delta to version %d changes route %d, which is not live at version %d", d.GetVersion(), r.GetRouteId(), c.Version)
+		}
+		changed[r.GetRouteId()] = FromAPI(r)
+	}
 	routes := make([]Route, 0, len(c.Routes)+len(d.GetAdded()))
 	next := c.NextID
 	for _, r := range c.Routes {
-		if !removed[r.ID] {
+		if ch, ok := changed[r.ID]; ok {
+			routes = append(routes, ch)
+		} else if !removed[r.ID] {
 			routes = append(routes, r)
 		}
 	}

@@ -49,3 +49,26 @@ func (c *Client) RemoveGroup(ctx context.Context, req *api.RemoveGroupRequest) (
 			return api.NewCatalogClient(cc).RemoveGroup(ctx, req)
 		})
 }
+
+// MoveRange begins an operator's move of a route to another shard group
+// (cluster version 4); the leader takes it through its steps as the data
+// plane acknowledges them.
+func (c *Client) MoveRange(ctx context.Context, req *api.MoveRangeRequest) (*api.MoveRangeResponse, error) {
+	req = proto.CloneOf(req)
+	req.RequestId, req.Actor = orNewRequestID(req.RequestId), c.orActor(req.Actor)
+	return invoke(ctx, c, call{name: "MoveRange", mutation: true, requestID: req.RequestId},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.MoveRangeResponse, error) {
+			return api.NewCatalogClient(cc).MoveRange(ctx, req)
+		})
+}
+
+// AckMove sends a data node's acknowledgement of a move's step. A repeat
+// changes nothing, so it is retried like any mutation.
+func (c *Client) AckMove(ctx context.Context, req *api.AckMoveRequest) (*api.AckMoveResponse, error) {
+	req = proto.CloneOf(req)
+	req.RequestId = orNewRequestID(req.RequestId)
+	return invoke(ctx, c, call{name: "AckMove", mutation: true, requestID: req.RequestId},
+		func(ctx context.Context, cc grpc.ClientConnInterface) (*api.AckMoveResponse, error) {
+			return api.NewCatalogClient(cc).AckMove(ctx, req)
+		})
+}
