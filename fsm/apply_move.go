@@ -186,6 +186,7 @@ func (a *applier) commitMoveStep(op *api.Op, next *catalog.Catalog, moved *catal
 	a.decide(&api.Decision{Kind: api.DecisionKind_DECISION_KIND_MOVE, RouteId: op.GetTargetRouteId(), OpId: op.GetOpId(),
 		Actor: op.GetActor(), Note: op.GetNote(),
 		Detail: fmt.Sprintf("move %s: r%d from group %d to group %d", what, op.GetTargetRouteId(), op.GetSourceGroupId(), op.GetTargetGroupId())})
+	a.f.m.moveStep(what)
 	a.f.log.Info("fsm: move step", "op_id", op.GetOpId(), "route_id", op.GetTargetRouteId(), "step", what,
 		"source_group", op.GetSourceGroupId(), "target_group", op.GetTargetGroupId(), "catalog_version", next.Version(), "commit_hlc", commit)
 	// The op keeps the step's answer for a duplicate; the answer now also
@@ -287,6 +288,7 @@ func (a *applier) abortMove(op *api.Op, reason api.OpAbortReason, detail string)
 	a.s.cat = next
 	a.s.hist = a.s.hist.Append(catalog.MoveDelta(next.Version(), moved, commit))
 	n := a.abortOp(op, reason, detail)
+	a.f.m.moveStep("aborted")
 	return &api.CommandResult{OpId: n.GetOpId(), Op: n, CatalogVersion: next.Version(), CommitHlc: commit, Children: []*api.RouteDescriptor{moved.ToProto()}}
 }
 

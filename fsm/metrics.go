@@ -7,6 +7,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/hlc"
 )
 
 // Metrics are the FSM's apply-side metrics (docs/design.md#observability). Apply runs on every
@@ -37,7 +38,16 @@ type Metrics struct {
 	// Automatic merges (AutoMerge).
 	mergeDecisions *prometheus.CounterVec // reason: merge_planned, merge_delay, …
 	mergeOps       *prometheus.CounterVec // event: planned, paused, aborted
+	// Shard groups and moves (ShardGroups, RangeMoves).
+	groups      *prometheus.GaugeVec   // state: active, draining
+	moveSteps   *prometheus.CounterVec // step: begun, fenced, committed, aborted
+	liveMoves   prometheus.Gauge
+	moveStepAge prometheus.Gauge
+	moveTTL     prometheus.Gauge
 }
+
+// The move events, the fixed label values of hotsplit_move_steps_total.
+var moveEvents = []string{"begun", "fenced", "committed", "aborted"}
 
 // NewMetrics creates the FSM metrics and registers them with reg (nil: not
 // registered, e.g. in tests).
@@ -54,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		opsPaused: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_ops_paused_total",
 			Help: "Split ops paused by the auto-split switch."}),
 		opsAborted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_ops_aborted_total",
-			Help: "Split ops aborted, by reason."}, []string{"reason"}),
+			Help: "Split and move ops aborted, by reason."}, []string{"reason"}),
 		skips: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_skips_total",
 			Help: "Eligible routes not split in a column (declined or suppressed), by reason."}, []string{"reason"}),
 		columns: prometheus.NewCounter(prometheus.CounterOpts{Name: "hotsplit_columns_committed_total",
@@ -72,12 +82,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		liveRoutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_routes", Help: "Routes in the catalog."}),
 		tracked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_tracked_routes",
 			Help: "Routes with detector state (counter, cooldown or recent explanation)."}),
-		liveOps:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_ops", Help: "Ops (split or merge) PENDING, RUNNING or PAUSED."}),
+		liveOps:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_live_ops", Help: "Ops (split, merge or move) PENDING, RUNNING or PAUSED."}),
 		switchOn: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_autosplit_enabled", Help: "1 when the auto-split switch is on."}),
 		mergeDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_merge_decisions_total",
 			Help: "Pairs of cold routes the detector planned to merge (merge_planned) or declined, by reason, per column."}, []string{"reason"}),
 		mergeOps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_merge_ops_total",
 			Help: "Merge ops planned, paused or aborted (an applied one counts in hotsplit_merges_total)."}, []string{"event"}),
+		groups: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hotsplit_shard_groups",
+			Help: "Shard groups, by state (cluster version 4)."}, []string{"state"}),
+		moveSteps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_move_steps_total",
+			Help: "Steps of moves between shard groups applied: begun, fenced, committed, aborted."}, []string{"step"}),
+		liveMoves: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_moves_live",
+			Help: "Moves between shard groups begun and not yet committed or aborted."}),
+		moveStepAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_move_oldest_step_age_seconds",
+			Help: "How long the running move that has waited longest has waited in its current step, as of the last applied entry (0: none)."}),
+		moveTTL: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_move_ttl_seconds",
+			Help: "The configured move_ttl_ms, in seconds: a step that waits this long is aborted."}),
 	}
 	// Pre-create every label value so each series exists from the start.
 	for _, v := range api.SplitOrigin_value {
@@ -104,6 +124,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, e := range mergeOpEvents {
 		m.mergeOps.WithLabelValues(e)
 	}
+	for _, e := range moveEvents {
+		m.moveSteps.WithLabelValues(e)
+	}
+	for _, st := range []string{"active", "draining"} {
+		m.groups.WithLabelValues(st)
+	}
 	m.droppedRows.WithLabelValues("leader")
 	m.droppedRows.WithLabelValues("apply")
 	for _, k := range commandKinds {
@@ -112,7 +138,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.splits, m.merges, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
 			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn, m.eligible,
-			m.mergeDecisions, m.mergeOps)
+			m.mergeDecisions, m.mergeOps, m.groups, m.moveSteps, m.liveMoves, m.moveStepAge, m.moveTTL)
 	}
 	return m
 }
@@ -163,13 +189,34 @@ func (m *Metrics) observeState(s *State) {
 	if s.det != nil {
 		m.tracked.Set(float64(s.det.Len()))
 	}
-	live := 0
+	live, moves, oldest := 0, 0, uint64(0)
+	now := hlc.Physical(s.lastHLC)
 	for _, op := range s.ops {
-		if isLive(op) {
-			live++
+		if !isLive(op) {
+			continue
+		}
+		live++
+		if isMoveOp(op) {
+			moves++
+			if op.GetState() == api.OpState_OP_STATE_RUNNING {
+				oldest = max(oldest, now-min(now, hlc.Physical(op.GetStepHlc())))
+			}
 		}
 	}
 	m.liveOps.Set(float64(live))
+	m.liveMoves.Set(float64(moves))
+	m.moveStepAge.Set(float64(oldest) / 1000)
+	m.moveTTL.Set(float64(s.cfg.GetMoveTtlMs()) / 1000)
+	var active, draining int
+	for _, g := range s.groups {
+		if g.GetState() == api.GroupState_GROUP_STATE_DRAINING {
+			draining++
+		} else {
+			active++
+		}
+	}
+	m.groups.WithLabelValues("active").Set(float64(active))
+	m.groups.WithLabelValues("draining").Set(float64(draining))
 	on := 0.0
 	if s.sw.GetEnabled() {
 		on = 1
@@ -285,5 +332,12 @@ func (m *Metrics) mergeDecision(r api.Reason) {
 func (m *Metrics) mergeOp(event string) {
 	if m != nil {
 		m.mergeOps.WithLabelValues(event).Inc()
+	}
+}
+
+// moveStep counts a move's step (begun, fenced, committed, aborted).
+func (m *Metrics) moveStep(event string) {
+	if m != nil {
+		m.moveSteps.WithLabelValues(event).Inc()
 	}
 }
