@@ -96,9 +96,15 @@ func (a *applier) applySetConfig(c *api.SetConfig) *api.CommandResult {
 		a.f.log.Info("fsm: config set changed nothing", "actor", c.GetActor(), "patch", patchSummary(p), "commit_hlc", a.nowHLC)
 		return &api.CommandResult{Config: a.s.cfg, Message: ConfigUnchanged}
 	}
+	placementOnly := onlyPlacement(p)
+	if !cfg.GetCrossGroup() {
+		a.s.placement = nil // streaks start afresh when placement is back on
+	}
 	a.s.cfg = cfg
 	a.s.detCfg = detectorConfig(cfg)
-	a.s.det = a.s.det.ResetHysteresis()
+	if !placementOnly {
+		a.s.det = a.s.det.ResetHysteresis()
+	}
 	changed := patchSummary(p)
 	if at := cfg.GetNextStepAtMs(); at != 0 {
 		changed += fmt.Sprintf(" (step_ms %d from window %d on)", cfg.GetNextStepMs(), at)

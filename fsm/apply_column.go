@@ -53,6 +53,7 @@ func (a *applier) applyObserveColumn(c *api.ObserveColumn) *api.CommandResult {
 	a.heatColumn(c)
 	s.lastColumnAtMs = c.GetAtMs()
 	s.reporters = c.GetReporters()
+	a.placeColumn(col, c.GetReporters())
 	a.f.m.candidates(det, s.detCfg.CandidateWindows)
 
 	res := &api.CommandResult{}

@@ -234,7 +234,7 @@ func TestRaiseToVersion4MakesTheCatalogsGroup(t *testing.T) {
 		t.Fatalf("groups %v next %d", gs, s.NextGroupID())
 	}
 	d := s.Decisions()[len(s.Decisions())-1]
-	if d.GetDetail() != "cluster version 4: groups=1 next_group_id=8 move_ttl_ms=600000" {
+	if d.GetDetail() != "cluster version 4: groups=1 next_group_id=8 move_ttl_ms=600000 cross_group=false placement_windows=3 move_cooldown_ms=1800000 max_moves_per_cycle=1 move_margin_bp=1000" {
 		t.Fatalf("raise decision %q", d.GetDetail())
 	}
 	wantCode(t, h.run(addGroup("east", 0)), api.ResultCode_RESULT_CODE_OK)

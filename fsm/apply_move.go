@@ -139,6 +139,19 @@ func (a *applier) applyMoveStep(c *api.MoveRange) *api.CommandResult {
 		what  string
 	)
 	switch c.GetStep() {
+	case moveStepBegin:
+		// A planned move (automatic placement) begins if its route and
+		// groups still allow it; otherwise the op ends here.
+		if !a.s.sw.GetEnabled() {
+			a.pauseOp(op)
+			return fail(api.ResultCode_RESULT_CODE_OP_PAUSED, "auto-split is disabled: op %d paused before its begin", op.GetOpId())
+		}
+		if reason, why := a.beginBlocked(op); reason != api.OpAbortReason_OP_ABORT_REASON_UNSPECIFIED {
+			n := a.abortOp(op, reason, why)
+			return &api.CommandResult{Code: api.ResultCode_RESULT_CODE_OP_ABORTED, Message: fmt.Sprintf("op %d aborted: %s", op.GetOpId(), why), OpId: n.GetOpId(), Op: n}
+		}
+		next, moved, err = a.s.cat.BeginMove(op.GetTargetRouteId(), op.GetTargetGroupId(), op.GetOpId())
+		what = "begun"
 	case moveStepFence:
 		if !a.s.sw.GetEnabled() {
 			a.pauseOp(op)
@@ -168,6 +181,33 @@ func (a *applier) applyMoveStep(c *api.MoveRange) *api.CommandResult {
 	return a.commitMoveStep(cloneOp(op), next, moved, what)
 }
 
+// beginBlocked says why a planned move may no longer begin: its route gone
+// or reshaped, moved to another group or not ACTIVE, its target gone, not
+// ACTIVE, or either group without data nodes.
+func (a *applier) beginBlocked(op *api.Op) (api.OpAbortReason, string) {
+	r, ok := a.s.cat.Route(op.GetTargetRouteId())
+	switch {
+	case !ok:
+		return api.OpAbortReason_OP_ABORT_REASON_ROUTE_GONE, fmt.Sprintf("route %d no longer exists", op.GetTargetRouteId())
+	case string(r.Start) != string(op.GetTargetStart()) || string(r.End) != string(op.GetTargetEnd()) || r.GroupID != op.GetSourceGroupId():
+		return api.OpAbortReason_OP_ABORT_REASON_SHAPE_CHANGED, fmt.Sprintf("route %d changed since the plan", r.ID)
+	case r.State != catalog.StateActive:
+		return api.OpAbortReason_OP_ABORT_REASON_NOT_ACTIVE, fmt.Sprintf("route %d is %s", r.ID, r.State)
+	}
+	for _, id := range []uint64{op.GetSourceGroupId(), op.GetTargetGroupId()} {
+		g, ok := a.s.Group(id)
+		switch {
+		case !ok:
+			return api.OpAbortReason_OP_ABORT_REASON_NOT_ACTIVE, fmt.Sprintf("group %d no longer exists", id)
+		case id == op.GetTargetGroupId() && g.GetState() != api.GroupState_GROUP_STATE_ACTIVE:
+			return api.OpAbortReason_OP_ABORT_REASON_NOT_ACTIVE, fmt.Sprintf("group %d is %s", id, groupStateName(g.GetState()))
+		case len(g.GetIdentities()) == 0:
+			return api.OpAbortReason_OP_ABORT_REASON_NOT_ACTIVE, fmt.Sprintf("group %d has no data-node identity", id)
+		}
+	}
+	return api.OpAbortReason_OP_ABORT_REASON_UNSPECIFIED, ""
+}
+
 // commitMoveStep installs a move's step: the catalog and the watchers'
 // delta, the op one step on (DONE after the commit), its decision.
 func (a *applier) commitMoveStep(op *api.Op, next *catalog.Catalog, moved *catalog.RouteDescriptor, what string) *api.CommandResult {
@@ -178,8 +218,11 @@ func (a *applier) commitMoveStep(op *api.Op, next *catalog.Catalog, moved *catal
 	op.StepResults = append(op.StepResults, res)
 	op.NextStep = uint32(len(op.StepResults)) + 1
 	op.StepCatalogVersion, op.StepHlc, op.UpdatedHlc = next.Version(), a.nowHLC, a.nowHLC
-	if op.GetNextStep() > moveStepCommit {
+	switch {
+	case op.GetNextStep() > moveStepCommit:
 		op.State = api.OpState_OP_STATE_DONE
+	case op.GetState() == api.OpState_OP_STATE_PENDING:
+		op.State = api.OpState_OP_STATE_RUNNING
 	}
 	a.putOp(op)
 	a.retireFinished()
@@ -277,6 +320,12 @@ func (a *applier) applyAckMove(c *api.AckMove) *api.CommandResult {
 // catalog change) and marks the op ABORTED. It refuses, changing nothing,
 // a commit HLC that does not move forward.
 func (a *applier) abortMove(op *api.Op, reason api.OpAbortReason, detail string) *api.CommandResult {
+	if op.GetNextStep() <= moveStepBegin {
+		// Planned, never begun: the catalog has nothing to undo.
+		n := a.abortOp(op, reason, detail)
+		a.f.m.moveStep("aborted")
+		return &api.CommandResult{OpId: n.GetOpId(), Op: n}
+	}
 	if r := a.fence(kindAbortOp, "route_id", op.GetTargetRouteId(), "op_id", op.GetOpId()); r != nil {
 		return r
 	}

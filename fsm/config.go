@@ -35,6 +35,19 @@ const (
 	minMoveTTLMs     = 1000
 )
 
+// Automatic placement's defaults (docs/design.md#automatic-placement): a
+// group over capacity for 3 complete columns moves one route per column,
+// to a group that keeps 10% of its capacity free; a moved route stays 30
+// minutes.
+const (
+	DefaultPlacementWindows = 3
+	DefaultMoveCooldownMs   = 30 * 60 * 1000
+	DefaultMaxMovesPerCycle = 1
+	DefaultMoveMarginBP     = 1000
+	maxPlacementWindows     = 100
+	maxMoveMarginBP         = 9000
+)
+
 // maxLCMWaitMs bounds how far ahead a step change may take effect: the
 // boundary both steps agree on (a multiple of both) must come within a day.
 const maxLCMWaitMs = 24 * 3600 * 1000
@@ -181,13 +194,69 @@ func withDefaults(c *api.Config, version uint32) *api.Config {
 	} else {
 		clearMerge(out)
 	}
-	switch {
-	case !clusterversion.RangeMoves.EnabledAt(version):
-		out.MoveTtlMs = nil
-	case out.MoveTtlMs == nil:
-		out.MoveTtlMs = proto.Uint64(DefaultMoveTTLMs)
+	if clusterversion.RangeMoves.EnabledAt(version) {
+		out = withMoveDefaults(out)
+	} else {
+		out.MoveTtlMs, out.CrossGroup, out.PlacementWindows, out.MoveCooldownMs, out.MaxMovesPerCycle, out.MoveMarginBp = nil, false, nil, nil, nil, nil
 	}
 	return out
+}
+
+// withMoveDefaults returns c with every absent move and placement setting
+// (RangeMoves) at its default; c itself if none is absent.
+func withMoveDefaults(c *api.Config) *api.Config {
+	if c.MoveTtlMs != nil && c.PlacementWindows != nil && c.MoveCooldownMs != nil && c.MaxMovesPerCycle != nil && c.MoveMarginBp != nil {
+		return c
+	}
+	out := proto.Clone(c).(*api.Config)
+	fillOpt64(&out.MoveTtlMs, DefaultMoveTTLMs)
+	fillOpt32(&out.PlacementWindows, DefaultPlacementWindows)
+	fillOpt64(&out.MoveCooldownMs, DefaultMoveCooldownMs)
+	fillOpt32(&out.MaxMovesPerCycle, DefaultMaxMovesPerCycle)
+	fillOpt32(&out.MoveMarginBp, DefaultMoveMarginBP)
+	return out
+}
+
+func fillOpt64(dst **uint64, v uint64) {
+	if *dst == nil {
+		*dst = proto.Uint64(v)
+	}
+}
+
+func fillOpt32(dst **uint32, v uint32) {
+	if *dst == nil {
+		*dst = proto.Uint32(v)
+	}
+}
+
+// movePatchField names a move or placement setting p sets ("" when none).
+func movePatchField(p *api.ConfigPatch) string {
+	switch {
+	case p.MoveTtlMs != nil:
+		return "move_ttl_ms"
+	case p.CrossGroup != nil:
+		return "cross_group"
+	case p.PlacementWindows != nil:
+		return "placement_windows"
+	case p.MoveCooldownMs != nil:
+		return "move_cooldown_ms"
+	case p.MaxMovesPerCycle != nil:
+		return "max_moves_per_cycle"
+	case p.MoveMarginBp != nil:
+		return "move_margin_bp"
+	}
+	return ""
+}
+
+// onlyPlacement reports whether p sets move or placement settings only:
+// such a change resets no split hysteresis.
+func onlyPlacement(p *api.ConfigPatch) bool {
+	if movePatchField(p) == "" {
+		return false
+	}
+	q := proto.Clone(p).(*api.ConfigPatch)
+	q.MoveTtlMs, q.CrossGroup, q.PlacementWindows, q.MoveCooldownMs, q.MaxMovesPerCycle, q.MoveMarginBp = nil, nil, nil, nil, nil, nil
+	return PatchIsEmpty(q)
 }
 
 // Upper bounds of ConfigLimits: a probe set max_auto_routes to 2^32−1 and
@@ -263,6 +332,14 @@ func ValidateConfig(c *api.Config) error {
 		return bad("grace_ms", "%d above next_step_ms %d", c.GraceMs, c.NextStepMs)
 	case c.MoveTtlMs != nil && (c.GetMoveTtlMs() < minMoveTTLMs || c.GetMoveTtlMs() > maxDurationMs):
 		return bad("move_ttl_ms", "%d not in [%d, %d]", c.GetMoveTtlMs(), minMoveTTLMs, maxDurationMs)
+	case c.PlacementWindows != nil && (c.GetPlacementWindows() < 1 || c.GetPlacementWindows() > maxPlacementWindows):
+		return bad("placement_windows", "%d not in [1, %d]", c.GetPlacementWindows(), maxPlacementWindows)
+	case c.MoveCooldownMs != nil && c.GetMoveCooldownMs() > maxDurationMs:
+		return bad("move_cooldown_ms", "%d above %d", c.GetMoveCooldownMs(), maxDurationMs)
+	case c.MaxMovesPerCycle != nil && c.GetMaxMovesPerCycle() > MaxGroups:
+		return bad("max_moves_per_cycle", "%d above %d (one move per source and per target group)", c.GetMaxMovesPerCycle(), MaxGroups)
+	case c.MoveMarginBp != nil && c.GetMoveMarginBp() > maxMoveMarginBP:
+		return bad("move_margin_bp", "%d above %d", c.GetMoveMarginBp(), maxMoveMarginBP)
 	}
 	return nil
 }
@@ -338,8 +415,21 @@ func ApplyPatch(c *api.Config, p *api.ConfigPatch, version uint32) *api.Config {
 			out.MergeDelayMs = proto.Uint64(*p.MergeDelayMs)
 		}
 	}
-	if clusterversion.RangeMoves.EnabledAt(version) && p.MoveTtlMs != nil {
-		out.MoveTtlMs = proto.Uint64(*p.MoveTtlMs)
+	if clusterversion.RangeMoves.EnabledAt(version) {
+		for _, f := range []struct{ dst, v **uint64 }{{&out.MoveTtlMs, &p.MoveTtlMs}, {&out.MoveCooldownMs, &p.MoveCooldownMs}} {
+			if *f.v != nil {
+				*f.dst = proto.Uint64(**f.v)
+			}
+		}
+		for _, f := range []struct{ dst, v **uint32 }{{&out.PlacementWindows, &p.PlacementWindows}, {&out.MaxMovesPerCycle, &p.MaxMovesPerCycle},
+			{&out.MoveMarginBp, &p.MoveMarginBp}} {
+			if *f.v != nil {
+				*f.dst = proto.Uint32(**f.v)
+			}
+		}
+		if p.CrossGroup != nil {
+			out.CrossGroup = *p.CrossGroup
+		}
 	}
 	if clusterversion.FloorFollowsThreshold.EnabledAt(version) {
 		if p.TopKeyAbsoluteFloor != nil {
@@ -398,8 +488,8 @@ func PatchConfig(cur *api.Config, version uint32, p *api.ConfigPatch, nowMs uint
 	if f := mergeFieldSet(p); f != "" && !clusterversion.AutoMerge.EnabledAt(version) {
 		return nil, fmt.Errorf("%w: %s: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, f, clusterversion.AutoMerge.Version(), version)
 	}
-	if p.MoveTtlMs != nil && !clusterversion.RangeMoves.EnabledAt(version) {
-		return nil, fmt.Errorf("%w: move_ttl_ms: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, clusterversion.RangeMoves.Version(), version)
+	if f := movePatchField(p); f != "" && !clusterversion.RangeMoves.EnabledAt(version) {
+		return nil, fmt.Errorf("%w: %s: needs cluster version %d, the cluster is at %d", ErrInvalidConfig, f, clusterversion.RangeMoves.Version(), version)
 	}
 	cfg := ApplyPatch(cur, p, version)
 	if clusterversion.ScheduledStepChange.EnabledAt(version) && p.StepMs != nil {

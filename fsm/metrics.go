@@ -8,6 +8,7 @@ import (
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/hlc"
+	"github.com/hotsplit/hotsplit/placement"
 )
 
 // Metrics are the FSM's apply-side metrics (docs/design.md#observability). Apply runs on every
@@ -39,15 +40,16 @@ type Metrics struct {
 	mergeDecisions *prometheus.CounterVec // reason: merge_planned, merge_delay, …
 	mergeOps       *prometheus.CounterVec // event: planned, paused, aborted
 	// Shard groups and moves (ShardGroups, RangeMoves).
-	groups      *prometheus.GaugeVec   // state: active, draining
-	moveSteps   *prometheus.CounterVec // step: begun, fenced, committed, aborted
-	liveMoves   prometheus.Gauge
-	moveStepAge prometheus.Gauge
-	moveTTL     prometheus.Gauge
+	groups       *prometheus.GaugeVec   // state: active, draining
+	moveSteps    *prometheus.CounterVec // step: begun, fenced, committed, aborted
+	liveMoves    prometheus.Gauge
+	moveStepAge  prometheus.Gauge
+	moveTTL      prometheus.Gauge
+	moveDeclines *prometheus.CounterVec // reason: placement.Reasons
 }
 
 // The move events, the fixed label values of hotsplit_move_steps_total.
-var moveEvents = []string{"begun", "fenced", "committed", "aborted"}
+var moveEvents = []string{"planned", "begun", "fenced", "committed", "aborted"}
 
 // NewMetrics creates the FSM metrics and registers them with reg (nil: not
 // registered, e.g. in tests).
@@ -96,6 +98,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Moves between shard groups begun and not yet committed or aborted."}),
 		moveStepAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_move_oldest_step_age_seconds",
 			Help: "How long the running move that has waited longest has waited in its current step, as of the last applied entry (0: none)."}),
+		moveDeclines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_move_declines_total",
+			Help: "Columns in which an overloaded or draining group moved nothing, by reason (automatic placement)."}, []string{"reason"}),
 		moveTTL: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_move_ttl_seconds",
 			Help: "The configured move_ttl_ms, in seconds: a step that waits this long is aborted."}),
 	}
@@ -127,6 +131,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, e := range moveEvents {
 		m.moveSteps.WithLabelValues(e)
 	}
+	for _, r := range placement.Reasons() {
+		m.moveDeclines.WithLabelValues(r.String())
+	}
 	for _, st := range []string{"active", "draining"} {
 		m.groups.WithLabelValues(st)
 	}
@@ -138,7 +145,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.splits, m.merges, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
 			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn, m.eligible,
-			m.mergeDecisions, m.mergeOps, m.groups, m.moveSteps, m.liveMoves, m.moveStepAge, m.moveTTL)
+			m.mergeDecisions, m.mergeOps, m.groups, m.moveSteps, m.liveMoves, m.moveStepAge, m.moveTTL, m.moveDeclines)
 	}
 	return m
 }
@@ -339,5 +346,12 @@ func (m *Metrics) mergeOp(event string) {
 func (m *Metrics) moveStep(event string) {
 	if m != nil {
 		m.moveSteps.WithLabelValues(event).Inc()
+	}
+}
+
+// moveDeclined counts a column in which a group moved nothing.
+func (m *Metrics) moveDeclined(reason string) {
+	if m != nil {
+		m.moveDeclines.WithLabelValues(reason).Inc()
 	}
 }

@@ -47,8 +47,9 @@ func NextOpStep(switchOn bool, live []*api.Op, actor string) (*api.Op, *api.Comm
 }
 
 // NextMoveStep chooses what the leader proposes next for the live moves
-// (docs/design.md#moves), oldest first: the abort of a running move whose
-// step has waited move_ttl_ms (AbortOp with move_ttl), else the fence of
+// (docs/design.md#moves), oldest first: the abort of a move whose step has
+// waited move_ttl_ms (AbortOp with move_ttl), else the begin of a planned
+// move (while the switch is on), else the fence of
 // a move every target node acknowledged the copy of (while the switch is
 // on: it holds moves before their fence), else the commit of a move whose
 // source nodes all acknowledged the fence and whose target nodes all
@@ -64,7 +65,7 @@ func NextMoveStep(s *State, nowMs uint64, actor string) (*api.Op, *api.Command, 
 	}
 	var wait uint64
 	for _, op := range s.LiveOps() {
-		if !isMoveOp(op) || op.GetState() != api.OpState_OP_STATE_RUNNING {
+		if st := op.GetState(); !isMoveOp(op) || st != api.OpState_OP_STATE_RUNNING && st != api.OpState_OP_STATE_PENDING {
 			continue
 		}
 		if moveExpired(op, s.cfg, nowMs) {
@@ -77,6 +78,8 @@ func NextMoveStep(s *State, nowMs uint64, actor string) (*api.Op, *api.Command, 
 		}
 		ready := false
 		switch op.GetNextStep() {
+		case moveStepBegin:
+			ready = s.sw.GetEnabled()
 		case moveStepFence:
 			ready = s.sw.GetEnabled() && len(missingAcks(s, op, api.MoveAck_MOVE_ACK_COPIED)) == 0
 		case moveStepCommit:

@@ -268,6 +268,10 @@ func stateFromProto(p *api.StateSnapshot, lim snapshotLimits) (*State, error) {
 		return nil, err
 	}
 	s.groups, s.nextGroupID = p.GetGroups(), p.GetNextGroupId()
+	if err := checkPlacement(p); err != nil {
+		return nil, err
+	}
+	s.placement = p.GetPlacement()
 	s.previousClusterIDs = p.GetPreviousClusterIds()
 	s.members = p.GetMembers()
 	if err := checkAdmissions(p.GetAdmissions(), s.members); err != nil {
@@ -302,7 +306,7 @@ func checkEmpty(p *api.StateSnapshot) error {
 		len(p.GetMembers()) != 0 || len(p.GetTracked()) != 0 || len(p.GetOps()) != 0 || len(p.GetDecisions()) != 0 ||
 		p.GetLastColumnAtMs() != 0 || len(p.GetLastColumnReporters()) != 0 || p.GetNextOpId() != 1 || p.GetNextDecisionSeq() != 1 ||
 		p.GetCeilingMs() != 0 || p.GetFenceViolations() != 0 || p.GetCold() != nil || p.GetHeatHistory() != nil ||
-		len(p.GetGroups()) != 0 || p.GetNextGroupId() != 0 {
+		len(p.GetGroups()) != 0 || p.GetNextGroupId() != 0 || p.GetPlacement() != nil {
 		return errors.New("state without a catalog (not bootstrapped) holds bootstrapped fields")
 	}
 	return nil
@@ -548,11 +552,18 @@ func checkMoveOp(op *api.Op, version uint32, cat *catalog.Catalog) error {
 	case !isLive(op):
 		return nil
 	}
+	r, ok := cat.Route(op.GetTargetRouteId())
+	if op.GetNextStep() == moveStepBegin {
+		// Planned, not begun: the route is not moving yet.
+		if ok && r.Moving() != nil && r.Moving().OpID == id {
+			return fmt.Errorf("op %d: planned move whose route already moves for it", id)
+		}
+		return nil
+	}
 	want := catalog.StateMigratingSource
 	if op.GetNextStep() > moveStepFence {
 		want = catalog.StateWriteFenced
 	}
-	r, ok := cat.Route(op.GetTargetRouteId())
 	if !ok || r.State != want || r.Moving() == nil || r.Moving().OpID != id || r.Moving().TargetGroupID != op.GetTargetGroupId() || r.GroupID != op.GetSourceGroupId() {
 		return fmt.Errorf("op %d: live move at step %d, but its route is %v", id, op.GetNextStep(), r)
 	}

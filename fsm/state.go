@@ -55,6 +55,9 @@ type State struct {
 	// version 4); nextGroupID the id the next AddGroup gets.
 	groups      []*api.ShardGroup
 	nextGroupID uint64
+	// placement is automatic placement's state (RangeMoves, while
+	// cross_group is on; nil otherwise).
+	placement *api.PlacementState
 }
 
 // emptyState is the state before any entry: not bootstrapped, every id
@@ -223,6 +226,7 @@ func (s *State) coreProto() *api.StateSnapshot {
 		PreviousClusterIds:  s.previousClusterIDs,
 		Groups:              s.groups,
 		NextGroupId:         s.nextGroupID,
+		Placement:           s.placement,
 	}
 	if s.cat != nil {
 		p.Catalog = &api.CatalogSnapshot{Version: s.cat.Version(), NextRouteId: s.cat.NextRouteID()}

@@ -31,6 +31,12 @@ const (
 // evidence) for the routes given one.
 func (d *goldenDriver) loads(loads []api.RouteLoad, rows ...*api.ColumnRow) *api.CommandResult {
 	d.t.Helper()
+	return d.loadsBy([]string{"n1", "n2"}, loads, rows...)
+}
+
+// loadsBy is loads reported by the given reporters.
+func (d *goldenDriver) loadsBy(reporters []string, loads []api.RouteLoad, rows ...*api.ColumnRow) *api.CommandResult {
+	d.t.Helper()
 	start := d.f.State().LastColumnAtMs()
 	if start == 0 || start+1000 <= d.ms {
 		start = (d.ms/1000 + 1) * 1000
@@ -47,7 +53,7 @@ func (d *goldenDriver) loads(loads []api.RouteLoad, rows ...*api.ColumnRow) *api
 	}
 	sortLoads(loads)
 	return d.ok(&api.Command{Body: &api.Command_ObserveColumn{ObserveColumn: &api.ObserveColumn{
-		WindowStartMs: start, AtMs: start + 1000, StepMs: 1000, Rows: rows, Reporters: []string{"n1", "n2"},
+		WindowStartMs: start, AtMs: start + 1000, StepMs: 1000, Rows: rows, Reporters: reporters,
 		RouteLoads: api.NewRouteLoads(loads)}}})
 }
 

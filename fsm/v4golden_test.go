@@ -18,15 +18,15 @@ import (
 // other change must leave them as they are. Once version 4 is released
 // they are fixed, as v3GoldenHash is.
 const (
-	v4GoldenHash       = "afa985bed7d76ecbe3809cc9755416fe9ec7a750dae4e4dd4a2eda45d27082ab"
-	v4RaisedGoldenHash = "7b9bc39f8c8966c38914fd3b1f0b7c530d15ae89077e5099f0f5bfcfff4ed6c0"
+	v4GoldenHash       = "0b8aaef498bfd17c45ce7617a4980ab0429043b6c6e8603612183fcb290cbba8"
+	v4RaisedGoldenHash = "1bd6b4e2f9af1c346e3f78be966056c4871f04ac453f771d94304caf3a53baba"
 	v4GoldenClusterID  = "golden4"
 )
 
 // v4Scenario bootstraps at cluster version 4 over three shard groups, and
 // changes, drains and removes groups as an operator would, refusals kept
-// by request id; then moves a route through every step and lets another
-// move's TTL abort it.
+// by request id; then moves a route through every step, lets another
+// move's TTL abort it, and lets automatic placement plan and begin one.
 func v4Scenario(t testing.TB) *goldenDriver {
 	d := newGoldenDriver(t)
 	d.ok(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{ClusterId: v4GoldenClusterID, ClusterVersion: 4,
@@ -74,6 +74,17 @@ func v4Scenario(t testing.TB) *goldenDriver {
 	d.ms += DefaultMoveTTLMs
 	d.moveSteps()
 	d.loads(warm)
+
+	// Automatic placement: group 1 over its (lowered) capacity for three
+	// columns moves its hottest route to the group with room, which the
+	// stepper begins.
+	d.ok(setGroup(&api.SetGroup{GroupId: 1, Capacity: proto.Uint64(50_000)}))
+	d.ok(setConfig(&api.ConfigPatch{CrossGroup: proto.Bool(true)}))
+	reporters := []string{"dn-1", "dn-2", "dn-3", "dn-east-1"}
+	for range 3 {
+		d.loadsBy(reporters, []api.RouteLoad{{RouteID: d.routeAt("a"), Writes: 400}, {RouteID: d.routeAt("e"), Writes: 100}})
+	}
+	d.moveSteps()
 	return d
 }
 
@@ -152,7 +163,7 @@ func checkV4Scenario(t *testing.T, d *goldenDriver) {
 				EnumName(op.GetState()), EnumName(op.GetAbortReason())))
 		}
 	}
-	if got := strings.Join(moves, "; "); got != "r3 2->4 done unspecified; r5 3->1 aborted move_ttl" {
+	if got := strings.Join(moves, "; "); got != "r3 2->4 done unspecified; r5 3->1 aborted move_ttl; r7 1->4 running unspecified" {
 		t.Errorf("moves %q", got)
 	}
 	if r, _ := s.Catalog().Route(3); r.GroupID != 4 || r.State != catalog.StateActive {
@@ -170,7 +181,7 @@ func checkV4Raised(t *testing.T, d *goldenDriver) {
 	refusedWith(t, s, "v3-add", "needs cluster version 4")
 	refusedWith(t, s, "v3-set", "needs cluster version 4")
 	if !hasDecision(s, func(x *api.Decision) bool {
-		return x.GetActor() == "cluster" && x.GetDetail() == "cluster version 4: groups=1 next_group_id=4 move_ttl_ms=600000"
+		return x.GetActor() == "cluster" && x.GetDetail() == "cluster version 4: groups=1 next_group_id=4 move_ttl_ms=600000 cross_group=false placement_windows=3 move_cooldown_ms=1800000 max_moves_per_cycle=1 move_margin_bp=1000"
 	}) {
 		t.Error("the raise to version 4 wrote no decision naming the groups it made")
 	}

@@ -181,14 +181,13 @@ func raiseOperatorBoundaries(s *State) string {
 	return fmt.Sprintf("operator_starts=%d", n)
 }
 
-// raiseRangeMoves: the move TTL starts at its default.
+// raiseRangeMoves: the move and placement settings start at their
+// defaults (placement off).
 func raiseRangeMoves(s *State) string {
-	if s.cfg.MoveTtlMs == nil {
-		c := proto.Clone(s.cfg).(*api.Config)
-		c.MoveTtlMs = proto.Uint64(DefaultMoveTTLMs)
-		s.cfg = c
-	}
-	return fmt.Sprintf("move_ttl_ms=%d", s.cfg.GetMoveTtlMs())
+	s.cfg = withMoveDefaults(s.cfg)
+	c := s.cfg
+	return fmt.Sprintf("move_ttl_ms=%d cross_group=false placement_windows=%d move_cooldown_ms=%d max_moves_per_cycle=%d move_margin_bp=%d",
+		c.GetMoveTtlMs(), c.GetPlacementWindows(), c.GetMoveCooldownMs(), c.GetMaxMovesPerCycle(), c.GetMoveMarginBp())
 }
 
 // raiseAutoMerge: the merge settings start at their defaults.

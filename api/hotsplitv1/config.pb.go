@@ -79,9 +79,22 @@ type Config struct {
 	// A live move whose current step (begin or fence) started move_ttl_ms
 	// ago without the acknowledgements it waits for is aborted by the
 	// leader.
-	MoveTtlMs     *uint64 `protobuf:"varint,60,opt,name=move_ttl_ms,json=moveTtlMs,proto3,oneof" json:"move_ttl_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MoveTtlMs *uint64 `protobuf:"varint,60,opt,name=move_ttl_ms,json=moveTtlMs,proto3,oneof" json:"move_ttl_ms,omitempty"`
+	// Fields 61-65: cluster version 4, automatic placement
+	// (docs/design.md#automatic-placement). cross_group turns it on (off by
+	// default; hotsplitd --autoSplitCrossGroup sets it at bootstrap). A
+	// group over its capacity for placement_windows complete columns moves
+	// its hottest movable route to the group with the most headroom; a
+	// moved route stays for move_cooldown_ms; at most max_moves_per_cycle
+	// moves are planned per column; the target keeps move_margin_bp of its
+	// capacity free. Changing them resets no split hysteresis.
+	CrossGroup       bool    `protobuf:"varint,61,opt,name=cross_group,json=crossGroup,proto3" json:"cross_group,omitempty"`
+	PlacementWindows *uint32 `protobuf:"varint,62,opt,name=placement_windows,json=placementWindows,proto3,oneof" json:"placement_windows,omitempty"`
+	MoveCooldownMs   *uint64 `protobuf:"varint,63,opt,name=move_cooldown_ms,json=moveCooldownMs,proto3,oneof" json:"move_cooldown_ms,omitempty"`
+	MaxMovesPerCycle *uint32 `protobuf:"varint,64,opt,name=max_moves_per_cycle,json=maxMovesPerCycle,proto3,oneof" json:"max_moves_per_cycle,omitempty"`
+	MoveMarginBp     *uint32 `protobuf:"varint,65,opt,name=move_margin_bp,json=moveMarginBp,proto3,oneof" json:"move_margin_bp,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Config) Reset() {
@@ -282,6 +295,41 @@ func (x *Config) GetMoveTtlMs() uint64 {
 	return 0
 }
 
+func (x *Config) GetCrossGroup() bool {
+	if x != nil {
+		return x.CrossGroup
+	}
+	return false
+}
+
+func (x *Config) GetPlacementWindows() uint32 {
+	if x != nil && x.PlacementWindows != nil {
+		return *x.PlacementWindows
+	}
+	return 0
+}
+
+func (x *Config) GetMoveCooldownMs() uint64 {
+	if x != nil && x.MoveCooldownMs != nil {
+		return *x.MoveCooldownMs
+	}
+	return 0
+}
+
+func (x *Config) GetMaxMovesPerCycle() uint32 {
+	if x != nil && x.MaxMovesPerCycle != nil {
+		return *x.MaxMovesPerCycle
+	}
+	return 0
+}
+
+func (x *Config) GetMoveMarginBp() uint32 {
+	if x != nil && x.MoveMarginBp != nil {
+		return *x.MoveMarginBp
+	}
+	return 0
+}
+
 // ConfigPatch changes the listed fields of Config and leaves the others.
 type ConfigPatch struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -307,9 +355,14 @@ type ConfigPatch struct {
 	MaxMergesPerCycle *uint32 `protobuf:"varint,53,opt,name=max_merges_per_cycle,json=maxMergesPerCycle,proto3,oneof" json:"max_merges_per_cycle,omitempty"`
 	MergeMarginBp     *uint32 `protobuf:"varint,54,opt,name=merge_margin_bp,json=mergeMarginBp,proto3,oneof" json:"merge_margin_bp,omitempty"`
 	// Cluster version 4.
-	MoveTtlMs     *uint64 `protobuf:"varint,60,opt,name=move_ttl_ms,json=moveTtlMs,proto3,oneof" json:"move_ttl_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	MoveTtlMs        *uint64 `protobuf:"varint,60,opt,name=move_ttl_ms,json=moveTtlMs,proto3,oneof" json:"move_ttl_ms,omitempty"`
+	CrossGroup       *bool   `protobuf:"varint,61,opt,name=cross_group,json=crossGroup,proto3,oneof" json:"cross_group,omitempty"`
+	PlacementWindows *uint32 `protobuf:"varint,62,opt,name=placement_windows,json=placementWindows,proto3,oneof" json:"placement_windows,omitempty"`
+	MoveCooldownMs   *uint64 `protobuf:"varint,63,opt,name=move_cooldown_ms,json=moveCooldownMs,proto3,oneof" json:"move_cooldown_ms,omitempty"`
+	MaxMovesPerCycle *uint32 `protobuf:"varint,64,opt,name=max_moves_per_cycle,json=maxMovesPerCycle,proto3,oneof" json:"max_moves_per_cycle,omitempty"`
+	MoveMarginBp     *uint32 `protobuf:"varint,65,opt,name=move_margin_bp,json=moveMarginBp,proto3,oneof" json:"move_margin_bp,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ConfigPatch) Reset() {
@@ -489,11 +542,46 @@ func (x *ConfigPatch) GetMoveTtlMs() uint64 {
 	return 0
 }
 
+func (x *ConfigPatch) GetCrossGroup() bool {
+	if x != nil && x.CrossGroup != nil {
+		return *x.CrossGroup
+	}
+	return false
+}
+
+func (x *ConfigPatch) GetPlacementWindows() uint32 {
+	if x != nil && x.PlacementWindows != nil {
+		return *x.PlacementWindows
+	}
+	return 0
+}
+
+func (x *ConfigPatch) GetMoveCooldownMs() uint64 {
+	if x != nil && x.MoveCooldownMs != nil {
+		return *x.MoveCooldownMs
+	}
+	return 0
+}
+
+func (x *ConfigPatch) GetMaxMovesPerCycle() uint32 {
+	if x != nil && x.MaxMovesPerCycle != nil {
+		return *x.MaxMovesPerCycle
+	}
+	return 0
+}
+
+func (x *ConfigPatch) GetMoveMarginBp() uint32 {
+	if x != nil && x.MoveMarginBp != nil {
+		return *x.MoveMarginBp
+	}
+	return 0
+}
+
 var File_hotsplitv1_config_proto protoreflect.FileDescriptor
 
 const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xf3\b\n" +
+	"\x17hotsplitv1/config.proto\x12\vhotsplit.v1\"\xaa\v\n" +
 	"\x06Config\x12\x1c\n" +
 	"\tthreshold\x18\x01 \x01(\x04R\tthreshold\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x00R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -523,7 +611,14 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x0emerge_delay_ms\x184 \x01(\x04H\x05R\fmergeDelayMs\x88\x01\x01\x124\n" +
 	"\x14max_merges_per_cycle\x185 \x01(\rH\x06R\x11maxMergesPerCycle\x88\x01\x01\x12+\n" +
 	"\x0fmerge_margin_bp\x186 \x01(\rH\aR\rmergeMarginBp\x88\x01\x01\x12#\n" +
-	"\vmove_ttl_ms\x18< \x01(\x04H\bR\tmoveTtlMs\x88\x01\x01B\x0f\n" +
+	"\vmove_ttl_ms\x18< \x01(\x04H\bR\tmoveTtlMs\x88\x01\x01\x12\x1f\n" +
+	"\vcross_group\x18= \x01(\bR\n" +
+	"crossGroup\x120\n" +
+	"\x11placement_windows\x18> \x01(\rH\tR\x10placementWindows\x88\x01\x01\x12-\n" +
+	"\x10move_cooldown_ms\x18? \x01(\x04H\n" +
+	"R\x0emoveCooldownMs\x88\x01\x01\x122\n" +
+	"\x13max_moves_per_cycle\x18@ \x01(\rH\vR\x10maxMovesPerCycle\x88\x01\x01\x12)\n" +
+	"\x0emove_margin_bp\x18A \x01(\rH\fR\fmoveMarginBp\x88\x01\x01B\x0f\n" +
 	"\r_write_weightB\x0e\n" +
 	"\f_read_weightB\x0f\n" +
 	"\r_hold_band_bpB\x15\n" +
@@ -532,8 +627,11 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x0f_merge_delay_msB\x17\n" +
 	"\x15_max_merges_per_cycleB\x12\n" +
 	"\x10_merge_margin_bpB\x0e\n" +
-	"\f_move_ttl_ms\"\x8d\n" +
-	"\n" +
+	"\f_move_ttl_msB\x14\n" +
+	"\x12_placement_windowsB\x13\n" +
+	"\x11_move_cooldown_msB\x16\n" +
+	"\x14_max_moves_per_cycleB\x11\n" +
+	"\x0f_move_margin_bp\"\xd9\f\n" +
 	"\vConfigPatch\x12!\n" +
 	"\tthreshold\x18\x01 \x01(\x04H\x00R\tthreshold\x88\x01\x01\x12&\n" +
 	"\fwrite_weight\x18\x02 \x01(\rH\x01R\vwriteWeight\x88\x01\x01\x12$\n" +
@@ -560,7 +658,13 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x0emerge_delay_ms\x184 \x01(\x04H\x11R\fmergeDelayMs\x88\x01\x01\x124\n" +
 	"\x14max_merges_per_cycle\x185 \x01(\rH\x12R\x11maxMergesPerCycle\x88\x01\x01\x12+\n" +
 	"\x0fmerge_margin_bp\x186 \x01(\rH\x13R\rmergeMarginBp\x88\x01\x01\x12#\n" +
-	"\vmove_ttl_ms\x18< \x01(\x04H\x14R\tmoveTtlMs\x88\x01\x01B\f\n" +
+	"\vmove_ttl_ms\x18< \x01(\x04H\x14R\tmoveTtlMs\x88\x01\x01\x12$\n" +
+	"\vcross_group\x18= \x01(\bH\x15R\n" +
+	"crossGroup\x88\x01\x01\x120\n" +
+	"\x11placement_windows\x18> \x01(\rH\x16R\x10placementWindows\x88\x01\x01\x12-\n" +
+	"\x10move_cooldown_ms\x18? \x01(\x04H\x17R\x0emoveCooldownMs\x88\x01\x01\x122\n" +
+	"\x13max_moves_per_cycle\x18@ \x01(\rH\x18R\x10maxMovesPerCycle\x88\x01\x01\x12)\n" +
+	"\x0emove_margin_bp\x18A \x01(\rH\x19R\fmoveMarginBp\x88\x01\x01B\f\n" +
 	"\n" +
 	"_thresholdB\x0f\n" +
 	"\r_write_weightB\x0e\n" +
@@ -585,7 +689,12 @@ const file_hotsplitv1_config_proto_rawDesc = "" +
 	"\x0f_merge_delay_msB\x17\n" +
 	"\x15_max_merges_per_cycleB\x12\n" +
 	"\x10_merge_margin_bpB\x0e\n" +
-	"\f_move_ttl_msB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
+	"\f_move_ttl_msB\x0e\n" +
+	"\f_cross_groupB\x14\n" +
+	"\x12_placement_windowsB\x13\n" +
+	"\x11_move_cooldown_msB\x16\n" +
+	"\x14_max_moves_per_cycleB\x11\n" +
+	"\x0f_move_margin_bpB8Z6github.com/hotsplit/hotsplit/api/hotsplitv1;hotsplitv1b\x06proto3"
 
 var (
 	file_hotsplitv1_config_proto_rawDescOnce sync.Once

@@ -699,6 +699,12 @@ const (
 	// an abort is OP_ABORTED). route_id is the route, detail says the step
 	// and both groups.
 	DecisionKind_DECISION_KIND_MOVE DecisionKind = 31
+	// Cluster version 4: automatic placement planned a move (MOVE_PLANNED;
+	// the op begins with its first step) or an overloaded or draining group
+	// moved nothing, and why (MOVE_DECLINED, written when the reason
+	// changes). route_id is the route, detail the groups and loads.
+	DecisionKind_DECISION_KIND_MOVE_PLANNED  DecisionKind = 32
+	DecisionKind_DECISION_KIND_MOVE_DECLINED DecisionKind = 33
 )
 
 // Enum value maps for DecisionKind.
@@ -723,6 +729,8 @@ var (
 		23: "DECISION_KIND_MERGE_SUPPRESSED",
 		30: "DECISION_KIND_GROUP",
 		31: "DECISION_KIND_MOVE",
+		32: "DECISION_KIND_MOVE_PLANNED",
+		33: "DECISION_KIND_MOVE_DECLINED",
 	}
 	DecisionKind_value = map[string]int32{
 		"DECISION_KIND_UNSPECIFIED":      0,
@@ -744,6 +752,8 @@ var (
 		"DECISION_KIND_MERGE_SUPPRESSED": 23,
 		"DECISION_KIND_GROUP":            30,
 		"DECISION_KIND_MOVE":             31,
+		"DECISION_KIND_MOVE_PLANNED":     32,
+		"DECISION_KIND_MOVE_DECLINED":    33,
 	}
 )
 
@@ -2631,8 +2641,11 @@ type StateSnapshot struct {
 	Cold *ColdState `protobuf:"bytes,90,opt,name=cold,proto3" json:"cold,omitempty"`
 	// The shard groups by id (cluster version 4, shard_groups; empty below
 	// it) and the id the next AddGroup gets.
-	Groups        []*ShardGroup `protobuf:"bytes,100,rep,name=groups,proto3" json:"groups,omitempty"`
-	NextGroupId   uint64        `protobuf:"varint,101,opt,name=next_group_id,json=nextGroupId,proto3" json:"next_group_id,omitempty"`
+	Groups      []*ShardGroup `protobuf:"bytes,100,rep,name=groups,proto3" json:"groups,omitempty"`
+	NextGroupId uint64        `protobuf:"varint,101,opt,name=next_group_id,json=nextGroupId,proto3" json:"next_group_id,omitempty"`
+	// Automatic placement's state (cluster version 4, while cross_group is
+	// on; docs/design.md#automatic-placement).
+	Placement     *PlacementState `protobuf:"bytes,102,opt,name=placement,proto3" json:"placement,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2849,6 +2862,70 @@ func (x *StateSnapshot) GetNextGroupId() uint64 {
 	return 0
 }
 
+func (x *StateSnapshot) GetPlacement() *PlacementState {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+// PlacementState is what automatic placement remembers between columns:
+// per group, by id, its over-capacity and reporting streaks, its loads in
+// the last placement_windows complete columns (oldest first) and the
+// reason it last moved nothing for; and the routes moved within
+// move_cooldown_ms, by route id.
+type PlacementState struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	Groups        []*PlacementState_Group `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	Moved         []*PlacementState_Moved `protobuf:"bytes,2,rep,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementState) Reset() {
+	*x = PlacementState{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementState) ProtoMessage() {}
+
+func (x *PlacementState) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementState.ProtoReflect.Descriptor instead.
+func (*PlacementState) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PlacementState) GetGroups() []*PlacementState_Group {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+func (x *PlacementState) GetMoved() []*PlacementState_Moved {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
 // ColdState is how long routes have been cold (docs/design.md "Merges"):
 // the current run of consecutive complete columns (each lists the load of
 // every live reported route, so an absent route was cold) and, sparsely,
@@ -2880,7 +2957,7 @@ type ColdState struct {
 
 func (x *ColdState) Reset() {
 	*x = ColdState{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +2969,7 @@ func (x *ColdState) String() string {
 func (*ColdState) ProtoMessage() {}
 
 func (x *ColdState) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[12]
+	mi := &file_hotsplitv1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +2982,7 @@ func (x *ColdState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ColdState.ProtoReflect.Descriptor instead.
 func (*ColdState) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ColdState) GetRunColumns() uint64 {
@@ -2980,7 +3057,7 @@ type HeatmapPages struct {
 
 func (x *HeatmapPages) Reset() {
 	*x = HeatmapPages{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2992,7 +3069,7 @@ func (x *HeatmapPages) String() string {
 func (*HeatmapPages) ProtoMessage() {}
 
 func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[13]
+	mi := &file_hotsplitv1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3005,7 +3082,7 @@ func (x *HeatmapPages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapPages.ProtoReflect.Descriptor instead.
 func (*HeatmapPages) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{13}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeatmapPages) GetBoundaries() uint64 {
@@ -3049,7 +3126,7 @@ type HeatmapHistory struct {
 
 func (x *HeatmapHistory) Reset() {
 	*x = HeatmapHistory{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3138,7 @@ func (x *HeatmapHistory) String() string {
 func (*HeatmapHistory) ProtoMessage() {}
 
 func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[14]
+	mi := &file_hotsplitv1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3151,7 @@ func (x *HeatmapHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapHistory.ProtoReflect.Descriptor instead.
 func (*HeatmapHistory) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{14}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeatmapHistory) GetFormatVersion() uint32 {
@@ -3115,7 +3192,7 @@ type HeatmapLevel struct {
 
 func (x *HeatmapLevel) Reset() {
 	*x = HeatmapLevel{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	mi := &file_hotsplitv1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3204,7 @@ func (x *HeatmapLevel) String() string {
 func (*HeatmapLevel) ProtoMessage() {}
 
 func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[15]
+	mi := &file_hotsplitv1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3217,7 @@ func (x *HeatmapLevel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapLevel.ProtoReflect.Descriptor instead.
 func (*HeatmapLevel) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{15}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *HeatmapLevel) GetColumns() []*HeatmapColumn {
@@ -3181,7 +3258,7 @@ type HeatmapColumn struct {
 
 func (x *HeatmapColumn) Reset() {
 	*x = HeatmapColumn{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[16]
+	mi := &file_hotsplitv1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3193,7 +3270,7 @@ func (x *HeatmapColumn) String() string {
 func (*HeatmapColumn) ProtoMessage() {}
 
 func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[16]
+	mi := &file_hotsplitv1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3206,7 +3283,7 @@ func (x *HeatmapColumn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapColumn.ProtoReflect.Descriptor instead.
 func (*HeatmapColumn) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{16}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *HeatmapColumn) GetStartMs() uint64 {
@@ -3297,7 +3374,7 @@ type HeatmapMark struct {
 
 func (x *HeatmapMark) Reset() {
 	*x = HeatmapMark{}
-	mi := &file_hotsplitv1_state_proto_msgTypes[17]
+	mi := &file_hotsplitv1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3309,7 +3386,7 @@ func (x *HeatmapMark) String() string {
 func (*HeatmapMark) ProtoMessage() {}
 
 func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
-	mi := &file_hotsplitv1_state_proto_msgTypes[17]
+	mi := &file_hotsplitv1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3322,7 +3399,7 @@ func (x *HeatmapMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeatmapMark.ProtoReflect.Descriptor instead.
 func (*HeatmapMark) Descriptor() ([]byte, []int) {
-	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{17}
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *HeatmapMark) GetAtHlc() uint64 {
@@ -3377,6 +3454,134 @@ func (x *HeatmapMark) GetRouteId() uint64 {
 func (x *HeatmapMark) GetOpId() uint64 {
 	if x != nil {
 		return x.OpId
+	}
+	return 0
+}
+
+type PlacementState_Group struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	GroupId         uint64                 `protobuf:"varint,1,opt,name=group_id,json=groupId,proto3" json:"group_id,omitempty"`
+	OverColumns     uint32                 `protobuf:"varint,2,opt,name=over_columns,json=overColumns,proto3" json:"over_columns,omitempty"`
+	ReportedColumns uint32                 `protobuf:"varint,3,opt,name=reported_columns,json=reportedColumns,proto3" json:"reported_columns,omitempty"`
+	Loads           []uint64               `protobuf:"varint,4,rep,packed,name=loads,proto3" json:"loads,omitempty"`
+	Declined        string                 `protobuf:"bytes,5,opt,name=declined,proto3" json:"declined,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *PlacementState_Group) Reset() {
+	*x = PlacementState_Group{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementState_Group) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementState_Group) ProtoMessage() {}
+
+func (x *PlacementState_Group) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementState_Group.ProtoReflect.Descriptor instead.
+func (*PlacementState_Group) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12, 0}
+}
+
+func (x *PlacementState_Group) GetGroupId() uint64 {
+	if x != nil {
+		return x.GroupId
+	}
+	return 0
+}
+
+func (x *PlacementState_Group) GetOverColumns() uint32 {
+	if x != nil {
+		return x.OverColumns
+	}
+	return 0
+}
+
+func (x *PlacementState_Group) GetReportedColumns() uint32 {
+	if x != nil {
+		return x.ReportedColumns
+	}
+	return 0
+}
+
+func (x *PlacementState_Group) GetLoads() []uint64 {
+	if x != nil {
+		return x.Loads
+	}
+	return nil
+}
+
+func (x *PlacementState_Group) GetDeclined() string {
+	if x != nil {
+		return x.Declined
+	}
+	return ""
+}
+
+type PlacementState_Moved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RouteId       uint64                 `protobuf:"varint,1,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`
+	AtMs          uint64                 `protobuf:"varint,2,opt,name=at_ms,json=atMs,proto3" json:"at_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacementState_Moved) Reset() {
+	*x = PlacementState_Moved{}
+	mi := &file_hotsplitv1_state_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacementState_Moved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacementState_Moved) ProtoMessage() {}
+
+func (x *PlacementState_Moved) ProtoReflect() protoreflect.Message {
+	mi := &file_hotsplitv1_state_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacementState_Moved.ProtoReflect.Descriptor instead.
+func (*PlacementState_Moved) Descriptor() ([]byte, []int) {
+	return file_hotsplitv1_state_proto_rawDescGZIP(), []int{12, 1}
+}
+
+func (x *PlacementState_Moved) GetRouteId() uint64 {
+	if x != nil {
+		return x.RouteId
+	}
+	return 0
+}
+
+func (x *PlacementState_Moved) GetAtMs() uint64 {
+	if x != nil {
+		return x.AtMs
 	}
 	return 0
 }
@@ -3553,7 +3758,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x122\n" +
 	"\x06result\x18\x03 \x01(\v2\x1a.hotsplit.v1.CommandResultR\x06result\x12 \n" +
 	"\vfingerprint\x18\x04 \x01(\fR\vfingerprint\x12 \n" +
-	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xb9\t\n" +
+	"\vdescription\x18\x05 \x01(\tR\vdescription\"\xf4\t\n" +
 	"\rStateSnapshot\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x1d\n" +
 	"\n" +
@@ -3586,7 +3791,20 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x12heat_history_pages\x18= \x01(\v2\x19.hotsplit.v1.HeatmapPagesR\x10heatHistoryPages\x12*\n" +
 	"\x04cold\x18Z \x01(\v2\x16.hotsplit.v1.ColdStateR\x04cold\x12/\n" +
 	"\x06groups\x18d \x03(\v2\x17.hotsplit.v1.ShardGroupR\x06groups\x12\"\n" +
-	"\rnext_group_id\x18e \x01(\x04R\vnextGroupId\"\x9b\x02\n" +
+	"\rnext_group_id\x18e \x01(\x04R\vnextGroupId\x129\n" +
+	"\tplacement\x18f \x01(\v2\x1b.hotsplit.v1.PlacementStateR\tplacement\"\xe2\x02\n" +
+	"\x0ePlacementState\x129\n" +
+	"\x06groups\x18\x01 \x03(\v2!.hotsplit.v1.PlacementState.GroupR\x06groups\x127\n" +
+	"\x05moved\x18\x02 \x03(\v2!.hotsplit.v1.PlacementState.MovedR\x05moved\x1a\xa2\x01\n" +
+	"\x05Group\x12\x19\n" +
+	"\bgroup_id\x18\x01 \x01(\x04R\agroupId\x12!\n" +
+	"\fover_columns\x18\x02 \x01(\rR\voverColumns\x12)\n" +
+	"\x10reported_columns\x18\x03 \x01(\rR\x0freportedColumns\x12\x14\n" +
+	"\x05loads\x18\x04 \x03(\x04R\x05loads\x12\x1a\n" +
+	"\bdeclined\x18\x05 \x01(\tR\bdeclined\x1a7\n" +
+	"\x05Moved\x12\x19\n" +
+	"\broute_id\x18\x01 \x01(\x04R\arouteId\x12\x13\n" +
+	"\x05at_ms\x18\x02 \x01(\x04R\x04atMs\"\x9b\x02\n" +
 	"\tColdState\x12\x1f\n" +
 	"\vrun_columns\x18\x01 \x01(\x04R\n" +
 	"runColumns\x12#\n" +
@@ -3713,7 +3931,7 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"GroupState\x12\x1b\n" +
 	"\x17GROUP_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12GROUP_STATE_ACTIVE\x10\x01\x12\x18\n" +
-	"\x14GROUP_STATE_DRAINING\x10\x02*\xc4\x04\n" +
+	"\x14GROUP_STATE_DRAINING\x10\x02*\x85\x05\n" +
 	"\fDecisionKind\x12\x1d\n" +
 	"\x19DECISION_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECISION_KIND_PLANNED\x10\x01\x12\x1f\n" +
@@ -3734,7 +3952,9 @@ const file_hotsplitv1_state_proto_rawDesc = "" +
 	"\x1cDECISION_KIND_MERGE_DECLINED\x10\x16\x12\"\n" +
 	"\x1eDECISION_KIND_MERGE_SUPPRESSED\x10\x17\x12\x17\n" +
 	"\x13DECISION_KIND_GROUP\x10\x1e\x12\x16\n" +
-	"\x12DECISION_KIND_MOVE\x10\x1f*\xd2\a\n" +
+	"\x12DECISION_KIND_MOVE\x10\x1f\x12\x1e\n" +
+	"\x1aDECISION_KIND_MOVE_PLANNED\x10 \x12\x1f\n" +
+	"\x1bDECISION_KIND_MOVE_DECLINED\x10!*\xd2\a\n" +
 	"\n" +
 	"ResultCode\x12\x12\n" +
 	"\x0eRESULT_CODE_OK\x10\x00\x12 \n" +
@@ -3789,43 +4009,46 @@ func file_hotsplitv1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_hotsplitv1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 14)
-var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_hotsplitv1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_hotsplitv1_state_proto_goTypes = []any{
-	(SwitchSource)(0),       // 0: hotsplit.v1.SwitchSource
-	(SplitOrigin)(0),        // 1: hotsplit.v1.SplitOrigin
-	(Reason)(0),             // 2: hotsplit.v1.Reason
-	(SplitEvidence)(0),      // 3: hotsplit.v1.SplitEvidence
-	(OpState)(0),            // 4: hotsplit.v1.OpState
-	(OpAbortReason)(0),      // 5: hotsplit.v1.OpAbortReason
-	(OpKind)(0),             // 6: hotsplit.v1.OpKind
-	(MoveAck)(0),            // 7: hotsplit.v1.MoveAck
-	(AutoSplitFlag)(0),      // 8: hotsplit.v1.AutoSplitFlag
-	(GroupState)(0),         // 9: hotsplit.v1.GroupState
-	(DecisionKind)(0),       // 10: hotsplit.v1.DecisionKind
-	(ResultCode)(0),         // 11: hotsplit.v1.ResultCode
-	(HeatmapMarkKind)(0),    // 12: hotsplit.v1.HeatmapMarkKind
-	(HeatmapMergeOrigin)(0), // 13: hotsplit.v1.HeatmapMergeOrigin
-	(*AutoSplitSwitch)(nil), // 14: hotsplit.v1.AutoSplitSwitch
-	(*Explanation)(nil),     // 15: hotsplit.v1.Explanation
-	(*TrackedRoute)(nil),    // 16: hotsplit.v1.TrackedRoute
-	(*PooledKey)(nil),       // 17: hotsplit.v1.PooledKey
-	(*Op)(nil),              // 18: hotsplit.v1.Op
-	(*Admission)(nil),       // 19: hotsplit.v1.Admission
-	(*Member)(nil),          // 20: hotsplit.v1.Member
-	(*ShardGroup)(nil),      // 21: hotsplit.v1.ShardGroup
-	(*Decision)(nil),        // 22: hotsplit.v1.Decision
-	(*CommandResult)(nil),   // 23: hotsplit.v1.CommandResult
-	(*RequestRecord)(nil),   // 24: hotsplit.v1.RequestRecord
-	(*StateSnapshot)(nil),   // 25: hotsplit.v1.StateSnapshot
-	(*ColdState)(nil),       // 26: hotsplit.v1.ColdState
-	(*HeatmapPages)(nil),    // 27: hotsplit.v1.HeatmapPages
-	(*HeatmapHistory)(nil),  // 28: hotsplit.v1.HeatmapHistory
-	(*HeatmapLevel)(nil),    // 29: hotsplit.v1.HeatmapLevel
-	(*HeatmapColumn)(nil),   // 30: hotsplit.v1.HeatmapColumn
-	(*HeatmapMark)(nil),     // 31: hotsplit.v1.HeatmapMark
-	(*RouteDescriptor)(nil), // 32: hotsplit.v1.RouteDescriptor
-	(*Config)(nil),          // 33: hotsplit.v1.Config
-	(*CatalogSnapshot)(nil), // 34: hotsplit.v1.CatalogSnapshot
+	(SwitchSource)(0),            // 0: hotsplit.v1.SwitchSource
+	(SplitOrigin)(0),             // 1: hotsplit.v1.SplitOrigin
+	(Reason)(0),                  // 2: hotsplit.v1.Reason
+	(SplitEvidence)(0),           // 3: hotsplit.v1.SplitEvidence
+	(OpState)(0),                 // 4: hotsplit.v1.OpState
+	(OpAbortReason)(0),           // 5: hotsplit.v1.OpAbortReason
+	(OpKind)(0),                  // 6: hotsplit.v1.OpKind
+	(MoveAck)(0),                 // 7: hotsplit.v1.MoveAck
+	(AutoSplitFlag)(0),           // 8: hotsplit.v1.AutoSplitFlag
+	(GroupState)(0),              // 9: hotsplit.v1.GroupState
+	(DecisionKind)(0),            // 10: hotsplit.v1.DecisionKind
+	(ResultCode)(0),              // 11: hotsplit.v1.ResultCode
+	(HeatmapMarkKind)(0),         // 12: hotsplit.v1.HeatmapMarkKind
+	(HeatmapMergeOrigin)(0),      // 13: hotsplit.v1.HeatmapMergeOrigin
+	(*AutoSplitSwitch)(nil),      // 14: hotsplit.v1.AutoSplitSwitch
+	(*Explanation)(nil),          // 15: hotsplit.v1.Explanation
+	(*TrackedRoute)(nil),         // 16: hotsplit.v1.TrackedRoute
+	(*PooledKey)(nil),            // 17: hotsplit.v1.PooledKey
+	(*Op)(nil),                   // 18: hotsplit.v1.Op
+	(*Admission)(nil),            // 19: hotsplit.v1.Admission
+	(*Member)(nil),               // 20: hotsplit.v1.Member
+	(*ShardGroup)(nil),           // 21: hotsplit.v1.ShardGroup
+	(*Decision)(nil),             // 22: hotsplit.v1.Decision
+	(*CommandResult)(nil),        // 23: hotsplit.v1.CommandResult
+	(*RequestRecord)(nil),        // 24: hotsplit.v1.RequestRecord
+	(*StateSnapshot)(nil),        // 25: hotsplit.v1.StateSnapshot
+	(*PlacementState)(nil),       // 26: hotsplit.v1.PlacementState
+	(*ColdState)(nil),            // 27: hotsplit.v1.ColdState
+	(*HeatmapPages)(nil),         // 28: hotsplit.v1.HeatmapPages
+	(*HeatmapHistory)(nil),       // 29: hotsplit.v1.HeatmapHistory
+	(*HeatmapLevel)(nil),         // 30: hotsplit.v1.HeatmapLevel
+	(*HeatmapColumn)(nil),        // 31: hotsplit.v1.HeatmapColumn
+	(*HeatmapMark)(nil),          // 32: hotsplit.v1.HeatmapMark
+	(*PlacementState_Group)(nil), // 33: hotsplit.v1.PlacementState.Group
+	(*PlacementState_Moved)(nil), // 34: hotsplit.v1.PlacementState.Moved
+	(*RouteDescriptor)(nil),      // 35: hotsplit.v1.RouteDescriptor
+	(*Config)(nil),               // 36: hotsplit.v1.Config
+	(*CatalogSnapshot)(nil),      // 37: hotsplit.v1.CatalogSnapshot
 }
 var file_hotsplitv1_state_proto_depIdxs = []int32{
 	0,  // 0: hotsplit.v1.AutoSplitSwitch.source:type_name -> hotsplit.v1.SwitchSource
@@ -3849,14 +4072,14 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	5,  // 18: hotsplit.v1.Decision.abort_reason:type_name -> hotsplit.v1.OpAbortReason
 	15, // 19: hotsplit.v1.Decision.explanation:type_name -> hotsplit.v1.Explanation
 	11, // 20: hotsplit.v1.CommandResult.code:type_name -> hotsplit.v1.ResultCode
-	32, // 21: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
-	33, // 22: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
+	35, // 21: hotsplit.v1.CommandResult.children:type_name -> hotsplit.v1.RouteDescriptor
+	36, // 22: hotsplit.v1.CommandResult.config:type_name -> hotsplit.v1.Config
 	14, // 23: hotsplit.v1.CommandResult.switch:type_name -> hotsplit.v1.AutoSplitSwitch
 	18, // 24: hotsplit.v1.CommandResult.op:type_name -> hotsplit.v1.Op
 	21, // 25: hotsplit.v1.CommandResult.group:type_name -> hotsplit.v1.ShardGroup
 	23, // 26: hotsplit.v1.RequestRecord.result:type_name -> hotsplit.v1.CommandResult
-	34, // 27: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
-	33, // 28: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
+	37, // 27: hotsplit.v1.StateSnapshot.catalog:type_name -> hotsplit.v1.CatalogSnapshot
+	36, // 28: hotsplit.v1.StateSnapshot.config:type_name -> hotsplit.v1.Config
 	14, // 29: hotsplit.v1.StateSnapshot.switch:type_name -> hotsplit.v1.AutoSplitSwitch
 	20, // 30: hotsplit.v1.StateSnapshot.members:type_name -> hotsplit.v1.Member
 	16, // 31: hotsplit.v1.StateSnapshot.tracked:type_name -> hotsplit.v1.TrackedRoute
@@ -3864,21 +4087,24 @@ var file_hotsplitv1_state_proto_depIdxs = []int32{
 	22, // 33: hotsplit.v1.StateSnapshot.decisions:type_name -> hotsplit.v1.Decision
 	24, // 34: hotsplit.v1.StateSnapshot.requests:type_name -> hotsplit.v1.RequestRecord
 	19, // 35: hotsplit.v1.StateSnapshot.admissions:type_name -> hotsplit.v1.Admission
-	28, // 36: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
-	27, // 37: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
-	26, // 38: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
+	29, // 36: hotsplit.v1.StateSnapshot.heat_history:type_name -> hotsplit.v1.HeatmapHistory
+	28, // 37: hotsplit.v1.StateSnapshot.heat_history_pages:type_name -> hotsplit.v1.HeatmapPages
+	27, // 38: hotsplit.v1.StateSnapshot.cold:type_name -> hotsplit.v1.ColdState
 	21, // 39: hotsplit.v1.StateSnapshot.groups:type_name -> hotsplit.v1.ShardGroup
-	29, // 40: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
-	31, // 41: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
-	30, // 42: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
-	12, // 43: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
-	1,  // 44: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
-	13, // 45: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	26, // 40: hotsplit.v1.StateSnapshot.placement:type_name -> hotsplit.v1.PlacementState
+	33, // 41: hotsplit.v1.PlacementState.groups:type_name -> hotsplit.v1.PlacementState.Group
+	34, // 42: hotsplit.v1.PlacementState.moved:type_name -> hotsplit.v1.PlacementState.Moved
+	30, // 43: hotsplit.v1.HeatmapHistory.levels:type_name -> hotsplit.v1.HeatmapLevel
+	32, // 44: hotsplit.v1.HeatmapHistory.marks:type_name -> hotsplit.v1.HeatmapMark
+	31, // 45: hotsplit.v1.HeatmapLevel.columns:type_name -> hotsplit.v1.HeatmapColumn
+	12, // 46: hotsplit.v1.HeatmapMark.kind:type_name -> hotsplit.v1.HeatmapMarkKind
+	1,  // 47: hotsplit.v1.HeatmapMark.split_origin:type_name -> hotsplit.v1.SplitOrigin
+	13, // 48: hotsplit.v1.HeatmapMark.merge_origin:type_name -> hotsplit.v1.HeatmapMergeOrigin
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_hotsplitv1_state_proto_init() }
@@ -3894,7 +4120,7 @@ func file_hotsplitv1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_hotsplitv1_state_proto_rawDesc), len(file_hotsplitv1_state_proto_rawDesc)),
 			NumEnums:      14,
-			NumMessages:   18,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -201,13 +201,20 @@ func parsePatch(args []string) (*api.ConfigPatch, []string, error) {
 	for i := range fds.Len() {
 		fd := fds.Get(i)
 		if m.Has(fd) {
-			changed = append(changed, fmt.Sprintf("%s=%d", fd.Name(), m.Get(fd).Uint()))
+			changed = append(changed, fmt.Sprintf("%s=%v", fd.Name(), m.Get(fd).Interface()))
 		}
 	}
 	return patch, changed, nil
 }
 
 func parseFieldValue(fd protoreflect.FieldDescriptor, name, val string, asDuration bool) (protoreflect.Value, error) {
+	if fd.Kind() == protoreflect.BoolKind && !asDuration {
+		b, err := strconv.ParseBool(val)
+		if err != nil {
+			return protoreflect.Value{}, fmt.Errorf("%s=%s: want true or false", name, val)
+		}
+		return protoreflect.ValueOfBool(b), nil
+	}
 	bits := 64
 	if fd.Kind() == protoreflect.Uint32Kind {
 		bits = 32

@@ -75,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&cfg.Threshold, "autoSplitThreshold", 0, "weighted ops/min a route must reach (default 50000)")
 	optU32(fs, &cfg.WriteWeight, "autoSplitWriteWeight", "weight of a write (default 4; 0: writes do not count)")
 	optU32(fs, &cfg.ReadWeight, "autoSplitReadWeight", "weight of a read (default 1; 0: reads do not count)")
+	fs.BoolVar(&cfg.CrossGroup, "autoSplitCrossGroup", false, "at bootstrap: turn automatic placement on, moving a group's hottest route to the group with room when it stays over capacity (docs/design.md#automatic-placement; later: autosplit config set cross_group=true)")
 	u32(fs, &cfg.CandidateWindows, "autoSplitCandidateWindows", "consecutive hot columns before a split (default 3)")
 	msDuration(fs, &cfg.CooldownMs, "autoSplitCooldown", "cooldown of a split's children (default 10m)")
 	u32(fs, &cfg.MaxSplitsPerCycle, "autoSplitMaxPerCycle", "split ops planned per column at most (default 1)")

@@ -110,7 +110,7 @@ func TestIntegrationRollingUpgradeFromVersion1(t *testing.T) {
 	}
 	raises := raiseDecisions(t, c.decisions(), clusterversion.Version1, clusterversion.Supported, map[uint32]string{
 		clusterversion.Version2: fmt.Sprintf("cluster version 2: hold_band_bp=%d floor_follows_threshold=true", fsm.DefaultHoldBandBP),
-		clusterversion.Version4: "cluster version 4: groups=1 next_group_id=2 move_ttl_ms=600000",
+		clusterversion.Version4: "cluster version 4: groups=1 next_group_id=2 move_ttl_ms=600000 cross_group=false placement_windows=3 move_cooldown_ms=1800000 max_moves_per_cycle=1 move_margin_bp=1000",
 	})
 	for _, d := range raises {
 		t.Logf("raise decision: %s (seq %d, hlc %d)", d.GetDetail(), d.GetSeq(), d.GetAtHlc())

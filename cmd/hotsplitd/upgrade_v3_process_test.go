@@ -65,7 +65,7 @@ func TestIntegrationRollingUpgradeFromVersion3(t *testing.T) {
 		return nil
 	})
 	raiseDecisions(t, c.decisions(), clusterversion.Version3, clusterversion.Supported, map[uint32]string{
-		clusterversion.Version4: "cluster version 4: groups=1 next_group_id=2 move_ttl_ms=600000",
+		clusterversion.Version4: "cluster version 4: groups=1 next_group_id=2 move_ttl_ms=600000 cross_group=false placement_windows=3 move_cooldown_ms=1800000 max_moves_per_cycle=1 move_margin_bp=1000",
 	})
 	if out, errOut, code := groups("add", "east", "--capacity", "2000000", "--identity", "dn-east"); code != 0 || !strings.Contains(out, "added group g2 east") {
 		t.Fatalf("groups add after the raise: exit %d: %s%s", code, out, errOut)
