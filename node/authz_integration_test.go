@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -40,6 +41,32 @@ var matrixCalls = map[string]matrixCall{
 	},
 	api.Catalog_MergeRange_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
 		_, err := api.NewCatalogClient(cc).MergeRange(ctx, &api.MergeRangeRequest{})
+		return err
+	},
+	api.Catalog_ListGroups_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewCatalogClient(cc).ListGroups(ctx, &api.ListGroupsRequest{})
+		return err
+	},
+	// The mutations below are refused by validation after authorization,
+	// so the matrix changes no state.
+	api.Catalog_AddGroup_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewCatalogClient(cc).AddGroup(ctx, &api.AddGroupRequest{Name: strings.Repeat("g", 65)})
+		return err
+	},
+	api.Catalog_SetGroup_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewCatalogClient(cc).SetGroup(ctx, &api.SetGroupRequest{GroupId: 1, Name: proto.String(strings.Repeat("g", 65))})
+		return err
+	},
+	api.Catalog_RemoveGroup_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewCatalogClient(cc).RemoveGroup(ctx, &api.RemoveGroupRequest{GroupId: 1, RequestId: strings.Repeat("r", 200)})
+		return err
+	},
+	api.Catalog_MoveRange_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewCatalogClient(cc).MoveRange(ctx, &api.MoveRangeRequest{})
+		return err
+	},
+	api.Catalog_AckMove_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
+		_, err := api.NewCatalogClient(cc).AckMove(ctx, &api.AckMoveRequest{})
 		return err
 	},
 	api.Catalog_WatchRoutes_FullMethodName: func(ctx context.Context, cc *grpc.ClientConn, _ string) error {
@@ -149,9 +176,9 @@ var matrixCalls = map[string]matrixCall{
 // grantedBy is docs/design.md#trust-and-integrity's role list, written out apart from the table the
 // server enforces: the methods each role adds to the one below it.
 var grantedBy = map[string][]string{
-	"reporter": {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp"},
-	"reader":   {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain", "AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version", "Cluster/MintUILogin"},
-	"operator": {"Catalog/SplitRange", "Catalog/MergeRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
+	"reporter": {"Load/Report", "Catalog/WatchRoutes", "Catalog/GetTimestamp", "Catalog/AckMove"},
+	"reader":   {"Catalog/ListRoutes", "Catalog/GetRoute", "AutoSplit/Status", "AutoSplit/Explain", "AutoSplit/GetConfig", "Cluster/Members", "Cluster/Leader", "Cluster/Health", "Cluster/Version", "Cluster/MintUILogin", "Catalog/ListGroups"},
+	"operator": {"Catalog/SplitRange", "Catalog/MergeRange", "Catalog/AddGroup", "Catalog/SetGroup", "Catalog/RemoveGroup", "Catalog/MoveRange", "AutoSplit/SetEnabled", "AutoSplit/SetConfig", "AutoSplit/AbortOp", "Cluster/CheckState"},
 	"admin":    {"Cluster/Join", "Cluster/Remove", "Cluster/TransferLeadership", "Cluster/Admit", "Cluster/Snapshot"},
 	"node":     {"Cluster/Join", "Cluster/Members", "Cluster/Leader", "Cluster/ClockPing", "Cluster/StateHash", "Cluster/Progress"},
 }

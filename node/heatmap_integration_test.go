@@ -12,6 +12,7 @@ import (
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
 	"github.com/hotsplit/hotsplit/catalog"
+	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 	"github.com/hotsplit/hotsplit/sim"
 	"github.com/hotsplit/hotsplit/webui"
@@ -141,7 +142,7 @@ func TestIntegrationHeatmapSameOnEveryNode(t *testing.T) {
 	})
 	run.halt()
 	st := leader.FSM().State()
-	if hist := st.HeatHistory(); st.ClusterVersion() != 3 || hist == nil || hist.Columns() < 20 || hist.MarkCount() == 0 {
+	if hist := st.HeatHistory(); !st.Has(clusterversion.HeatHistory) || hist == nil || hist.Columns() < 20 || hist.MarkCount() == 0 {
 		t.Fatalf("cluster version %d, heat history of %d columns and %d marks", st.ClusterVersion(), hist.Columns(), hist.MarkCount())
 	}
 	hotRoute := c.leaderRouteOf(hot).ID

@@ -2,12 +2,17 @@ package main
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/client"
 	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/internal/testutil"
 )
@@ -22,7 +27,9 @@ import (
 //     replaced, and the raise makes the catalog's one group a group of
 //     the table (its decision says so);
 //   - then `hotsplitctl groups add|set|list` work, splits keep their
-//     route's group, and the version 3 binary refuses the data dir.
+//     route's group, a manual move (`hotsplitctl move`) goes through every
+//     step as data nodes acknowledge it under their own certificates, and
+//     the version 3 binary refuses the data dir.
 func TestIntegrationRollingUpgradeFromVersion3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: builds a release and runs hotsplitd processes")
@@ -88,7 +95,68 @@ func TestIntegrationRollingUpgradeFromVersion3(t *testing.T) {
 	if err != nil || resp.GetLeft().GetGroupId() != r.GetGroupId() || resp.GetRight().GetGroupId() != r.GetGroupId() {
 		t.Fatalf("split after the raise: %v %v: want both children in group %d", resp, err, r.GetGroupId())
 	}
+	moveAfterUpgrade(t, c, hotsplitctl, resp.GetRight().GetRouteId())
 	c.checkState("head, from version 3")
 	refuseNewerDataDir(t, c, oldD, hotsplitd, clusterversion.Supported)
 	t.Logf("baseline build %.1f s, cluster run %.1f s", built.Sub(began).Seconds(), time.Since(built).Seconds())
+}
+
+// moveAfterUpgrade moves route from group 1 to group 2 (east) with
+// `hotsplitctl move`, then acknowledges each step as the data nodes dn-1
+// and dn-east would (reporter certificates of those names), and waits for
+// the leader to commit it.
+func moveAfterUpgrade(t *testing.T, c *upgradeCluster, hotsplitctl string, route uint64) {
+	t.Helper()
+	node := func(name string) *client.Client {
+		if out, err := exec.Command(hotsplitctl, "certs", "create-client", name, "--role", "reporter", "--dir", string(c.certs)).CombinedOutput(); err != nil {
+			t.Fatalf("certs create-client %s: %v\n%s", name, err, out)
+		}
+		cfg := c.clientConfig(c.endpoints())
+		cfg.CertFile, cfg.KeyFile = filepath.Join(string(c.certs), "client-"+name+".crt"), filepath.Join(string(c.certs), "client-"+name+".key")
+		cl, err := client.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cl.Close() })
+		return cl
+	}
+	src, dst := node("dn-1"), node("dn-east")
+	if _, errOut, code := ctlExit(t, hotsplitctl, c.ctlEnv(), c.endpoints(), "10s", "autosplit", "enable", "--reason", "moves"); code != 0 {
+		t.Fatalf("autosplit enable: %s", errOut)
+	}
+	out, errOut, code := ctlExit(t, hotsplitctl, c.ctlEnv(), c.endpoints(), "10s", "move", fmt.Sprint(route), "east", "-o", "json")
+	if code != 0 {
+		t.Fatalf("hotsplitctl move: exit %d: %s", code, errOut)
+	}
+	var mv api.MoveRangeResponse
+	if err := protojson.Unmarshal([]byte(out), &mv); err != nil || mv.GetOpId() == 0 {
+		t.Fatalf("move answered %q: %v", out, err)
+	}
+	ack := func(cl *client.Client, a api.MoveAck, version, watermark uint64) {
+		t.Helper()
+		ctx, cancel := c.ctx()
+		defer cancel()
+		if _, err := cl.AckMove(ctx, &api.AckMoveRequest{OpId: mv.GetOpId(), RouteId: route, CatalogVersion: version, Ack: a, Watermark: watermark}); err != nil {
+			t.Fatalf("ack %v: %v", a, err)
+		}
+	}
+	routeIs := func(state api.RouteState, group uint64) func() error {
+		return func() error {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			r, err := c.cl.GetRoute(ctx, &api.GetRouteRequest{RouteId: route, Consistency: api.Consistency_CONSISTENCY_LINEARIZABLE})
+			if err != nil {
+				return err
+			}
+			if r.GetRoute().GetState() != state || r.GetRoute().GetGroupId() != group {
+				return fmt.Errorf("route %v", r.GetRoute())
+			}
+			return nil
+		}
+	}
+	ack(dst, api.MoveAck_MOVE_ACK_COPIED, mv.GetCatalogVersion(), 0)
+	testutil.Eventually(t, 30*time.Second, "the leader fences the move", routeIs(api.RouteState_ROUTE_STATE_WRITE_FENCED, 1))
+	ack(src, api.MoveAck_MOVE_ACK_FENCED, mv.GetCatalogVersion()+1, 7)
+	ack(dst, api.MoveAck_MOVE_ACK_CAUGHT_UP, mv.GetCatalogVersion()+1, 7)
+	testutil.Eventually(t, 30*time.Second, "the leader commits the move", routeIs(api.RouteState_ROUTE_STATE_ACTIVE, 2))
 }
