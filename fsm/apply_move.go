@@ -40,7 +40,7 @@ const (
 func isMoveOp(op *api.Op) bool { return op.GetKind() == api.OpKind_OP_KIND_MOVE }
 
 // applyMoveRange: an operator's move (op_id 0) makes a MOVE op and begins
-// it; with op_id it is the leader's fence or commit of that op.
+// it; with op_id it is the leader's step of that op.
 func (a *applier) applyMoveRange(c *api.MoveRange) *api.CommandResult {
 	if err := a.s.Require(clusterversion.RangeMoves); err != nil {
 		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "move_range: %v", err)
@@ -109,8 +109,10 @@ func (a *applier) applyMoveBegin(c *api.MoveRange) *api.CommandResult {
 	return res
 }
 
-// applyMoveStep applies the fence or the commit of a live move whose
-// acknowledgements are complete; a duplicate answers its first result.
+// applyMoveStep applies the next step of a live move: the begin of a
+// planned one (aborted instead if its route or groups changed since), the
+// fence or the commit once their acknowledgements are complete. A
+// duplicate answers its first result.
 func (a *applier) applyMoveStep(c *api.MoveRange) *api.CommandResult {
 	i, found := findOp(a.s.ops, c.GetOpId())
 	if !found {
@@ -171,7 +173,7 @@ func (a *applier) applyMoveStep(c *api.MoveRange) *api.CommandResult {
 		next, moved, err = a.s.cat.CommitMove(op.GetTargetRouteId(), op.GetOpId())
 		what = "committed"
 	default:
-		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: %d is not a step the leader proposes (2 fence, 3 commit)", c.GetStep())
+		return fail(api.ResultCode_RESULT_CODE_INVALID_ARGUMENT, "step: %d is not a step of a move (1 begin, 2 fence, 3 commit)", c.GetStep())
 	}
 	if err != nil {
 		// Only a move keeps its route out of every other change, so this is

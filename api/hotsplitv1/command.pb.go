@@ -1125,7 +1125,8 @@ func (x *RemoveGroup) GetNote() string {
 // MoveRange moves a route to another shard group (cluster version 4,
 // range_moves; docs/design.md#moves). Without op_id it is an operator's
 // move: it makes a MOVE op and applies its step 1, the begin. With op_id
-// it is the leader's step 2 (fence) or 3 (commit) of that op.
+// it is the leader's step of that op: 1 (the begin of a planned move), 2
+// (fence) or 3 (commit).
 type MoveRange struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	RouteId         uint64                 `protobuf:"varint,1,opt,name=route_id,json=routeId,proto3" json:"route_id,omitempty"`

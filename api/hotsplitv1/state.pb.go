@@ -1733,9 +1733,10 @@ type Op struct {
 	RightRouteId uint64 `protobuf:"varint,51,opt,name=right_route_id,json=rightRouteId,proto3" json:"right_route_id,omitempty"`
 	RightEnd     []byte `protobuf:"bytes,52,opt,name=right_end,json=rightEnd,proto3" json:"right_end,omitempty"`
 	// Fields 60-69: cluster version 4, MOVE ops (docs/design.md#moves). A
-	// move has three steps: 1 begin (applied when the op is made), 2 fence,
-	// 3 commit; next_step is 2 or 3 while it is live. target_route_id is
-	// the route, target_start and target_end its range.
+	// move has three steps: 1 begin (applied when an operator's op is made;
+	// proposed by the leader for a move automatic placement planned), 2
+	// fence, 3 commit; next_step is 1, 2 or 3 while it is live.
+	// target_route_id is the route, target_start and target_end its range.
 	SourceGroupId uint64 `protobuf:"varint,60,opt,name=source_group_id,json=sourceGroupId,proto3" json:"source_group_id,omitempty"`
 	TargetGroupId uint64 `protobuf:"varint,61,opt,name=target_group_id,json=targetGroupId,proto3" json:"target_group_id,omitempty"`
 	// The catalog version the last applied step produced: acknowledgements
