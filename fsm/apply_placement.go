@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
+	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
 	"github.com/hotsplit/hotsplit/placement"
@@ -29,7 +30,7 @@ func (a *applier) placeColumn(col detector.Column, reporters []string) {
 	in := placement.Input{
 		Config: placement.Config{Windows: s.cfg.GetPlacementWindows(), CooldownMs: s.cfg.GetMoveCooldownMs(),
 			MaxMovesPerCycle: s.cfg.GetMaxMovesPerCycle(), MarginBP: s.cfg.GetMoveMarginBp()},
-		Catalog: s.cat, Loads: loads, BusyRoutes: map[uint64]bool{}, BusyGroups: map[uint64]bool{},
+		Catalog: s.cat, Loads: loads, BusyRoutes: map[uint64]bool{}, BusyGroups: map[uint64]bool{}, Splitting: map[uint64]bool{},
 		NowMs: a.now, Enabled: s.sw.GetEnabled(),
 	}
 	for _, g := range s.groups {
@@ -42,6 +43,11 @@ func (a *applier) placeColumn(col detector.Column, reporters []string) {
 		}
 		if isMoveOp(op) {
 			in.BusyGroups[op.GetSourceGroupId()], in.BusyGroups[op.GetTargetGroupId()] = true, true
+		}
+	}
+	for _, t := range s.det.Tracked() {
+		if r, ok := s.cat.Route(t.RouteID); ok && t.ConsecutiveOver > 0 && !catalog.IsSingleKey(r.Start, r.End) {
+			in.Splitting[t.RouteID] = true
 		}
 	}
 	prev := placementFromProto(s.placement)

@@ -26,7 +26,9 @@ func placementCluster(t *testing.T) *harness {
 		}
 	})
 	wantCode(t, h.run(operatorSwitch(true)), api.ResultCode_RESULT_CODE_OK)
-	wantCode(t, h.run(setConfig(&api.ConfigPatch{CrossGroup: proto.Bool(true)})), api.ResultCode_RESULT_CODE_OK)
+	// A threshold above every route's load: no route waits to be split
+	// before it may move.
+	wantCode(t, h.run(setConfig(&api.ConfigPatch{CrossGroup: proto.Bool(true), Threshold: proto.Uint64(1_000_000)})), api.ResultCode_RESULT_CODE_OK)
 	return h
 }
 

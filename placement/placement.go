@@ -58,9 +58,12 @@ type Input struct {
 	Loads map[uint64]uint64
 	// BusyRoutes are routes a live op will still change; BusyGroups the
 	// groups a live move leaves or enters (one live move per source and per
-	// target).
-	BusyRoutes, BusyGroups map[uint64]bool
-	NowMs                  uint64
+	// target). Splitting are routes hot enough that the detector counts
+	// them towards a split: a route is split (its hot key isolated) before
+	// it moves, so that the move carries the hot child, not its cool
+	// neighbours.
+	BusyRoutes, BusyGroups, Splitting map[uint64]bool
+	NowMs                             uint64
 	// Enabled is the kill switch: off, nothing is planned.
 	Enabled bool
 }
@@ -116,6 +119,9 @@ const (
 	// ReasonNoRoute: no route of the group is ACTIVE, free of live ops and
 	// loaded (a draining group also moves idle ones).
 	ReasonNoRoute
+	// ReasonSplitFirst: the group's movable load sits in routes the
+	// detector is about to split; they move once split.
+	ReasonSplitFirst
 	// ReasonNoRoom: no ACTIVE group that reported has room for the route.
 	ReasonNoRoom
 	// ReasonSilentTarget: only groups that did not report in every
@@ -123,14 +129,14 @@ const (
 	ReasonSilentTarget
 )
 
-var reasonNames = [...]string{"none", "switch", "budget", "live_move", "cooldown", "no_route", "no_room", "silent_target"}
+var reasonNames = [...]string{"none", "switch", "budget", "live_move", "cooldown", "no_route", "split_first", "no_room", "silent_target"}
 
 // String is the reason's label (metrics, explanations).
 func (r Reason) String() string { return reasonNames[r] }
 
 // Reasons lists every reason a move is declined.
 func Reasons() []Reason {
-	return []Reason{ReasonSwitch, ReasonBudget, ReasonLiveMove, ReasonCooldown, ReasonNoRoute, ReasonNoRoom, ReasonSilentTarget}
+	return []Reason{ReasonSwitch, ReasonBudget, ReasonLiveMove, ReasonCooldown, ReasonNoRoute, ReasonSplitFirst, ReasonNoRoom, ReasonSilentTarget}
 }
 
 // Decline is an overloaded or draining group that moves nothing in this
@@ -256,10 +262,13 @@ type candidate struct{ id, load uint64 }
 func movable(in Input, moved []Moved, g Group) ([]candidate, Reason) {
 	var out []candidate
 	cooling := false
+	var hottestSplitting uint64
 	in.Catalog.Ascend(func(r *catalog.RouteDescriptor) bool {
 		l := in.Loads[r.ID]
 		switch {
 		case r.GroupID != g.ID || r.State != catalog.StateActive || in.BusyRoutes[r.ID] || (l == 0 && !g.Draining):
+		case in.Splitting[r.ID]:
+			hottestSplitting = max(hottestSplitting, l)
 		case slices.ContainsFunc(moved, func(m Moved) bool { return m.RouteID == r.ID }):
 			cooling = true
 		default:
@@ -269,6 +278,10 @@ func movable(in Input, moved []Moved, g Group) ([]candidate, Reason) {
 	})
 	slices.SortStableFunc(out, func(a, b candidate) int { return cmp.Or(cmp.Compare(b.load, a.load), cmp.Compare(a.id, b.id)) })
 	switch {
+	case hottestSplitting > 0 && (len(out) == 0 || hottestSplitting > out[0].load):
+		// Split first: the group's hottest route is about to be cut, and
+		// its hot child is what should move.
+		return nil, ReasonSplitFirst
 	case len(out) > 0:
 		return out, ReasonNoRoom
 	case cooling:

@@ -65,6 +65,15 @@ func TestDecide(t *testing.T) {
 		{"a live move on the source", func(in Input) Input { in.BusyGroups = map[uint64]bool{1: true}; return in }, 3, "", "g1 live_move"},
 		{"the movable route in a live op: none fits", func(in Input) Input { in.BusyRoutes = map[uint64]bool{1: true}; return in }, 3,
 			"", "g1 no_room r2"},
+		{"the hottest route is about to be split: split first", func(in Input) Input { in.Splitting = map[uint64]bool{2: true}; return in }, 3,
+			"", "g1 split_first"},
+		{"a colder route about to be split does not hold the hottest back", func(in Input) Input {
+			in.Loads = map[uint64]uint64{1: 500_000, 2: 400_000, 3: 100_000, 4: 100_000, 5: 200_000, 6: 100_000}
+			in.Groups = groups()
+			in.Groups[0].Capacity = 800_000
+			in.Splitting = map[uint64]bool{2: true}
+			return in
+		}, 3, "r1 1->2 load 500000 from 900000 peak 200000", ""},
 		{"no group with room", func(in Input) Input {
 			in.Loads = map[uint64]uint64{1: 1_500_000, 3: 800_000, 5: 800_000}
 			return in

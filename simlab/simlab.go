@@ -70,6 +70,13 @@ type Spec struct {
 	// Watch lists keys whose isolation ([H, H·0x00) becomes a route) and
 	// isolation plans are reported.
 	Watch [][]byte
+	// GroupCapacities, when set (cluster version 4), bootstraps one shard
+	// group per entry (ids 1..n, the initial routes spread over them in key
+	// order) with that capacity in weighted ops/min. Node i is a data node
+	// of group i mod n + 1 (Nodes at least n) and serves only its group's
+	// routes; nodes acknowledge every move as soon as a column ends (a copy
+	// and a catch-up take one column each).
+	GroupCapacities []uint64
 }
 
 // Result is what one run measured. Loads are ground truth: every
@@ -129,6 +136,22 @@ type Result struct {
 	// Cuts are the balance cuts planned: the shares the explanation
 	// recorded against the true shares of the column that planned them.
 	Cuts []Cut
+
+	// With GroupCapacities: GroupLoads is each column's load of each
+	// group in multiples of its capacity (ground truth, by the group that
+	// served each route); Moves are the moves committed, in order.
+	GroupLoads [][]float64
+	Moves      []Move
+}
+
+// Move is one committed move: the column it committed after, the route,
+// both groups, and the route's share of its source group's load in the
+// column that planned it.
+type Move struct {
+	Column              int
+	RouteID, From, To   uint64
+	Start, End          []byte
+	ShareOfSourceLoadBP uint32
 }
 
 // Cut is one planned balance cut: its left share as the explanation
@@ -211,9 +234,12 @@ func newRun(spec Spec) (*run, error) {
 		IsolatedAt: slices.Repeat([]int{-1}, len(spec.Watch)), IsolationPlans: make([]int, len(spec.Watch))}
 	const startMs = 1_800_000_000_000 // a multiple of every step up to an hour
 	r.lastMs = startMs
+	if len(spec.GroupCapacities) > spec.Nodes {
+		return nil, fmt.Errorf("%w: %d groups for %d nodes: each group needs a data node", ErrInvalidSpec, len(spec.GroupCapacities), spec.Nodes)
+	}
 	res, err := r.apply(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
 		ClusterId: "simlab", InitialSplits: spec.InitialSplits, GroupId: 1, Config: spec.Config, AutoSplit: true,
-		ClusterVersion: spec.ClusterVersion,
+		ClusterVersion: spec.ClusterVersion, GroupCount: uint32(len(spec.GroupCapacities)),
 	}}}, startMs)
 	if err != nil {
 		return nil, err
@@ -225,6 +251,9 @@ func newRun(spec Spec) (*run, error) {
 		if err := r.unmarkStarts(); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.setGroups(startMs); err != nil {
+		return nil, err
 	}
 	cfg := r.f.State().Config()
 	r.cfg = cfg
@@ -325,7 +354,7 @@ func (r *run) column(c int) error {
 		k, write := r.stream.Next(at)
 		r.key = r.keys.AppendKey(r.key[:0], k)
 		route := cat.Lookup(r.key)
-		r.samp[i%len(r.samp)].Observe(route.ID, r.key, write)
+		r.samp[r.nodeFor(route, i)].Observe(route.ID, r.key, write)
 		r.load[route.ID] += r.weight(write)
 		r.opKeys, r.opWrites = append(r.opKeys, k), append(r.opWrites, write)
 	}
@@ -354,6 +383,9 @@ func (r *run) column(c int) error {
 	r.res.HottestPerColumn = append(r.res.HottestPerColumn, r.hottest(cat))
 	r.recordCuts(res.GetPlannedOpIds(), cat)
 	if err := r.stepOps(c, end, cat); err != nil {
+		return err
+	}
+	if err := r.stepMoves(c, end, cat); err != nil {
 		return err
 	}
 	r.res.MaxRoutes = max(r.res.MaxRoutes, r.f.State().Catalog().Len())
