@@ -8,24 +8,34 @@ import (
 	"github.com/hotsplit/hotsplit/catalog"
 	"github.com/hotsplit/hotsplit/clusterversion"
 	"github.com/hotsplit/hotsplit/detector"
+	"github.com/hotsplit/hotsplit/internal/saturate"
 	"github.com/hotsplit/hotsplit/placement"
 )
 
-// placeColumn runs automatic placement (docs/design.md#automatic-placement)
-// on a complete column, when cross_group is on: it folds the column into
+// placeColumn sets the groups' load gauges from a complete version 4
+// column and, when cross_group is on, runs automatic placement
+// (docs/design.md#automatic-placement) on it: it folds the column into
 // the placement state and plans a PENDING move op for each move placement
 // decides, which the leader's stepper begins as a fenced catalog change.
 // A group that moves nothing records a MOVE_DECLINED decision when its
 // reason changes.
 func (a *applier) placeColumn(col detector.Column, reporters []string) {
 	s := a.s
-	if !s.Has(clusterversion.RangeMoves) || !s.cfg.GetCrossGroup() || !col.Complete || len(s.groups) < 2 {
+	if !s.Has(clusterversion.RangeMoves) || !col.Complete {
 		return
 	}
 	dur := col.AtMs - col.WindowStartMs
 	loads := make(map[uint64]uint64, len(col.Rows))
+	byGroup := map[uint64]uint64{}
 	for _, r := range col.Rows {
 		loads[r.RouteID] = detector.Score(r.Reads, r.Writes, s.detCfg, dur)
+		if route, ok := s.cat.Route(r.RouteID); ok {
+			byGroup[route.GroupID] = saturate.Add(byGroup[route.GroupID], loads[r.RouteID])
+		}
+	}
+	a.f.m.groupLoads(s.groups, byGroup)
+	if !s.cfg.GetCrossGroup() || len(s.groups) < 2 {
+		return
 	}
 	in := placement.Input{
 		Config: placement.Config{Windows: s.cfg.GetPlacementWindows(), CooldownMs: s.cfg.GetMoveCooldownMs(),

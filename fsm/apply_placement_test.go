@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/protobuf/proto"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -140,4 +142,29 @@ func TestPlacementDeclines(t *testing.T) {
 			t.Fatalf("counter %d after a threshold patch", after.ConsecutiveOver)
 		}
 	})
+}
+
+// Each group's load in a complete column and its capacity are gauges by
+// group id, whether placement is on or not; a removed group's series go.
+func TestGroupLoadMetrics(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	h := newHarness(t, Options{Metrics: m})
+	wantCode(t, h.run(&api.Command{Body: &api.Command_Bootstrap{Bootstrap: &api.Bootstrap{
+		ClusterId: "c1", InitialSplits: [][]byte{[]byte("m")}, GroupId: 1, GroupCount: 2, ClusterVersion: 4}}}), api.ResultCode_RESULT_CODE_OK)
+	wantCode(t, h.run(addGroup("spare", 7000)), api.ResultCode_RESULT_CODE_OK)
+	// 1 s columns: 100 writes = 24,000 weighted ops/min.
+	loadColumn(h, []string{"dn"}, map[uint64]uint64{1: 100, 2: 50})
+	for _, tc := range []struct {
+		group      string
+		load, capa float64
+	}{{"1", 24_000, DefaultGroupCapacity}, {"2", 12_000, DefaultGroupCapacity}, {"3", 0, 7000}} {
+		if l, c := testutil.ToFloat64(m.groupLoad.WithLabelValues(tc.group)), testutil.ToFloat64(m.groupCapacity.WithLabelValues(tc.group)); l != tc.load || c != tc.capa {
+			t.Errorf("group %s: load %v capacity %v, want %v %v", tc.group, l, c, tc.load, tc.capa)
+		}
+	}
+	wantCode(t, h.run(removeGroup(3)), api.ResultCode_RESULT_CODE_OK)
+	loadColumn(h, []string{"dn"}, map[uint64]uint64{1: 100})
+	if n := testutil.CollectAndCount(m.groupLoad); n != 2 {
+		t.Fatalf("%d group load series after the removal, want 2", n)
+	}
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -46,6 +47,11 @@ type Metrics struct {
 	moveStepAge  prometheus.Gauge
 	moveTTL      prometheus.Gauge
 	moveDeclines *prometheus.CounterVec // reason: placement.Reasons
+	// groupLoad and groupCapacity are labelled by group id: groups are
+	// operator-created and at most MaxGroups, so the label set is bounded;
+	// a removed group's series are deleted.
+	groupLoad, groupCapacity *prometheus.GaugeVec
+	groupSeries              map[string]bool
 }
 
 // The move events, the fixed label values of hotsplit_move_steps_total.
@@ -100,6 +106,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "How long the running move that has waited longest has waited in its current step, as of the last applied entry (0: none)."}),
 		moveDeclines: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hotsplit_move_declines_total",
 			Help: "Columns in which an overloaded or draining group moved nothing, by reason (automatic placement)."}, []string{"reason"}),
+		groupLoad: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hotsplit_group_load",
+			Help: "Each shard group's load in the last complete column, weighted ops/min (cluster version 4; label: group id, at most 64 groups)."}, []string{"group"}),
+		groupCapacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hotsplit_group_capacity",
+			Help: "Each shard group's capacity, weighted ops/min (cluster version 4; label: group id)."}, []string{"group"}),
+		groupSeries: map[string]bool{},
 		moveTTL: prometheus.NewGauge(prometheus.GaugeOpts{Name: "hotsplit_move_ttl_seconds",
 			Help: "The configured move_ttl_ms, in seconds: a step that waits this long is aborted."}),
 	}
@@ -145,7 +156,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.splits, m.merges, m.opsPlanned, m.opsDone, m.opsPaused, m.opsAborted, m.skips, m.columns,
 			m.droppedRows, m.fence, m.applySeconds, m.liveRoutes, m.tracked, m.liveOps, m.switchOn, m.eligible,
-			m.mergeDecisions, m.mergeOps, m.groups, m.moveSteps, m.liveMoves, m.moveStepAge, m.moveTTL, m.moveDeclines)
+			m.mergeDecisions, m.mergeOps, m.groups, m.moveSteps, m.liveMoves, m.moveStepAge, m.moveTTL, m.moveDeclines, m.groupLoad, m.groupCapacity)
 	}
 	return m
 }
@@ -354,4 +365,27 @@ func (m *Metrics) moveDeclined(reason string) {
 	if m != nil {
 		m.moveDeclines.WithLabelValues(reason).Inc()
 	}
+}
+
+// groupLoads sets each group's load in a complete column and its capacity,
+// and drops the series of groups that are gone. Apply calls it, so it
+// runs on one goroutine.
+func (m *Metrics) groupLoads(groups []*api.ShardGroup, loads map[uint64]uint64) {
+	if m == nil {
+		return
+	}
+	live := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		id := strconv.FormatUint(g.GetGroupId(), 10)
+		live[id] = true
+		m.groupLoad.WithLabelValues(id).Set(float64(loads[g.GetGroupId()]))
+		m.groupCapacity.WithLabelValues(id).Set(float64(g.GetCapacity()))
+	}
+	for id := range m.groupSeries {
+		if !live[id] {
+			m.groupLoad.DeleteLabelValues(id)
+			m.groupCapacity.DeleteLabelValues(id)
+		}
+	}
+	m.groupSeries = live
 }
