@@ -384,8 +384,12 @@ func (o *observation) decide() []Plan {
 // State).
 func (o *observation) prune() []Tracked {
 	retention := max(o.cfg.CooldownMs, saturate.Mul(recentColumns, o.durMs))
+	// An explanation of this very column is recent whatever the
+	// retention: at the end of time (a saturated column end) the sum
+	// below cannot exceed the column's end, and a merge planned now would
+	// lose its explanation.
 	recent := func(x *Explanation) bool {
-		return x.Reason != ReasonUnspecified && saturate.Add(x.AtMs, retention) > o.col.AtMs
+		return x.Reason != ReasonUnspecified && (x.AtMs >= o.col.AtMs || saturate.Add(x.AtMs, retention) > o.col.AtMs)
 	}
 	kept := o.out[:0]
 	for _, e := range o.out {
