@@ -159,14 +159,14 @@ func (a *applier) applyMoveStep(c *api.MoveRange) *api.CommandResult {
 			a.pauseOp(op)
 			return fail(api.ResultCode_RESULT_CODE_OP_PAUSED, "auto-split is disabled: op %d paused before its fence", op.GetOpId())
 		}
-		if missing := a.missingAcks(op, api.MoveAck_MOVE_ACK_COPIED); len(missing) > 0 {
+		if missing := missingAcks(a.s, op, api.MoveAck_MOVE_ACK_COPIED); len(missing) > 0 {
 			return fail(api.ResultCode_RESULT_CODE_MOVE_ACK_STALE, "op %d: the fence waits for the copy acknowledgements of %v", op.GetOpId(), missing)
 		}
 		next, moved, err = a.s.cat.FenceMove(op.GetTargetRouteId(), op.GetOpId())
 		what = "fenced"
 	case moveStepCommit:
 		for _, ack := range []api.MoveAck{api.MoveAck_MOVE_ACK_FENCED, api.MoveAck_MOVE_ACK_CAUGHT_UP} {
-			if missing := a.missingAcks(op, ack); len(missing) > 0 {
+			if missing := missingAcks(a.s, op, ack); len(missing) > 0 {
 				return fail(api.ResultCode_RESULT_CODE_MOVE_ACK_STALE, "op %d: the commit waits for the %s acknowledgements of %v", op.GetOpId(), ackName(ack), missing)
 			}
 		}
@@ -302,7 +302,7 @@ func (a *applier) applyAckMove(c *api.AckMove) *api.CommandResult {
 		}
 		n.Watermark = max(n.GetWatermark(), c.GetWatermark())
 	case api.MoveAck_MOVE_ACK_CAUGHT_UP:
-		if missing := a.missingAcks(op, api.MoveAck_MOVE_ACK_FENCED); len(missing) > 0 {
+		if missing := missingAcks(a.s, op, api.MoveAck_MOVE_ACK_FENCED); len(missing) > 0 {
 			return stale("the source's fence acknowledgements of %v are missing, so its final watermark is not known", missing)
 		}
 		if c.GetWatermark() != op.GetWatermark() {
@@ -350,12 +350,8 @@ func moveExpired(op *api.Op, cfg *api.Config, nowMs uint64) bool {
 }
 
 // missingAcks lists the identities of the group that owes ack which have
-// not given it, sorted; all of them when the group has none (a group
+// not given it, sorted; a placeholder when the group has none (a group
 // without data nodes never completes a step).
-func (a *applier) missingAcks(op *api.Op, ack api.MoveAck) []string {
-	return missingAcks(a.s, op, ack)
-}
-
 func missingAcks(s *State, op *api.Op, ack api.MoveAck) []string {
 	owed := op.GetTargetGroupId()
 	if ack == api.MoveAck_MOVE_ACK_FENCED {

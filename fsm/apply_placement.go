@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	api "github.com/hotsplit/hotsplit/api/hotsplitv1"
@@ -43,9 +44,11 @@ func (a *applier) placeColumn(col detector.Column, reporters []string) {
 		Catalog: s.cat, Loads: loads, BusyRoutes: map[uint64]bool{}, BusyGroups: map[uint64]bool{}, Splitting: map[uint64]bool{},
 		NowMs: a.now, Enabled: s.sw.GetEnabled(),
 	}
+	reported := reporterIdentities(reporters)
 	for _, g := range s.groups {
 		in.Groups = append(in.Groups, placement.Group{ID: g.GetGroupId(), Capacity: g.GetCapacity(),
-			Draining: g.GetState() == api.GroupState_GROUP_STATE_DRAINING, Reported: groupReported(g, reporters)})
+			Draining: g.GetState() == api.GroupState_GROUP_STATE_DRAINING,
+			Reported: slices.ContainsFunc(g.GetIdentities(), func(id string) bool { return reported[id] })})
 	}
 	for _, op := range s.LiveOps() {
 		for _, id := range opRoutes(op) {
@@ -87,18 +90,16 @@ func (a *applier) placeColumn(col detector.Column, reporters []string) {
 	s.placement = placementToProto(next)
 }
 
-// groupReported: one of g's data nodes is among the column's reporters (a
-// reporter id is an identity, or an identity, '/' and a suffix).
-func groupReported(g *api.ShardGroup, reporters []string) bool {
+// reporterIdentities are the identities behind a column's reporters (a
+// reporter id is an identity, or an identity, '/' and a suffix): a group
+// reported when one of its data nodes is among them.
+func reporterIdentities(reporters []string) map[string]bool {
+	out := make(map[string]bool, len(reporters))
 	for _, r := range reporters {
 		id, _, _ := strings.Cut(r, "/")
-		for _, ident := range g.GetIdentities() {
-			if id == ident {
-				return true
-			}
-		}
+		out[id] = true
 	}
-	return false
+	return out
 }
 
 // planMove makes a PENDING move op for a placement plan: its first step,

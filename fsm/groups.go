@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 
@@ -45,16 +44,6 @@ func (s *State) Group(id uint64) (*api.ShardGroup, bool) {
 
 // NextGroupID is the id the next AddGroup gets.
 func (s *State) NextGroupID() uint64 { return s.nextGroupID }
-
-// GroupOfIdentity returns the shard group a data-node identity serves.
-func (s *State) GroupOfIdentity(identity string) (*api.ShardGroup, bool) {
-	for _, g := range s.groups {
-		if _, ok := slices.BinarySearch(g.GetIdentities(), identity); ok {
-			return g, true
-		}
-	}
-	return nil, false
-}
 
 // GroupRouteCounts counts the catalog's routes by group id. It walks the
 // whole catalog: for listings and the removal check, not for hot paths.

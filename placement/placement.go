@@ -238,15 +238,16 @@ func Decide(in Input, prev State) (State, []Plan, []Decline) {
 }
 
 // groupLoads sums the column's route loads by the group that serves each
-// route (a moving route counts to its source until the commit).
+// route (a moving route counts to its source until the commit). It visits
+// the loaded routes only: a column, not the catalog. Saturating sums do
+// not depend on the order.
 func groupLoads(in Input) map[uint64]uint64 {
 	out := map[uint64]uint64{}
-	in.Catalog.Ascend(func(r *catalog.RouteDescriptor) bool {
-		if l := in.Loads[r.ID]; l > 0 {
+	for id, l := range in.Loads {
+		if r, ok := in.Catalog.Route(id); ok && l > 0 {
 			out[r.GroupID] = saturate.Add(out[r.GroupID], l)
 		}
-		return true
-	})
+	}
 	return out
 }
 
@@ -263,7 +264,7 @@ func movable(in Input, moved []Moved, g Group) ([]candidate, Reason) {
 	var out []candidate
 	cooling := false
 	var hottestSplitting uint64
-	in.Catalog.Ascend(func(r *catalog.RouteDescriptor) bool {
+	consider := func(r *catalog.RouteDescriptor) {
 		l := in.Loads[r.ID]
 		switch {
 		case r.GroupID != g.ID || r.State != catalog.StateActive || in.BusyRoutes[r.ID] || (l == 0 && !g.Draining):
@@ -274,8 +275,19 @@ func movable(in Input, moved []Moved, g Group) ([]candidate, Reason) {
 		default:
 			out = append(out, candidate{r.ID, l})
 		}
-		return true
-	})
+	}
+	if g.Draining {
+		// A draining group sheds idle routes too: all of them.
+		in.Catalog.Ascend(func(r *catalog.RouteDescriptor) bool { consider(r); return true })
+	} else {
+		// Only loaded routes can move: the column's, in any order (the
+		// candidates are sorted below).
+		for id := range in.Loads {
+			if r, ok := in.Catalog.Route(id); ok {
+				consider(r)
+			}
+		}
+	}
 	slices.SortStableFunc(out, func(a, b candidate) int { return cmp.Or(cmp.Compare(b.load, a.load), cmp.Compare(a.id, b.id)) })
 	switch {
 	case hottestSplitting > 0 && (len(out) == 0 || hottestSplitting > out[0].load):

@@ -145,13 +145,11 @@ func TestDecideState(t *testing.T) {
 		t.Fatalf("group 1 after 5 columns: %+v", g)
 	}
 	in.Loads = map[uint64]uint64{1: 10}
-	st, _ = first(Decide(in, st))
+	st, _, _ = Decide(in, st)
 	if g := st.Groups[0]; g.Over != 0 || g.Loads[2] != 10 {
 		t.Fatalf("after a cool column: %+v", g)
 	}
 }
-
-func first(s State, _ []Plan, _ []Decline) (State, error) { return s, nil }
 
 func planText(ps []Plan) string {
 	s := ""
